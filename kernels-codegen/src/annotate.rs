@@ -1,0 +1,188 @@
+//! The comments around a kernel: its doc text, and the annotations `// @grid …` and
+//! `// @requires …` that let the generated function compute its own grid and check buffer
+//! lengths before dispatching.
+
+use crate::split::{Section, find_word, mask_comments};
+use std::ops::Range;
+
+/// One annotation line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Annotation {
+    /// `grid` or `requires`.
+    pub kind: String,
+    /// The expression text after the keyword.
+    pub expr: String,
+    /// The line's byte range in the kernel file.
+    pub range: Range<usize>,
+}
+
+/// What the comments say about a kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Notes {
+    /// Doc text, one entry per line.
+    pub doc: Vec<String>,
+    /// `@grid` and `@requires` lines.
+    pub annotations: Vec<Annotation>,
+    /// Byte offset of `fn <name>` in the file, if found.
+    pub entry: Option<Range<usize>>,
+}
+
+/// A comment line's text, if `line` is a `//` comment.
+fn comment_text(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    let rest = t.strip_prefix("///").or_else(|| t.strip_prefix("//"))?;
+    if rest.starts_with('#') {
+        // `//#if` and friends are directives, not prose.
+        return None;
+    }
+    Some(rest.strip_prefix(' ').unwrap_or(rest).trim_end())
+}
+
+/// Lines of `text` as (byte range without the line break, content).
+fn lines(text: &str) -> Vec<(Range<usize>, &str)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        let content = line.strip_suffix('\n').unwrap_or(line);
+        let content = content.strip_suffix('\r').unwrap_or(content);
+        out.push((start..start + content.len(), content));
+        start += line.len();
+    }
+    out
+}
+
+/// Reads the comments of one kernel. `text` is the whole kernel file.
+pub fn notes(text: &str, section: &Section) -> Notes {
+    let all = lines(text);
+    let marker_line = all.iter().position(|(r, _)| r.start == section.marker.start).unwrap_or(0);
+    let mut blocks: Vec<Vec<usize>> = Vec::new();
+
+    // 1. The header: comment lines right after the marker.
+    let mut header = Vec::new();
+    for (i, (_, l)) in all.iter().enumerate().skip(marker_line + 1) {
+        if comment_text(l).is_some() && crate::split::marker_name(l).is_none() {
+            header.push(i);
+        } else {
+            break;
+        }
+    }
+    blocks.push(header);
+
+    // 2. The block right above `@compute` / `fn name`.
+    let code = mask_comments(&text[section.body.clone()]);
+    let entry = find_word(&code, "fn").into_iter().find_map(|r| {
+        let after = code[r.end..].trim_start();
+        let name_ok = after.starts_with(section.name.as_str())
+            && !after[section.name.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        name_ok.then(|| {
+            let name_start = section.body.start + r.end + (code[r.end..].len() - after.len());
+            name_start..name_start + section.name.len()
+        })
+    });
+    if let Some(entry_range) = &entry {
+        // Walk back over attribute lines (`@compute`, `@workgroup_size(…)`) to the comments.
+        let compute = find_word(&code[..entry_range.start - section.body.start], "compute")
+            .last()
+            .map(|r| section.body.start + r.start)
+            .unwrap_or(entry_range.start);
+        let first = all.iter().position(|(r, _)| r.contains(&compute) || r.end >= compute).unwrap_or(0);
+        let mut block = Vec::new();
+        let mut i = first;
+        while i > marker_line + 1 {
+            i -= 1;
+            let l = all[i].1;
+            if comment_text(l).is_some() {
+                block.push(i);
+            } else {
+                break;
+            }
+        }
+        block.reverse();
+        if !blocks[0].contains(block.first().unwrap_or(&usize::MAX)) {
+            blocks.push(block);
+        }
+    }
+
+    let mut used: Vec<usize> = blocks.concat();
+    // 3. Otherwise the block right above the marker.
+    if used.iter().all(|&i| comment_text(all[i].1).is_some_and(str::is_empty)) {
+        let mut block = Vec::new();
+        let mut i = marker_line;
+        while i > 0 {
+            i -= 1;
+            let l = all[i].1;
+            if comment_text(l).is_some() && crate::split::marker_name(l).is_none() {
+                block.push(i);
+            } else {
+                break;
+            }
+        }
+        block.reverse();
+        used = block;
+    }
+
+    let mut out = Notes {
+        entry,
+        ..Notes::default()
+    };
+    for i in used {
+        let (range, line) = &all[i];
+        let Some(t) = comment_text(line) else { continue };
+        let annotation = ["grid", "requires"].iter().find_map(|k| {
+            let rest = t.strip_prefix('@')?.strip_prefix(k)?;
+            (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| (k.to_string(), rest.trim().to_string()))
+        });
+        match annotation {
+            Some((kind, expr)) => out.annotations.push(Annotation {
+                kind,
+                expr,
+                range: range.clone(),
+            }),
+            None => out.doc.push(t.to_string()),
+        }
+    }
+    while out.doc.last().is_some_and(|l| l.is_empty()) {
+        out.doc.pop();
+    }
+    while out.doc.first().is_some_and(|l| l.is_empty()) {
+        out.doc.remove(0);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceFile;
+
+    fn first(text: &str) -> Notes {
+        let f = SourceFile::new("f".into(), "f".into(), text.to_string());
+        let s = crate::split::split(&f).unwrap();
+        notes(text, &s.sections[0])
+    }
+
+    #[test]
+    fn header_and_annotations() {
+        let n = first(
+            "// --- KERNEL: scale ---\n// Scales x.\n//\n// In place.\n// @grid threads(p.n)\n// @requires len(x) >= p.n\n\
+             struct P { n: u32 }\n// entry\n@compute @workgroup_size(64)\nfn scale() {}\n",
+        );
+        assert_eq!(n.doc, vec!["Scales x.", "", "In place.", "entry"]);
+        assert_eq!(n.annotations.len(), 2);
+        assert_eq!(n.annotations[0].kind, "grid");
+        assert_eq!(n.annotations[0].expr, "threads(p.n)");
+        assert_eq!(n.annotations[1].expr, "len(x) >= p.n");
+        assert!(n.entry.is_some());
+    }
+
+    #[test]
+    fn doc_above_marker_when_nothing_else() {
+        let n = first("// Above.\n// --- KERNEL: k ---\n@compute @workgroup_size(1) fn k() {}\n");
+        assert_eq!(n.doc, vec!["Above."]);
+        let n = first("// --- KERNEL: k ---\n@compute @workgroup_size(1) fn kk() {}\n");
+        assert!(n.entry.is_none(), "`fn kk` is not `fn k`");
+    }
+}

@@ -1,0 +1,116 @@
+//! Errors as the user sees them: a message, the original `file:line:column`, the source line
+//! with the offending span underlined, and notes.
+
+use crate::source::Location;
+use std::fmt::Write as _;
+
+/// One compile error of the macro.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The kernel the error belongs to, if any.
+    pub kernel: Option<String>,
+    /// The headline.
+    pub message: String,
+    /// Where in an original file, if known.
+    pub location: Option<Location>,
+    /// Text under the underline.
+    pub label: String,
+    /// Extra lines (`= note: …`).
+    pub notes: Vec<String>,
+}
+
+impl Diagnostic {
+    /// An error without a location.
+    pub fn new(message: impl Into<String>) -> Self {
+        Diagnostic {
+            kernel: None,
+            message: message.into(),
+            location: None,
+            label: String::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// An error at a location.
+    pub fn at(location: Location, message: impl Into<String>) -> Self {
+        Diagnostic {
+            location: Some(location),
+            ..Diagnostic::new(message)
+        }
+    }
+
+    /// Sets the label under the highlighted span.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = label.into();
+        self
+    }
+
+    /// Adds a note.
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+
+    /// Names the kernel the error belongs to.
+    pub fn in_kernel(mut self, kernel: &str) -> Self {
+        self.kernel = Some(kernel.to_string());
+        self
+    }
+
+    /// Renders the error the way rustc renders its own, so that it reads naturally inside
+    /// the `compile_error!` it becomes.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Some(kernel) = &self.kernel {
+            let _ = write!(out, "kernel `{kernel}`: ");
+        }
+        out.push_str(&self.message);
+        if let Some(loc) = &self.location {
+            let gutter = loc.line.to_string().len();
+            let pad = " ".repeat(gutter);
+            let _ = write!(out, "\n{pad}--> {}:{}:{}", loc.file, loc.line, loc.column);
+            let _ = write!(out, "\n{pad} |");
+            let _ = write!(out, "\n{} | {}", loc.line, loc.line_text.replace('\t', "    "));
+            // Tabs before the column widen the underline's indent the same way.
+            let before: String = loc.line_text.chars().take(loc.column - 1).collect();
+            let indent = before.replace('\t', "    ").chars().count();
+            let _ = write!(
+                out,
+                "\n{pad} | {}{}",
+                " ".repeat(indent),
+                "^".repeat(loc.width)
+            );
+            if !self.label.is_empty() {
+                let _ = write!(out, " {}", self.label);
+            }
+        }
+        for note in &self.notes {
+            let _ = write!(out, "\n = note: {note}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_like_rustc() {
+        let loc = Location {
+            file: "shaders/a.wgsl".into(),
+            line: 12,
+            column: 5,
+            line_text: "    let x = 1;".into(),
+            width: 3,
+        };
+        let d = Diagnostic::at(loc, "bad thing")
+            .label("here")
+            .note("more")
+            .in_kernel("k");
+        assert_eq!(
+            d.render(),
+            "kernel `k`: bad thing\n  --> shaders/a.wgsl:12:5\n   |\n12 |     let x = 1;\n   |     ^^^ here\n = note: more"
+        );
+    }
+}

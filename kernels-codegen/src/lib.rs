@@ -1,0 +1,38 @@
+//! The logic behind `kernels!`, as a plain library so it can be unit-tested without a compiler
+//! in the loop and reused by tools.
+//!
+//! The stages, in the order data flows through them:
+//! [`input`] (the macro's arguments) → [`source`] (resolve, read, line tables) → [`split`]
+//! (markers, directives, `//#if subgroups` variants) → [`assemble`] (shared preamble + file
+//! preamble + section, with a map back to the files) → [`validate`] (naga, plus
+//! [`uniformity`] for subgroup operations) → [`reflect`] (bindings, layouts, workgroup size) →
+//! [`annotate`] and [`shape`] (docs, `@grid` and `@requires`) → [`expand`] (tokens). [`compile`]
+//! runs the stages for one file and collects every error with its original location.
+
+pub mod annotate;
+pub mod assemble;
+pub mod compile;
+pub mod diagnostic;
+pub mod expand;
+pub mod input;
+pub mod reflect;
+pub mod shape;
+pub mod source;
+pub mod split;
+pub mod uniformity;
+pub mod validate;
+
+use proc_macro2::TokenStream;
+
+pub use source::CallSite;
+
+/// The whole macro: arguments in, module (and `compile_error!`s) out. Never panics on user
+/// input.
+pub fn expand(input: TokenStream, site: &CallSite) -> TokenStream {
+    let input: input::Input = match syn::parse2(input) {
+        Ok(i) => i,
+        Err(e) => return e.to_compile_error(),
+    };
+    let file = compile::compile(site, &input.path, &input.shared, input.module.as_ref().map(|m| m.to_string()));
+    expand::expand(&file, input.span)
+}

@@ -1,0 +1,482 @@
+//! Stage 5: a kernel's interface read from naga's IR: its bindings with Rust types, the host
+//! layout of every struct they use, its override constants and its workgroup size.
+
+use naga::proc::Layouter;
+use naga::{AddressSpace, Handle, Module, Scalar, ScalarKind, StorageAccess, Type, TypeInner};
+
+/// A host-side scalar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HostScalar {
+    /// `f32`
+    F32,
+    /// `u32` (also `atomic<u32>`)
+    U32,
+    /// `i32` (also `atomic<i32>`)
+    I32,
+    /// `f16`, as `half::f16`
+    F16,
+}
+
+impl HostScalar {
+    /// Size in bytes.
+    pub fn size(self) -> u32 {
+        match self {
+            HostScalar::F16 => 2,
+            _ => 4,
+        }
+    }
+
+    /// The WGSL spelling.
+    pub fn wgsl(self) -> &'static str {
+        match self {
+            HostScalar::F32 => "f32",
+            HostScalar::U32 => "u32",
+            HostScalar::I32 => "i32",
+            HostScalar::F16 => "f16",
+        }
+    }
+
+    /// Whether values of it can be used in shape expressions.
+    pub fn is_integer(self) -> bool {
+        matches!(self, HostScalar::U32 | HostScalar::I32)
+    }
+}
+
+/// A host-side type with the exact size of its WGSL counterpart.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HostType {
+    /// A scalar.
+    Scalar(HostScalar),
+    /// `[T; N]`: vectors, matrix columns, fixed arrays.
+    Array(Box<HostType>, u32),
+    /// A generated `#[repr(C)]` struct.
+    Struct(String),
+}
+
+impl HostType {
+    /// The WGSL-side description used in docs and manifests.
+    pub fn describe(&self) -> String {
+        match self {
+            HostType::Scalar(s) => s.wgsl().to_string(),
+            HostType::Array(t, n) => format!("[{}; {n}]", t.describe()),
+            HostType::Struct(n) => n.clone(),
+        }
+    }
+}
+
+/// A field of a generated struct; `name == None` is explicit padding.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Field {
+    /// WGSL member name, or `None` for padding.
+    pub name: Option<String>,
+    /// Host type (`[u8; size]` for padding).
+    pub ty: Option<HostType>,
+    /// Byte offset.
+    pub offset: u32,
+    /// Byte size.
+    pub size: u32,
+}
+
+/// A struct with WGSL layout.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StructDef {
+    /// WGSL name.
+    pub name: String,
+    /// Size in bytes (a multiple of its alignment).
+    pub size: u32,
+    /// Fields and padding in order, covering `0..size` exactly.
+    pub fields: Vec<Field>,
+}
+
+/// How a binding is accessed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// `var<storage, read>`
+    Read,
+    /// `var<storage, read_write>`
+    ReadWrite,
+    /// `var<uniform>`
+    Uniform,
+}
+
+/// One resource binding of a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// `@group`
+    pub group: u32,
+    /// `@binding`
+    pub binding: u32,
+    /// The variable name, used as the Rust parameter name.
+    pub name: String,
+    /// Access.
+    pub access: Access,
+    /// Storage: the element type; uniform: the value type.
+    pub ty: HostType,
+    /// The WGSL type as written by naga (for docs and manifests).
+    pub wgsl: String,
+    /// Storage: bytes between elements; uniform: size of the value.
+    pub stride: u32,
+    /// Storage: fewest elements the binding must hold.
+    pub min_elems: u64,
+    /// Storage: whether the array is runtime-sized.
+    pub runtime_sized: bool,
+}
+
+/// One pipeline-overridable constant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OverrideDef {
+    /// Name (used as the key unless `id` is set).
+    pub name: String,
+    /// `@id`, if given.
+    pub id: Option<u16>,
+    /// Type: `bool`, `f32`, `u32` or `i32`.
+    pub ty: &'static str,
+    /// Whether it has a default.
+    pub has_default: bool,
+}
+
+/// Everything the host needs to call a kernel.
+#[derive(Clone, Debug, Default)]
+pub struct Interface {
+    /// `@workgroup_size`.
+    pub workgroup_size: [u32; 3],
+    /// Bindings in (group, binding) order; only those the entry point uses.
+    pub bindings: Vec<Binding>,
+    /// Structs used by the bindings, dependencies first.
+    pub structs: Vec<StructDef>,
+    /// Override constants.
+    pub overrides: Vec<OverrideDef>,
+    /// Module-scope integer constants, for shape expressions.
+    pub consts: Vec<(String, i128)>,
+}
+
+/// Reads the interface of entry point `name`.
+pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &str) -> Result<Interface, String> {
+    let (index, ep) = module
+        .entry_points
+        .iter()
+        .enumerate()
+        .find(|(_, ep)| ep.name == name && ep.stage == naga::ShaderStage::Compute)
+        .ok_or_else(|| format!("no `@compute fn {name}`"))?;
+    if ep.workgroup_size_overrides.is_some() {
+        return Err("the workgroup size must be a constant expression, not an override".into());
+    }
+    let mut layouter = Layouter::default();
+    layouter
+        .update(module.to_ctx())
+        .map_err(|e| format!("layout: {e}"))?;
+    let mut r = Reflector {
+        module,
+        layouter: &layouter,
+        structs: Vec::new(),
+    };
+    let mut bindings = Vec::new();
+    for (handle, var) in module.global_variables.iter() {
+        let Some(rb) = &var.binding else { continue };
+        if let Some(info) = info {
+            if info.get_entry_point(index)[handle].is_empty() {
+                continue;
+            }
+        }
+        let name = var.name.clone().unwrap_or_else(|| format!("binding{}", rb.binding));
+        let binding = match var.space {
+            AddressSpace::Storage { access } => {
+                let access = if access.contains(StorageAccess::STORE) {
+                    Access::ReadWrite
+                } else {
+                    Access::Read
+                };
+                let (ty, stride, min_elems, runtime_sized) = r.storage(var.ty).map_err(|e| format!("binding `{name}`: {e}"))?;
+                Binding {
+                    group: rb.group,
+                    binding: rb.binding,
+                    wgsl: wgsl_name(module, var.ty),
+                    name,
+                    access,
+                    ty,
+                    stride,
+                    min_elems,
+                    runtime_sized,
+                }
+            }
+            AddressSpace::Uniform => {
+                let ty = r.host(var.ty).map_err(|e| format!("binding `{name}`: {e}"))?;
+                Binding {
+                    group: rb.group,
+                    binding: rb.binding,
+                    wgsl: wgsl_name(module, var.ty),
+                    name,
+                    access: Access::Uniform,
+                    ty,
+                    stride: layouter[var.ty].size,
+                    min_elems: 1,
+                    runtime_sized: false,
+                }
+            }
+            other => return Err(format!("binding `{name}` is in address space {other:?}, which kernels! does not support (storage buffers and uniforms only)")),
+        };
+        bindings.push(binding);
+    }
+    bindings.sort_by_key(|b| (b.group, b.binding));
+    if let Some(b) = bindings.iter().find(|b| b.group != 0) {
+        return Err(format!("binding `{}` is in @group({}); kernels! puts every binding in @group(0)", b.name, b.group));
+    }
+    let mut overrides = Vec::new();
+    for (_, o) in module.overrides.iter() {
+        let ty = match module.types[o.ty].inner {
+            TypeInner::Scalar(Scalar::BOOL) => "bool",
+            TypeInner::Scalar(Scalar::F32) => "f32",
+            TypeInner::Scalar(Scalar::U32) => "u32",
+            TypeInner::Scalar(Scalar::I32) => "i32",
+            _ => return Err(format!("override `{}` has a type kernels! does not support", o.name.as_deref().unwrap_or("?"))),
+        };
+        overrides.push(OverrideDef {
+            name: o.name.clone().unwrap_or_default(),
+            id: o.id,
+            ty,
+            has_default: o.init.is_some(),
+        });
+    }
+    let mut consts = Vec::new();
+    for (_, c) in module.constants.iter() {
+        let Some(cname) = &c.name else { continue };
+        if let naga::Expression::Literal(lit) = module.global_expressions[c.init] {
+            let v = match lit {
+                naga::Literal::U32(v) => Some(v as i128),
+                naga::Literal::I32(v) => Some(v as i128),
+                naga::Literal::U64(v) => Some(v as i128),
+                naga::Literal::I64(v) => Some(v as i128),
+                naga::Literal::AbstractInt(v) => Some(v as i128),
+                _ => None,
+            };
+            if let Some(v) = v {
+                consts.push((cname.clone(), v));
+            }
+        }
+    }
+    Ok(Interface {
+        workgroup_size: ep.workgroup_size,
+        bindings,
+        structs: r.structs,
+        overrides,
+        consts,
+    })
+}
+
+fn wgsl_name(module: &Module, ty: Handle<Type>) -> String {
+    module.types[ty]
+        .name
+        .clone()
+        .unwrap_or_else(|| describe_inner(module, &module.types[ty].inner))
+}
+
+fn describe_inner(module: &Module, inner: &TypeInner) -> String {
+    match *inner {
+        TypeInner::Scalar(s) => scalar_name(s),
+        TypeInner::Vector { size, scalar } => format!("vec{}<{}>", size as u8, scalar_name(scalar)),
+        TypeInner::Matrix { columns, rows, scalar } => {
+            format!("mat{}x{}<{}>", columns as u8, rows as u8, scalar_name(scalar))
+        }
+        TypeInner::Atomic(s) => format!("atomic<{}>", scalar_name(s)),
+        TypeInner::Array { base, size, .. } => match size {
+            naga::ArraySize::Constant(n) => format!("array<{}, {n}>", wgsl_name(module, base)),
+            _ => format!("array<{}>", wgsl_name(module, base)),
+        },
+        TypeInner::Struct { .. } => "struct".into(),
+        _ => "?".into(),
+    }
+}
+
+fn scalar_name(s: Scalar) -> String {
+    match (s.kind, s.width) {
+        (ScalarKind::Float, 4) => "f32".into(),
+        (ScalarKind::Float, 2) => "f16".into(),
+        (ScalarKind::Uint, 4) => "u32".into(),
+        (ScalarKind::Sint, 4) => "i32".into(),
+        (ScalarKind::Bool, _) => "bool".into(),
+        (k, w) => format!("{k:?}{}", w * 8),
+    }
+}
+
+struct Reflector<'a> {
+    module: &'a Module,
+    layouter: &'a Layouter,
+    structs: Vec<StructDef>,
+}
+
+impl Reflector<'_> {
+    fn scalar(&self, s: Scalar) -> Result<HostScalar, String> {
+        Ok(match (s.kind, s.width) {
+            (ScalarKind::Float, 4) => HostScalar::F32,
+            (ScalarKind::Float, 2) => HostScalar::F16,
+            (ScalarKind::Uint, 4) => HostScalar::U32,
+            (ScalarKind::Sint, 4) => HostScalar::I32,
+            (ScalarKind::Bool, _) => return Err("`bool` cannot be shared with the host (use u32)".into()),
+            _ => return Err(format!("scalar type `{}` is not supported", scalar_name(s))),
+        })
+    }
+
+    fn host_size(&self, t: &HostType) -> u32 {
+        match t {
+            HostType::Scalar(s) => s.size(),
+            HostType::Array(t, n) => self.host_size(t) * n,
+            HostType::Struct(name) => self.structs.iter().find(|s| &s.name == name).map_or(0, |s| s.size),
+        }
+    }
+
+    /// A vector or matrix column padded to `stride` bytes.
+    fn padded_vector(&self, scalar: Scalar, stride: u32) -> Result<HostType, String> {
+        let s = self.scalar(scalar)?;
+        Ok(HostType::Array(Box::new(HostType::Scalar(s)), stride / s.size()))
+    }
+
+    fn host(&mut self, ty: Handle<Type>) -> Result<HostType, String> {
+        let module = self.module;
+        Ok(match module.types[ty].inner {
+            TypeInner::Scalar(s) | TypeInner::Atomic(s) => HostType::Scalar(self.scalar(s)?),
+            TypeInner::Vector { size, scalar } => {
+                HostType::Array(Box::new(HostType::Scalar(self.scalar(scalar)?)), size as u32)
+            }
+            TypeInner::Matrix { columns, rows, scalar } => {
+                // Columns are vectors: vec2 is 2 scalars wide, vec3 and vec4 take 4.
+                let stride = if rows as u32 == 2 { 2 } else { 4 } * scalar.width as u32;
+                HostType::Array(Box::new(self.padded_vector(scalar, stride)?), columns as u32)
+            }
+            TypeInner::Array { base, size, stride } => {
+                let naga::ArraySize::Constant(n) = size else {
+                    return Err("a runtime-sized array can only be the whole storage binding".into());
+                };
+                let elem = self.element(base, stride)?;
+                HostType::Array(Box::new(elem), n.get())
+            }
+            TypeInner::Struct { ref members, span } => {
+                let name = module.types[ty].name.clone().unwrap_or_else(|| format!("Struct{}", ty.index()));
+                if !self.structs.iter().any(|s| s.name == name) {
+                    let mut fields = Vec::new();
+                    let mut cursor = 0;
+                    for m in members {
+                        let mty = self.host(m.ty)?;
+                        let size = self.host_size(&mty);
+                        if m.offset > cursor {
+                            fields.push(Field { name: None, ty: None, offset: cursor, size: m.offset - cursor });
+                        }
+                        fields.push(Field {
+                            name: Some(m.name.clone().unwrap_or_else(|| format!("field{}", fields.len()))),
+                            ty: Some(mty),
+                            offset: m.offset,
+                            size,
+                        });
+                        cursor = m.offset + size;
+                    }
+                    if span > cursor {
+                        fields.push(Field { name: None, ty: None, offset: cursor, size: span - cursor });
+                    }
+                    self.structs.push(StructDef { name: name.clone(), size: span, fields });
+                }
+                HostType::Struct(name)
+            }
+            ref other => return Err(format!("type `{}` cannot be shared with the host", describe_inner(module, other))),
+        })
+    }
+
+    /// An array element, padded to the array's stride where WGSL pads it (vec3).
+    fn element(&mut self, base: Handle<Type>, stride: u32) -> Result<HostType, String> {
+        let elem = self.host(base)?;
+        let size = self.host_size(&elem);
+        if size == stride {
+            return Ok(elem);
+        }
+        if let TypeInner::Vector { scalar, .. } = self.module.types[base].inner {
+            return self.padded_vector(scalar, stride);
+        }
+        Err(format!(
+            "array elements of type `{}` are {size} bytes on the host but {stride} bytes apart in WGSL; \
+             pad the element type to its stride",
+            wgsl_name(self.module, base)
+        ))
+    }
+
+    /// Storage binding: (element type, stride, min elements, runtime sized).
+    fn storage(&mut self, ty: Handle<Type>) -> Result<(HostType, u32, u64, bool), String> {
+        match self.module.types[ty].inner {
+            TypeInner::Array { base, size, stride } => {
+                let elem = self.element(base, stride)?;
+                match size {
+                    naga::ArraySize::Constant(n) => Ok((elem, stride, n.get() as u64, false)),
+                    naga::ArraySize::Dynamic => Ok((elem, stride, 0, true)),
+                    naga::ArraySize::Pending(_) => Err("array sizes set by overrides are not supported".into()),
+                }
+            }
+            TypeInner::Struct { ref members, .. }
+                if members.last().is_some_and(|m| {
+                    matches!(self.module.types[m.ty].inner, TypeInner::Array { size: naga::ArraySize::Dynamic, .. })
+                }) =>
+            {
+                Err("a struct ending in a runtime-sized array is not supported; bind the array by itself".into())
+            }
+            _ => {
+                let t = self.host(ty)?;
+                let size = self.layouter[ty].size;
+                Ok((t, size, 1, false))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reflect_src(src: &str) -> Interface {
+        let m = naga::front::wgsl::parse_str(src).unwrap();
+        let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), crate::validate::CAPABILITIES)
+            .validate(&m)
+            .unwrap();
+        reflect(&m, Some(&info), "k").unwrap()
+    }
+
+    #[test]
+    fn struct_layout_has_explicit_padding() {
+        let i = reflect_src(
+            "struct P { a: u32, v: vec3<f32>, b: f32, m: mat3x3<f32> }\n\
+             @group(0) @binding(0) var<uniform> p: P;\n\
+             @group(0) @binding(1) var<storage, read_write> out: array<vec3<f32>>;\n\
+             @group(0) @binding(2) var<storage, read> unused: array<f32>;\n\
+             @compute @workgroup_size(8, 2) fn k() { out[0] = p.v * p.b + p.m[0] + f32(p.a); }",
+        );
+        assert_eq!(i.workgroup_size, [8, 2, 1]);
+        assert_eq!(i.bindings.len(), 2, "unused bindings are left out");
+        let p = &i.structs[0];
+        assert_eq!(p.size, 80);
+        let offs: Vec<_> = p.fields.iter().map(|f| (f.name.clone(), f.offset, f.size)).collect();
+        assert_eq!(
+            offs,
+            vec![
+                (Some("a".into()), 0, 4),
+                (None, 4, 12),
+                (Some("v".into()), 16, 12),
+                (Some("b".into()), 28, 4),
+                (Some("m".into()), 32, 48),
+            ]
+        );
+        let out = &i.bindings[1];
+        assert_eq!(out.access, Access::ReadWrite);
+        assert_eq!(out.stride, 16);
+        assert_eq!(out.ty, HostType::Array(Box::new(HostType::Scalar(HostScalar::F32)), 4));
+        assert!(out.runtime_sized);
+    }
+
+    #[test]
+    fn consts_and_overrides() {
+        let i = reflect_src(
+            "const TILE: u32 = 64u; const NEG: i32 = -3; override SCALE: f32 = 2.0;\n\
+             @group(0) @binding(0) var<storage, read_write> x: array<atomic<u32>, 4>;\n\
+             @compute @workgroup_size(TILE) fn k() { atomicAdd(&x[0], u32(SCALE) + TILE + u32(NEG)); }",
+        );
+        assert!(i.consts.contains(&("TILE".into(), 64)));
+        assert!(i.consts.contains(&("NEG".into(), -3)));
+        assert_eq!(i.overrides[0].name, "SCALE");
+        assert_eq!(i.bindings[0].min_elems, 4);
+        assert_eq!(i.bindings[0].ty, HostType::Scalar(HostScalar::U32));
+    }
+}

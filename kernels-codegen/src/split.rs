@@ -1,0 +1,477 @@
+//! Stage 2: the source format. Markers split a kernel file into its file preamble and one
+//! section per kernel; leading `enable` directives are lifted out; `//#if subgroups` blocks
+//! select a variant. Everything here keeps byte offsets intact (removed text becomes spaces),
+//! so locations found later in a part map straight back to the original file.
+
+use crate::diagnostic::Diagnostic;
+use crate::source::SourceFile;
+use std::ops::Range;
+
+/// The marker that starts a kernel, exactly as the original engine's regex
+/// `^// --- KERNEL: (\S+) ---$` (multi-line) matches it.
+const MARKER_PREFIX: &str = "// --- KERNEL: ";
+const MARKER_SUFFIX: &str = " ---";
+
+/// One kernel's section of a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Section {
+    /// The name written in the marker.
+    pub name: String,
+    /// The marker line (without its line break).
+    pub marker: Range<usize>,
+    /// The section's text: from the end of the marker line (its line break included) to the
+    /// start of the next marker line or the end of the file.
+    pub body: Range<usize>,
+}
+
+/// A kernel file split at its markers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// The text before the first marker.
+    pub preamble: Range<usize>,
+    /// The kernels in file order.
+    pub sections: Vec<Section>,
+}
+
+/// Finds every marker line: `(name, line range)`.
+pub fn find_markers(text: &str) -> Vec<(String, Range<usize>)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        let content = line.strip_suffix('\n').unwrap_or(line);
+        if let Some(name) = marker_name(content) {
+            out.push((name.to_string(), start..start + content.len()));
+        }
+        start += line.len();
+    }
+    out
+}
+
+/// The kernel name if `line` (without its `\n`) is a marker line.
+pub fn marker_name(line: &str) -> Option<&str> {
+    let name = line.strip_prefix(MARKER_PREFIX)?.strip_suffix(MARKER_SUFFIX)?;
+    if !name.is_empty() && !name.chars().any(char::is_whitespace) {
+        Some(name)
+    } else {
+        None
+    }
+}
+
+/// Splits a kernel file, enforcing the format's rules on it.
+pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
+    let text = &file.text;
+    let markers = find_markers(text);
+    let mut errors = Vec::new();
+
+    // A line that starts like a marker but is not one would silently merge two kernels.
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let content = line.strip_suffix('\n').unwrap_or(line);
+        if content.starts_with("// --- KERNEL:") && marker_name(content).is_none() {
+            errors.push(
+                Diagnostic::at(
+                    file.locate(offset..offset + content.len()),
+                    "malformed kernel marker",
+                )
+                .label("not a marker")
+                .note("a marker is a whole line `// --- KERNEL: <name> ---`, with no other text"),
+            );
+        }
+        offset += line.len();
+    }
+
+    if markers.is_empty() {
+        errors.push(
+            Diagnostic::new(format!(
+                "`{}` has no kernel markers: start each kernel with a line `// --- KERNEL: <name> ---`",
+                file.display
+            ))
+            .note(format!("in {}", file.display)),
+        );
+        return Err(errors);
+    }
+
+    let mut sections: Vec<Section> = Vec::new();
+    for (i, (name, marker)) in markers.iter().enumerate() {
+        // Like the original engine: the section starts right after the marker text.
+        let body_start = marker.end;
+        let end = markers.get(i + 1).map(|m| m.1.start).unwrap_or(text.len());
+        if syn::parse_str::<syn::Ident>(name).is_err() || name.starts_with("r#") {
+            errors.push(
+                Diagnostic::at(file.locate(marker.clone()), format!("kernel name `{name}` is not a Rust identifier"))
+                    .label("used as the name of the generated function")
+                    .note("kernel names must be valid Rust identifiers that are not keywords, like `matmul_t`"),
+            );
+        }
+        if let Some(first) = sections.iter().find(|s| &s.name == name) {
+            let first_line = file.locate(first.marker.clone()).line;
+            errors.push(
+                Diagnostic::at(file.locate(marker.clone()), format!("duplicate kernel `{name}`"))
+                    .label("second definition")
+                    .note(format!("first defined on line {first_line}")),
+            );
+        }
+        sections.push(Section {
+            name: name.clone(),
+            marker: marker.clone(),
+            body: body_start..end,
+        });
+    }
+
+    if errors.is_empty() {
+        Ok(Split {
+            preamble: 0..markers[0].1.start,
+            sections,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// The shared preamble must not hold markers: it would be split like a kernel file.
+pub fn check_shared(file: &SourceFile) -> Vec<Diagnostic> {
+    find_markers(&file.text)
+        .into_iter()
+        .map(|(_, range)| {
+            Diagnostic::at(
+                file.locate(range),
+                "the shared preamble must not contain kernel markers",
+            )
+            .label("marker in the shared preamble")
+            .note("the shared preamble is prepended to every kernel; put kernels in a kernel file")
+        })
+        .collect()
+}
+
+/// Replaces comments with spaces (line breaks kept), so that searches see only code.
+/// Handles `//` line comments and nested `/* */` block comments.
+pub fn mask_comments(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = bytes.to_vec();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'/' && bytes.get(i + 1) == Some(&b'/') {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                out[i] = b' ';
+                i += 1;
+            }
+        } else if bytes[i] == b'/' && bytes.get(i + 1) == Some(&b'*') {
+            let mut depth = 0usize;
+            while i < bytes.len() {
+                if bytes[i] == b'/' && bytes.get(i + 1) == Some(&b'*') {
+                    depth += 1;
+                    out[i] = b' ';
+                    out[i + 1] = b' ';
+                    i += 2;
+                } else if bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/') {
+                    depth -= 1;
+                    out[i] = b' ';
+                    out[i + 1] = b' ';
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if bytes[i] != b'\n' {
+                        out[i] = b' ';
+                    }
+                    i += 1;
+                }
+            }
+        } else {
+            i += 1;
+        }
+    }
+    // Only ASCII bytes were replaced, each whole character of a comment became spaces
+    // (multi-byte characters are replaced byte by byte), so the result is valid UTF-8.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+}
+
+/// Byte ranges of whole-word occurrences of `word` in `code` (comments already masked).
+pub fn find_word(code: &str, word: &str) -> Vec<Range<usize>> {
+    let bytes = code.as_bytes();
+    code.match_indices(word)
+        .filter(|(i, _)| {
+            let before = i.checked_sub(1).map(|j| bytes[j]);
+            let after = bytes.get(i + word.len()).copied();
+            !before.is_some_and(is_ident_byte) && !after.is_some_and(is_ident_byte)
+        })
+        .map(|(i, _)| i..i + word.len())
+        .collect()
+}
+
+/// An extension named by an `enable` directive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Directive {
+    /// The extension names (`enable f16, subgroups;` gives two).
+    pub names: Vec<String>,
+    /// The directive's byte range.
+    pub range: Range<usize>,
+}
+
+/// Lifts the `enable` directives at the very top of a part out of it (they are blanked, and
+/// the macro injects what each kernel needs), and reports any `enable` or `requires` directive
+/// that is not at the very top.
+pub fn take_directives(file: &SourceFile, part: Range<usize>, text: &mut String) -> Result<Vec<Directive>, Vec<Diagnostic>> {
+    let code = mask_comments(&file.text[part.clone()]);
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    let mut pos = 0;
+    // The leading block: whitespace and comments (already spaces), then directives.
+    loop {
+        let rest = &code[pos..];
+        let skip = rest.len() - rest.trim_start().len();
+        pos += skip;
+        let rest = &code[pos..];
+        let is_directive = ["enable", "requires"].iter().any(|w| {
+            rest.starts_with(w) && !rest.as_bytes().get(w.len()).copied().is_some_and(is_ident_byte)
+        });
+        if !is_directive {
+            break;
+        }
+        let Some(semi) = rest.find(';') else { break };
+        let body = &rest[..semi];
+        let (kind, list) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
+        let range = part.start + pos..part.start + pos + semi + 1;
+        if kind == "requires" {
+            errors.push(
+                Diagnostic::at(file.locate(range.clone()), "`requires` directives are not supported")
+                    .label("remove this directive"),
+            );
+        } else {
+            found.push(Directive {
+                names: list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+                range: range.clone(),
+            });
+        }
+        blank(text, range.start - part.start..range.end - part.start);
+        pos += semi + 1;
+    }
+    for word in ["enable", "requires"] {
+        for hit in find_word(&code[pos..], word) {
+            let range = part.start + pos + hit.start..part.start + pos + hit.end;
+            errors.push(
+                Diagnostic::at(
+                    file.locate(range),
+                    format!("`{word}` directive in the middle of a file"),
+                )
+                .label("not at the top")
+                .note(
+                    "WGSL requires directives before everything else, and a kernel's source is the \
+                     shared preamble + the file preamble + its section: kernels! writes the `enable` \
+                     directives each kernel needs at the very top, so leave them out (or put them \
+                     at the very top of a file)",
+                ),
+            );
+        }
+    }
+    for d in &found {
+        for name in &d.names {
+            if name != "f16" && name != "subgroups" {
+                errors.push(
+                    Diagnostic::at(file.locate(d.range.clone()), format!("unsupported extension `{name}`"))
+                        .note("kernels! knows `f16` and `subgroups`"),
+                );
+            }
+        }
+    }
+    if errors.is_empty() { Ok(found) } else { Err(errors) }
+}
+
+/// Replaces a byte range with spaces, keeping line breaks (so offsets and lines stay put).
+pub fn blank(text: &mut String, range: Range<usize>) {
+    let mut bytes = std::mem::take(text).into_bytes();
+    for b in &mut bytes[range] {
+        if *b != b'\n' && *b != b'\r' {
+            *b = b' ';
+        }
+    }
+    *text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+}
+
+/// The conditional lines: `//#if subgroups`, `//#if !subgroups`, `//#else`, `//#endif`.
+///
+/// WGSL has no preprocessor; this one exists so that the shared preamble can carry a subgroup
+/// reduction and a tree reduction for adapters without subgroups. It only ever blanks lines,
+/// so line numbers are unchanged.
+pub fn has_conditionals(text: &str) -> bool {
+    text.lines().any(|l| l.trim_start().starts_with("//#"))
+}
+
+/// Blanks the lines a variant leaves out. `range` is the part of `file` that `text` covers
+/// (`text` has the same length as that part).
+pub fn apply_conditionals(file: &SourceFile, range: Range<usize>, text: &mut String, subgroups: bool) -> Result<(), Vec<Diagnostic>> {
+    let mut errors = Vec::new();
+    // (active, line range of the #if)
+    let mut open: Option<(bool, bool, Range<usize>)> = None; // (condition, in_else, if line)
+    let mut to_blank = Vec::new();
+    let mut offset = 0;
+    let source = text.clone();
+    for line in source.split_inclusive('\n') {
+        let content = line.strip_suffix('\n').unwrap_or(line).trim_end_matches('\r');
+        let trimmed = content.trim();
+        let line_range = offset..offset + content.len();
+        let here = range.start + line_range.start..range.start + line_range.end;
+        if let Some(directive) = trimmed.strip_prefix("//#") {
+            let directive = directive.trim();
+            match directive.split_whitespace().collect::<Vec<_>>().as_slice() {
+                ["if", cond] => {
+                    let value = match *cond {
+                        "subgroups" => Some(subgroups),
+                        "!subgroups" => Some(!subgroups),
+                        _ => None,
+                    };
+                    match (value, &open) {
+                        (_, Some(_)) => errors.push(
+                            Diagnostic::at(file.locate(here.clone()), "nested `//#if` is not supported")
+                                .label("inside another `//#if`"),
+                        ),
+                        (None, None) => errors.push(
+                            Diagnostic::at(file.locate(here.clone()), format!("unknown condition `{cond}`"))
+                                .note("the conditions are `subgroups` and `!subgroups`"),
+                        ),
+                        (Some(v), None) => open = Some((v, false, here.clone())),
+                    }
+                }
+                ["else"] => match &mut open {
+                    Some((_, in_else, _)) if !*in_else => *in_else = true,
+                    _ => errors.push(Diagnostic::at(file.locate(here.clone()), "`//#else` without `//#if`")),
+                },
+                ["endif"] => {
+                    if open.take().is_none() {
+                        errors.push(Diagnostic::at(file.locate(here.clone()), "`//#endif` without `//#if`"));
+                    }
+                }
+                _ => errors.push(
+                    Diagnostic::at(file.locate(here.clone()), format!("unknown directive `//#{directive}`"))
+                        .note("the directives are `//#if subgroups`, `//#if !subgroups`, `//#else` and `//#endif`"),
+                ),
+            }
+        } else if let Some((cond, in_else, _)) = &open {
+            let active = if *in_else { !cond } else { *cond };
+            if !active {
+                to_blank.push(line_range);
+            }
+        }
+        offset += line.len();
+    }
+    if let Some((_, _, if_line)) = open {
+        errors.push(Diagnostic::at(file.locate(if_line), "`//#if` without `//#endif`"));
+    }
+    for r in to_blank {
+        blank(text, r);
+    }
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> SourceFile {
+        SourceFile::new("f.wgsl".into(), "f.wgsl".into(), text.to_string())
+    }
+
+    #[test]
+    fn splits_at_markers() {
+        let text = "const A = 1;\n// --- KERNEL: a ---\nfn a() {}\n// --- KERNEL: b ---\nfn b() {}\n";
+        let f = file(text);
+        let s = split(&f).unwrap();
+        assert_eq!(&text[s.preamble.clone()], "const A = 1;\n");
+        assert_eq!(s.sections.len(), 2);
+        assert_eq!(s.sections[0].name, "a");
+        assert_eq!(&text[s.sections[0].body.clone()], "\nfn a() {}\n");
+        assert_eq!(&text[s.sections[1].body.clone()], "\nfn b() {}\n");
+        assert_eq!(&text[s.sections[1].marker.clone()], "// --- KERNEL: b ---");
+    }
+
+    #[test]
+    fn marker_rules() {
+        assert_eq!(marker_name("// --- KERNEL: x ---"), Some("x"));
+        assert_eq!(marker_name(" // --- KERNEL: x ---"), None);
+        assert_eq!(marker_name("// --- KERNEL: x y ---"), None);
+        assert_eq!(marker_name("// --- KERNEL:  ---"), None);
+        assert_eq!(marker_name("// --- KERNEL: x --- "), None);
+        // A marker at the very end of a file without a trailing newline still counts.
+        let f = file("// --- KERNEL: a ---");
+        let s = split(&f).unwrap();
+        assert_eq!(s.sections[0].body, 20..20);
+    }
+
+    #[test]
+    fn format_errors() {
+        let no_marker = split(&file("fn a() {}\n")).unwrap_err();
+        assert!(no_marker[0].message.contains("no kernel markers"));
+        let dup = split(&file("// --- KERNEL: a ---\n// --- KERNEL: a ---\n")).unwrap_err();
+        assert!(dup[0].message.contains("duplicate kernel `a`"));
+        assert_eq!(dup[0].location.as_ref().unwrap().line, 2);
+        let bad = split(&file("// --- KERNEL: my-kernel ---\n")).unwrap_err();
+        assert!(bad[0].message.contains("not a Rust identifier"));
+        let kw = split(&file("// --- KERNEL: loop ---\n")).unwrap_err();
+        assert!(kw[0].message.contains("not a Rust identifier"));
+        let malformed = split(&file("// --- KERNEL: a ---\n// --- KERNEL: b c ---\n")).unwrap_err();
+        assert!(malformed[0].message.contains("malformed"));
+        let shared = check_shared(&file("// a comment about // --- KERNEL: x ---\n// --- KERNEL: y ---\n"));
+        assert_eq!(shared.len(), 1);
+        assert_eq!(shared[0].location.as_ref().unwrap().line, 2);
+    }
+
+    #[test]
+    fn masks_nested_comments() {
+        let t = "a /* b /* c */ d */ e // f\ng";
+        let m = mask_comments(t);
+        assert_eq!(m.len(), t.len());
+        assert_eq!(m.replace(' ', ""), "ae\ng");
+    }
+
+    #[test]
+    fn directives_at_top_are_lifted_elsewhere_rejected() {
+        let t = "// c\nenable f16;\nenable subgroups, f16;\nconst a = 1;\n";
+        let f = file(t);
+        let mut text = t.to_string();
+        let d = take_directives(&f, 0..t.len(), &mut text).unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[1].names, vec!["subgroups", "f16"]);
+        assert_eq!(text.len(), t.len());
+        assert!(!text.contains("enable"));
+        assert!(text.ends_with("const a = 1;\n"));
+
+        let t = "const a = 1;\n  enable f16;\n// enable x; is fine in a comment\n";
+        let f = file(t);
+        let mut text = t.to_string();
+        let e = take_directives(&f, 0..t.len(), &mut text).unwrap_err();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].location.as_ref().unwrap().line, 2);
+        assert_eq!(e[0].location.as_ref().unwrap().column, 3);
+        // `enabled` is just a word.
+        let t = "const enabled_x = 1;\n";
+        let mut text = t.to_string();
+        assert!(take_directives(&file(t), 0..t.len(), &mut text).unwrap().is_empty());
+    }
+
+    #[test]
+    fn conditionals_blank_the_inactive_branch() {
+        let t = "a\n//#if subgroups\nsg\n//#else\ntree\n//#endif\nb\n";
+        let f = file(t);
+        let mut with = t.to_string();
+        apply_conditionals(&f, 0..t.len(), &mut with, true).unwrap();
+        assert!(with.contains("sg") && !with.contains("tree"));
+        let mut without = t.to_string();
+        apply_conditionals(&f, 0..t.len(), &mut without, false).unwrap();
+        assert!(!without.contains("sg") && without.contains("tree"));
+        assert_eq!(with.len(), t.len());
+        assert_eq!(with.lines().count(), t.lines().count());
+
+        let t = "//#if subgroups\nx\n";
+        let mut s = t.to_string();
+        let e = apply_conditionals(&file(t), 0..t.len(), &mut s, true).unwrap_err();
+        assert!(e[0].message.contains("without `//#endif`"));
+        let t = "//#if wat\n//#endif\n";
+        let mut s = t.to_string();
+        assert!(apply_conditionals(&file(t), 0..t.len(), &mut s, true).is_err());
+    }
+}

@@ -1,0 +1,488 @@
+//! Uniform control flow for subgroup operations and barriers.
+//!
+//! WGSL requires subgroup operations, barriers and `workgroupUniformLoad` to run in uniform
+//! control flow. naga (30) does not check this for subgroup operations, but Chrome's compiler
+//! does, and on real hardware a reduction in divergent control flow gives wrong sums. This pass
+//! follows the WGSL uniformity analysis closely enough for compute kernels:
+//!
+//! - uniform values: constants, `workgroup_id`, `num_workgroups`, `subgroup_size`,
+//!   `num_subgroups`, loads from `uniform` and read-only `storage` buffers, `arrayLength`,
+//!   `workgroupUniformLoad` results; everything else (invocation ids, `workgroup`, `private` and
+//!   read-write `storage` memory, atomics, subgroup results) is non-uniform;
+//! - control flow under an `if`/`switch`/loop condition that is non-uniform is non-uniform; a
+//!   loop with a non-uniform `break`, `continue` or `return` is non-uniform throughout; control
+//!   flow reconverges after a statement, except after a non-uniform `return`, which makes the
+//!   rest of the function non-uniform;
+//! - function-scope variables are non-uniform if any store to them is (flow-insensitive, so a
+//!   little stricter than WGSL);
+//! - a helper function that needs uniform control flow passes the need to its callers, together
+//!   with the parameters whose values steer it (so `wg_reduce_sum(tid, v)` is fine to call with
+//!   a non-uniform `v`).
+
+use naga::{Block, Expression, Function, Handle, Module, Span, Statement};
+
+/// A statement that needs uniform control flow but does not have it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UniformityError {
+    /// The offending statement or call.
+    pub span: Span,
+    /// Headline.
+    pub message: String,
+    /// What makes the control flow non-uniform, if known.
+    pub cause: Option<Span>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Taint {
+    /// Set when the value is non-uniform whatever the parameters: where that comes from.
+    cause: Option<Span>,
+    /// Parameters (of a helper function) whose non-uniformity would make the value non-uniform.
+    params: u64,
+}
+
+impl Taint {
+    const UNIFORM: Taint = Taint {
+        cause: None,
+        params: 0,
+    };
+
+    fn non_uniform(span: Span) -> Taint {
+        Taint {
+            // An unknown span still has to mark the value non-uniform.
+            cause: Some(if span.is_defined() { span } else { Span::new(0, 0) }),
+            params: 0,
+        }
+    }
+
+    fn join(self, other: Taint) -> Taint {
+        Taint {
+            cause: self.cause.or(other.cause),
+            params: self.params | other.params,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Summary {
+    /// Why calling this function needs uniform control flow (what, where).
+    requires: Option<(String, Span)>,
+    /// Parameters that steer the control flow reaching those operations.
+    cf_params: u64,
+    /// How uniform the return value is.
+    ret: Taint,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Flow {
+    ret: Option<Taint>,
+    brk: Option<Taint>,
+    cont: Option<Taint>,
+}
+
+impl Flow {
+    fn merge(self, other: Flow) -> Flow {
+        fn m(a: Option<Taint>, b: Option<Taint>) -> Option<Taint> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.join(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        Flow {
+            ret: m(self.ret, other.ret),
+            brk: m(self.brk, other.brk),
+            cont: m(self.cont, other.cont),
+        }
+    }
+}
+
+struct Analyzer<'a> {
+    module: &'a Module,
+    func: &'a Function,
+    entry: bool,
+    summaries: &'a [Summary],
+    names: &'a [String],
+    locals: Vec<Taint>,
+    call_results: Vec<Option<Taint>>,
+    summary: Summary,
+    errors: Vec<UniformityError>,
+}
+
+/// Checks every entry point of a validated module. Errors in helper functions are reported
+/// once, at the helper.
+pub fn check(module: &Module) -> Vec<UniformityError> {
+    let mut summaries: Vec<Summary> = Vec::with_capacity(module.functions.len());
+    let mut names: Vec<String> = Vec::new();
+    let mut errors = Vec::new();
+    for (_, func) in module.functions.iter() {
+        let (summary, errs) = analyze(module, func, false, &summaries, &names);
+        summaries.push(summary);
+        names.push(func.name.clone().unwrap_or_else(|| "<unnamed>".into()));
+        errors.extend(errs);
+    }
+    for ep in &module.entry_points {
+        let (_, errs) = analyze(module, &ep.function, true, &summaries, &names);
+        errors.extend(errs);
+    }
+    errors
+}
+
+fn analyze(
+    module: &Module,
+    func: &Function,
+    entry: bool,
+    summaries: &[Summary],
+    names: &[String],
+) -> (Summary, Vec<UniformityError>) {
+    let mut a = Analyzer {
+        module,
+        func,
+        entry,
+        summaries,
+        names,
+        locals: vec![Taint::UNIFORM; func.local_variables.len()],
+        call_results: vec![None; func.expressions.len()],
+        summary: Summary::default(),
+        errors: Vec::new(),
+    };
+    // Local variable taints only grow; iterate to a fixed point.
+    for _ in 0..64 {
+        let before = a.locals.clone();
+        a.summary = Summary::default();
+        a.errors.clear();
+        // Initializers.
+        for (h, local) in func.local_variables.iter() {
+            if let Some(init) = local.init {
+                let t = a.expr(init);
+                a.locals[h.index()] = a.locals[h.index()].join(t);
+            }
+        }
+        a.block(&func.body, Taint::UNIFORM);
+        if a.locals == before {
+            break;
+        }
+    }
+    // Loops are walked more than once: report each place once.
+    let mut errors: Vec<UniformityError> = Vec::new();
+    for e in a.errors {
+        if !errors.iter().any(|x| x.span == e.span) {
+            errors.push(e);
+        }
+    }
+    (a.summary, errors)
+}
+
+impl Analyzer<'_> {
+    fn span(&self, e: Handle<Expression>) -> Span {
+        self.func.expressions.get_span(e)
+    }
+
+    fn builtin_is_uniform(b: &naga::Binding) -> bool {
+        use naga::BuiltIn as B;
+        matches!(
+            b,
+            naga::Binding::BuiltIn(
+                B::WorkGroupId | B::NumWorkGroups | B::SubgroupSize | B::NumSubgroups
+            )
+        )
+    }
+
+    fn expr(&mut self, e: Handle<Expression>) -> Taint {
+        use Expression as E;
+        let span = self.span(e);
+        match self.func.expressions[e] {
+            E::Literal(_) | E::Constant(_) | E::Override(_) | E::ZeroValue(_) => Taint::UNIFORM,
+            E::Compose { ref components, .. } => {
+                let mut t = Taint::UNIFORM;
+                for &c in components {
+                    t = t.join(self.expr(c));
+                }
+                t
+            }
+            E::Access { base, index } => self.expr(base).join(self.expr(index)),
+            E::AccessIndex { base, index } => {
+                // A member of a struct-typed entry-point argument has its own binding.
+                if let E::FunctionArgument(i) = self.func.expressions[base] {
+                    if self.entry {
+                        let arg = &self.func.arguments[i as usize];
+                        if let naga::TypeInner::Struct { ref members, .. } =
+                            self.module.types[arg.ty].inner
+                        {
+                            let uniform = members
+                                .get(index as usize)
+                                .and_then(|m| m.binding.as_ref())
+                                .is_some_and(Self::builtin_is_uniform);
+                            return if uniform {
+                                Taint::UNIFORM
+                            } else {
+                                Taint::non_uniform(span)
+                            };
+                        }
+                    }
+                }
+                self.expr(base)
+            }
+            E::Splat { value, .. } => self.expr(value),
+            E::Swizzle { vector, .. } => self.expr(vector),
+            E::FunctionArgument(i) => {
+                let arg = &self.func.arguments[i as usize];
+                if self.entry {
+                    if arg.binding.as_ref().is_some_and(Self::builtin_is_uniform) {
+                        Taint::UNIFORM
+                    } else {
+                        Taint::non_uniform(span)
+                    }
+                } else if i < 64 {
+                    Taint {
+                        cause: None,
+                        params: 1 << i,
+                    }
+                } else {
+                    Taint::non_uniform(span)
+                }
+            }
+            E::GlobalVariable(g) => {
+                use naga::AddressSpace as A;
+                match self.module.global_variables[g].space {
+                    A::Uniform | A::Handle | A::Immediate => Taint::UNIFORM,
+                    A::Storage { access } if !access.contains(naga::StorageAccess::STORE) => {
+                        Taint::UNIFORM
+                    }
+                    _ => Taint::non_uniform(span),
+                }
+            }
+            E::LocalVariable(l) => self.locals[l.index()],
+            E::Load { pointer } => self.expr(pointer),
+            E::Unary { expr, .. } => self.expr(expr),
+            E::Binary { left, right, .. } => self.expr(left).join(self.expr(right)),
+            E::Select {
+                condition,
+                accept,
+                reject,
+            } => self
+                .expr(condition)
+                .join(self.expr(accept))
+                .join(self.expr(reject)),
+            E::Relational { argument, .. } => self.expr(argument),
+            E::Math {
+                arg,
+                arg1,
+                arg2,
+                arg3,
+                ..
+            } => {
+                let mut t = self.expr(arg);
+                for a in [arg1, arg2, arg3].into_iter().flatten() {
+                    t = t.join(self.expr(a));
+                }
+                t
+            }
+            E::As { expr, .. } => self.expr(expr),
+            E::CallResult(_) => self.call_results[e.index()].unwrap_or(Taint::non_uniform(span)),
+            E::WorkGroupUniformLoadResult { .. } => Taint::UNIFORM,
+            E::ArrayLength(_) => Taint::UNIFORM,
+            // Atomics, subgroup results, images, ray queries and cooperative matrices.
+            _ => Taint::non_uniform(span),
+        }
+    }
+
+    /// The local variable a pointer expression is rooted at, with the taint of its indices.
+    fn pointer_root(&mut self, mut p: Handle<Expression>) -> (Option<usize>, Taint) {
+        let mut t = Taint::UNIFORM;
+        loop {
+            match self.func.expressions[p] {
+                Expression::Access { base, index } => {
+                    t = t.join(self.expr(index));
+                    p = base;
+                }
+                Expression::AccessIndex { base, .. } => p = base,
+                Expression::LocalVariable(l) => return (Some(l.index()), t),
+                _ => return (None, t),
+            }
+        }
+    }
+
+    fn require(&mut self, cf: Taint, what: String, span: Span) {
+        if let Some(cause) = cf.cause {
+            self.errors.push(UniformityError {
+                span,
+                message: format!("{what} in non-uniform control flow"),
+                cause: cause.is_defined().then_some(cause),
+            });
+            return;
+        }
+        if !self.entry {
+            self.summary.cf_params |= cf.params;
+            if self.summary.requires.is_none() {
+                self.summary.requires = Some((what, span));
+            }
+        }
+    }
+
+    fn block(&mut self, block: &Block, cf_in: Taint) -> Flow {
+        let mut cf = cf_in;
+        let mut flow = Flow::default();
+        for (stmt, &span) in block.span_iter() {
+            let f = self.statement(stmt, span, cf);
+            // After a construct that returned (or broke out) non-uniformly, the rest of this
+            // block runs only for some invocations.
+            for t in [f.ret, f.brk, f.cont].into_iter().flatten() {
+                cf = cf.join(t);
+            }
+            flow = flow.merge(f);
+        }
+        flow
+    }
+
+    fn statement(&mut self, stmt: &Statement, span: Span, cf: Taint) -> Flow {
+        use Statement as S;
+        match *stmt {
+            S::Emit(_) => Flow::default(),
+            S::Block(ref b) => self.block(b, cf),
+            S::If {
+                condition,
+                ref accept,
+                ref reject,
+            } => {
+                let inner = cf.join(self.expr(condition));
+                let a = self.block(accept, inner);
+                let r = self.block(reject, inner);
+                a.merge(r)
+            }
+            S::Switch {
+                selector,
+                ref cases,
+            } => {
+                let inner = cf.join(self.expr(selector));
+                let mut flow = Flow::default();
+                for case in cases {
+                    flow = flow.merge(self.block(&case.body, inner));
+                }
+                // `break` ends the switch; `continue` and `return` leave it.
+                Flow {
+                    brk: None,
+                    ..flow
+                }
+            }
+            S::Loop {
+                ref body,
+                ref continuing,
+                break_if,
+            } => {
+                let mut loop_taint = Taint::UNIFORM;
+                let mut result = Flow::default();
+                for _ in 0..16 {
+                    let inner = cf.join(loop_taint);
+                    let b = self.block(body, inner);
+                    let c = self.block(continuing, inner);
+                    let mut next = loop_taint;
+                    for t in [b.brk, b.cont, b.ret, c.brk, c.cont].into_iter().flatten() {
+                        next = next.join(t);
+                    }
+                    if let Some(e) = break_if {
+                        next = next.join(inner.join(self.expr(e)));
+                    }
+                    result = Flow {
+                        ret: b.ret,
+                        brk: None,
+                        cont: None,
+                    };
+                    if next == loop_taint {
+                        break;
+                    }
+                    loop_taint = next;
+                }
+                result
+            }
+            S::Break => Flow {
+                brk: Some(cf),
+                ..Flow::default()
+            },
+            S::Continue => Flow {
+                cont: Some(cf),
+                ..Flow::default()
+            },
+            S::Return { value } => {
+                let mut t = cf;
+                if let Some(v) = value {
+                    t = t.join(self.expr(v));
+                }
+                self.summary.ret = self.summary.ret.join(t);
+                Flow {
+                    ret: Some(cf),
+                    ..Flow::default()
+                }
+            }
+            S::Kill => Flow {
+                ret: Some(cf),
+                ..Flow::default()
+            },
+            S::ControlBarrier(_) | S::MemoryBarrier(_) => {
+                self.require(cf, "barrier".into(), span);
+                Flow::default()
+            }
+            S::WorkGroupUniformLoad { .. } => {
+                self.require(cf, "`workgroupUniformLoad`".into(), span);
+                Flow::default()
+            }
+            S::SubgroupBallot { .. }
+            | S::SubgroupGather { .. }
+            | S::SubgroupCollectiveOperation { .. } => {
+                self.require(cf, "subgroup operation".into(), span);
+                Flow::default()
+            }
+            S::Store { pointer, value } => {
+                let (root, index_taint) = self.pointer_root(pointer);
+                if let Some(l) = root {
+                    let t = self.expr(value).join(index_taint).join(cf);
+                    self.locals[l] = self.locals[l].join(t);
+                }
+                Flow::default()
+            }
+            S::Atomic { .. } => Flow::default(),
+            S::Call {
+                function,
+                ref arguments,
+                result,
+            } => {
+                let callee = self.summaries[function.index()].clone();
+                let name = self.names[function.index()].clone();
+                let mut arg_taints = Vec::with_capacity(arguments.len());
+                for &arg in arguments {
+                    arg_taints.push(self.expr(arg));
+                    // The callee may write through a pointer argument.
+                    if let (Some(l), _) = self.pointer_root(arg) {
+                        self.locals[l] = self.locals[l].join(Taint::non_uniform(span));
+                    }
+                }
+                let pick = |mask: u64, taints: &[Taint]| {
+                    let mut t = Taint::UNIFORM;
+                    for (i, a) in taints.iter().enumerate() {
+                        if i < 64 && mask & (1 << i) != 0 {
+                            t = t.join(*a);
+                        }
+                    }
+                    t
+                };
+                if let Some((what, _)) = &callee.requires {
+                    let eff = cf.join(pick(callee.cf_params, &arg_taints));
+                    self.require(
+                        eff,
+                        format!("call to `{name}` (which contains a {what})"),
+                        span,
+                    );
+                }
+                if let Some(r) = result {
+                    let t = Taint {
+                        cause: callee.ret.cause.map(|_| span),
+                        params: 0,
+                    }
+                    .join(pick(callee.ret.params, &arg_taints))
+                    .join(cf);
+                    self.call_results[r.index()] = Some(t);
+                }
+                Flow::default()
+            }
+            _ => Flow::default(),
+        }
+    }
+}

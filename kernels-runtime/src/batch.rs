@@ -1,0 +1,367 @@
+//! Recording calls: a [`Batch`] records many kernel calls into one command encoder and one
+//! compute pass and submits them at once (a training step is hundreds of dispatches); a
+//! [`Gpu`] used directly submits each call as it comes.
+
+use crate::buffer::{Buffer, Element};
+use crate::context::Gpu;
+use crate::error::{Error, Result};
+use crate::grid::Grid;
+use crate::kernel::{BindingKind, KernelDef};
+use std::cell::RefCell;
+
+/// Where a generated function records its call: `&Gpu` (submits at once) or `&Batch`.
+pub trait Record {
+    /// Records (or runs) one call.
+    fn record(self, call: Call<'_>) -> Result<()>;
+}
+
+/// One call of a kernel, as generated code describes it.
+#[doc(hidden)]
+pub struct Call<'a> {
+    pub kernel: &'static KernelDef,
+    pub grid: Grid,
+    pub args: &'a [Arg<'a>],
+    pub overrides: &'a [(&'static str, f64)],
+}
+
+/// One argument of a call.
+#[doc(hidden)]
+pub enum Arg<'a> {
+    Storage {
+        raw: &'a wgpu::Buffer,
+        id: u64,
+        gpu_id: u64,
+        writable: bool,
+    },
+    Uniform(&'a [u8]),
+}
+
+impl<'a> Arg<'a> {
+    /// A storage buffer argument.
+    pub fn storage<T: Element>(buffer: &'a Buffer<T>, writable: bool) -> Self {
+        Arg::Storage {
+            raw: &buffer.raw,
+            id: buffer.id,
+            gpu_id: buffer.gpu_id,
+            writable,
+        }
+    }
+
+    /// A uniform argument.
+    pub fn uniform(bytes: &'a [u8]) -> Self {
+        Arg::Uniform(bytes)
+    }
+}
+
+/// Uniform data is packed into 64 KiB buffers and bound with dynamic offsets, so a batch of
+/// hundreds of calls uploads its parameters in a few writes.
+const CHUNK: u64 = 64 * 1024;
+
+struct Chunk {
+    buffer: wgpu::Buffer,
+    data: Vec<u8>,
+}
+
+struct State {
+    encoder: Option<wgpu::CommandEncoder>,
+    pass: Option<wgpu::ComputePass<'static>>,
+    chunks: Vec<Chunk>,
+    dispatches: usize,
+}
+
+/// Calls recorded for one submission. Record into it with `&batch` (generated functions take
+/// `impl Record`), then [`submit`](Batch::submit). Dropping a batch without submitting
+/// discards what it recorded.
+pub struct Batch<'g> {
+    gpu: &'g Gpu,
+    state: RefCell<State>,
+}
+
+impl std::fmt::Debug for Batch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch").field("dispatches", &self.dispatches()).finish_non_exhaustive()
+    }
+}
+
+impl Gpu {
+    /// Starts a batch.
+    pub fn batch(&self) -> Batch<'_> {
+        Batch {
+            gpu: self,
+            state: RefCell::new(State {
+                encoder: None,
+                pass: None,
+                chunks: Vec::new(),
+                dispatches: 0,
+            }),
+        }
+    }
+
+    /// Checks a call against the kernel and the device; returns the pipeline and grid.
+    fn prepare(&self, call: &Call<'_>) -> Result<(std::sync::Arc<crate::pipeline::Compiled>, [u32; 3])> {
+        let k = call.kernel;
+        let name = || k.qualified_name();
+        let limits = &self.inner.limits;
+        if call.args.len() != k.bindings.len() {
+            return Err(Error::BadArguments {
+                kernel: name(),
+                detail: format!("{} arguments for {} bindings", call.args.len(), k.bindings.len()),
+            });
+        }
+        for (def, arg) in k.bindings.iter().zip(call.args) {
+            match (def.kind, arg) {
+                (BindingKind::Uniform, Arg::Uniform(bytes)) => {
+                    if bytes.len() as u64 != def.stride as u64 {
+                        return Err(Error::BadArguments {
+                            kernel: name(),
+                            detail: format!("uniform `{}` is {} bytes, not {}", def.name, bytes.len(), def.stride),
+                        });
+                    }
+                    if bytes.len() as u64 > limits.max_uniform_buffer_binding_size as u64 {
+                        return Err(Error::BindingTooLarge {
+                            kernel: name(),
+                            binding: def.name.into(),
+                            bytes: bytes.len() as u64,
+                            limit: limits.max_uniform_buffer_binding_size as u64,
+                            what: "uniform",
+                        });
+                    }
+                }
+                (BindingKind::Read | BindingKind::ReadWrite, Arg::Storage { raw, gpu_id, writable, .. }) => {
+                    if *writable != (def.kind == BindingKind::ReadWrite) {
+                        return Err(Error::BadArguments {
+                            kernel: name(),
+                            detail: format!("binding `{}` is {:?} but the argument is {}", def.name, def.kind, if *writable { "writable" } else { "read-only" }),
+                        });
+                    }
+                    if *gpu_id != self.inner.id {
+                        return Err(Error::ForeignBuffer { kernel: name(), binding: def.name.into() });
+                    }
+                    let needed = def.min_elems.max(1) * def.stride as u64;
+                    if raw.size() < needed {
+                        return Err(Error::BufferTooShort {
+                            kernel: name(),
+                            binding: def.name.into(),
+                            needed,
+                            got: raw.size(),
+                        });
+                    }
+                    let limit = limits.max_storage_buffer_binding_size as u64;
+                    if raw.size() > limit {
+                        return Err(Error::BindingTooLarge {
+                            kernel: name(),
+                            binding: def.name.into(),
+                            bytes: raw.size(),
+                            limit,
+                            what: "storage",
+                        });
+                    }
+                }
+                _ => {
+                    return Err(Error::BadArguments {
+                        kernel: name(),
+                        detail: format!("binding `{}` is {:?} but the argument is not", def.name, def.kind),
+                    });
+                }
+            }
+        }
+        // One buffer in two bindings is only allowed when both only read it.
+        for (i, a) in call.args.iter().enumerate() {
+            for (j, b) in call.args.iter().enumerate().skip(i + 1) {
+                if let (Arg::Storage { id: ia, writable: wa, .. }, Arg::Storage { id: ib, writable: wb, .. }) = (a, b) {
+                    if ia == ib && (*wa || *wb) {
+                        return Err(Error::Aliased {
+                            kernel: name(),
+                            first: k.bindings[i].name.into(),
+                            second: k.bindings[j].name.into(),
+                        });
+                    }
+                }
+            }
+        }
+        let dims = call.grid.resolve(&name(), k.threads_per_workgroup(), limits.max_compute_workgroups_per_dimension)?;
+        let compiled = self.pipeline(k, call.overrides)?;
+        Ok((compiled, dims))
+    }
+}
+
+impl Record for &Gpu {
+    fn record(self, call: Call<'_>) -> Result<()> {
+        let batch = self.batch();
+        (&batch).record(call)?;
+        batch.submit()
+    }
+}
+
+impl Record for &Batch<'_> {
+    fn record(self, call: Call<'_>) -> Result<()> {
+        let gpu = self.gpu;
+        let (compiled, [x, y, z]) = gpu.prepare(&call)?;
+        if x == 0 || y == 0 || z == 0 {
+            return Ok(());
+        }
+        let mut state = self.state.borrow_mut();
+        let align = gpu.inner.limits.min_uniform_buffer_offset_alignment as u64;
+        let mut offsets: Vec<u32> = Vec::new();
+        let mut uniform_slots: Vec<(wgpu::Buffer, u64)> = Vec::new();
+        for arg in call.args {
+            if let Arg::Uniform(bytes) = arg {
+                let size = (bytes.len() as u64).max(16).div_ceil(16) * 16;
+                let (buffer, offset) = state.place_uniform(gpu, bytes, size, align);
+                offsets.push(offset as u32);
+                uniform_slots.push((buffer, size));
+            }
+        }
+        let mut slots = uniform_slots.iter();
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = call
+            .kernel
+            .bindings
+            .iter()
+            .zip(call.args)
+            .map(|(def, arg)| wgpu::BindGroupEntry {
+                binding: def.binding,
+                resource: match arg {
+                    Arg::Storage { raw, .. } => raw.as_entire_binding(),
+                    Arg::Uniform(_) => {
+                        let (buffer, size) = slots.next().expect("one slot per uniform");
+                        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer,
+                            offset: 0,
+                            size: std::num::NonZeroU64::new(*size),
+                        })
+                    }
+                },
+            })
+            .collect();
+        let bind_group = gpu.inner.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &compiled.layout,
+            entries: &entries,
+        });
+        let pass = state.pass(gpu);
+        pass.set_pipeline(&compiled.pipeline);
+        pass.set_bind_group(0, &bind_group, &offsets);
+        pass.dispatch_workgroups(x, y, z);
+        state.dispatches += 1;
+        Ok(())
+    }
+}
+
+impl State {
+    fn encoder(&mut self, gpu: &Gpu) -> &mut wgpu::CommandEncoder {
+        self.pass = None;
+        self.encoder.get_or_insert_with(|| {
+            gpu.inner
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("kernels batch") })
+        })
+    }
+
+    fn pass(&mut self, gpu: &Gpu) -> &mut wgpu::ComputePass<'static> {
+        if self.pass.is_none() {
+            let pass = self
+                .encoder(gpu)
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("kernels"),
+                    timestamp_writes: None,
+                })
+                .forget_lifetime();
+            self.pass = Some(pass);
+        }
+        self.pass.as_mut().expect("just created")
+    }
+
+    /// Places uniform bytes; returns the chunk buffer and the dynamic offset.
+    fn place_uniform(&mut self, gpu: &Gpu, bytes: &[u8], size: u64, align: u64) -> (wgpu::Buffer, u64) {
+        let fits = |c: &Chunk| {
+            let offset = (c.data.len() as u64).div_ceil(align) * align;
+            offset + size <= c.buffer.size()
+        };
+        if !self.chunks.last().is_some_and(fits) {
+            let capacity = CHUNK.max(size);
+            let pooled = if capacity == CHUNK {
+                gpu.inner.uniform_pool.lock().ok().and_then(|mut p| p.pop())
+            } else {
+                None
+            };
+            let buffer = pooled.unwrap_or_else(|| {
+                gpu.inner.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("kernels uniforms"),
+                    size: capacity,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            });
+            self.chunks.push(Chunk { buffer, data: Vec::new() });
+        }
+        let chunk = self.chunks.last_mut().expect("a chunk with room");
+        let offset = (chunk.data.len() as u64).div_ceil(align) * align;
+        chunk.data.resize(offset as usize, 0);
+        chunk.data.extend_from_slice(bytes);
+        chunk.data.resize((offset + size) as usize, 0);
+        (chunk.buffer.clone(), offset)
+    }
+}
+
+impl Batch<'_> {
+    /// Number of dispatches recorded.
+    pub fn dispatches(&self) -> usize {
+        self.state.borrow().dispatches
+    }
+
+    /// Records a copy of `src` into `dst` (same length).
+    pub fn copy<T: Element>(&self, src: &Buffer<T>, dst: &mut Buffer<T>) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::LengthMismatch {
+                detail: format!("copying {} elements into a buffer of {}", src.len(), dst.len()),
+            });
+        }
+        if src.gpu_id != self.gpu.inner.id || dst.gpu_id != self.gpu.inner.id {
+            return Err(Error::Gpu("copy between buffers of different GPU contexts".into()));
+        }
+        let size = src.raw.size().min(dst.raw.size());
+        self.state.borrow_mut().encoder(self.gpu).copy_buffer_to_buffer(&src.raw, 0, &dst.raw, 0, size);
+        Ok(())
+    }
+
+    /// Records zeroing `buffer`.
+    pub fn clear<T: Element>(&self, buffer: &mut Buffer<T>) -> Result<()> {
+        if buffer.gpu_id != self.gpu.inner.id {
+            return Err(Error::Gpu("this buffer belongs to another GPU context".into()));
+        }
+        self.state.borrow_mut().encoder(self.gpu).clear_buffer(&buffer.raw, 0, None);
+        Ok(())
+    }
+
+    /// Submits everything recorded. Does not wait for the GPU.
+    pub fn submit(self) -> Result<()> {
+        let gpu = self.gpu;
+        let mut state = self.state.into_inner();
+        state.pass = None;
+        let Some(encoder) = state.encoder.take() else {
+            return gpu.take_errors();
+        };
+        let queue = &gpu.inner.queue;
+        let mut returned = Vec::new();
+        for chunk in state.chunks {
+            let mut data = chunk.data;
+            data.resize(data.len().div_ceil(4) * 4, 0);
+            if !data.is_empty() {
+                queue.write_buffer(&chunk.buffer, 0, &data);
+            }
+            if chunk.buffer.size() == CHUNK {
+                returned.push(chunk.buffer);
+            }
+        }
+        queue.submit([encoder.finish()]);
+        let pool = gpu.inner.uniform_pool.clone();
+        queue.on_submitted_work_done(move || {
+            if let Ok(mut p) = pool.lock() {
+                p.extend(returned);
+            }
+        });
+        // Run callbacks of work that has finished (returns uniform chunks to the pool).
+        let _ = gpu.inner.device.poll(wgpu::PollType::Poll);
+        gpu.take_errors()
+    }
+}

@@ -1,0 +1,339 @@
+//! The GPU context: adapter choice, device with the adapter's real limits and the optional
+//! features kernels use, and a report of what was found.
+
+use crate::error::{Error, Result};
+use crate::pipeline::PipelineCache;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Features the runtime asks for when the adapter has them.
+pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
+    .union(wgpu::Features::SHADER_F16)
+    .union(wgpu::Features::TIMESTAMP_QUERY)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+
+/// How to open a [`Gpu`].
+#[derive(Clone, Debug)]
+pub struct GpuOptions {
+    /// Adapter to pick: a backend (`vulkan`, `metal`, `dx12`, `gl`), a part of the adapter's name
+    /// (case-insensitive), or both as `backend:name`. `None` picks the most capable adapter.
+    /// [`GpuOptions::from_env`] reads it from `KERNELS_ADAPTER`.
+    pub adapter: Option<String>,
+    /// Use subgroup operations where the adapter has them. With `false`, kernels run their
+    /// tree-reduction variants (and kernels that have none report `SUBGROUP` as missing).
+    /// [`GpuOptions::from_env`] sets it to `false` when `KERNELS_SUBGROUPS=0`.
+    pub subgroups: bool,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            adapter: None,
+            subgroups: true,
+        }
+    }
+}
+
+impl GpuOptions {
+    /// Options from the environment: `KERNELS_ADAPTER` and `KERNELS_SUBGROUPS`.
+    pub fn from_env() -> Self {
+        GpuOptions {
+            adapter: std::env::var("KERNELS_ADAPTER").ok().filter(|s| !s.trim().is_empty()),
+            subgroups: std::env::var("KERNELS_SUBGROUPS").map(|v| v.trim() != "0").unwrap_or(true),
+        }
+    }
+}
+
+/// What the runtime found: the adapter and the capabilities kernels depend on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterReport {
+    /// Adapter name.
+    pub name: String,
+    /// Backend (`Vulkan`, `Metal`, …).
+    pub backend: String,
+    /// Device type.
+    pub device_type: String,
+    /// Driver and version.
+    pub driver: String,
+    /// Smallest subgroup size the adapter reports.
+    pub subgroup_min_size: u32,
+    /// Largest subgroup size the adapter reports.
+    pub subgroup_max_size: u32,
+    /// `SUBGROUP` is enabled and used.
+    pub subgroups: bool,
+    /// `SHADER_F16` is enabled.
+    pub f16: bool,
+    /// Timestamp queries are enabled.
+    pub timestamps: bool,
+    /// `max_compute_workgroups_per_dimension`
+    pub max_workgroups_per_dimension: u32,
+    /// `max_storage_buffer_binding_size`
+    pub max_storage_binding: u64,
+    /// `max_buffer_size`
+    pub max_buffer_size: u64,
+    /// `max_compute_workgroup_storage_size`
+    pub max_workgroup_memory: u32,
+}
+
+impl std::fmt::Display for AdapterReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}, {}, driver {}); subgroups: {}{}; f16: {}; {} workgroups per dimension; {} MiB per storage binding; {} KiB workgroup memory",
+            self.name,
+            self.backend,
+            self.device_type,
+            if self.driver.is_empty() { "?" } else { &self.driver },
+            if self.subgroups { "on" } else { "off" },
+            if self.subgroup_max_size > 0 {
+                if self.subgroup_min_size == self.subgroup_max_size {
+                    format!(" (size {})", self.subgroup_min_size)
+                } else {
+                    format!(" (sizes {}–{})", self.subgroup_min_size, self.subgroup_max_size)
+                }
+            } else {
+                String::new()
+            },
+            if self.f16 { "yes" } else { "no" },
+            self.max_workgroups_per_dimension,
+            self.max_storage_binding >> 20,
+            self.max_workgroup_memory >> 10,
+        )
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) id: u64,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) adapter: wgpu::Adapter,
+    pub(crate) features: wgpu::Features,
+    pub(crate) limits: wgpu::Limits,
+    pub(crate) use_subgroups: bool,
+    pub(crate) report: AdapterReport,
+    pub(crate) pipelines: PipelineCache,
+    pub(crate) uniform_pool: Arc<Mutex<Vec<wgpu::Buffer>>>,
+    pub(crate) errors: Arc<Mutex<Vec<String>>>,
+}
+
+/// A GPU: device, queue, and the pipelines built on it. Cheap to clone (a handle).
+#[derive(Clone)]
+pub struct Gpu {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu").field("adapter", &self.inner.report.name).finish_non_exhaustive()
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+fn rank(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+fn describe(info: &wgpu::AdapterInfo) -> String {
+    format!("{} ({:?})", info.name, info.backend)
+}
+
+/// Whether `wanted` (`backend`, `name part` or `backend:name part`) selects this adapter.
+fn matches(info: &wgpu::AdapterInfo, wanted: &str) -> bool {
+    let wanted = wanted.trim().to_lowercase();
+    let backend = format!("{:?}", info.backend).to_lowercase();
+    let name = info.name.to_lowercase();
+    let backend_ok = |b: &str| backend == b || (b == "gl" && backend == "gl") || (b == "webgpu" && backend == "browserwebgpu");
+    match wanted.split_once(':') {
+        Some((b, n)) => backend_ok(b) && name.contains(n.trim()),
+        None => backend_ok(&wanted) || name.contains(&wanted),
+    }
+}
+
+impl Gpu {
+    /// Opens the best adapter, honouring `KERNELS_ADAPTER` and `KERNELS_SUBGROUPS`.
+    pub fn new() -> Result<Gpu> {
+        pollster::block_on(Self::with_options(GpuOptions::from_env()))
+    }
+
+    /// Opens an adapter with explicit options (blocking).
+    pub fn with_options_blocking(options: GpuOptions) -> Result<Gpu> {
+        pollster::block_on(Self::with_options(options))
+    }
+
+    /// Opens an adapter with explicit options.
+    pub async fn with_options(options: GpuOptions) -> Result<Gpu> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        // OpenGL is a last resort (and probing it prints noise on headless Linux): only when
+        // asked for, or when no primary backend has an adapter.
+        let wants_gl = options.adapter.as_deref().is_some_and(|w| w.trim().to_lowercase().starts_with("gl"));
+        let mut adapters = if wants_gl { Vec::new() } else { instance.enumerate_adapters(wgpu::Backends::PRIMARY).await };
+        if adapters.is_empty() {
+            adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
+        }
+        let available: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
+        let mut candidates: Vec<wgpu::Adapter> = adapters
+            .into_iter()
+            .filter(|a| options.adapter.as_deref().is_none_or(|w| matches(&a.get_info(), w)))
+            .collect();
+        candidates.sort_by_key(|a| {
+            let info = a.get_info();
+            // Prefer real GPUs, then Vulkan/Metal/DX12 over GL.
+            (rank(info.device_type), matches!(info.backend, wgpu::Backend::Gl) as u8)
+        });
+        let adapter = candidates.into_iter().next().ok_or(Error::NoAdapter {
+            wanted: options.adapter.clone(),
+            available,
+        })?;
+        Self::from_adapter(adapter, options.subgroups).await
+    }
+
+    /// Opens a device on a given adapter.
+    pub async fn from_adapter(adapter: wgpu::Adapter, subgroups: bool) -> Result<Gpu> {
+        let info = adapter.get_info();
+        let features = adapter.features() & OPTIONAL_FEATURES;
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("kernels"),
+                required_features: features,
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| Error::Device(e.to_string()))?;
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+        let lost = errors.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut v) = lost.lock() {
+                v.push(format!("device lost ({reason:?}): {message}"));
+            }
+        });
+        let use_subgroups = subgroups && features.contains(wgpu::Features::SUBGROUP);
+        let report = AdapterReport {
+            name: info.name.clone(),
+            backend: format!("{:?}", info.backend),
+            device_type: format!("{:?}", info.device_type),
+            driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
+            subgroup_min_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_min_size } else { 0 },
+            subgroup_max_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_max_size } else { 0 },
+            subgroups: use_subgroups,
+            f16: features.contains(wgpu::Features::SHADER_F16),
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            max_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+            max_storage_binding: limits.max_storage_buffer_binding_size as u64,
+            max_buffer_size: limits.max_buffer_size,
+            max_workgroup_memory: limits.max_compute_workgroup_storage_size,
+        };
+        Ok(Gpu {
+            inner: Arc::new(Inner {
+                id: next_id(),
+                device,
+                queue,
+                adapter,
+                features,
+                limits,
+                use_subgroups,
+                report,
+                pipelines: PipelineCache::default(),
+                uniform_pool: Arc::default(),
+                errors,
+            }),
+        })
+    }
+
+    /// The adapter and its capabilities.
+    pub fn report(&self) -> &AdapterReport {
+        &self.inner.report
+    }
+
+    /// The wgpu device (for code that mixes hand-written wgpu with kernels).
+    pub fn device(&self) -> &wgpu::Device {
+        &self.inner.device
+    }
+
+    /// The wgpu queue.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.inner.queue
+    }
+
+    /// The wgpu adapter.
+    pub fn adapter(&self) -> &wgpu::Adapter {
+        &self.inner.adapter
+    }
+
+    /// The device's limits (the adapter's own, not wgpu's defaults).
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.inner.limits
+    }
+
+    /// The optional features enabled on the device.
+    pub fn features(&self) -> wgpu::Features {
+        self.inner.features
+    }
+
+    /// Whether kernels run their subgroup variants.
+    pub fn uses_subgroups(&self) -> bool {
+        self.inner.use_subgroups
+    }
+
+    /// Blocks until all submitted work has finished; reports errors wgpu raised meanwhile.
+    pub fn wait(&self) -> Result<()> {
+        self.inner
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(e.to_string()))?;
+        self.take_errors()
+    }
+
+    /// Returns (and clears) errors wgpu reported outside any call.
+    pub(crate) fn take_errors(&self) -> Result<()> {
+        let mut errors = self.inner.errors.lock().map_err(|_| Error::Gpu("error log poisoned".into()))?;
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            let all = std::mem::take(&mut *errors);
+            Err(Error::Gpu(all.join("; ")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str, backend: wgpu::Backend) -> wgpu::AdapterInfo {
+        let mut i = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, backend);
+        i.name = name.into();
+        i
+    }
+
+    #[test]
+    fn adapter_selection_by_backend_name_or_both() {
+        let lavapipe = info("llvmpipe (LLVM 15.0.6, 256 bits)", wgpu::Backend::Vulkan);
+        assert!(matches(&lavapipe, "vulkan"));
+        assert!(matches(&lavapipe, "LLVMpipe"));
+        assert!(matches(&lavapipe, "vulkan:llvm"));
+        assert!(!matches(&lavapipe, "gl:llvm"));
+        assert!(!matches(&lavapipe, "nvidia"));
+    }
+}

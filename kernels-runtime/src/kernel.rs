@@ -1,0 +1,129 @@
+//! What the generated code tells the runtime about each kernel: static descriptions built by
+//! `kernels!`, one `KernelDef` per kernel.
+
+/// How a binding is accessed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BindingKind {
+    /// `var<storage, read>`
+    Read,
+    /// `var<storage, read_write>`
+    ReadWrite,
+    /// `var<uniform>`
+    Uniform,
+}
+
+/// One binding of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BindingDef {
+    /// `@group`
+    pub group: u32,
+    /// `@binding`
+    pub binding: u32,
+    /// The WGSL variable name.
+    pub name: &'static str,
+    /// Access.
+    pub kind: BindingKind,
+    /// The WGSL type.
+    pub wgsl_type: &'static str,
+    /// Storage: bytes per element; uniform: bytes of the value.
+    pub stride: u32,
+    /// Storage: the fewest elements the binding needs (0 for runtime-sized arrays).
+    pub min_elems: u64,
+}
+
+/// An `override` constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OverrideDef {
+    /// Its WGSL name.
+    pub name: &'static str,
+    /// The key wgpu takes: the `@id` if given, else the name.
+    pub key: &'static str,
+    /// `bool`, `f32`, `u32` or `i32`.
+    pub ty: &'static str,
+    /// Whether WGSL gives it a default.
+    pub has_default: bool,
+}
+
+/// How a kernel's grid is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GridKind {
+    /// The caller passes a [`Grid`](crate::Grid).
+    Caller,
+    /// `@grid threads(n)`: one invocation per item, 1-D with the 2-D fallback.
+    Threads,
+    /// `@grid workgroups(n)`: one workgroup per item (row, block), 1-D with the 2-D fallback.
+    Workgroups,
+    /// `@grid workgroups(x, y, z)`: an explicit grid.
+    Explicit,
+}
+
+impl GridKind {
+    /// A short name for manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GridKind::Caller => "caller",
+            GridKind::Threads => "threads",
+            GridKind::Workgroups => "workgroups",
+            GridKind::Explicit => "explicit",
+        }
+    }
+}
+
+/// One compiled form of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VariantDef {
+    /// Needs `SUBGROUP`.
+    pub subgroups: bool,
+    /// Needs `SHADER_F16`.
+    pub f16: bool,
+    /// Source for wgpu.
+    pub wgsl: &'static str,
+    /// Source for a browser (`enable subgroups;` included where used).
+    pub browser_wgsl: &'static str,
+}
+
+/// Everything about one kernel.
+#[derive(Debug)]
+pub struct KernelDef {
+    /// Kernel (entry point) name.
+    pub name: &'static str,
+    /// Generated module name.
+    pub module: &'static str,
+    /// Kernel file, as shown in messages.
+    pub file: &'static str,
+    /// Line of the kernel's marker.
+    pub line: u32,
+    /// Doc text from the WGSL comments.
+    pub doc: &'static str,
+    /// `@workgroup_size`
+    pub workgroup_size: [u32; 3],
+    /// Bindings in order.
+    pub bindings: &'static [BindingDef],
+    /// `override` constants.
+    pub overrides: &'static [OverrideDef],
+    /// How the grid is chosen.
+    pub grid: GridKind,
+    /// The `@grid` expression, if any.
+    pub grid_expr: &'static str,
+    /// The `@requires` checks.
+    pub requires: &'static [&'static str],
+    /// Variants, preferred first.
+    pub variants: &'static [VariantDef],
+}
+
+impl KernelDef {
+    /// `module::kernel`
+    pub fn qualified_name(&self) -> String {
+        format!("{}::{}", self.module, self.name)
+    }
+
+    /// Invocations per workgroup.
+    pub fn threads_per_workgroup(&self) -> u64 {
+        self.workgroup_size.iter().map(|&d| d as u64).product()
+    }
+
+    /// Whether any variant needs f16.
+    pub fn needs_f16(&self) -> bool {
+        self.variants.iter().all(|v| v.f16)
+    }
+}

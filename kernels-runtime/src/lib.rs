@@ -1,0 +1,31 @@
+//! The runtime under `kernels!`: a GPU context, typed buffers, pipelines built once per
+//! context, grids with the 2-D fallback, and batches of calls. Generated code calls into it;
+//! most users reach it through the `kernels` crate.
+
+mod batch;
+mod buffer;
+mod context;
+mod error;
+mod grid;
+mod kernel;
+mod pipeline;
+#[doc(hidden)]
+pub mod shape;
+
+pub use batch::{Batch, Record};
+pub use buffer::{Buffer, Element};
+pub use context::{AdapterReport, Gpu, GpuOptions, OPTIONAL_FEATURES};
+pub use error::{Error, Result};
+pub use grid::{Grid, dispatch_1d};
+pub use half::f16;
+pub use kernel::{BindingDef, BindingKind, GridKind, KernelDef, OverrideDef, VariantDef};
+pub use pipeline::WarmUp;
+pub use wgpu;
+
+/// Used by generated code; not a stable API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::batch::{Arg, Call};
+    pub use crate::shape;
+    pub use bytemuck;
+}

@@ -1,0 +1,112 @@
+//! Host-side drivers for kernels that take more than one dispatch.
+
+use crate::infrastructure::{fill_const, reduce_max, reduce_sum};
+use crate::{Buffer, Error, Gpu, Record, Result};
+
+/// Elements one reduction workgroup folds into one partial (`REDUCE_CHUNK` in
+/// `shaders/00_infrastructure.wgsl`).
+pub const REDUCE_CHUNK: usize = 1024;
+
+/// Scratch space for [`reduce_sum`](fn@reduce_sum_into) and friends over up to `capacity` values.
+#[derive(Debug)]
+pub struct ReduceScratch {
+    a: Buffer<f32>,
+    b: Buffer<f32>,
+    capacity: usize,
+}
+
+impl ReduceScratch {
+    /// Scratch for arrays of up to `capacity` values.
+    pub fn new(gpu: &Gpu, capacity: usize) -> Result<Self> {
+        let first = capacity.div_ceil(REDUCE_CHUNK).max(1);
+        let second = first.div_ceil(REDUCE_CHUNK).max(1);
+        Ok(ReduceScratch {
+            a: gpu.zeros(first)?,
+            b: gpu.zeros(second)?,
+            capacity,
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Sum,
+    Max,
+}
+
+fn pass(rec: impl Record, op: Op, x: &Buffer<f32>, out: &mut Buffer<f32>, n: u32) -> Result<()> {
+    match op {
+        Op::Sum => reduce_sum(rec, x, out, n),
+        Op::Max => reduce_max(rec, x, out, n),
+    }
+}
+
+fn reduce(rec: impl Record + Copy, op: Op, x: &Buffer<f32>, n: usize, out: &mut Buffer<f32>, s: &mut ReduceScratch) -> Result<()> {
+    if n > s.capacity || n > x.len() {
+        return Err(Error::LengthMismatch {
+            detail: format!("reducing {n} values of a buffer of {} with scratch for {}", x.len(), s.capacity),
+        });
+    }
+    let n32 = u32::try_from(n).map_err(|_| Error::LengthMismatch {
+        detail: format!("{n} values: reductions take at most u32::MAX"),
+    })?;
+    if n == 0 {
+        let value = match op {
+            Op::Sum => 0.0,
+            Op::Max => f32::NEG_INFINITY,
+        };
+        return fill_const(rec, out, fill_const::Params::new(1, value));
+    }
+    if n <= REDUCE_CHUNK {
+        return pass(rec, op, x, out, n32);
+    }
+    // x → a, then a ↔ b until one chunk is left, then into `out`.
+    pass(rec, op, x, &mut s.a, n32)?;
+    let mut len = n.div_ceil(REDUCE_CHUNK);
+    let mut in_a = true;
+    while len > REDUCE_CHUNK {
+        let next = len.div_ceil(REDUCE_CHUNK);
+        if in_a {
+            pass(rec, op, &s.a, &mut s.b, len as u32)?;
+        } else {
+            pass(rec, op, &s.b, &mut s.a, len as u32)?;
+        }
+        in_a = !in_a;
+        len = next;
+    }
+    let last = if in_a { &s.a } else { &s.b };
+    pass(rec, op, last, out, len as u32)
+}
+
+/// Records the sum of `x[0..n]` into `out[0]`: ⌈log₁₀₂₄ n⌉ passes of `infrastructure::reduce_sum`.
+/// The order of additions depends only on `n` and the subgroup size, so results repeat
+/// bit for bit. `n = 0` gives 0.
+pub fn reduce_sum_into(rec: impl Record + Copy, x: &Buffer<f32>, n: usize, out: &mut Buffer<f32>, scratch: &mut ReduceScratch) -> Result<()> {
+    reduce(rec, Op::Sum, x, n, out, scratch)
+}
+
+/// Records the maximum of `x[0..n]` into `out[0]` (`n = 0` gives −∞; NaNs are not propagated).
+pub fn reduce_max_into(rec: impl Record + Copy, x: &Buffer<f32>, n: usize, out: &mut Buffer<f32>, scratch: &mut ReduceScratch) -> Result<()> {
+    reduce(rec, Op::Max, x, n, out, scratch)
+}
+
+/// The sum of a whole buffer, read back (allocates scratch; for repeated use, keep a
+/// [`ReduceScratch`] and call [`reduce_sum_into`]).
+pub fn sum(gpu: &Gpu, x: &Buffer<f32>) -> Result<f32> {
+    let mut scratch = ReduceScratch::new(gpu, x.len())?;
+    let mut out = gpu.zeros::<f32>(1)?;
+    let batch = gpu.batch();
+    reduce_sum_into(&batch, x, x.len(), &mut out, &mut scratch)?;
+    batch.submit()?;
+    Ok(out.read(gpu)?[0])
+}
+
+/// The maximum of a whole buffer, read back.
+pub fn max(gpu: &Gpu, x: &Buffer<f32>) -> Result<f32> {
+    let mut scratch = ReduceScratch::new(gpu, x.len())?;
+    let mut out = gpu.zeros::<f32>(1)?;
+    let batch = gpu.batch();
+    reduce_max_into(&batch, x, x.len(), &mut out, &mut scratch)?;
+    batch.submit()?;
+    Ok(out.read(gpu)?[0])
+}
