@@ -139,13 +139,19 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
     };
 
     // Directives: only at the very top of a file; lifted out.
+    // (Blanking keeps offsets, so the whole text can be edited in place.)
     let mut file_text = file.text.clone();
-    if let Err(e) = split::take_directives(&file, 0..file.text.len(), &mut file_text) {
+    if let Err(e) = split::take_directives(&file, split.preamble.clone(), &mut file_text, true) {
         out.errors.extend(e);
+    }
+    for section in &split.sections {
+        if let Err(e) = split::take_directives(&file, section.body.clone(), &mut file_text, false) {
+            out.errors.extend(e);
+        }
     }
     let mut shared_text = shared.as_ref().map(|s| s.text.clone());
     if let (Some(s), Some(t)) = (&shared, &mut shared_text) {
-        if let Err(e) = split::take_directives(s, 0..s.text.len(), t) {
+        if let Err(e) = split::take_directives(s, 0..s.text.len(), t, true) {
             out.errors.extend(e);
         }
     }

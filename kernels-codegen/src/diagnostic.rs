@@ -68,15 +68,17 @@ impl Diagnostic {
         if let Some(loc) = &self.location {
             let gutter = loc.line.to_string().len();
             let pad = " ".repeat(gutter);
-            let _ = write!(out, "\n{pad}--> {}:{}:{}", loc.file, loc.line, loc.column);
-            let _ = write!(out, "\n{pad} |");
-            let _ = write!(out, "\n{} | {}", loc.line, loc.line_text.replace('\t', "    "));
+            // Not rustc's `-->`: tools that rewrite rustc's own locations (trybuild) would
+            // strip the line numbers of the WGSL file.
+            let _ = write!(out, "\n{pad} ┌─ {}:{}:{}", loc.file, loc.line, loc.column);
+            let _ = write!(out, "\n{pad} │");
+            let _ = write!(out, "\n{} │ {}", loc.line, loc.line_text.replace('\t', "    "));
             // Tabs before the column widen the underline's indent the same way.
             let before: String = loc.line_text.chars().take(loc.column - 1).collect();
             let indent = before.replace('\t', "    ").chars().count();
             let _ = write!(
                 out,
-                "\n{pad} | {}{}",
+                "\n{pad} │ {}{}",
                 " ".repeat(indent),
                 "^".repeat(loc.width)
             );
@@ -110,7 +112,7 @@ mod tests {
             .in_kernel("k");
         assert_eq!(
             d.render(),
-            "kernel `k`: bad thing\n  --> shaders/a.wgsl:12:5\n   |\n12 |     let x = 1;\n   |     ^^^ here\n = note: more"
+            "kernel `k`: bad thing\n   ┌─ shaders/a.wgsl:12:5\n   │\n12 │     let x = 1;\n   │     ^^^ here\n = note: more"
         );
     }
 }

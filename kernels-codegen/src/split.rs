@@ -85,8 +85,7 @@ pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
             Diagnostic::new(format!(
                 "`{}` has no kernel markers: start each kernel with a line `// --- KERNEL: <name> ---`",
                 file.display
-            ))
-            .note(format!("in {}", file.display)),
+            )),
         );
         return Err(errors);
     }
@@ -215,14 +214,15 @@ pub struct Directive {
 
 /// Lifts the `enable` directives at the very top of a part out of it (they are blanked, and
 /// the macro injects what each kernel needs), and reports any `enable` or `requires` directive
-/// that is not at the very top.
-pub fn take_directives(file: &SourceFile, part: Range<usize>, text: &mut String) -> Result<Vec<Directive>, Vec<Diagnostic>> {
+/// that is not at the very top. With `lift == false` (kernel sections) every directive is an
+/// error: a section never starts a file.
+pub fn take_directives(file: &SourceFile, part: Range<usize>, text: &mut String, lift: bool) -> Result<Vec<Directive>, Vec<Diagnostic>> {
     let code = mask_comments(&file.text[part.clone()]);
     let mut found = Vec::new();
     let mut errors = Vec::new();
     let mut pos = 0;
     // The leading block: whitespace and comments (already spaces), then directives.
-    loop {
+    while lift {
         let rest = &code[pos..];
         let skip = rest.len() - rest.trim_start().len();
         pos += skip;
@@ -248,7 +248,7 @@ pub fn take_directives(file: &SourceFile, part: Range<usize>, text: &mut String)
                 range: range.clone(),
             });
         }
-        blank(text, range.start - part.start..range.end - part.start);
+        blank(text, range.start..range.end);
         pos += semi + 1;
     }
     for word in ["enable", "requires"] {
@@ -433,7 +433,7 @@ mod tests {
         let t = "// c\nenable f16;\nenable subgroups, f16;\nconst a = 1;\n";
         let f = file(t);
         let mut text = t.to_string();
-        let d = take_directives(&f, 0..t.len(), &mut text).unwrap();
+        let d = take_directives(&f, 0..t.len(), &mut text, true).unwrap();
         assert_eq!(d.len(), 2);
         assert_eq!(d[1].names, vec!["subgroups", "f16"]);
         assert_eq!(text.len(), t.len());
@@ -443,14 +443,18 @@ mod tests {
         let t = "const a = 1;\n  enable f16;\n// enable x; is fine in a comment\n";
         let f = file(t);
         let mut text = t.to_string();
-        let e = take_directives(&f, 0..t.len(), &mut text).unwrap_err();
+        let e = take_directives(&f, 0..t.len(), &mut text, true).unwrap_err();
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].location.as_ref().unwrap().line, 2);
         assert_eq!(e[0].location.as_ref().unwrap().column, 3);
         // `enabled` is just a word.
         let t = "const enabled_x = 1;\n";
         let mut text = t.to_string();
-        assert!(take_directives(&file(t), 0..t.len(), &mut text).unwrap().is_empty());
+        assert!(take_directives(&file(t), 0..t.len(), &mut text, true).unwrap().is_empty());
+        // In a section nothing is lifted.
+        let t = "enable f16;\n";
+        let mut text = t.to_string();
+        assert!(take_directives(&file(t), 0..t.len(), &mut text, false).is_err());
     }
 
     #[test]

@@ -285,6 +285,16 @@ impl Analyzer<'_> {
         }
     }
 
+    /// A branch condition's taint, blaming the condition itself (what a reader changes).
+    fn condition(&mut self, e: Handle<Expression>) -> Taint {
+        let t = self.expr(e);
+        let span = self.span(e);
+        Taint {
+            cause: t.cause.map(|c| if span.is_defined() { span } else { c }),
+            params: t.params,
+        }
+    }
+
     /// The local variable a pointer expression is rooted at, with the taint of its indices.
     fn pointer_root(&mut self, mut p: Handle<Expression>) -> (Option<usize>, Taint) {
         let mut t = Taint::UNIFORM;
@@ -343,7 +353,7 @@ impl Analyzer<'_> {
                 ref accept,
                 ref reject,
             } => {
-                let inner = cf.join(self.expr(condition));
+                let inner = cf.join(self.condition(condition));
                 let a = self.block(accept, inner);
                 let r = self.block(reject, inner);
                 a.merge(r)
@@ -352,7 +362,7 @@ impl Analyzer<'_> {
                 selector,
                 ref cases,
             } => {
-                let inner = cf.join(self.expr(selector));
+                let inner = cf.join(self.condition(selector));
                 let mut flow = Flow::default();
                 for case in cases {
                     flow = flow.merge(self.block(&case.body, inner));
@@ -379,7 +389,7 @@ impl Analyzer<'_> {
                         next = next.join(t);
                     }
                     if let Some(e) = break_if {
-                        next = next.join(inner.join(self.expr(e)));
+                        next = next.join(inner.join(self.condition(e)));
                     }
                     result = Flow {
                         ret: b.ret,

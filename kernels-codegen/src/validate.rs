@@ -145,7 +145,12 @@ fn validation_error(e: &naga::WithSpan<naga::valid::ValidationError>) -> RawErro
         source = s.source();
     }
     let message = chain.pop().unwrap_or_default();
-    let mut spans = e.spans().filter_map(|(s, l)| s.to_range().map(|r| (r, l.clone())));
+    // naga labels some spans with its own arena names ("naga::ir::GlobalVariable [0]"): they
+    // mean nothing to a reader of the WGSL.
+    let mut spans = e.spans().filter_map(|(s, l)| {
+        let l = if l.starts_with("naga::") { String::new() } else { l.clone() };
+        s.to_range().map(|r| (r, l))
+    });
     // The last span naga attaches is the most specific one.
     let all: Vec<_> = spans.by_ref().collect();
     let primary = all.last().cloned();
@@ -157,6 +162,9 @@ fn validation_error(e: &naga::WithSpan<naga::valid::ValidationError>) -> RawErro
     }
     if !chain.is_empty() {
         notes.push((None, format!("naga: {}", chain.join(": "))));
+    }
+    if message.contains("HOST_SHAREABLE") {
+        notes.push((None, "this type cannot be shared with the host: `bool` (or a type holding one) has no defined layout; use `u32`".into()));
     }
     RawError {
         primary,

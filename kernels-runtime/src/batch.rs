@@ -15,24 +15,34 @@ pub trait Record {
     fn record(self, call: Call<'_>) -> Result<()>;
 }
 
-/// One call of a kernel, as generated code describes it.
-#[doc(hidden)]
+/// One call of a kernel: what generated functions build, and the untyped API for tools
+/// that load kernels by name (`Record::record(&gpu, Call { … })`). Every check of the typed
+/// API happens here too, at run time.
 pub struct Call<'a> {
+    /// The kernel.
     pub kernel: &'static KernelDef,
+    /// Its grid.
     pub grid: Grid,
+    /// One argument per binding, in binding order.
     pub args: &'a [Arg<'a>],
+    /// Override values by key.
     pub overrides: &'a [(&'static str, f64)],
 }
 
-/// One argument of a call.
-#[doc(hidden)]
+/// One argument of a [`Call`].
 pub enum Arg<'a> {
+    /// A storage buffer.
     Storage {
+        /// The buffer.
         raw: &'a wgpu::Buffer,
+        /// Its identity (for the aliasing check).
         id: u64,
+        /// The context it belongs to.
         gpu_id: u64,
+        /// Bound writable.
         writable: bool,
     },
+    /// Uniform bytes.
     Uniform(&'a [u8]),
 }
 

@@ -24,6 +24,10 @@ pub struct GpuOptions {
     /// tree-reduction variants (and kernels that have none report `SUBGROUP` as missing).
     /// [`GpuOptions::from_env`] sets it to `false` when `KERNELS_SUBGROUPS=0`.
     pub subgroups: bool,
+    /// Optional features not to enable even where the adapter has them, to run as a smaller
+    /// adapter would (`SHADER_F16` to test f16 errors, `SUBGROUP` to test the fallbacks).
+    /// [`GpuOptions::from_env`] adds `SHADER_F16` when `KERNELS_F16=0`.
+    pub without: wgpu::Features,
 }
 
 impl Default for GpuOptions {
@@ -31,16 +35,19 @@ impl Default for GpuOptions {
         GpuOptions {
             adapter: None,
             subgroups: true,
+            without: wgpu::Features::empty(),
         }
     }
 }
 
 impl GpuOptions {
-    /// Options from the environment: `KERNELS_ADAPTER` and `KERNELS_SUBGROUPS`.
+    /// Options from the environment: `KERNELS_ADAPTER`, `KERNELS_SUBGROUPS=0`, `KERNELS_F16=0`.
     pub fn from_env() -> Self {
+        let off = |name: &str| std::env::var(name).is_ok_and(|v| v.trim() == "0");
         GpuOptions {
             adapter: std::env::var("KERNELS_ADAPTER").ok().filter(|s| !s.trim().is_empty()),
-            subgroups: std::env::var("KERNELS_SUBGROUPS").map(|v| v.trim() != "0").unwrap_or(true),
+            subgroups: !off("KERNELS_SUBGROUPS"),
+            without: if off("KERNELS_F16") { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() },
         }
     }
 }
@@ -196,13 +203,14 @@ impl Gpu {
             wanted: options.adapter.clone(),
             available,
         })?;
-        Self::from_adapter(adapter, options.subgroups).await
+        Self::from_adapter(adapter, &options).await
     }
 
-    /// Opens a device on a given adapter.
-    pub async fn from_adapter(adapter: wgpu::Adapter, subgroups: bool) -> Result<Gpu> {
+    /// Opens a device on a given adapter (`options.adapter` is not consulted).
+    pub async fn from_adapter(adapter: wgpu::Adapter, options: &GpuOptions) -> Result<Gpu> {
+        let subgroups = options.subgroups;
         let info = adapter.get_info();
-        let features = adapter.features() & OPTIONAL_FEATURES;
+        let features = adapter.features() & (OPTIONAL_FEATURES - options.without);
         let limits = adapter.limits();
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {

@@ -1,0 +1,246 @@
+//! The infrastructure kernels and the shared preamble's reductions against float64 CPU
+//! references, on fresh random inputs, outputs poisoned with NaN first.
+
+mod common;
+
+use common::{assert_close, gpu, gpu_with, rng, uniform};
+use kernels::infrastructure::{axpy, clamp_inplace, copy, fill_const, fill_zero, scale};
+use kernels::ops::{self, ReduceScratch};
+use kernels::{Gpu, GpuOptions};
+use rand::Rng;
+
+kernels::kernels!("tests/shaders/probe.wgsl", shared = "shaders/00_shared.wgsl");
+use probe::{grid_probe, reduce_probe, subgroup_only, tuned};
+
+/// Lengths: tiny, around a workgroup, not multiples of 256, and past 65535 workgroups of 256
+/// (16,776,960 invocations), which needs the 2-D grid.
+const LENGTHS: [usize; 6] = [1, 255, 257, 1000, 65_537, 16_776_961];
+
+/// Poisoned output of `n + 7` elements: the tail must stay NaN.
+fn poisoned(gpu: &Gpu, n: usize) -> kernels::Buffer<f32> {
+    gpu.filled(n + 7, f32::NAN).unwrap()
+}
+
+#[track_caller]
+fn check_tail(got: &[f32], n: usize) {
+    assert!(got[n..].iter().all(|v| v.is_nan()), "elements past n were written");
+}
+
+#[test]
+fn fill_zero_and_fill_const() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("fill");
+    for n in LENGTHS {
+        let mut x = poisoned(&gpu, n);
+        fill_zero(&gpu, &mut x, n as u32).unwrap();
+        let got = x.read(&gpu).unwrap();
+        assert!(got[..n].iter().all(|&v| v == 0.0), "fill_zero n={n}");
+        check_tail(&got, n);
+
+        let value: f32 = rng.random_range(-10.0..10.0);
+        let mut x = poisoned(&gpu, n);
+        fill_const(&gpu, &mut x, fill_const::Params::new(n as u32, value)).unwrap();
+        let got = x.read(&gpu).unwrap();
+        assert!(got[..n].iter().all(|&v| v == value), "fill_const n={n}");
+        check_tail(&got, n);
+    }
+}
+
+#[test]
+fn scale_axpy_copy_clamp() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("elementwise");
+    for n in LENGTHS {
+        let xs = uniform(&mut rng, n, -4.0, 4.0);
+        let ys = uniform(&mut rng, n, -4.0, 4.0);
+        let alpha: f32 = rng.random_range(-3.0..3.0);
+        let (lo, hi) = (rng.random_range(-3.0..-0.5f32), rng.random_range(0.5..3.0f32));
+
+        // scale: poison the tail only (the head is the input).
+        let mut padded = xs.clone();
+        padded.extend([f32::NAN; 7]);
+        let mut x = gpu.upload(&padded).unwrap();
+        scale(&gpu, &mut x, scale::Params::new(n as u32, alpha)).unwrap();
+        let got = x.read(&gpu).unwrap();
+        let want: Vec<f64> = xs.iter().map(|&v| v as f64 * alpha as f64).collect();
+        assert_close(&format!("scale n={n}"), &got[..n], &want, 1e-6);
+        check_tail(&got, n);
+
+        // axpy: y += alpha x.
+        let x = gpu.upload(&xs).unwrap();
+        let mut ypad = ys.clone();
+        ypad.extend([f32::NAN; 7]);
+        let mut y = gpu.upload(&ypad).unwrap();
+        axpy(&gpu, &x, &mut y, axpy::Params::new(n as u32, alpha)).unwrap();
+        let got = y.read(&gpu).unwrap();
+        let want: Vec<f64> = xs.iter().zip(&ys).map(|(&x, &y)| y as f64 + alpha as f64 * x as f64).collect();
+        assert_close(&format!("axpy n={n}"), &got[..n], &want, 1e-6);
+        check_tail(&got, n);
+
+        // copy into a poisoned buffer.
+        let mut dst = poisoned(&gpu, n);
+        copy(&gpu, &x, &mut dst, n as u32).unwrap();
+        let got = dst.read(&gpu).unwrap();
+        assert_eq!(&got[..n], &xs[..], "copy n={n}");
+        check_tail(&got, n);
+
+        // clamp.
+        let mut x = gpu.upload(&padded).unwrap();
+        clamp_inplace(&gpu, &mut x, clamp_inplace::Params::new(n as u32, lo, hi)).unwrap();
+        let got = x.read(&gpu).unwrap();
+        let want: Vec<f64> = xs.iter().map(|&v| v.clamp(lo, hi) as f64).collect();
+        assert_close(&format!("clamp n={n}"), &got[..n], &want, 1e-7);
+        check_tail(&got, n);
+    }
+}
+
+#[test]
+fn batched_calls_run_in_order() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("batch");
+    let n = 100_003;
+    let xs = uniform(&mut rng, n, -1.0, 1.0);
+    let x = gpu.upload(&xs).unwrap();
+    let mut y = gpu.filled(n, f32::NAN).unwrap();
+    let batch = gpu.batch();
+    // y = 0; y += 2x; y *= -3; y += x  → y = -5x
+    fill_zero(&batch, &mut y, n as u32).unwrap();
+    axpy(&batch, &x, &mut y, axpy::Params::new(n as u32, 2.0)).unwrap();
+    scale(&batch, &mut y, scale::Params::new(n as u32, -3.0)).unwrap();
+    axpy(&batch, &x, &mut y, axpy::Params::new(n as u32, 1.0)).unwrap();
+    assert_eq!(batch.dispatches(), 4);
+    batch.submit().unwrap();
+    let want: Vec<f64> = xs.iter().map(|&v| -5.0 * v as f64).collect();
+    assert_close("batch", &y.read(&gpu).unwrap(), &want, 1e-6);
+}
+
+fn check_reductions(gpu: &Gpu, label: &str) {
+    let mut rng = rng(label);
+    for n in [1usize, 255, 256, 257, 1_000_000, 1_048_577] {
+        let xs = uniform(&mut rng, n, -1.0, 1.0);
+        let x = gpu.upload(&xs).unwrap();
+        let mut scratch = ReduceScratch::new(gpu, n).unwrap();
+        let mut out = gpu.filled(1, f32::NAN).unwrap();
+        ops::reduce_sum_into(gpu, &x, n, &mut out, &mut scratch).unwrap();
+        let got = out.read(gpu).unwrap();
+        let want: f64 = xs.iter().map(|&v| v as f64).sum();
+        let scale: f64 = xs.iter().map(|&v| (v as f64).abs()).sum();
+        assert!((got[0] as f64 - want).abs() <= 1e-6 * scale, "{label}: sum n={n}: {} vs {want}", got[0]);
+
+        // The same inputs give the same bits.
+        let mut again = gpu.filled(1, f32::NAN).unwrap();
+        ops::reduce_sum_into(gpu, &x, n, &mut again, &mut scratch).unwrap();
+        assert_eq!(got[0].to_bits(), again.read(gpu).unwrap()[0].to_bits(), "{label}: sum not deterministic");
+
+        // Max, including all-negative inputs (a 0 identity would be wrong there).
+        for negative in [false, true] {
+            let vs: Vec<f32> = if negative { xs.iter().map(|v| -v.abs() - 0.5).collect() } else { xs.clone() };
+            let v = gpu.upload(&vs).unwrap();
+            let mut out = gpu.filled(1, f32::NAN).unwrap();
+            ops::reduce_max_into(gpu, &v, n, &mut out, &mut scratch).unwrap();
+            let want = vs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(out.read(gpu).unwrap()[0], want, "{label}: max n={n} negative={negative}");
+        }
+    }
+    // Empty input.
+    let x = gpu.upload(&[1.0f32]).unwrap();
+    let mut scratch = ReduceScratch::new(gpu, 1).unwrap();
+    let mut out = gpu.filled(1, f32::NAN).unwrap();
+    ops::reduce_sum_into(gpu, &x, 0, &mut out, &mut scratch).unwrap();
+    assert_eq!(out.read(gpu).unwrap()[0], 0.0);
+}
+
+#[test]
+fn whole_array_reductions_with_subgroups() {
+    let Some(gpu) = gpu() else { return };
+    check_reductions(&gpu, "reductions (subgroups)");
+}
+
+#[test]
+fn whole_array_reductions_tree_variant() {
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else { return };
+    assert!(!gpu.variant_for(&kernels::infrastructure::reduce_sum::KERNEL).unwrap().subgroups);
+    check_reductions(&gpu, "reductions (tree)");
+}
+
+/// The preamble's `wg_reduce_sum` / `wg_reduce_max` directly: every invocation must get the
+/// workgroup's result, max then sum then sum back to back.
+fn check_probe(gpu: &Gpu, label: &str) {
+    let mut rng = rng(label);
+    // The seed's defect: with a hard-coded subgroup size of 32, Σ 0..255 came out 7392 on an
+    // adapter with subgroups of 8. It must be 32640 at every size.
+    let groups = 5usize;
+    let mut vals: Vec<f32> = (0..256).map(|t| t as f32).collect();
+    vals.extend(uniform(&mut rng, 256 * (groups - 1), -2.0, 2.0));
+    let v = gpu.upload(&vals).unwrap();
+    let mut sums = gpu.filled(256 * groups, f32::NAN).unwrap();
+    let mut maxes = gpu.filled(256 * groups, f32::NAN).unwrap();
+    let mut sums2 = gpu.filled(256 * groups, f32::NAN).unwrap();
+    reduce_probe(gpu, &v, &mut sums, &mut maxes, &mut sums2, groups as u32).unwrap();
+    let (s, m, s2) = (sums.read(gpu).unwrap(), maxes.read(gpu).unwrap(), sums2.read(gpu).unwrap());
+    assert!(s[..256].iter().all(|&x| x == 32640.0), "{label}: Σ 0..255 = {} (must be 32640)", s[0]);
+    for w in 0..groups {
+        let chunk = &vals[w * 256..(w + 1) * 256];
+        let want_sum: f64 = chunk.iter().map(|&x| x as f64).sum();
+        let want_max = chunk.iter().map(|&x| -x).fold(f32::NEG_INFINITY, f32::max);
+        let abs: f64 = chunk.iter().map(|&x| (x as f64).abs()).sum();
+        for t in 0..256 {
+            let i = w * 256 + t;
+            assert!((s[i] as f64 - want_sum).abs() <= 1e-6 * abs, "{label}: sum w={w} t={t}");
+            assert_eq!(s[i].to_bits(), s[w * 256].to_bits(), "{label}: invocations disagree");
+            assert_eq!(m[i], want_max, "{label}: max w={w} t={t}");
+            assert!((s2[i] as f64 - 2.0 * want_sum).abs() <= 2e-6 * abs, "{label}: second sum w={w} t={t}");
+        }
+    }
+}
+
+#[test]
+fn reduction_helpers_at_the_adapters_subgroup_size() {
+    let Some(gpu) = gpu() else { return };
+    let variant = gpu.variant_for(&reduce_probe::KERNEL).unwrap();
+    eprintln!("adapter: {}", gpu.report());
+    if gpu.features().contains(kernels::wgpu::Features::SUBGROUP) {
+        assert!(variant.subgroups, "the subgroup variant must be used where SUBGROUP exists");
+        // Record the subgroup size the probe actually ran at (lavapipe: 8).
+        let mut out = gpu.filled(256, u32::MAX).unwrap();
+        subgroup_only(&gpu, &mut out, kernels::Grid::Workgroups(1)).unwrap();
+        let sizes = out.read(&gpu).unwrap();
+        eprintln!("subgroup size in use: {}", sizes[0]);
+        assert!(sizes.iter().all(|&s| s == sizes[0] && (4..=128).contains(&s)));
+    }
+    check_probe(&gpu, "probe (subgroups)");
+}
+
+#[test]
+fn reduction_helpers_tree_variant() {
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else { return };
+    assert!(!gpu.variant_for(&reduce_probe::KERNEL).unwrap().subgroups);
+    check_probe(&gpu, "probe (tree)");
+}
+
+#[test]
+fn the_2d_fallback_reaches_every_workgroup() {
+    let Some(gpu) = gpu() else { return };
+    let max = gpu.limits().max_compute_workgroups_per_dimension as usize;
+    for n in [1usize, max, max + 1, 2 * max + 3] {
+        let mut out = gpu.filled(n, 0u32).unwrap();
+        let mut hits = gpu.zeros::<u32>(n).unwrap();
+        grid_probe(&gpu, &mut out, &mut hits, n as u32, kernels::Grid::Workgroups(n as u64)).unwrap();
+        let got = out.read(&gpu).unwrap();
+        let hits = hits.read(&gpu).unwrap();
+        assert!(got.iter().enumerate().all(|(w, &v)| v == w as u32 + 1), "n={n}: a workgroup was missed");
+        assert!(hits.iter().all(|&h| h == 1), "n={n}: a workgroup ran twice");
+    }
+}
+
+#[test]
+fn override_constants() {
+    let Some(gpu) = gpu() else { return };
+    let n = 1000;
+    for (scale, want) in [(None, 1.0f32), (Some(2.5f32), 2.5)] {
+        let mut out = gpu.filled(n, f32::NAN).unwrap();
+        tuned(&gpu, &mut out, n as u32, tuned::Overrides { SCALE: scale }).unwrap();
+        let got = out.read(&gpu).unwrap();
+        assert!(got.iter().enumerate().all(|(i, &v)| v == want * i as f32), "SCALE={scale:?}");
+    }
+}

@@ -1,0 +1,196 @@
+//! Every misuse the runtime can see returns `Err` with a message that names the problem: no
+//! panics, no wgpu validation panics, and the context keeps working afterwards.
+
+mod common;
+
+use common::{gpu, gpu_with};
+use kernels::infrastructure::{axpy, copy, scale};
+use kernels::{Arg, Call, Error, Gpu, GpuOptions, Grid, Record};
+
+kernels::kernels!("tests/shaders/probe.wgsl", shared = "shaders/00_shared.wgsl");
+use probe::{fixed_probe, grid_probe, half_roundtrip, subgroup_only};
+
+/// The context still runs kernels correctly after an error.
+fn still_works(gpu: &Gpu) {
+    let mut x = gpu.upload(&[1.0f32, 2.0, 3.0]).unwrap();
+    scale(gpu, &mut x, scale::Params::new(3, 2.0)).unwrap();
+    assert_eq!(x.read(gpu).unwrap(), vec![2.0, 4.0, 6.0]);
+}
+
+#[test]
+fn shape_requirement_fails_before_dispatch() {
+    let Some(gpu) = gpu() else { return };
+    let mut x = gpu.upload(&[1.0f32; 10]).unwrap();
+    let e = scale(&gpu, &mut x, scale::Params::new(11, 2.0)).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains("infrastructure::scale") && msg.contains("len(x) >= p.n") && msg.contains("len(x) = 10") && msg.contains("p.n = 11"), "{msg}");
+    // Nothing ran.
+    assert_eq!(x.read(&gpu).unwrap(), vec![1.0; 10]);
+    let src = gpu.upload(&[1.0f32; 5]).unwrap();
+    let mut dst = gpu.zeros::<f32>(8).unwrap();
+    let e = copy(&gpu, &src, &mut dst, 8).unwrap_err();
+    assert!(e.to_string().contains("len(src) >= n"), "{e}");
+    still_works(&gpu);
+}
+
+#[test]
+fn buffer_too_short_for_its_binding() {
+    let Some(gpu) = gpu() else { return };
+    let mut slots = gpu.zeros::<u32>(2).unwrap();
+    let e = fixed_probe(&gpu, &mut slots, Grid::Workgroups(1)).unwrap_err();
+    assert!(matches!(e, Error::BufferTooShort { needed: 16, got: 8, .. }), "{e:?}");
+    assert!(e.to_string().contains("`slots`"), "{e}");
+    let mut slots = gpu.zeros::<u32>(4).unwrap();
+    fixed_probe(&gpu, &mut slots, Grid::Workgroups(1)).unwrap();
+    assert_eq!(slots.read(&gpu).unwrap(), vec![1; 4]);
+}
+
+#[test]
+fn grid_over_the_limits() {
+    let Some(gpu) = gpu() else { return };
+    let max = gpu.limits().max_compute_workgroups_per_dimension;
+    let mut out = gpu.zeros::<u32>(4).unwrap();
+    let mut hits = gpu.zeros::<u32>(4).unwrap();
+    let e = grid_probe(&gpu, &mut out, &mut hits, 4, Grid::Explicit([max + 1, 1, 1])).unwrap_err();
+    assert!(matches!(e, Error::GridTooLarge { .. }), "{e:?}");
+    let e = grid_probe(&gpu, &mut out, &mut hits, 4, Grid::Workgroups(max as u64 * max as u64 + 1)).unwrap_err();
+    assert!(matches!(e, Error::GridTooLarge { .. }), "{e:?}");
+    assert!(e.to_string().contains(&max.to_string()), "{e}");
+    still_works(&gpu);
+}
+
+#[test]
+fn kernel_needing_a_missing_feature() {
+    // Without SHADER_F16 (even where the adapter has it).
+    let Some(gpu) = gpu_with(GpuOptions { without: kernels::wgpu::Features::SHADER_F16, ..GpuOptions::from_env() }) else { return };
+    let x = gpu.upload(&[kernels::f16::from_f32(1.5); 4]).unwrap();
+    let mut y = gpu.zeros::<f32>(4).unwrap();
+    let e = half_roundtrip(&gpu, &x, &mut y, 4).unwrap_err();
+    assert!(matches!(e, Error::MissingFeature { feature: "SHADER_F16", .. }), "{e:?}");
+    assert!(e.to_string().contains("probe::half_roundtrip"), "{e}");
+    // Kernels without f16 do not need it.
+    still_works(&gpu);
+    let warm = gpu.warm_up(probe::KERNELS).unwrap();
+    assert!(warm.unsupported.iter().any(|u| u.contains("half_roundtrip")), "{warm:?}");
+
+    // Without subgroups: a kernel with no tree variant says so; the others fall back.
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else { return };
+    let mut out = gpu.zeros::<u32>(256).unwrap();
+    let e = subgroup_only(&gpu, &mut out, Grid::Workgroups(1)).unwrap_err();
+    assert!(matches!(e, Error::MissingFeature { feature: "SUBGROUP", .. }), "{e:?}");
+    still_works(&gpu);
+}
+
+#[test]
+fn f16_kernel_runs_where_the_feature_exists() {
+    let Some(gpu) = gpu() else { return };
+    if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
+        eprintln!("adapter without SHADER_F16: nothing to run");
+        return;
+    }
+    let vals = [0.5f32, -2.25, 1024.0, 3.0, 7.0];
+    let x = gpu.upload(&vals.map(kernels::f16::from_f32)).unwrap();
+    let mut y = gpu.filled(5, f32::NAN).unwrap();
+    half_roundtrip(&gpu, &x, &mut y, 5).unwrap();
+    assert_eq!(y.read(&gpu).unwrap(), vals.to_vec());
+}
+
+#[test]
+fn same_buffer_in_a_writable_binding_twice() {
+    // The typed API makes this a borrow error (tests/ui/aliased_buffer.rs); the untyped API
+    // checks it at run time.
+    let Some(gpu) = gpu() else { return };
+    let mut y = gpu.upload(&[1.0f32; 8]).unwrap();
+    let params = axpy::Params::new(8, 2.0);
+    let call = Call {
+        kernel: &axpy::KERNEL,
+        grid: Grid::Threads(8),
+        args: &[Arg::storage(&y, false), Arg::storage(&y, true), Arg::uniform(kernels::__private::bytemuck::bytes_of(&params))],
+        overrides: &[],
+    };
+    let e = (&gpu).record(call).unwrap_err();
+    assert!(matches!(e, Error::Aliased { .. }), "{e:?}");
+    assert!(e.to_string().contains("`x` and `y`"), "{e}");
+    assert_eq!(y.read(&gpu).unwrap(), vec![1.0; 8], "nothing ran");
+    // Correct use of the untyped API works.
+    let x = gpu.upload(&[1.0f32; 8]).unwrap();
+    let call = Call {
+        kernel: &axpy::KERNEL,
+        grid: Grid::Threads(8),
+        args: &[Arg::storage(&x, false), Arg::storage(&y, true), Arg::uniform(kernels::__private::bytemuck::bytes_of(&params))],
+        overrides: &[],
+    };
+    (&gpu).record(call).unwrap();
+    assert_eq!(y.read(&gpu).unwrap(), vec![3.0; 8]);
+    scale(&gpu, &mut y, scale::Params::new(8, 1.0)).unwrap();
+}
+
+#[test]
+fn untyped_calls_are_checked() {
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[1.0f32; 8]).unwrap();
+    let y = gpu.upload(&[1.0f32; 8]).unwrap();
+    let k = &axpy::KERNEL;
+    let params = axpy::Params::new(8, 2.0);
+    let bytes = kernels::__private::bytemuck::bytes_of(&params);
+    let cases: Vec<(&str, Vec<Arg<'_>>)> = vec![
+        ("too few arguments", vec![Arg::storage(&x, false)]),
+        ("read-write binding given read-only", vec![Arg::storage(&x, false), Arg::storage(&y, false), Arg::uniform(bytes)]),
+        ("uniform of the wrong size", vec![Arg::storage(&x, false), Arg::storage(&y, true), Arg::uniform(&bytes[..4])]),
+        ("buffer where a uniform goes", vec![Arg::storage(&x, false), Arg::storage(&y, true), Arg::storage(&x, false)]),
+    ];
+    for (what, args) in cases {
+        let e = (&gpu).record(Call { kernel: k, grid: Grid::Threads(8), args: &args, overrides: &[] }).unwrap_err();
+        assert!(matches!(e, Error::BadArguments { .. }), "{what}: {e:?}");
+    }
+    still_works(&gpu);
+}
+
+#[test]
+fn buffers_of_another_context() {
+    let (Some(a), Some(b)) = (gpu(), gpu()) else { return };
+    let mut x = a.upload(&[1.0f32; 4]).unwrap();
+    let e = scale(&b, &mut x, scale::Params::new(4, 2.0)).unwrap_err();
+    assert!(matches!(e, Error::ForeignBuffer { .. }), "{e:?}");
+    assert!(x.read(&b).is_err());
+    still_works(&a);
+    still_works(&b);
+}
+
+#[test]
+fn buffers_over_the_device_limits() {
+    let Some(gpu) = gpu() else { return };
+    let limits = gpu.limits().clone();
+    let e = gpu.zeros::<f32>((limits.max_buffer_size / 4 + 1) as usize).unwrap_err();
+    assert!(matches!(e, Error::BufferTooLarge { .. }), "{e:?}");
+    let binding = limits.max_storage_buffer_binding_size as u64;
+    if binding < limits.max_buffer_size && binding <= 1 << 30 {
+        let n = (binding / 4 + 1) as usize;
+        let mut x = gpu.zeros::<f32>(n).unwrap();
+        let e = scale(&gpu, &mut x, scale::Params::new(1, 2.0)).unwrap_err();
+        assert!(matches!(e, Error::BindingTooLarge { what: "storage", .. }), "{e:?}");
+    }
+    still_works(&gpu);
+}
+
+#[test]
+fn zero_sized_work_is_a_no_op() {
+    let Some(gpu) = gpu() else { return };
+    let mut x = gpu.upload(&[5.0f32; 3]).unwrap();
+    scale(&gpu, &mut x, scale::Params::new(0, 2.0)).unwrap();
+    assert_eq!(x.read(&gpu).unwrap(), vec![5.0; 3]);
+    let mut empty = gpu.zeros::<f32>(0).unwrap();
+    assert!(empty.is_empty());
+    scale(&gpu, &mut empty, scale::Params::new(0, 2.0)).unwrap();
+    assert_eq!(empty.read(&gpu).unwrap(), Vec::<f32>::new());
+}
+
+#[test]
+fn writes_of_the_wrong_length() {
+    let Some(gpu) = gpu() else { return };
+    let mut x = gpu.zeros::<f32>(4).unwrap();
+    assert!(matches!(x.write(&gpu, &[1.0; 3]), Err(Error::LengthMismatch { .. })));
+    x.write(&gpu, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    assert_eq!(x.read(&gpu).unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+}

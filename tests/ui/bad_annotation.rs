@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/bad_annotation.wgsl");
+
+fn main() {}

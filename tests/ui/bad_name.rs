@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/bad_name.wgsl");
+
+fn main() {}

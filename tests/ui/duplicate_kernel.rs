@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/duplicate.wgsl");
+
+fn main() {}

@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/enable_middle.wgsl");
+
+fn main() {}

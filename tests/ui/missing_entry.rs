@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/missing_entry.wgsl");
+
+fn main() {}

@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/does_not_exist.wgsl");
+
+fn main() {}

@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/no_markers.wgsl");
+
+fn main() {}

@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/nonuniform.wgsl");
+
+fn main() {}

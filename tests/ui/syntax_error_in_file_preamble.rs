@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/syntax_preamble.wgsl");
+
+fn main() {}

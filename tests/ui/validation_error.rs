@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/validation_error.wgsl");
+
+fn main() {}
