@@ -39,6 +39,8 @@ pub fn find_markers(text: &str) -> Vec<(String, Range<usize>)> {
     let mut start = 0;
     for line in text.split_inclusive('\n') {
         let content = line.strip_suffix('\n').unwrap_or(line);
+        // Files checked out with CRLF line ends keep their markers.
+        let content = content.strip_suffix('\r').unwrap_or(content);
         if let Some(name) = marker_name(content) {
             out.push((name.to_string(), start..start + content.len()));
         }
@@ -67,6 +69,7 @@ pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
         let content = line.strip_suffix('\n').unwrap_or(line);
+        let content = content.strip_suffix('\r').unwrap_or(content);
         if content.starts_with("// --- KERNEL:") && marker_name(content).is_none() {
             errors.push(
                 Diagnostic::at(

@@ -496,3 +496,71 @@ impl Analyzer<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    fn errors(body: &str) -> Vec<String> {
+        let src = format!(
+            "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
+             @group(0) @binding(1) var<uniform> n: u32;\n\
+             var<workgroup> w: u32;\n\
+             {body}"
+        );
+        let m = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&src)));
+        super::check(&m).into_iter().map(|e| e.message).collect()
+    }
+
+    fn entry(stmts: &str) -> String {
+        format!(
+            "@compute @workgroup_size(64) fn k(@builtin(local_invocation_index) t: u32, \
+             @builtin(workgroup_id) wid: vec3<u32>) {{ {stmts} }}"
+        )
+    }
+
+    #[test]
+    fn loops_reconverge() {
+        // A loop bounded by a non-uniform value, then a subgroup op after it: fine.
+        assert!(errors(&entry("var a = 0.0; for (var i = t; i < 64u; i += 8u) { a += x[i]; } x[t] = subgroupAdd(a);")).is_empty());
+        // Inside it: not fine.
+        assert_eq!(errors(&entry("for (var i = t; i < 64u; i += 8u) { x[i] = subgroupAdd(1.0); }")).len(), 1);
+        // A uniform loop with a barrier inside: fine.
+        assert!(errors(&entry("for (var s = 32u; s > 0u; s >>= 1u) { workgroupBarrier(); }")).is_empty());
+        // A non-uniform break in a loop with a barrier: not fine.
+        assert_eq!(errors(&entry("loop { workgroupBarrier(); if (t == 3u) { break; } }")).len(), 1);
+    }
+
+    #[test]
+    fn returns() {
+        // Uniform early return (workgroup id against a uniform): fine.
+        assert!(errors(&entry("if (wid.x >= n) { return; } x[t] = subgroupAdd(1.0);")).is_empty());
+        // Non-uniform early return poisons the rest of the function.
+        assert_eq!(errors(&entry("if (t >= n) { return; } x[t] = subgroupAdd(1.0);")).len(), 1);
+    }
+
+    #[test]
+    fn helpers_pass_their_needs_to_callers() {
+        let helper = "fn h(v: f32) -> f32 { return subgroupAdd(v); }\n\
+                      fn g(c: bool) -> f32 { if (c) { return subgroupAdd(1.0); } return 0.0; }\n";
+        // A non-uniform argument that is only a value: fine.
+        assert!(errors(&format!("{helper}{}", entry("x[t] = h(x[t]);"))).is_empty());
+        // Called under a non-uniform branch: not fine.
+        assert_eq!(errors(&format!("{helper}{}", entry("if (x[t] > 0.0) { x[t] = h(1.0); }"))).len(), 1);
+        // A parameter that steers the helper's control flow: uniform argument fine …
+        assert!(errors(&format!("{helper}{}", entry("x[t] = g(n > 3u);"))).is_empty());
+        // … non-uniform argument not.
+        assert_eq!(errors(&format!("{helper}{}", entry("x[t] = g(t > 3u);"))).len(), 1);
+    }
+
+    #[test]
+    fn values_through_variables_and_memory() {
+        // A variable that may hold a non-uniform value steers a branch.
+        assert_eq!(errors(&entry("var c = 0u; if (x[0] > 1.0) { c = 1u; } if (c == 1u) { workgroupBarrier(); }")).len(), 1);
+        // Workgroup memory is non-uniform, unless loaded with workgroupUniformLoad.
+        assert_eq!(errors(&entry("if (w > 0u) { workgroupBarrier(); }")).len(), 1);
+        assert!(errors(&entry("if (workgroupUniformLoad(&w) > 0u) { workgroupBarrier(); }")).is_empty());
+        // Uniform buffers and arrayLength are uniform.
+        assert!(errors(&entry("if (arrayLength(&x) > n) { workgroupBarrier(); }")).is_empty());
+        // Subgroup results are not workgroup-uniform.
+        assert_eq!(errors(&entry("if (subgroupAdd(1u) == 32u) { workgroupBarrier(); }")).len(), 1);
+    }
+}

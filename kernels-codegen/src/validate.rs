@@ -44,6 +44,28 @@ pub struct RawError {
 /// errors are offsets into `body`. On a parse error no module exists; on a validation error the
 /// parsed module is returned too (so the kernel's interface can still be emitted).
 pub fn check(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawError>)> {
+    // A panic inside naga must not become "proc macro panicked" without a location.
+    match std::panic::catch_unwind(|| check_inner(body)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err((
+                None,
+                vec![RawError {
+                    primary: None,
+                    message: format!("naga panicked on this kernel ({what}); please report it with the kernel's source"),
+                    notes: Vec::new(),
+                }],
+            ))
+        }
+    }
+}
+
+fn check_inner(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawError>)> {
     let (module, f16) = match naga::front::wgsl::parse_str(body) {
         Ok(m) => (m, false),
         Err(plain) => {
