@@ -20,11 +20,7 @@ impl ReduceScratch {
     pub fn new(gpu: &Gpu, capacity: usize) -> Result<Self> {
         let first = capacity.div_ceil(REDUCE_CHUNK).max(1);
         let second = first.div_ceil(REDUCE_CHUNK).max(1);
-        Ok(ReduceScratch {
-            a: gpu.zeros(first)?,
-            b: gpu.zeros(second)?,
-            capacity,
-        })
+        Ok(ReduceScratch { a: gpu.zeros(first)?, b: gpu.zeros(second)?, capacity })
     }
 }
 
@@ -41,15 +37,21 @@ fn pass(rec: impl Record, op: Op, x: &Buffer<f32>, out: &mut Buffer<f32>, n: u32
     }
 }
 
-fn reduce(rec: impl Record + Copy, op: Op, x: &Buffer<f32>, n: usize, out: &mut Buffer<f32>, s: &mut ReduceScratch) -> Result<()> {
+fn reduce(
+    rec: impl Record + Copy,
+    op: Op,
+    x: &Buffer<f32>,
+    n: usize,
+    out: &mut Buffer<f32>,
+    s: &mut ReduceScratch,
+) -> Result<()> {
     if n > s.capacity || n > x.len() {
         return Err(Error::LengthMismatch {
             detail: format!("reducing {n} values of a buffer of {} with scratch for {}", x.len(), s.capacity),
         });
     }
-    let n32 = u32::try_from(n).map_err(|_| Error::LengthMismatch {
-        detail: format!("{n} values: reductions take at most u32::MAX"),
-    })?;
+    let n32 = u32::try_from(n)
+        .map_err(|_| Error::LengthMismatch { detail: format!("{n} values: reductions take at most u32::MAX") })?;
     if n == 0 {
         let value = match op {
             Op::Sum => 0.0,
@@ -81,12 +83,24 @@ fn reduce(rec: impl Record + Copy, op: Op, x: &Buffer<f32>, n: usize, out: &mut 
 /// Records the sum of `x[0..n]` into `out[0]`: ⌈log₁₀₂₄ n⌉ passes of `infrastructure::reduce_sum`.
 /// The order of additions depends only on `n` and the subgroup size, so results repeat
 /// bit for bit. `n = 0` gives 0.
-pub fn reduce_sum_into(rec: impl Record + Copy, x: &Buffer<f32>, n: usize, out: &mut Buffer<f32>, scratch: &mut ReduceScratch) -> Result<()> {
+pub fn reduce_sum_into(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    n: usize,
+    out: &mut Buffer<f32>,
+    scratch: &mut ReduceScratch,
+) -> Result<()> {
     reduce(rec, Op::Sum, x, n, out, scratch)
 }
 
 /// Records the maximum of `x[0..n]` into `out[0]` (`n = 0` gives −∞; NaNs are not propagated).
-pub fn reduce_max_into(rec: impl Record + Copy, x: &Buffer<f32>, n: usize, out: &mut Buffer<f32>, scratch: &mut ReduceScratch) -> Result<()> {
+pub fn reduce_max_into(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    n: usize,
+    out: &mut Buffer<f32>,
+    scratch: &mut ReduceScratch,
+) -> Result<()> {
     reduce(rec, Op::Max, x, n, out, scratch)
 }
 

@@ -158,7 +158,9 @@ fn whole_array_reductions_with_subgroups() {
 
 #[test]
 fn whole_array_reductions_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else { return };
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+        return;
+    };
     assert!(!gpu.variant_for(&kernels::infrastructure::reduce_sum::KERNEL).unwrap().subgroups);
     check_reductions(&gpu, "reductions (tree)");
 }
@@ -213,7 +215,9 @@ fn reduction_helpers_at_the_adapters_subgroup_size() {
 
 #[test]
 fn reduction_helpers_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else { return };
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+        return;
+    };
     assert!(!gpu.variant_for(&reduce_probe::KERNEL).unwrap().subgroups);
     check_probe(&gpu, "probe (tree)");
 }

@@ -24,7 +24,13 @@ fn shape_requirement_fails_before_dispatch() {
     let e = scale(&gpu, &mut x, scale::Params::new(11, 2.0)).unwrap_err();
     assert!(matches!(e, Error::Shape { .. }), "{e:?}");
     let msg = e.to_string();
-    assert!(msg.contains("infrastructure::scale") && msg.contains("len(x) >= p.n") && msg.contains("len(x) = 10") && msg.contains("p.n = 11"), "{msg}");
+    assert!(
+        msg.contains("infrastructure::scale")
+            && msg.contains("len(x) >= p.n")
+            && msg.contains("len(x) = 10")
+            && msg.contains("p.n = 11"),
+        "{msg}"
+    );
     // Nothing ran.
     assert_eq!(x.read(&gpu).unwrap(), vec![1.0; 10]);
     let src = gpu.upload(&[1.0f32; 5]).unwrap();
@@ -63,7 +69,10 @@ fn grid_over_the_limits() {
 #[test]
 fn kernel_needing_a_missing_feature() {
     // Without SHADER_F16 (even where the adapter has it).
-    let Some(gpu) = gpu_with(GpuOptions { without: kernels::wgpu::Features::SHADER_F16, ..GpuOptions::from_env() }) else { return };
+    let Some(gpu) = gpu_with(GpuOptions { without: kernels::wgpu::Features::SHADER_F16, ..GpuOptions::from_env() })
+    else {
+        return;
+    };
     let x = gpu.upload(&[kernels::f16::from_f32(1.5); 4]).unwrap();
     let mut y = gpu.zeros::<f32>(4).unwrap();
     let e = half_roundtrip(&gpu, &x, &mut y, 4).unwrap_err();
@@ -75,7 +84,9 @@ fn kernel_needing_a_missing_feature() {
     assert!(warm.unsupported.iter().any(|u| u.contains("half_roundtrip")), "{warm:?}");
 
     // Without subgroups: a kernel with no tree variant says so; the others fall back.
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else { return };
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+        return;
+    };
     let mut out = gpu.zeros::<u32>(256).unwrap();
     let e = subgroup_only(&gpu, &mut out, Grid::Workgroups(1)).unwrap_err();
     assert!(matches!(e, Error::MissingFeature { feature: "SUBGROUP", .. }), "{e:?}");
@@ -106,7 +117,11 @@ fn same_buffer_in_a_writable_binding_twice() {
     let call = Call {
         kernel: &axpy::KERNEL,
         grid: Grid::Threads(8),
-        args: &[Arg::storage(&y, false), Arg::storage(&y, true), Arg::uniform(kernels::__private::bytemuck::bytes_of(&params))],
+        args: &[
+            Arg::storage(&y, false),
+            Arg::storage(&y, true),
+            Arg::uniform(kernels::__private::bytemuck::bytes_of(&params)),
+        ],
         overrides: &[],
     };
     let e = (&gpu).record(call).unwrap_err();
@@ -118,7 +133,11 @@ fn same_buffer_in_a_writable_binding_twice() {
     let call = Call {
         kernel: &axpy::KERNEL,
         grid: Grid::Threads(8),
-        args: &[Arg::storage(&x, false), Arg::storage(&y, true), Arg::uniform(kernels::__private::bytemuck::bytes_of(&params))],
+        args: &[
+            Arg::storage(&x, false),
+            Arg::storage(&y, true),
+            Arg::uniform(kernels::__private::bytemuck::bytes_of(&params)),
+        ],
         overrides: &[],
     };
     (&gpu).record(call).unwrap();
@@ -136,7 +155,10 @@ fn untyped_calls_are_checked() {
     let bytes = kernels::__private::bytemuck::bytes_of(&params);
     let cases: Vec<(&str, Vec<Arg<'_>>)> = vec![
         ("too few arguments", vec![Arg::storage(&x, false)]),
-        ("read-write binding given read-only", vec![Arg::storage(&x, false), Arg::storage(&y, false), Arg::uniform(bytes)]),
+        (
+            "read-write binding given read-only",
+            vec![Arg::storage(&x, false), Arg::storage(&y, false), Arg::uniform(bytes)],
+        ),
         ("uniform of the wrong size", vec![Arg::storage(&x, false), Arg::storage(&y, true), Arg::uniform(&bytes[..4])]),
         ("buffer where a uniform goes", vec![Arg::storage(&x, false), Arg::storage(&y, true), Arg::storage(&x, false)]),
     ];
@@ -149,7 +171,9 @@ fn untyped_calls_are_checked() {
 
 #[test]
 fn buffers_of_another_context() {
-    let (Some(a), Some(b)) = (gpu(), gpu()) else { return };
+    let (Some(a), Some(b)) = (gpu(), gpu()) else {
+        return;
+    };
     let mut x = a.upload(&[1.0f32; 4]).unwrap();
     let e = scale(&b, &mut x, scale::Params::new(4, 2.0)).unwrap_err();
     assert!(matches!(e, Error::ForeignBuffer { .. }), "{e:?}");
@@ -164,7 +188,7 @@ fn buffers_over_the_device_limits() {
     let limits = gpu.limits().clone();
     let e = gpu.zeros::<f32>((limits.max_buffer_size / 4 + 1) as usize).unwrap_err();
     assert!(matches!(e, Error::BufferTooLarge { .. }), "{e:?}");
-    let binding = limits.max_storage_buffer_binding_size as u64;
+    let binding = limits.max_storage_buffer_binding_size;
     if binding < limits.max_buffer_size && binding <= 1 << 30 {
         let n = (binding / 4 + 1) as usize;
         let mut x = gpu.zeros::<f32>(n).unwrap();

@@ -73,10 +73,7 @@ pub fn notes(text: &str, section: &Section) -> Notes {
     let entry = find_word(&code, "fn").into_iter().find_map(|r| {
         let after = code[r.end..].trim_start();
         let name_ok = after.starts_with(section.name.as_str())
-            && !after[section.name.len()..]
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_');
+            && !after[section.name.len()..].chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_');
         name_ok.then(|| {
             let name_start = section.body.start + r.end + (code[r.end..].len() - after.len());
             name_start..name_start + section.name.len()
@@ -124,23 +121,18 @@ pub fn notes(text: &str, section: &Section) -> Notes {
         used = block;
     }
 
-    let mut out = Notes {
-        entry,
-        ..Notes::default()
-    };
+    let mut out = Notes { entry, ..Notes::default() };
     for i in used {
         let (range, line) = &all[i];
-        let Some(t) = comment_text(line) else { continue };
+        let Some(t) = comment_text(line) else {
+            continue;
+        };
         let annotation = ["grid", "requires"].iter().find_map(|k| {
             let rest = t.strip_prefix('@')?.strip_prefix(k)?;
             (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| (k.to_string(), rest.trim().to_string()))
         });
         match annotation {
-            Some((kind, expr)) => out.annotations.push(Annotation {
-                kind,
-                expr,
-                range: range.clone(),
-            }),
+            Some((kind, expr)) => out.annotations.push(Annotation { kind, expr, range: range.clone() }),
             None => out.doc.push(t.to_string()),
         }
     }

@@ -44,11 +44,7 @@ pub fn assemble(prefix: &str, shared: Option<Piece<'_>>, preamble: Piece<'_>, se
     let mut push = |text: &mut String, piece: Piece<'_>, part: Part| {
         let start = text.len();
         text.push_str(piece.text);
-        segments.push(Segment {
-            dst: start..text.len(),
-            part,
-            src_start: piece.src_start,
-        });
+        segments.push(Segment { dst: start..text.len(), part, src_start: piece.src_start });
     };
     if let Some(shared) = shared {
         push(&mut text, shared, Part::Shared);
@@ -72,10 +68,7 @@ impl Assembled {
     /// Maps a range; the end is clipped to the segment that holds the start.
     pub fn map_range(&self, range: Range<usize>) -> Option<(Part, Range<usize>)> {
         let (part, start) = self.map(range.start)?;
-        let seg = self
-            .segments
-            .iter()
-            .find(|s| s.dst.contains(&range.start) || range.start == s.dst.end)?;
+        let seg = self.segments.iter().find(|s| s.dst.contains(&range.start) || range.start == s.dst.end)?;
         let end = range.end.min(seg.dst.end);
         Some((part, start..start + end.saturating_sub(range.start)))
     }

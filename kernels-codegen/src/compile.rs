@@ -67,12 +67,14 @@ impl File {
     }
 }
 
-fn read(site: &CallSite, written: &str, what: &str) -> Result<SourceFile, Diagnostic> {
-    let path = site.resolve(written).map_err(Diagnostic::new)?;
+fn read(site: &CallSite, written: &str, what: &str) -> Result<SourceFile, Box<Diagnostic>> {
+    let path = site.resolve(written).map_err(|e| Box::new(Diagnostic::new(e)))?;
     let text = std::fs::read_to_string(&path).map_err(|e| {
-        Diagnostic::new(format!("cannot read {what} `{written}`: {e}"))
-            .note(format!("looked for {}", path.display()))
-            .note("paths are relative to the crate's manifest directory (where Cargo.toml is), or to the calling file when they start with `./` or `../`")
+        Box::new(
+            Diagnostic::new(format!("cannot read {what} `{written}`: {e}"))
+                .note(format!("looked for {}", path.display()))
+                .note("paths are relative to the crate's manifest directory (where Cargo.toml is), or to the calling file when they start with `./` or `../`"),
+        )
     })?;
     Ok(SourceFile::new(path.clone(), site.display(&path), text))
 }
@@ -83,7 +85,7 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
     let file = match read(site, path, "kernel file") {
         Ok(f) => f,
         Err(e) => {
-            out.errors.push(e);
+            out.errors.push(*e);
             return out;
         }
     };
@@ -104,7 +106,7 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         Shared::Path(p) => match read(site, p, "shared preamble") {
             Ok(f) => Some(f),
             Err(e) => {
-                out.errors.push(e);
+                out.errors.push(*e);
                 return out;
             }
         },
@@ -120,7 +122,8 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
             match read(site, &default.to_string_lossy(), "shared preamble") {
                 Ok(f) => Some(f),
                 Err(e) => {
-                    out.errors.push(e.note("to build without a shared preamble, write `kernels!(\"…\", shared = none)`"));
+                    out.errors
+                        .push((*e).note("to build without a shared preamble, write `kernels!(\"…\", shared = none)`"));
                     return out;
                 }
             }
@@ -150,16 +153,17 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         }
     }
     let mut shared_text = shared.as_ref().map(|s| s.text.clone());
-    if let (Some(s), Some(t)) = (&shared, &mut shared_text) {
-        if let Err(e) = split::take_directives(s, 0..s.text.len(), t, true) {
-            out.errors.extend(e);
-        }
+    if let (Some(s), Some(t)) = (&shared, &mut shared_text)
+        && let Err(e) = split::take_directives(s, 0..s.text.len(), t, true)
+    {
+        out.errors.extend(e);
     }
     if !out.errors.is_empty() {
         return out;
     }
 
-    let conditional = split::has_conditionals(&file.text) || shared.as_ref().is_some_and(|s| split::has_conditionals(&s.text));
+    let conditional =
+        split::has_conditionals(&file.text) || shared.as_ref().is_some_and(|s| split::has_conditionals(&s.text));
     let with = match texts(&file, &split, &file_text, shared.as_ref(), shared_text.as_deref(), true) {
         Ok(t) => t,
         Err(e) => {
@@ -180,12 +184,7 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
     };
 
     for (i, section) in split.sections.iter().enumerate() {
-        let ctx = Ctx {
-            file: &file,
-            shared: shared.as_ref(),
-            split: &split,
-            index: i,
-        };
+        let ctx = Ctx { file: &file, shared: shared.as_ref(), split: &split, index: i };
         out.kernels.push(ctx.kernel(&with, without.as_ref(), section));
     }
     out
@@ -256,7 +255,14 @@ impl Ctx<'_> {
             .unwrap_or_else(|| fallback.clone())
     }
 
-    fn diagnostics(&self, a: &Assembled, raw: Vec<RawError>, marker: &Location, name: &str, variant_note: Option<&str>) -> Vec<Diagnostic> {
+    fn diagnostics(
+        &self,
+        a: &Assembled,
+        raw: Vec<RawError>,
+        marker: &Location,
+        name: &str,
+        variant_note: Option<&str>,
+    ) -> Vec<Diagnostic> {
         raw.into_iter()
             .map(|e| {
                 let (range, label) = match e.primary {
@@ -314,7 +320,7 @@ impl Ctx<'_> {
         let checked = validate::check(&a.text);
         let module = match &checked {
             Ok(c) => Some(&c.module),
-            Err((m, _)) => m.as_ref(),
+            Err(f) => f.module.as_deref(),
         };
         // The marker's entry point must be in its own section.
         if let Some(m) = module {
@@ -329,12 +335,12 @@ impl Ctx<'_> {
             }
         }
         match checked {
-            Err((module, raw)) => {
-                k.errors.extend(self.diagnostics(&a, raw, &marker, &name, None));
-                if let Some(m) = module {
-                    if let Ok(i) = reflect::reflect(&m, None, &name) {
-                        k.interface = Some(i);
-                    }
+            Err(failure) => {
+                k.errors.extend(self.diagnostics(&a, failure.errors, &marker, &name, None));
+                if let Some(m) = failure.module
+                    && let Ok(i) = reflect::reflect(&m, None, &name)
+                {
+                    k.interface = Some(i);
                 }
             }
             Ok(c) => {
@@ -342,37 +348,38 @@ impl Ctx<'_> {
                     Ok(i) => k.interface = Some(i),
                     Err(e) => {
                         if k.errors.is_empty() {
-                            let loc = k.notes.entry.clone().map(|r| self.file.locate(r)).unwrap_or_else(|| marker.clone());
+                            let loc =
+                                k.notes.entry.clone().map(|r| self.file.locate(r)).unwrap_or_else(|| marker.clone());
                             k.errors.push(Diagnostic::at(loc, e).in_kernel(&name));
                         }
                     }
                 }
                 let main = self.variant(&a, &c, true);
                 let mut variants = vec![main];
-                if c.subgroups {
-                    if let Some(t) = without {
-                        let b = self.assemble(t, section);
-                        match validate::check(&b.text) {
-                            Ok(cb) if !cb.subgroups => {
-                                let v = self.variant(&b, &cb, false);
-                                if !c.reaches_subgroups {
-                                    // The kernel never calls the subgroup code it includes:
-                                    // one variant that runs everywhere.
-                                    variants = vec![v];
-                                } else if v.wgsl != variants[0].wgsl {
-                                    variants.push(v);
-                                }
+                if c.subgroups
+                    && let Some(t) = without
+                {
+                    let b = self.assemble(t, section);
+                    match validate::check(&b.text) {
+                        Ok(cb) if !cb.subgroups => {
+                            let v = self.variant(&b, &cb, false);
+                            if !c.reaches_subgroups {
+                                // The kernel never calls the subgroup code it includes:
+                                // one variant that runs everywhere.
+                                variants = vec![v];
+                            } else if v.wgsl != variants[0].wgsl {
+                                variants.push(v);
                             }
-                            // Still uses subgroups without them: the kernel needs SUBGROUP.
-                            Ok(_) => {}
-                            Err((_, raw)) => k.errors.extend(self.diagnostics(
-                                &b,
-                                raw,
-                                &marker,
-                                &name,
-                                Some("in the variant without subgroups (`//#if !subgroups` / `//#else` branches)"),
-                            )),
                         }
+                        // Still uses subgroups without them: the kernel needs SUBGROUP.
+                        Ok(_) => {}
+                        Err(failure) => k.errors.extend(self.diagnostics(
+                            &b,
+                            failure.errors,
+                            &marker,
+                            &name,
+                            Some("in the variant without subgroups (`//#if !subgroups` / `//#else` branches)"),
+                        )),
                     }
                 }
                 if k.errors.is_empty() {

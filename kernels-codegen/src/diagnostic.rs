@@ -22,21 +22,12 @@ pub struct Diagnostic {
 impl Diagnostic {
     /// An error without a location.
     pub fn new(message: impl Into<String>) -> Self {
-        Diagnostic {
-            kernel: None,
-            message: message.into(),
-            location: None,
-            label: String::new(),
-            notes: Vec::new(),
-        }
+        Diagnostic { kernel: None, message: message.into(), location: None, label: String::new(), notes: Vec::new() }
     }
 
     /// An error at a location.
     pub fn at(location: Location, message: impl Into<String>) -> Self {
-        Diagnostic {
-            location: Some(location),
-            ..Diagnostic::new(message)
-        }
+        Diagnostic { location: Some(location), ..Diagnostic::new(message) }
     }
 
     /// Sets the label under the highlighted span.
@@ -76,12 +67,7 @@ impl Diagnostic {
             // Tabs before the column widen the underline's indent the same way.
             let before: String = loc.line_text.chars().take(loc.column - 1).collect();
             let indent = before.replace('\t', "    ").chars().count();
-            let _ = write!(
-                out,
-                "\n{pad} │ {}{}",
-                " ".repeat(indent),
-                "^".repeat(loc.width)
-            );
+            let _ = write!(out, "\n{pad} │ {}{}", " ".repeat(indent), "^".repeat(loc.width));
             if !self.label.is_empty() {
                 let _ = write!(out, " {}", self.label);
             }
@@ -106,10 +92,7 @@ mod tests {
             line_text: "    let x = 1;".into(),
             width: 3,
         };
-        let d = Diagnostic::at(loc, "bad thing")
-            .label("here")
-            .note("more")
-            .in_kernel("k");
+        let d = Diagnostic::at(loc, "bad thing").label("here").note("more").in_kernel("k");
         assert_eq!(
             d.render(),
             "kernel `k`: bad thing\n   ┌─ shaders/a.wgsl:12:5\n   │\n12 │     let x = 1;\n   │     ^^^ here\n = note: more"

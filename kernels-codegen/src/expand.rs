@@ -80,10 +80,8 @@ fn struct_tokens(s: &StructDef) -> TokenStream {
         }
     }
     let size = s.size as usize;
-    let doc = format!(
-        "`struct {}` with its WGSL layout: {size} bytes, padding explicit (`_padN` fields are zero).",
-        s.name
-    );
+    let doc =
+        format!("`struct {}` with its WGSL layout: {size} bytes, padding explicit (`_padN` fields are zero).", s.name);
     quote! {
         #[doc = #doc]
         #[repr(C)]
@@ -171,7 +169,9 @@ pub fn expand(file: &File, span: Span) -> TokenStream {
     let module = ident(&file.module);
     let includes = file.read.iter().map(|p| {
         let p = p.to_string_lossy().into_owned();
-        quote!(const _: &str = ::core::include_str!(#p);)
+        quote!(
+            const _: &str = ::core::include_str!(#p);
+        )
     });
     let kernels: Vec<&Kernel> = file.kernels.iter().collect();
     let shared = shared_structs(&kernels);
@@ -216,7 +216,12 @@ pub fn expand(file: &File, span: Span) -> TokenStream {
     }
 }
 
-fn kernel_tokens(file: &File, k: &Kernel, iface: &Interface, shared: &[StructDef]) -> Result<TokenStream, Vec<crate::diagnostic::Diagnostic>> {
+fn kernel_tokens(
+    file: &File,
+    k: &Kernel,
+    iface: &Interface,
+    shared: &[StructDef],
+) -> Result<TokenStream, Vec<crate::diagnostic::Diagnostic>> {
     let rt = rt();
     let name = ident(&k.name);
     let kname = &k.name;
@@ -225,7 +230,9 @@ fn kernel_tokens(file: &File, k: &Kernel, iface: &Interface, shared: &[StructDef
 
     // Names we add must not collide with binding names.
     let taken = |n: &str| iface.bindings.iter().any(|b| b.name == n);
-    let own = |n: &str| if taken(n) { format_ident!("{}_", n) } else { format_ident!("{}", n) };
+    let own = |n: &str| {
+        if taken(n) { format_ident!("{}_", n) } else { format_ident!("{}", n) }
+    };
     let rec = own("rec");
     let grid_param = own("grid");
     let overrides_param = own("overrides");
@@ -292,12 +299,15 @@ fn kernel_tokens(file: &File, k: &Kernel, iface: &Interface, shared: &[StructDef
                     requires_text.push(a.expr.clone());
                 }
                 Err(e) => diags.push(
-                    crate::diagnostic::Diagnostic::at(ann_loc(&a.range), format!("in `@requires`: {e}")).in_kernel(kname),
+                    crate::diagnostic::Diagnostic::at(ann_loc(&a.range), format!("in `@requires`: {e}"))
+                        .in_kernel(kname),
                 ),
             },
             "grid" => {
                 if grid_expr.is_some() {
-                    diags.push(crate::diagnostic::Diagnostic::at(ann_loc(&a.range), "more than one `@grid`").in_kernel(kname));
+                    diags.push(
+                        crate::diagnostic::Diagnostic::at(ann_loc(&a.range), "more than one `@grid`").in_kernel(kname),
+                    );
                     continue;
                 }
                 match shape::grid(&a.expr, iface, &rust_name) {
@@ -323,7 +333,10 @@ fn kernel_tokens(file: &File, k: &Kernel, iface: &Interface, shared: &[StructDef
                         grid_kind = quote!(#rt::GridKind::Explicit);
                     }
                     Err(e) => {
-                        diags.push(crate::diagnostic::Diagnostic::at(ann_loc(&a.range), format!("in `@grid`: {e}")).in_kernel(kname));
+                        diags.push(
+                            crate::diagnostic::Diagnostic::at(ann_loc(&a.range), format!("in `@grid`: {e}"))
+                                .in_kernel(kname),
+                        );
                         grid_expr = Some(quote!(::core::unimplemented!()));
                     }
                 }
@@ -351,7 +364,12 @@ fn kernel_tokens(file: &File, k: &Kernel, iface: &Interface, shared: &[StructDef
         let oname = &o.name;
         let oty = o.ty;
         let has_default = o.has_default;
-        let doc = format!("`override {}: {}`{}", o.name, o.ty, if o.has_default { " (has a default)" } else { " (required)" });
+        let doc = format!(
+            "`override {}: {}`{}",
+            o.name,
+            o.ty,
+            if o.has_default { " (has a default)" } else { " (required)" }
+        );
         override_fields.push(quote!(#[doc = #doc] pub #id: ::core::option::Option<#ty>));
         let value = if o.ty == "bool" { quote!(if v { 1.0 } else { 0.0 }) } else { quote!(v as f64) };
         override_pushes.push(quote! {
@@ -413,7 +431,9 @@ fn kernel_tokens(file: &File, k: &Kernel, iface: &Interface, shared: &[StructDef
     }
     let features = match k.variants.as_slice() {
         [v] if v.subgroups => "needs `SUBGROUP`".to_string(),
-        [v, w] if v.subgroups && !w.subgroups => "subgroup fast path; a tree-reduction variant runs without `SUBGROUP`".into(),
+        [v, w] if v.subgroups && !w.subgroups => {
+            "subgroup fast path; a tree-reduction variant runs without `SUBGROUP`".into()
+        }
         _ => "no optional features".into(),
     };
     let f16 = if k.variants.iter().any(|v| v.f16) { "; needs `SHADER_F16`" } else { "" };
@@ -459,7 +479,8 @@ fn kernel_tokens(file: &File, k: &Kernel, iface: &Interface, shared: &[StructDef
         let line = k.marker.line as u32;
         let module_name = &file.module;
         let kdoc = k.notes.doc.join("\n");
-        let grid_src = k.notes.annotations.iter().find(|a| a.kind == "grid").map(|a| a.expr.clone()).unwrap_or_default();
+        let grid_src =
+            k.notes.annotations.iter().find(|a| a.kind == "grid").map(|a| a.expr.clone()).unwrap_or_default();
         quote! {
             /// The workgroup size, from `@workgroup_size`.
             pub const WORKGROUP_SIZE: [u32; 3] = [#wx, #wy, #wz];

@@ -37,14 +37,12 @@ pub struct Input {
 impl Parse for Input {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let lit: LitStr = input.parse().map_err(|e| {
-            syn::Error::new(e.span(), "expected the kernel file's path as a string literal, like `kernels!(\"shaders/03_linear.wgsl\")`")
+            syn::Error::new(
+                e.span(),
+                "expected the kernel file's path as a string literal, like `kernels!(\"shaders/03_linear.wgsl\")`",
+            )
         })?;
-        let mut out = Input {
-            path: lit.value(),
-            span: lit.span(),
-            shared: Shared::Default,
-            module: None,
-        };
+        let mut out = Input { path: lit.value(), span: lit.span(), shared: Shared::Default, module: None };
         while !input.is_empty() {
             input.parse::<Token![,]>()?;
             if input.is_empty() {
@@ -68,7 +66,9 @@ impl Parse for Input {
                 _ => {
                     return Err(syn::Error::new(
                         key.span(),
-                        format!("unknown option `{key}`; the options are `shared = \"path\" | none` and `module = name`"),
+                        format!(
+                            "unknown option `{key}`; the options are `shared = \"path\" | none` and `module = name`"
+                        ),
                     ));
                 }
             }

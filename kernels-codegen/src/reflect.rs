@@ -162,31 +162,22 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
         return Err("the workgroup size must be a constant expression, not an override".into());
     }
     let mut layouter = Layouter::default();
-    layouter
-        .update(module.to_ctx())
-        .map_err(|e| format!("layout: {e}"))?;
-    let mut r = Reflector {
-        module,
-        layouter: &layouter,
-        structs: Vec::new(),
-    };
+    layouter.update(module.to_ctx()).map_err(|e| format!("layout: {e}"))?;
+    let mut r = Reflector { module, layouter: &layouter, structs: Vec::new() };
     let mut bindings = Vec::new();
     for (handle, var) in module.global_variables.iter() {
         let Some(rb) = &var.binding else { continue };
-        if let Some(info) = info {
-            if info.get_entry_point(index)[handle].is_empty() {
-                continue;
-            }
+        if let Some(info) = info
+            && info.get_entry_point(index)[handle].is_empty()
+        {
+            continue;
         }
         let name = var.name.clone().unwrap_or_else(|| format!("binding{}", rb.binding));
         let binding = match var.space {
             AddressSpace::Storage { access } => {
-                let access = if access.contains(StorageAccess::STORE) {
-                    Access::ReadWrite
-                } else {
-                    Access::Read
-                };
-                let (ty, stride, min_elems, runtime_sized) = r.storage(var.ty).map_err(|e| format!("binding `{name}`: {e}"))?;
+                let access = if access.contains(StorageAccess::STORE) { Access::ReadWrite } else { Access::Read };
+                let (ty, stride, min_elems, runtime_sized) =
+                    r.storage(var.ty).map_err(|e| format!("binding `{name}`: {e}"))?;
                 Binding {
                     group: rb.group,
                     binding: rb.binding,
@@ -213,13 +204,20 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
                     runtime_sized: false,
                 }
             }
-            other => return Err(format!("binding `{name}` is in address space {other:?}, which kernels! does not support (storage buffers and uniforms only)")),
+            other => {
+                return Err(format!(
+                    "binding `{name}` is in address space {other:?}, which kernels! does not support (storage buffers and uniforms only)"
+                ));
+            }
         };
         bindings.push(binding);
     }
     bindings.sort_by_key(|b| (b.group, b.binding));
     if let Some(b) = bindings.iter().find(|b| b.group != 0) {
-        return Err(format!("binding `{}` is in @group({}); kernels! puts every binding in @group(0)", b.name, b.group));
+        return Err(format!(
+            "binding `{}` is in @group({}); kernels! puts every binding in @group(0)",
+            b.name, b.group
+        ));
     }
     let mut overrides = Vec::new();
     for (_, o) in module.overrides.iter() {
@@ -228,7 +226,12 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
             TypeInner::Scalar(Scalar::F32) => "f32",
             TypeInner::Scalar(Scalar::U32) => "u32",
             TypeInner::Scalar(Scalar::I32) => "i32",
-            _ => return Err(format!("override `{}` has a type kernels! does not support", o.name.as_deref().unwrap_or("?"))),
+            _ => {
+                return Err(format!(
+                    "override `{}` has a type kernels! does not support",
+                    o.name.as_deref().unwrap_or("?")
+                ));
+            }
         };
         overrides.push(OverrideDef {
             name: o.name.clone().unwrap_or_default(),
@@ -254,20 +257,11 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
             }
         }
     }
-    Ok(Interface {
-        workgroup_size: ep.workgroup_size,
-        bindings,
-        structs: r.structs,
-        overrides,
-        consts,
-    })
+    Ok(Interface { workgroup_size: ep.workgroup_size, bindings, structs: r.structs, overrides, consts })
 }
 
 fn wgsl_name(module: &Module, ty: Handle<Type>) -> String {
-    module.types[ty]
-        .name
-        .clone()
-        .unwrap_or_else(|| describe_inner(module, &module.types[ty].inner))
+    module.types[ty].name.clone().unwrap_or_else(|| describe_inner(module, &module.types[ty].inner))
 }
 
 fn describe_inner(module: &Module, inner: &TypeInner) -> String {
@@ -311,7 +305,9 @@ impl Reflector<'_> {
             (ScalarKind::Float, 2) => HostScalar::F16,
             (ScalarKind::Uint, 4) => HostScalar::U32,
             (ScalarKind::Sint, 4) => HostScalar::I32,
-            (ScalarKind::Bool, _) => return Err("`bool` cannot be shared with the host (use u32)".into()),
+            (ScalarKind::Bool, _) => {
+                return Err("`bool` cannot be shared with the host (use u32)".into());
+            }
             _ => return Err(format!("scalar type `{}` is not supported", scalar_name(s))),
         })
     }
@@ -375,7 +371,9 @@ impl Reflector<'_> {
                 }
                 HostType::Struct(name)
             }
-            ref other => return Err(format!("type `{}` cannot be shared with the host", describe_inner(module, other))),
+            ref other => {
+                return Err(format!("type `{}` cannot be shared with the host", describe_inner(module, other)));
+            }
         })
     }
 

@@ -49,12 +49,16 @@ pub fn expr(e: &Expr, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2
                         quote!(::core::option::Option::Some(#id as i128))
                     }
                     (Access::Uniform, _) => {
-                        return Err(format!("uniform `{name}` is not an integer; name one of its integer fields, like `{name}.n`"));
+                        return Err(format!(
+                            "uniform `{name}` is not an integer; name one of its integer fields, like `{name}.n`"
+                        ));
                     }
                     _ => return Err(format!("`{name}` is a storage buffer; use `len({name})` for its length")),
                 }
             } else {
-                return Err(format!("unknown name `{name}`: expected a uniform, a uniform's field, `len(buffer)` or a module-scope integer constant"));
+                return Err(format!(
+                    "unknown name `{name}`: expected a uniform, a uniform's field, `len(buffer)` or a module-scope integer constant"
+                ));
             }
         }
         Expr::Field(_) => {
@@ -99,7 +103,9 @@ pub fn expr(e: &Expr, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2
             }
             match ty {
                 HostType::Scalar(s) if s.is_integer() => quote!(::core::option::Option::Some(#access as i128)),
-                HostType::Scalar(HostScalar::F32 | HostScalar::F16) => return Err("only integer fields can be used in shapes".into()),
+                HostType::Scalar(HostScalar::F32 | HostScalar::F16) => {
+                    return Err("only integer fields can be used in shapes".into());
+                }
                 _ => return Err("name an integer field, not a struct or vector".into()),
             }
         }
@@ -129,7 +135,11 @@ pub fn expr(e: &Expr, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2
                     let f = format_ident!("{f}");
                     quote!(#k::#f(#a, #b))
                 }
-                _ => return Err(format!("unknown function `{f}` (or wrong arguments): the functions are `len(buffer)`, `ceil_div(a, b)`, `min(a, b)` and `max(a, b)`")),
+                _ => {
+                    return Err(format!(
+                        "unknown function `{f}` (or wrong arguments): the functions are `len(buffer)`, `ceil_div(a, b)`, `min(a, b)` and `max(a, b)`"
+                    ));
+                }
             }
         }
         Expr::Binary(b) => {
@@ -146,7 +156,11 @@ pub fn expr(e: &Expr, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2
             let f = format_ident!("{f}");
             quote!(#k::#f(#l, #r))
         }
-        _ => return Err("unsupported expression: use integers, names, `len(x)`, `+ - * / %`, `ceil_div`, `min`, `max`".into()),
+        _ => {
+            return Err(
+                "unsupported expression: use integers, names, `len(x)`, `+ - * / %`, `ceil_div`, `min`, `max`".into()
+            );
+        }
     };
     Ok(Code { tokens })
 }
@@ -167,7 +181,11 @@ fn field_path(e: &Expr) -> Result<(String, Vec<String>), String> {
 }
 
 /// A parsed `@requires`: the comparison's two sides and operator.
-pub fn requirement(text: &str, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2::Ident) -> Result<(TokenStream, TokenStream, &'static str, String, String), String> {
+pub fn requirement(
+    text: &str,
+    iface: &Interface,
+    rust_name: &dyn Fn(&str) -> proc_macro2::Ident,
+) -> Result<(TokenStream, TokenStream, &'static str, String, String), String> {
     let e: Expr = syn::parse_str(text).map_err(|e| format!("cannot parse `{text}`: {e}"))?;
     let Expr::Binary(b) = &e else {
         return Err("a `@requires` is one comparison, like `len(x) >= p.n`".into());
@@ -212,11 +230,7 @@ pub fn grid(text: &str, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macr
         Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()).unwrap_or_default(),
         _ => String::new(),
     };
-    let args = c
-        .args
-        .iter()
-        .map(|a| expr(a, iface, rust_name).map(|c| c.tokens))
-        .collect::<Result<Vec<_>, _>>()?;
+    let args = c.args.iter().map(|a| expr(a, iface, rust_name).map(|c| c.tokens)).collect::<Result<Vec<_>, _>>()?;
     match (f.as_str(), args.len()) {
         ("threads", 1) => Ok(Grid::Threads(args.into_iter().next().unwrap_or_default())),
         ("workgroups", 1) => Ok(Grid::Workgroups(args.into_iter().next().unwrap_or_default())),

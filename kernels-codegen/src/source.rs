@@ -46,21 +46,12 @@ impl SourceFile {
     pub fn new(path: PathBuf, display: String, text: String) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        SourceFile {
-            path,
-            display,
-            text,
-            line_starts,
-        }
+        SourceFile { path, display, text, line_starts }
     }
 
     /// Number of lines (a trailing newline does not start a new line).
     pub fn line_count(&self) -> usize {
-        if self.text.ends_with('\n') {
-            self.line_starts.len() - 1
-        } else {
-            self.line_starts.len()
-        }
+        if self.text.ends_with('\n') { self.line_starts.len() - 1 } else { self.line_starts.len() }
     }
 
     /// 0-based line index of a byte offset (clamped to the text).
@@ -75,16 +66,8 @@ impl SourceFile {
     /// Byte range of a 0-based line, without its line break.
     pub fn line_range(&self, index: usize) -> std::ops::Range<usize> {
         let start = self.line_starts[index.min(self.line_starts.len() - 1)];
-        let end = self
-            .line_starts
-            .get(index + 1)
-            .map(|&next| next - 1)
-            .unwrap_or(self.text.len());
-        let end = if end > start && self.text.as_bytes()[end - 1] == b'\r' {
-            end - 1
-        } else {
-            end
-        };
+        let end = self.line_starts.get(index + 1).map(|&next| next - 1).unwrap_or(self.text.len());
+        let end = if end > start && self.text.as_bytes()[end - 1] == b'\r' { end - 1 } else { end };
         start..end.max(start)
     }
 
@@ -98,13 +81,7 @@ impl SourceFile {
         let column = self.text[line_range.start..start].chars().count() + 1;
         let end = floor_char_boundary(&self.text, range.end.clamp(start, line_range.end));
         let width = self.text[start..end].chars().count().max(1);
-        Location {
-            file: self.display.clone(),
-            line: line + 1,
-            column,
-            line_text: line_text.to_string(),
-            width,
-        }
+        Location { file: self.display.clone(), line: line + 1, column, line_text: line_text.to_string(), width }
     }
 }
 
@@ -153,9 +130,10 @@ impl CallSite {
             let dir = file.parent().unwrap_or(Path::new("."));
             return Ok(normalize(&dir.join(path)));
         }
-        let dir = self.manifest_dir.as_ref().ok_or_else(|| {
-            "CARGO_MANIFEST_DIR is not set: build with cargo, or give an absolute path".to_string()
-        })?;
+        let dir = self
+            .manifest_dir
+            .as_ref()
+            .ok_or_else(|| "CARGO_MANIFEST_DIR is not set: build with cargo, or give an absolute path".to_string())?;
         Ok(normalize(&dir.join(path)))
     }
 
@@ -174,10 +152,10 @@ impl CallSite {
 
     /// How a path is shown in messages: relative to the manifest directory when inside it.
     pub fn display(&self, path: &Path) -> String {
-        if let Some(dir) = &self.manifest_dir {
-            if let Ok(rel) = path.strip_prefix(dir) {
-                return rel.to_string_lossy().replace('\\', "/");
-            }
+        if let Some(dir) = &self.manifest_dir
+            && let Ok(rel) = path.strip_prefix(dir)
+        {
+            return rel.to_string_lossy().replace('\\', "/");
         }
         path.to_string_lossy().into_owned()
     }
@@ -205,16 +183,10 @@ fn normalize(path: &Path) -> PathBuf {
 ///
 /// The leading numeric prefix and its underscore are dropped, the rest must be a Rust identifier.
 pub fn module_name(path: &Path) -> Result<String, String> {
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .ok_or_else(|| format!("`{}` has no file name", path.display()))?;
+    let stem =
+        path.file_stem().and_then(|s| s.to_str()).ok_or_else(|| format!("`{}` has no file name", path.display()))?;
     let trimmed = stem.trim_start_matches(|c: char| c.is_ascii_digit());
-    let name = if trimmed.len() != stem.len() {
-        trimmed.strip_prefix('_').unwrap_or(trimmed)
-    } else {
-        stem
-    };
+    let name = if trimmed.len() != stem.len() { trimmed.strip_prefix('_').unwrap_or(trimmed) } else { stem };
     let name = name.replace('-', "_");
     if syn::parse_str::<syn::Ident>(&name).is_err() {
         return Err(format!(
@@ -246,10 +218,7 @@ mod tests {
     #[test]
     fn module_names_drop_the_numeric_prefix() {
         assert_eq!(module_name(Path::new("shaders/03_linear.wgsl")).unwrap(), "linear");
-        assert_eq!(
-            module_name(Path::new("10_backward_attention.wgsl")).unwrap(),
-            "backward_attention"
-        );
+        assert_eq!(module_name(Path::new("10_backward_attention.wgsl")).unwrap(), "backward_attention");
         assert_eq!(module_name(Path::new("plain.wgsl")).unwrap(), "plain");
         assert!(module_name(Path::new("03_.wgsl")).is_err());
         assert!(module_name(Path::new("03_fn.wgsl")).is_err());
@@ -257,10 +226,7 @@ mod tests {
 
     #[test]
     fn paths_resolve_against_manifest_or_calling_file() {
-        let site = CallSite {
-            manifest_dir: Some("/crate".into()),
-            calling_file: Some("/crate/tests/ui/x.rs".into()),
-        };
+        let site = CallSite { manifest_dir: Some("/crate".into()), calling_file: Some("/crate/tests/ui/x.rs".into()) };
         assert_eq!(site.resolve("shaders/a.wgsl").unwrap(), Path::new("/crate/shaders/a.wgsl"));
         assert_eq!(site.resolve("./f/a.wgsl").unwrap(), Path::new("/crate/tests/ui/f/a.wgsl"));
         assert_eq!(site.resolve("../a.wgsl").unwrap(), Path::new("/crate/tests/a.wgsl"));

@@ -52,11 +52,7 @@ pub fn find_markers(text: &str) -> Vec<(String, Range<usize>)> {
 /// The kernel name if `line` (without its `\n`) is a marker line.
 pub fn marker_name(line: &str) -> Option<&str> {
     let name = line.strip_prefix(MARKER_PREFIX)?.strip_suffix(MARKER_SUFFIX)?;
-    if !name.is_empty() && !name.chars().any(char::is_whitespace) {
-        Some(name)
-    } else {
-        None
-    }
+    if !name.is_empty() && !name.chars().any(char::is_whitespace) { Some(name) } else { None }
 }
 
 /// Splits a kernel file, enforcing the format's rules on it.
@@ -72,24 +68,19 @@ pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
         let content = content.strip_suffix('\r').unwrap_or(content);
         if content.starts_with("// --- KERNEL:") && marker_name(content).is_none() {
             errors.push(
-                Diagnostic::at(
-                    file.locate(offset..offset + content.len()),
-                    "malformed kernel marker",
-                )
-                .label("not a marker")
-                .note("a marker is a whole line `// --- KERNEL: <name> ---`, with no other text"),
+                Diagnostic::at(file.locate(offset..offset + content.len()), "malformed kernel marker")
+                    .label("not a marker")
+                    .note("a marker is a whole line `// --- KERNEL: <name> ---`, with no other text"),
             );
         }
         offset += line.len();
     }
 
     if markers.is_empty() {
-        errors.push(
-            Diagnostic::new(format!(
-                "`{}` has no kernel markers: start each kernel with a line `// --- KERNEL: <name> ---`",
-                file.display
-            )),
-        );
+        errors.push(Diagnostic::new(format!(
+            "`{}` has no kernel markers: start each kernel with a line `// --- KERNEL: <name> ---`",
+            file.display
+        )));
         return Err(errors);
     }
 
@@ -113,21 +104,10 @@ pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
                     .note(format!("first defined on line {first_line}")),
             );
         }
-        sections.push(Section {
-            name: name.clone(),
-            marker: marker.clone(),
-            body: body_start..end,
-        });
+        sections.push(Section { name: name.clone(), marker: marker.clone(), body: body_start..end });
     }
 
-    if errors.is_empty() {
-        Ok(Split {
-            preamble: 0..markers[0].1.start,
-            sections,
-        })
-    } else {
-        Err(errors)
-    }
+    if errors.is_empty() { Ok(Split { preamble: 0..markers[0].1.start, sections }) } else { Err(errors) }
 }
 
 /// The shared preamble must not hold markers: it would be split like a kernel file.
@@ -135,12 +115,9 @@ pub fn check_shared(file: &SourceFile) -> Vec<Diagnostic> {
     find_markers(&file.text)
         .into_iter()
         .map(|(_, range)| {
-            Diagnostic::at(
-                file.locate(range),
-                "the shared preamble must not contain kernel markers",
-            )
-            .label("marker in the shared preamble")
-            .note("the shared preamble is prepended to every kernel; put kernels in a kernel file")
+            Diagnostic::at(file.locate(range), "the shared preamble must not contain kernel markers")
+                .label("marker in the shared preamble")
+                .note("the shared preamble is prepended to every kernel; put kernels in a kernel file")
         })
         .collect()
 }
@@ -219,20 +196,26 @@ pub struct Directive {
 /// the macro injects what each kernel needs), and reports any `enable` or `requires` directive
 /// that is not at the very top. With `lift == false` (kernel sections) every directive is an
 /// error: a section never starts a file.
-pub fn take_directives(file: &SourceFile, part: Range<usize>, text: &mut String, lift: bool) -> Result<Vec<Directive>, Vec<Diagnostic>> {
+pub fn take_directives(
+    file: &SourceFile,
+    part: Range<usize>,
+    text: &mut String,
+    lift: bool,
+) -> Result<Vec<Directive>, Vec<Diagnostic>> {
     let code = mask_comments(&file.text[part.clone()]);
     let mut found = Vec::new();
     let mut errors = Vec::new();
     let mut pos = 0;
     // The leading block: whitespace and comments (already spaces), then directives.
+    #[allow(clippy::while_immutable_condition)] // `lift` is fixed; the loop ends at the first non-directive
     while lift {
         let rest = &code[pos..];
         let skip = rest.len() - rest.trim_start().len();
         pos += skip;
         let rest = &code[pos..];
-        let is_directive = ["enable", "requires"].iter().any(|w| {
-            rest.starts_with(w) && !rest.as_bytes().get(w.len()).copied().is_some_and(is_ident_byte)
-        });
+        let is_directive = ["enable", "requires"]
+            .iter()
+            .any(|w| rest.starts_with(w) && !rest.as_bytes().get(w.len()).copied().is_some_and(is_ident_byte));
         if !is_directive {
             break;
         }
@@ -258,17 +241,14 @@ pub fn take_directives(file: &SourceFile, part: Range<usize>, text: &mut String,
         for hit in find_word(&code[pos..], word) {
             let range = part.start + pos + hit.start..part.start + pos + hit.end;
             errors.push(
-                Diagnostic::at(
-                    file.locate(range),
-                    format!("`{word}` directive in the middle of a file"),
-                )
-                .label("not at the top")
-                .note(
-                    "WGSL requires directives before everything else, and a kernel's source is the \
+                Diagnostic::at(file.locate(range), format!("`{word}` directive in the middle of a file"))
+                    .label("not at the top")
+                    .note(
+                        "WGSL requires directives before everything else, and a kernel's source is the \
                      shared preamble + the file preamble + its section: kernels! writes the `enable` \
                      directives each kernel needs at the very top, so leave them out (or put them \
                      at the very top of a file)",
-                ),
+                    ),
             );
         }
     }
@@ -307,7 +287,12 @@ pub fn has_conditionals(text: &str) -> bool {
 
 /// Blanks the lines a variant leaves out. `range` is the part of `file` that `text` covers
 /// (`text` has the same length as that part).
-pub fn apply_conditionals(file: &SourceFile, range: Range<usize>, text: &mut String, subgroups: bool) -> Result<(), Vec<Diagnostic>> {
+pub fn apply_conditionals(
+    file: &SourceFile,
+    range: Range<usize>,
+    text: &mut String,
+    subgroups: bool,
+) -> Result<(), Vec<Diagnostic>> {
     let mut errors = Vec::new();
     // (active, line range of the #if)
     let mut open: Option<(bool, bool, Range<usize>)> = None; // (condition, in_else, if line)

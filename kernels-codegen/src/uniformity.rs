@@ -41,10 +41,7 @@ struct Taint {
 }
 
 impl Taint {
-    const UNIFORM: Taint = Taint {
-        cause: None,
-        params: 0,
-    };
+    const UNIFORM: Taint = Taint { cause: None, params: 0 };
 
     fn non_uniform(span: Span) -> Taint {
         Taint {
@@ -55,10 +52,7 @@ impl Taint {
     }
 
     fn join(self, other: Taint) -> Taint {
-        Taint {
-            cause: self.cause.or(other.cause),
-            params: self.params | other.params,
-        }
+        Taint { cause: self.cause.or(other.cause), params: self.params | other.params }
     }
 }
 
@@ -87,11 +81,7 @@ impl Flow {
                 (a, b) => a.or(b),
             }
         }
-        Flow {
-            ret: m(self.ret, other.ret),
-            brk: m(self.brk, other.brk),
-            cont: m(self.cont, other.cont),
-        }
+        Flow { ret: m(self.ret, other.ret), brk: m(self.brk, other.brk), cont: m(self.cont, other.cont) }
     }
 }
 
@@ -178,12 +168,7 @@ impl Analyzer<'_> {
 
     fn builtin_is_uniform(b: &naga::Binding) -> bool {
         use naga::BuiltIn as B;
-        matches!(
-            b,
-            naga::Binding::BuiltIn(
-                B::WorkGroupId | B::NumWorkGroups | B::SubgroupSize | B::NumSubgroups
-            )
-        )
+        matches!(b, naga::Binding::BuiltIn(B::WorkGroupId | B::NumWorkGroups | B::SubgroupSize | B::NumSubgroups))
     }
 
     fn expr(&mut self, e: Handle<Expression>) -> Taint {
@@ -201,23 +186,16 @@ impl Analyzer<'_> {
             E::Access { base, index } => self.expr(base).join(self.expr(index)),
             E::AccessIndex { base, index } => {
                 // A member of a struct-typed entry-point argument has its own binding.
-                if let E::FunctionArgument(i) = self.func.expressions[base] {
-                    if self.entry {
-                        let arg = &self.func.arguments[i as usize];
-                        if let naga::TypeInner::Struct { ref members, .. } =
-                            self.module.types[arg.ty].inner
-                        {
-                            let uniform = members
-                                .get(index as usize)
-                                .and_then(|m| m.binding.as_ref())
-                                .is_some_and(Self::builtin_is_uniform);
-                            return if uniform {
-                                Taint::UNIFORM
-                            } else {
-                                Taint::non_uniform(span)
-                            };
-                        }
-                    }
+                if let E::FunctionArgument(i) = self.func.expressions[base]
+                    && self.entry
+                    && let naga::TypeInner::Struct { ref members, .. } =
+                        self.module.types[self.func.arguments[i as usize].ty].inner
+                {
+                    let uniform = members
+                        .get(index as usize)
+                        .and_then(|m| m.binding.as_ref())
+                        .is_some_and(Self::builtin_is_uniform);
+                    return if uniform { Taint::UNIFORM } else { Taint::non_uniform(span) };
                 }
                 self.expr(base)
             }
@@ -232,10 +210,7 @@ impl Analyzer<'_> {
                         Taint::non_uniform(span)
                     }
                 } else if i < 64 {
-                    Taint {
-                        cause: None,
-                        params: 1 << i,
-                    }
+                    Taint { cause: None, params: 1 << i }
                 } else {
                     Taint::non_uniform(span)
                 }
@@ -244,9 +219,7 @@ impl Analyzer<'_> {
                 use naga::AddressSpace as A;
                 match self.module.global_variables[g].space {
                     A::Uniform | A::Handle | A::Immediate => Taint::UNIFORM,
-                    A::Storage { access } if !access.contains(naga::StorageAccess::STORE) => {
-                        Taint::UNIFORM
-                    }
+                    A::Storage { access } if !access.contains(naga::StorageAccess::STORE) => Taint::UNIFORM,
                     _ => Taint::non_uniform(span),
                 }
             }
@@ -254,22 +227,11 @@ impl Analyzer<'_> {
             E::Load { pointer } => self.expr(pointer),
             E::Unary { expr, .. } => self.expr(expr),
             E::Binary { left, right, .. } => self.expr(left).join(self.expr(right)),
-            E::Select {
-                condition,
-                accept,
-                reject,
-            } => self
-                .expr(condition)
-                .join(self.expr(accept))
-                .join(self.expr(reject)),
+            E::Select { condition, accept, reject } => {
+                self.expr(condition).join(self.expr(accept)).join(self.expr(reject))
+            }
             E::Relational { argument, .. } => self.expr(argument),
-            E::Math {
-                arg,
-                arg1,
-                arg2,
-                arg3,
-                ..
-            } => {
+            E::Math { arg, arg1, arg2, arg3, .. } => {
                 let mut t = self.expr(arg);
                 for a in [arg1, arg2, arg3].into_iter().flatten() {
                     t = t.join(self.expr(a));
@@ -289,10 +251,7 @@ impl Analyzer<'_> {
     fn condition(&mut self, e: Handle<Expression>) -> Taint {
         let t = self.expr(e);
         let span = self.span(e);
-        Taint {
-            cause: t.cause.map(|c| if span.is_defined() { span } else { c }),
-            params: t.params,
-        }
+        Taint { cause: t.cause.map(|c| if span.is_defined() { span } else { c }), params: t.params }
     }
 
     /// The local variable a pointer expression is rooted at, with the taint of its indices.
@@ -348,36 +307,22 @@ impl Analyzer<'_> {
         match *stmt {
             S::Emit(_) => Flow::default(),
             S::Block(ref b) => self.block(b, cf),
-            S::If {
-                condition,
-                ref accept,
-                ref reject,
-            } => {
+            S::If { condition, ref accept, ref reject } => {
                 let inner = cf.join(self.condition(condition));
                 let a = self.block(accept, inner);
                 let r = self.block(reject, inner);
                 a.merge(r)
             }
-            S::Switch {
-                selector,
-                ref cases,
-            } => {
+            S::Switch { selector, ref cases } => {
                 let inner = cf.join(self.condition(selector));
                 let mut flow = Flow::default();
                 for case in cases {
                     flow = flow.merge(self.block(&case.body, inner));
                 }
                 // `break` ends the switch; `continue` and `return` leave it.
-                Flow {
-                    brk: None,
-                    ..flow
-                }
+                Flow { brk: None, ..flow }
             }
-            S::Loop {
-                ref body,
-                ref continuing,
-                break_if,
-            } => {
+            S::Loop { ref body, ref continuing, break_if } => {
                 let mut loop_taint = Taint::UNIFORM;
                 let mut result = Flow::default();
                 for _ in 0..16 {
@@ -391,11 +336,7 @@ impl Analyzer<'_> {
                     if let Some(e) = break_if {
                         next = next.join(inner.join(self.condition(e)));
                     }
-                    result = Flow {
-                        ret: b.ret,
-                        brk: None,
-                        cont: None,
-                    };
+                    result = Flow { ret: b.ret, brk: None, cont: None };
                     if next == loop_taint {
                         break;
                     }
@@ -403,29 +344,17 @@ impl Analyzer<'_> {
                 }
                 result
             }
-            S::Break => Flow {
-                brk: Some(cf),
-                ..Flow::default()
-            },
-            S::Continue => Flow {
-                cont: Some(cf),
-                ..Flow::default()
-            },
+            S::Break => Flow { brk: Some(cf), ..Flow::default() },
+            S::Continue => Flow { cont: Some(cf), ..Flow::default() },
             S::Return { value } => {
                 let mut t = cf;
                 if let Some(v) = value {
                     t = t.join(self.expr(v));
                 }
                 self.summary.ret = self.summary.ret.join(t);
-                Flow {
-                    ret: Some(cf),
-                    ..Flow::default()
-                }
+                Flow { ret: Some(cf), ..Flow::default() }
             }
-            S::Kill => Flow {
-                ret: Some(cf),
-                ..Flow::default()
-            },
+            S::Kill => Flow { ret: Some(cf), ..Flow::default() },
             S::ControlBarrier(_) | S::MemoryBarrier(_) => {
                 self.require(cf, "barrier".into(), span);
                 Flow::default()
@@ -434,9 +363,7 @@ impl Analyzer<'_> {
                 self.require(cf, "`workgroupUniformLoad`".into(), span);
                 Flow::default()
             }
-            S::SubgroupBallot { .. }
-            | S::SubgroupGather { .. }
-            | S::SubgroupCollectiveOperation { .. } => {
+            S::SubgroupBallot { .. } | S::SubgroupGather { .. } | S::SubgroupCollectiveOperation { .. } => {
                 self.require(cf, "subgroup operation".into(), span);
                 Flow::default()
             }
@@ -449,11 +376,7 @@ impl Analyzer<'_> {
                 Flow::default()
             }
             S::Atomic { .. } => Flow::default(),
-            S::Call {
-                function,
-                ref arguments,
-                result,
-            } => {
+            S::Call { function, ref arguments, result } => {
                 let callee = self.summaries[function.index()].clone();
                 let name = self.names[function.index()].clone();
                 let mut arg_taints = Vec::with_capacity(arguments.len());
@@ -475,19 +398,12 @@ impl Analyzer<'_> {
                 };
                 if let Some((what, _)) = &callee.requires {
                     let eff = cf.join(pick(callee.cf_params, &arg_taints));
-                    self.require(
-                        eff,
-                        format!("call to `{name}` (which contains a {what})"),
-                        span,
-                    );
+                    self.require(eff, format!("call to `{name}` (which contains a {what})"), span);
                 }
                 if let Some(r) = result {
-                    let t = Taint {
-                        cause: callee.ret.cause.map(|_| span),
-                        params: 0,
-                    }
-                    .join(pick(callee.ret.params, &arg_taints))
-                    .join(cf);
+                    let t = Taint { cause: callee.ret.cause.map(|_| span), params: 0 }
+                        .join(pick(callee.ret.params, &arg_taints))
+                        .join(cf);
                     self.call_results[r.index()] = Some(t);
                 }
                 Flow::default()
@@ -520,7 +436,10 @@ mod tests {
     #[test]
     fn loops_reconverge() {
         // A loop bounded by a non-uniform value, then a subgroup op after it: fine.
-        assert!(errors(&entry("var a = 0.0; for (var i = t; i < 64u; i += 8u) { a += x[i]; } x[t] = subgroupAdd(a);")).is_empty());
+        assert!(
+            errors(&entry("var a = 0.0; for (var i = t; i < 64u; i += 8u) { a += x[i]; } x[t] = subgroupAdd(a);"))
+                .is_empty()
+        );
         // Inside it: not fine.
         assert_eq!(errors(&entry("for (var i = t; i < 64u; i += 8u) { x[i] = subgroupAdd(1.0); }")).len(), 1);
         // A uniform loop with a barrier inside: fine.
@@ -554,7 +473,10 @@ mod tests {
     #[test]
     fn values_through_variables_and_memory() {
         // A variable that may hold a non-uniform value steers a branch.
-        assert_eq!(errors(&entry("var c = 0u; if (x[0] > 1.0) { c = 1u; } if (c == 1u) { workgroupBarrier(); }")).len(), 1);
+        assert_eq!(
+            errors(&entry("var c = 0u; if (x[0] > 1.0) { c = 1u; } if (c == 1u) { workgroupBarrier(); }")).len(),
+            1
+        );
         // Workgroup memory is non-uniform, unless loaded with workgroupUniformLoad.
         assert_eq!(errors(&entry("if (w > 0u) { workgroupBarrier(); }")).len(), 1);
         assert!(errors(&entry("if (workgroupUniformLoad(&w) > 0u) { workgroupBarrier(); }")).is_empty());

@@ -28,6 +28,21 @@ pub struct Checked {
     pub reaches_subgroups: bool,
 }
 
+/// Why a kernel did not check: the errors, and the module when it parsed.
+#[derive(Debug)]
+pub struct Failure {
+    /// The parsed module (absent on a parse error).
+    pub module: Option<Box<naga::Module>>,
+    /// What is wrong.
+    pub errors: Vec<RawError>,
+}
+
+impl Failure {
+    fn new(module: Option<naga::Module>, errors: Vec<RawError>) -> Failure {
+        Failure { module: module.map(Box::new), errors }
+    }
+}
+
 /// An error with spans in the assembled text.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RawError {
@@ -43,7 +58,7 @@ pub struct RawError {
 /// `enable f16;` in front, it uses f16 and the directive becomes part of its source. Spans in
 /// errors are offsets into `body`. On a parse error no module exists; on a validation error the
 /// parsed module is returned too (so the kernel's interface can still be emitted).
-pub fn check(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawError>)> {
+pub fn check(body: &str) -> Result<Checked, Failure> {
     // A panic inside naga must not become "proc macro panicked" without a location.
     match std::panic::catch_unwind(|| check_inner(body)) {
         Ok(r) => r,
@@ -53,11 +68,13 @@ pub fn check(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawError>
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            Err((
+            Err(Failure::new(
                 None,
                 vec![RawError {
                     primary: None,
-                    message: format!("naga panicked on this kernel ({what}); please report it with the kernel's source"),
+                    message: format!(
+                        "naga panicked on this kernel ({what}); please report it with the kernel's source"
+                    ),
                     notes: Vec::new(),
                 }],
             ))
@@ -65,7 +82,7 @@ pub fn check(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawError>
     }
 }
 
-fn check_inner(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawError>)> {
+fn check_inner(body: &str) -> Result<Checked, Failure> {
     let (module, f16) = match naga::front::wgsl::parse_str(body) {
         Ok(m) => (m, false),
         Err(plain) => {
@@ -77,7 +94,7 @@ fn check_inner(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawErro
                 Err(e) => {
                     let err = if plain.message().contains("f16") { parse_error(&e) } else { parse_error(&plain) };
                     let shift = if plain.message().contains("f16") { F16_PREFIX.len() } else { 0 };
-                    return Err((None, vec![err.shifted(shift)]));
+                    return Err(Failure::new(None, vec![err.shifted(shift)]));
                 }
             }
         }
@@ -85,7 +102,7 @@ fn check_inner(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawErro
     let shift = if f16 { F16_PREFIX.len() } else { 0 };
     let info = match validator(CAPABILITIES).validate(&module) {
         Ok(info) => info,
-        Err(e) => return Err((Some(module), vec![validation_error(&e).shifted(shift)])),
+        Err(e) => return Err(Failure::new(Some(module), vec![validation_error(&e).shifted(shift)])),
     };
     let uniformity = uniformity::check(&module);
     if !uniformity.is_empty() {
@@ -105,7 +122,7 @@ fn check_inner(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawErro
                 .shifted(shift)
             })
             .collect();
-        return Err((Some(module), errors));
+        return Err(Failure::new(Some(module), errors));
     }
     let subgroups = validator(CAPABILITIES - Capabilities::SUBGROUP).validate(&module).is_err();
     let reaches_subgroups = subgroups && {
@@ -113,13 +130,7 @@ fn check_inner(body: &str) -> Result<Checked, (Option<naga::Module>, Vec<RawErro
         naga::compact::compact(&mut used, naga::compact::KeepUnused::No);
         validator(CAPABILITIES - Capabilities::SUBGROUP).validate(&used).is_err()
     };
-    Ok(Checked {
-        module,
-        info,
-        f16,
-        subgroups,
-        reaches_subgroups,
-    })
+    Ok(Checked { module, info, f16, subgroups, reaches_subgroups })
 }
 
 impl RawError {
@@ -140,18 +151,11 @@ fn validator(caps: Capabilities) -> Validator {
 
 fn parse_error(e: &naga::front::wgsl::ParseError) -> RawError {
     let mut labels = e.labels();
-    let primary = labels
-        .next()
-        .and_then(|(span, label)| span.to_range().map(|r| (r, label.to_string())));
-    let mut notes: Vec<(Option<Range<usize>>, String)> = labels
-        .map(|(span, label)| (span.to_range(), label.to_string()))
-        .collect();
+    let primary = labels.next().and_then(|(span, label)| span.to_range().map(|r| (r, label.to_string())));
+    let mut notes: Vec<(Option<Range<usize>>, String)> =
+        labels.map(|(span, label)| (span.to_range(), label.to_string())).collect();
     notes.extend(e.notes().map(|n| (None, n.to_string())));
-    RawError {
-        primary,
-        message: e.message().to_string(),
-        notes,
-    }
+    RawError { primary, message: e.message().to_string(), notes }
 }
 
 fn validation_error(e: &naga::WithSpan<naga::valid::ValidationError>) -> RawError {
@@ -186,13 +190,13 @@ fn validation_error(e: &naga::WithSpan<naga::valid::ValidationError>) -> RawErro
         notes.push((None, format!("naga: {}", chain.join(": "))));
     }
     if message.contains("HOST_SHAREABLE") {
-        notes.push((None, "this type cannot be shared with the host: `bool` (or a type holding one) has no defined layout; use `u32`".into()));
+        notes.push((
+            None,
+            "this type cannot be shared with the host: `bool` (or a type holding one) has no defined layout; use `u32`"
+                .into(),
+        ));
     }
-    RawError {
-        primary,
-        message: format!("validation error: {message}"),
-        notes,
-    }
+    RawError { primary, message: format!("validation error: {message}"), notes }
 }
 
 #[cfg(test)]
@@ -219,11 +223,13 @@ mod tests {
     #[test]
     fn reports_parse_and_validation_errors_with_spans() {
         let bad = OK.replace("x[g.x] = 1.0;", "x[g.x] = 1.0");
-        let (m, e) = check(&bad).unwrap_err();
+        let f = check(&bad).unwrap_err();
+        let (m, e) = (f.module, f.errors);
         assert!(m.is_none());
         assert!(e[0].primary.is_some());
         let bad = OK.replace("array<f32>", "array<bool>").replace("1.0", "true");
-        let (m, e) = check(&bad).unwrap_err();
+        let f = check(&bad).unwrap_err();
+        let (m, e) = (f.module, f.errors);
         assert!(m.is_some(), "only the validator sees this");
         let (range, _) = e[0].primary.clone().unwrap();
         assert!(bad[range].contains("var<storage"), "{e:?}");
@@ -233,7 +239,7 @@ mod tests {
     #[test]
     fn subgroup_op_in_divergent_branch_is_rejected() {
         let bad = OK.replace("x[g.x] = 1.0;", "if (g.x == 0u) { x[0] = subgroupAdd(1.0); }");
-        let (_, e) = check(&bad).unwrap_err();
+        let e = check(&bad).unwrap_err().errors;
         assert!(e[0].message.contains("non-uniform control flow"), "{e:?}");
         let (range, _) = e[0].primary.clone().unwrap();
         assert!(bad[range].contains("subgroupAdd"));

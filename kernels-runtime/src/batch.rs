@@ -7,6 +7,7 @@ use crate::context::Gpu;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::kernel::{BindingKind, KernelDef};
+use smallvec::SmallVec;
 use std::cell::RefCell;
 
 /// Where a generated function records its call: `&Gpu` (submits at once) or `&Batch`.
@@ -49,12 +50,7 @@ pub enum Arg<'a> {
 impl<'a> Arg<'a> {
     /// A storage buffer argument.
     pub fn storage<T: Element>(buffer: &'a Buffer<T>, writable: bool) -> Self {
-        Arg::Storage {
-            raw: &buffer.raw,
-            id: buffer.id,
-            gpu_id: buffer.gpu_id,
-            writable,
-        }
+        Arg::Storage { raw: &buffer.raw, id: buffer.id, gpu_id: buffer.gpu_id, writable }
     }
 
     /// A uniform argument.
@@ -75,6 +71,10 @@ struct Chunk {
 struct State {
     encoder: Option<wgpu::CommandEncoder>,
     pass: Option<wgpu::ComputePass<'static>>,
+    /// The pipeline last set in `pass` (to skip setting it again).
+    pass_pipeline: Option<usize>,
+    /// The pipeline of the last call (to skip the cache lookup for the same kernel).
+    last: Option<std::sync::Arc<crate::pipeline::Compiled>>,
     chunks: Vec<Chunk>,
     dispatches: usize,
 }
@@ -101,14 +101,16 @@ impl Gpu {
             state: RefCell::new(State {
                 encoder: None,
                 pass: None,
+                pass_pipeline: None,
+                last: None,
                 chunks: Vec::new(),
                 dispatches: 0,
             }),
         }
     }
 
-    /// Checks a call against the kernel and the device; returns the pipeline and grid.
-    fn prepare(&self, call: &Call<'_>) -> Result<(std::sync::Arc<crate::pipeline::Compiled>, [u32; 3])> {
+    /// Checks a call against the kernel and the device; returns the grid.
+    fn prepare(&self, call: &Call<'_>) -> Result<[u32; 3]> {
         let k = call.kernel;
         let name = || k.qualified_name();
         let limits = &self.inner.limits;
@@ -127,12 +129,12 @@ impl Gpu {
                             detail: format!("uniform `{}` is {} bytes, not {}", def.name, bytes.len(), def.stride),
                         });
                     }
-                    if bytes.len() as u64 > limits.max_uniform_buffer_binding_size as u64 {
+                    if bytes.len() as u64 > limits.max_uniform_buffer_binding_size {
                         return Err(Error::BindingTooLarge {
                             kernel: name(),
                             binding: def.name.into(),
                             bytes: bytes.len() as u64,
-                            limit: limits.max_uniform_buffer_binding_size as u64,
+                            limit: limits.max_uniform_buffer_binding_size,
                             what: "uniform",
                         });
                     }
@@ -141,7 +143,12 @@ impl Gpu {
                     if *writable != (def.kind == BindingKind::ReadWrite) {
                         return Err(Error::BadArguments {
                             kernel: name(),
-                            detail: format!("binding `{}` is {:?} but the argument is {}", def.name, def.kind, if *writable { "writable" } else { "read-only" }),
+                            detail: format!(
+                                "binding `{}` is {:?} but the argument is {}",
+                                def.name,
+                                def.kind,
+                                if *writable { "writable" } else { "read-only" }
+                            ),
                         });
                     }
                     if *gpu_id != self.inner.id {
@@ -156,7 +163,7 @@ impl Gpu {
                             got: raw.size(),
                         });
                     }
-                    let limit = limits.max_storage_buffer_binding_size as u64;
+                    let limit = limits.max_storage_buffer_binding_size;
                     if raw.size() > limit {
                         return Err(Error::BindingTooLarge {
                             kernel: name(),
@@ -178,20 +185,19 @@ impl Gpu {
         // One buffer in two bindings is only allowed when both only read it.
         for (i, a) in call.args.iter().enumerate() {
             for (j, b) in call.args.iter().enumerate().skip(i + 1) {
-                if let (Arg::Storage { id: ia, writable: wa, .. }, Arg::Storage { id: ib, writable: wb, .. }) = (a, b) {
-                    if ia == ib && (*wa || *wb) {
-                        return Err(Error::Aliased {
-                            kernel: name(),
-                            first: k.bindings[i].name.into(),
-                            second: k.bindings[j].name.into(),
-                        });
-                    }
+                if let (Arg::Storage { id: ia, writable: wa, .. }, Arg::Storage { id: ib, writable: wb, .. }) = (a, b)
+                    && ia == ib
+                    && (*wa || *wb)
+                {
+                    return Err(Error::Aliased {
+                        kernel: name(),
+                        first: k.bindings[i].name.into(),
+                        second: k.bindings[j].name.into(),
+                    });
                 }
             }
         }
-        let dims = call.grid.resolve(&name(), k.threads_per_workgroup(), limits.max_compute_workgroups_per_dimension)?;
-        let compiled = self.pipeline(k, call.overrides)?;
-        Ok((compiled, dims))
+        call.grid.resolve(name, k.threads_per_workgroup(), limits.max_compute_workgroups_per_dimension)
     }
 }
 
@@ -206,24 +212,34 @@ impl Record for &Gpu {
 impl Record for &Batch<'_> {
     fn record(self, call: Call<'_>) -> Result<()> {
         let gpu = self.gpu;
-        let (compiled, [x, y, z]) = gpu.prepare(&call)?;
+        let [x, y, z] = gpu.prepare(&call)?;
+        let mut guard = self.state.borrow_mut();
+        // Disjoint borrows of the state's fields.
+        let State { encoder, pass, pass_pipeline, last, chunks, dispatches } = &mut *guard;
+        // Consecutive calls of one kernel skip the pipeline cache's lock.
+        let reuse = last
+            .as_ref()
+            .is_some_and(|c| call.overrides.is_empty() && c.overrides_empty && std::ptr::eq(c.kernel, call.kernel));
+        if !reuse {
+            *last = Some(gpu.pipeline(call.kernel, call.overrides)?);
+        }
+        let Some(compiled) = last.as_ref() else { unreachable!("set above") };
         if x == 0 || y == 0 || z == 0 {
             return Ok(());
         }
-        let mut state = self.state.borrow_mut();
         let align = gpu.inner.limits.min_uniform_buffer_offset_alignment as u64;
-        let mut offsets: Vec<u32> = Vec::new();
-        let mut uniform_slots: Vec<(wgpu::Buffer, u64)> = Vec::new();
+        let mut offsets: SmallVec<[u32; 4]> = SmallVec::new();
+        let mut slots: SmallVec<[(usize, u64); 4]> = SmallVec::new();
         for arg in call.args {
             if let Arg::Uniform(bytes) = arg {
                 let size = (bytes.len() as u64).max(16).div_ceil(16) * 16;
-                let (buffer, offset) = state.place_uniform(gpu, bytes, size, align);
+                let (chunk, offset) = place_uniform(chunks, gpu, bytes, size, align);
                 offsets.push(offset as u32);
-                uniform_slots.push((buffer, size));
+                slots.push((chunk, size));
             }
         }
-        let mut slots = uniform_slots.iter();
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = call
+        let mut slots = slots.iter();
+        let entries: SmallVec<[wgpu::BindGroupEntry<'_>; 8]> = call
             .kernel
             .bindings
             .iter()
@@ -233,11 +249,11 @@ impl Record for &Batch<'_> {
                 resource: match arg {
                     Arg::Storage { raw, .. } => raw.as_entire_binding(),
                     Arg::Uniform(_) => {
-                        let (buffer, size) = slots.next().expect("one slot per uniform");
+                        let &(chunk, size) = slots.next().expect("one slot per uniform");
                         wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer,
+                            buffer: &chunks[chunk].buffer,
                             offset: 0,
-                            size: std::num::NonZeroU64::new(*size),
+                            size: std::num::NonZeroU64::new(size),
                         })
                     }
                 },
@@ -248,69 +264,80 @@ impl Record for &Batch<'_> {
             layout: &compiled.layout,
             entries: &entries,
         });
-        let pass = state.pass(gpu);
-        pass.set_pipeline(&compiled.pipeline);
+        let pass = match pass {
+            Some(p) => p,
+            None => {
+                let enc = encoder.get_or_insert_with(|| new_encoder(gpu));
+                *pass_pipeline = None;
+                pass.insert(
+                    enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some("kernels"),
+                        timestamp_writes: None,
+                    })
+                    .forget_lifetime(),
+                )
+            }
+        };
+        let id = std::sync::Arc::as_ptr(compiled) as usize;
+        if *pass_pipeline != Some(id) {
+            pass.set_pipeline(&compiled.pipeline);
+            *pass_pipeline = Some(id);
+        }
         pass.set_bind_group(0, &bind_group, &offsets);
         pass.dispatch_workgroups(x, y, z);
-        state.dispatches += 1;
+        *dispatches += 1;
         Ok(())
     }
 }
 
+fn new_encoder(gpu: &Gpu) -> wgpu::CommandEncoder {
+    gpu.inner.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("kernels batch") })
+}
+
 impl State {
+    /// The encoder, with any open compute pass ended (for copies and clears).
     fn encoder(&mut self, gpu: &Gpu) -> &mut wgpu::CommandEncoder {
         self.pass = None;
-        self.encoder.get_or_insert_with(|| {
-            gpu.inner
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("kernels batch") })
-        })
+        self.pass_pipeline = None;
+        self.encoder.get_or_insert_with(|| new_encoder(gpu))
     }
+}
 
-    fn pass(&mut self, gpu: &Gpu) -> &mut wgpu::ComputePass<'static> {
-        if self.pass.is_none() {
-            let pass = self
-                .encoder(gpu)
-                .begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("kernels"),
-                    timestamp_writes: None,
-                })
-                .forget_lifetime();
-            self.pass = Some(pass);
-        }
-        self.pass.as_mut().expect("just created")
-    }
-
-    /// Places uniform bytes; returns the chunk buffer and the dynamic offset.
-    fn place_uniform(&mut self, gpu: &Gpu, bytes: &[u8], size: u64, align: u64) -> (wgpu::Buffer, u64) {
-        let fits = |c: &Chunk| {
-            let offset = (c.data.len() as u64).div_ceil(align) * align;
-            offset + size <= c.buffer.size()
+/// Places uniform bytes; returns the chunk's index and the dynamic offset.
+fn place_uniform(chunks: &mut Vec<Chunk>, gpu: &Gpu, bytes: &[u8], size: u64, align: u64) -> (usize, u64) {
+    let fits = |c: &Chunk| {
+        let offset = (c.data.len() as u64).div_ceil(align) * align;
+        offset + size <= c.buffer.size()
+    };
+    if !chunks.last().is_some_and(fits) {
+        let capacity = CHUNK.max(size);
+        let take = || gpu.inner.uniform_pool.lock().ok().and_then(|mut p| p.pop());
+        let pooled = if capacity == CHUNK {
+            take().or_else(|| {
+                // Run the callbacks of finished submissions, which return their chunks.
+                let _ = gpu.inner.device.poll(wgpu::PollType::Poll);
+                take()
+            })
+        } else {
+            None
         };
-        if !self.chunks.last().is_some_and(fits) {
-            let capacity = CHUNK.max(size);
-            let pooled = if capacity == CHUNK {
-                gpu.inner.uniform_pool.lock().ok().and_then(|mut p| p.pop())
-            } else {
-                None
-            };
-            let buffer = pooled.unwrap_or_else(|| {
-                gpu.inner.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("kernels uniforms"),
-                    size: capacity,
-                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                })
-            });
-            self.chunks.push(Chunk { buffer, data: Vec::new() });
-        }
-        let chunk = self.chunks.last_mut().expect("a chunk with room");
-        let offset = (chunk.data.len() as u64).div_ceil(align) * align;
-        chunk.data.resize(offset as usize, 0);
-        chunk.data.extend_from_slice(bytes);
-        chunk.data.resize((offset + size) as usize, 0);
-        (chunk.buffer.clone(), offset)
+        let buffer = pooled.unwrap_or_else(|| {
+            gpu.inner.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kernels uniforms"),
+                size: capacity,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        });
+        chunks.push(Chunk { buffer, data: Vec::with_capacity(CHUNK as usize) });
     }
+    let index = chunks.len() - 1;
+    let chunk = &mut chunks[index];
+    let offset = (chunk.data.len() as u64).div_ceil(align) * align;
+    chunk.data.resize(offset as usize, 0);
+    chunk.data.extend_from_slice(bytes);
+    chunk.data.resize((offset + size) as usize, 0);
+    (index, offset)
 }
 
 impl Batch<'_> {
@@ -370,8 +397,6 @@ impl Batch<'_> {
                 p.extend(returned);
             }
         });
-        // Run callbacks of work that has finished (returns uniform chunks to the pool).
-        let _ = gpu.inner.device.poll(wgpu::PollType::Poll);
         gpu.take_errors()
     }
 }

@@ -67,10 +67,7 @@ impl<T: Element> Buffer<T> {
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        gpu.inner
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(e.to_string()))?;
+        gpu.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
         rx.recv()
             .map_err(|_| Error::Gpu("the buffer mapping never completed".into()))?
             .map_err(|e| Error::Gpu(format!("cannot map the buffer: {e}")))?;
@@ -88,10 +85,7 @@ impl<T: Element> Buffer<T> {
         });
         // Native backends need polling for the callback; on the web the browser drives it.
         #[cfg(not(target_arch = "wasm32"))]
-        gpu.inner
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(e.to_string()))?;
+        gpu.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
         rx.await
             .map_err(|_| Error::Gpu("the buffer mapping never completed".into()))?
             .map_err(|e| Error::Gpu(format!("cannot map the buffer: {e}")))?;
@@ -148,7 +142,7 @@ fn write_padded(gpu: &Gpu, raw: &wgpu::Buffer, bytes: &[u8]) {
     if bytes.is_empty() {
         return;
     }
-    if bytes.len() % 4 == 0 {
+    if bytes.len().is_multiple_of(4) {
         gpu.inner.queue.write_buffer(raw, 0, bytes);
     } else {
         let mut padded = bytes.to_vec();
@@ -170,13 +164,7 @@ impl Gpu {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Ok(Buffer {
-            raw,
-            len,
-            gpu_id: self.inner.id,
-            id: next_id(),
-            _t: PhantomData,
-        })
+        Ok(Buffer { raw, len, gpu_id: self.inner.id, id: next_id(), _t: PhantomData })
     }
 
     /// A buffer holding a copy of `data`.

@@ -32,11 +32,7 @@ pub struct GpuOptions {
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions {
-            adapter: None,
-            subgroups: true,
-            without: wgpu::Features::empty(),
-        }
+        GpuOptions { adapter: None, subgroups: true, without: wgpu::Features::empty() }
     }
 }
 
@@ -161,7 +157,8 @@ fn matches(info: &wgpu::AdapterInfo, wanted: &str) -> bool {
     let wanted = wanted.trim().to_lowercase();
     let backend = format!("{:?}", info.backend).to_lowercase();
     let name = info.name.to_lowercase();
-    let backend_ok = |b: &str| backend == b || (b == "gl" && backend == "gl") || (b == "webgpu" && backend == "browserwebgpu");
+    let backend_ok =
+        |b: &str| backend == b || (b == "gl" && backend == "gl") || (b == "webgpu" && backend == "browserwebgpu");
     match wanted.split_once(':') {
         Some((b, n)) => backend_ok(b) && name.contains(n.trim()),
         None => backend_ok(&wanted) || name.contains(&wanted),
@@ -185,7 +182,8 @@ impl Gpu {
         // OpenGL is a last resort (and probing it prints noise on headless Linux): only when
         // asked for, or when no primary backend has an adapter.
         let wants_gl = options.adapter.as_deref().is_some_and(|w| w.trim().to_lowercase().starts_with("gl"));
-        let mut adapters = if wants_gl { Vec::new() } else { instance.enumerate_adapters(wgpu::Backends::PRIMARY).await };
+        let mut adapters =
+            if wants_gl { Vec::new() } else { instance.enumerate_adapters(wgpu::Backends::PRIMARY).await };
         if adapters.is_empty() {
             adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
         }
@@ -199,10 +197,8 @@ impl Gpu {
             // Prefer real GPUs, then Vulkan/Metal/DX12 over GL.
             (rank(info.device_type), matches!(info.backend, wgpu::Backend::Gl) as u8)
         });
-        let adapter = candidates.into_iter().next().ok_or(Error::NoAdapter {
-            wanted: options.adapter.clone(),
-            available,
-        })?;
+        let adapter =
+            candidates.into_iter().next().ok_or(Error::NoAdapter { wanted: options.adapter.clone(), available })?;
         Self::from_adapter(adapter, &options).await
     }
 
@@ -248,7 +244,7 @@ impl Gpu {
             f16: features.contains(wgpu::Features::SHADER_F16),
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             max_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
-            max_storage_binding: limits.max_storage_buffer_binding_size as u64,
+            max_storage_binding: limits.max_storage_buffer_binding_size,
             max_buffer_size: limits.max_buffer_size,
             max_workgroup_memory: limits.max_compute_workgroup_storage_size,
         };
@@ -306,10 +302,7 @@ impl Gpu {
 
     /// Blocks until all submitted work has finished; reports errors wgpu raised meanwhile.
     pub fn wait(&self) -> Result<()> {
-        self.inner
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(e.to_string()))?;
+        self.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
         self.take_errors()
     }
 

@@ -48,7 +48,9 @@ pub enum Error {
         got: u64,
     },
     /// A buffer is larger than one binding may be on this device.
-    #[error("kernel `{kernel}`: buffer `{binding}` is {bytes} bytes, over this device's limit of {limit} bytes per {what} binding")]
+    #[error(
+        "kernel `{kernel}`: buffer `{binding}` is {bytes} bytes, over this device's limit of {limit} bytes per {what} binding"
+    )]
     BindingTooLarge {
         /// `module::kernel`
         kernel: String,

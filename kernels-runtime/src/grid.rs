@@ -38,19 +38,13 @@ pub fn dispatch_1d(n: u64, max: u32) -> Option<[u32; 3]> {
 impl Grid {
     /// The workgroup counts for a kernel with `threads_per_workgroup` invocations per
     /// workgroup on a device with `max` workgroups per dimension.
-    pub fn resolve(self, kernel: &str, threads_per_workgroup: u64, max: u32) -> Result<[u32; 3]> {
-        let too_large = |detail: String| Error::GridTooLarge {
-            kernel: kernel.to_string(),
-            detail,
-            limit: max,
-        };
+    pub fn resolve(self, kernel: impl Fn() -> String, threads_per_workgroup: u64, max: u32) -> Result<[u32; 3]> {
+        let too_large = |detail: String| Error::GridTooLarge { kernel: kernel(), detail, limit: max };
         match self {
             Grid::Threads(n) => {
                 let wg = n.div_ceil(threads_per_workgroup.max(1));
                 dispatch_1d(wg, max).ok_or_else(|| {
-                    too_large(format!(
-                        "of {n} invocations ({wg} workgroups, more than {max}² even in two dimensions)"
-                    ))
+                    too_large(format!("of {n} invocations ({wg} workgroups, more than {max}² even in two dimensions)"))
                 })
             }
             Grid::Workgroups(n) => dispatch_1d(n, max)
@@ -91,9 +85,9 @@ mod tests {
 
     #[test]
     fn grids_are_checked() {
-        assert_eq!(Grid::Threads(16_776_961).resolve("k", 256, 65535).unwrap(), [32769, 2, 1]);
-        assert_eq!(Grid::Threads(1000).resolve("k", 256, 65535).unwrap(), [4, 1, 1]);
-        assert!(Grid::Explicit([70000, 1, 1]).resolve("k", 1, 65535).is_err());
-        assert!(Grid::Workgroups(u64::MAX).resolve("k", 1, 65535).is_err());
+        assert_eq!(Grid::Threads(16_776_961).resolve(|| "k".into(), 256, 65535).unwrap(), [32768, 2, 1]);
+        assert_eq!(Grid::Threads(1000).resolve(|| "k".into(), 256, 65535).unwrap(), [4, 1, 1]);
+        assert!(Grid::Explicit([70000, 1, 1]).resolve(|| "k".into(), 1, 65535).is_err());
+        assert!(Grid::Workgroups(u64::MAX).resolve(|| "k".into(), 1, 65535).is_err());
     }
 }

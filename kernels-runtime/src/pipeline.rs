@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub(crate) struct Compiled {
+    pub(crate) kernel: &'static KernelDef,
+    pub(crate) overrides_empty: bool,
     pub(crate) pipeline: wgpu::ComputePipeline,
     pub(crate) layout: wgpu::BindGroupLayout,
     #[allow(dead_code)]
@@ -43,18 +45,16 @@ impl Gpu {
             return Ok(v);
         }
         let feature = if kernel.variants.iter().all(|v| v.f16) && !f16 { "SHADER_F16" } else { "SUBGROUP" };
-        Err(Error::MissingFeature {
-            kernel: kernel.qualified_name(),
-            feature,
-            adapter: self.inner.report.name.clone(),
-        })
+        Err(Error::MissingFeature { kernel: kernel.qualified_name(), feature, adapter: self.inner.report.name.clone() })
     }
 
-    pub(crate) fn pipeline(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Arc<Compiled>> {
-        let key: Key = (
-            kernel as *const KernelDef as usize,
-            overrides.iter().map(|(k, v)| (*k, v.to_bits())).collect(),
-        );
+    pub(crate) fn pipeline(
+        &self,
+        kernel: &'static KernelDef,
+        overrides: &[(&'static str, f64)],
+    ) -> Result<Arc<Compiled>> {
+        let key: Key =
+            (kernel as *const KernelDef as usize, overrides.iter().map(|(k, v)| (*k, v.to_bits())).collect());
         let slot = {
             let mut map = self.inner.pipelines.map.lock().map_err(|_| Error::Gpu("pipeline cache poisoned".into()))?;
             map.entry(key).or_default().clone()
@@ -97,10 +97,8 @@ impl Gpu {
                 count: None,
             })
             .collect();
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(kernel.name),
-            entries: &entries,
-        });
+        let layout = device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(kernel.name), entries: &entries });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(kernel.name),
             bind_group_layouts: &[Some(&layout)],
@@ -130,20 +128,20 @@ impl Gpu {
                 return Err(Error::Pipeline { kernel: name, message: e.to_string() });
             }
         }
-        Ok(Arc::new(Compiled { pipeline, layout, variant }))
+        Ok(Arc::new(Compiled { kernel, overrides_empty: overrides.is_empty(), pipeline, layout, variant }))
     }
 
     /// Builds the pipelines of `kernels` ahead of their first call (in parallel where threads
     /// exist). Kernels the device cannot run are listed, not errors.
     pub fn warm_up<'k>(&self, kernels: impl IntoIterator<Item = &'k &'static KernelDef>) -> Result<WarmUp> {
         let start = std::time::Instant::now();
-        let kernels: Vec<&'static KernelDef> = kernels.into_iter().copied().filter(|k| k.overrides.iter().all(|o| o.has_default)).collect();
+        let kernels: Vec<&'static KernelDef> =
+            kernels.into_iter().copied().filter(|k| k.overrides.iter().all(|o| o.has_default)).collect();
         #[cfg(not(target_arch = "wasm32"))]
         let results: Vec<Result<Arc<Compiled>>> = {
             let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(kernels.len().max(1));
-            let chunks: Vec<Vec<&'static KernelDef>> = (0..threads)
-                .map(|t| kernels.iter().copied().skip(t).step_by(threads).collect())
-                .collect();
+            let chunks: Vec<Vec<&'static KernelDef>> =
+                (0..threads).map(|t| kernels.iter().copied().skip(t).step_by(threads).collect()).collect();
             std::thread::scope(|s| {
                 let handles: Vec<_> = chunks
                     .iter()

@@ -73,7 +73,15 @@ fn show(v: N) -> String {
 }
 
 /// Checks one `@requires`.
-pub fn require(kernel: &str, text: &str, ltext: &str, l: N, rtext: &str, r: N, op: fn(i128, i128) -> bool) -> Result<()> {
+pub fn require(
+    kernel: &str,
+    text: &str,
+    ltext: &str,
+    l: N,
+    rtext: &str,
+    r: N,
+    op: fn(i128, i128) -> bool,
+) -> Result<()> {
     match (l, r) {
         (Some(a), Some(b)) if op(a, b) => Ok(()),
         _ => Err(Error::Shape {
