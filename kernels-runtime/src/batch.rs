@@ -68,7 +68,15 @@ struct Chunk {
     data: Vec<u8>,
 }
 
+/// Timestamps around every dispatch of a profiled batch.
+struct Timer {
+    queries: wgpu::QuerySet,
+    capacity: u32,
+    kernels: Vec<&'static KernelDef>,
+}
+
 struct State {
+    timer: Option<Timer>,
     encoder: Option<wgpu::CommandEncoder>,
     pass: Option<wgpu::ComputePass<'static>>,
     /// The pipeline last set in `pass` (to skip setting it again).
@@ -99,6 +107,7 @@ impl Gpu {
         Batch {
             gpu: self,
             state: RefCell::new(State {
+                timer: None,
                 encoder: None,
                 pass: None,
                 pass_pipeline: None,
@@ -215,7 +224,7 @@ impl Record for &Batch<'_> {
         let [x, y, z] = gpu.prepare(&call)?;
         let mut guard = self.state.borrow_mut();
         // Disjoint borrows of the state's fields.
-        let State { encoder, pass, pass_pipeline, last, chunks, dispatches } = &mut *guard;
+        let State { timer, encoder, pass, pass_pipeline, last, chunks, dispatches } = &mut *guard;
         // Consecutive calls of one kernel skip the pipeline cache's lock.
         let reuse = last
             .as_ref()
@@ -284,7 +293,18 @@ impl Record for &Batch<'_> {
             *pass_pipeline = Some(id);
         }
         pass.set_bind_group(0, &bind_group, &offsets);
+        let timed = match timer {
+            Some(t) if (t.kernels.len() as u32) < t.capacity / 2 => {
+                pass.write_timestamp(&t.queries, 2 * t.kernels.len() as u32);
+                Some(t)
+            }
+            _ => None,
+        };
         pass.dispatch_workgroups(x, y, z);
+        if let Some(t) = timed {
+            pass.write_timestamp(&t.queries, 2 * t.kernels.len() as u32 + 1);
+            t.kernels.push(call.kernel);
+        }
         *dispatches += 1;
         Ok(())
     }
@@ -340,7 +360,149 @@ fn place_uniform(chunks: &mut Vec<Chunk>, gpu: &Gpu, bytes: &[u8], size: u64, al
     (index, offset)
 }
 
+/// GPU time of one dispatch of a profiled batch.
+#[derive(Clone, Debug)]
+pub struct DispatchTime {
+    /// The kernel.
+    pub kernel: &'static KernelDef,
+    /// Start, in nanoseconds from the batch's first timestamp.
+    pub start_ns: f64,
+    /// End, in nanoseconds from the batch's first timestamp.
+    pub end_ns: f64,
+}
+
+/// Where the GPU's time went in a profiled batch.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    /// Every timed dispatch, in order.
+    pub dispatches: Vec<DispatchTime>,
+}
+
+impl Profile {
+    /// From the first dispatch's start to the last one's end.
+    pub fn span_ns(&self) -> f64 {
+        match (self.dispatches.first(), self.dispatches.last()) {
+            (Some(a), Some(b)) => b.end_ns - a.start_ns,
+            _ => 0.0,
+        }
+    }
+
+    /// Time inside dispatches.
+    pub fn busy_ns(&self) -> f64 {
+        self.dispatches.iter().map(|d| d.end_ns - d.start_ns).sum()
+    }
+
+    /// The fraction of the span with no dispatch running (gaps between dispatches).
+    pub fn idle_fraction(&self) -> f64 {
+        let span = self.span_ns();
+        if span <= 0.0 { 0.0 } else { ((span - self.busy_ns()) / span).max(0.0) }
+    }
+
+    /// Total time and count per kernel (`module::kernel`), largest first.
+    pub fn by_kernel(&self) -> Vec<(String, f64, usize)> {
+        let mut out: Vec<(String, f64, usize)> = Vec::new();
+        for d in &self.dispatches {
+            let name = d.kernel.qualified_name();
+            match out.iter_mut().find(|(n, _, _)| *n == name) {
+                Some(e) => {
+                    e.1 += d.end_ns - d.start_ns;
+                    e.2 += 1;
+                }
+                None => out.push((name, d.end_ns - d.start_ns, 1)),
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
+    }
+}
+
+impl Gpu {
+    /// A batch that timestamps every dispatch (up to `max_dispatches`); submit it with
+    /// [`Batch::submit_profiled`]. Needs `TIMESTAMP_QUERY_INSIDE_PASSES`.
+    pub fn profiled_batch(&self, max_dispatches: u32) -> Result<Batch<'_>> {
+        let needed = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        if !self.inner.features.contains(needed) {
+            return Err(Error::MissingFeature {
+                kernel: "profiling".into(),
+                feature: "TIMESTAMP_QUERY_INSIDE_PASSES",
+                adapter: self.inner.report.name.clone(),
+            });
+        }
+        let capacity = (2 * max_dispatches.max(1)).min(wgpu::QUERY_SET_MAX_QUERIES);
+        let batch = self.batch();
+        batch.state.borrow_mut().timer = Some(Timer {
+            queries: self.inner.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("kernels profile"),
+                ty: wgpu::QueryType::Timestamp,
+                count: capacity,
+            }),
+            capacity,
+            kernels: Vec::new(),
+        });
+        Ok(batch)
+    }
+}
+
 impl Batch<'_> {
+    /// Submits a batch from [`Gpu::profiled_batch`], waits for it, and returns the GPU time of
+    /// each dispatch.
+    pub fn submit_profiled(self) -> Result<Profile> {
+        let gpu = self.gpu;
+        let Some(timer) = self.state.borrow_mut().timer.take() else {
+            return Err(Error::Gpu("submit_profiled on a batch that is not profiled (use Gpu::profiled_batch)".into()));
+        };
+        let count = 2 * timer.kernels.len() as u32;
+        if count == 0 {
+            self.submit()?;
+            return Ok(Profile::default());
+        }
+        let bytes = count as u64 * 8;
+        let device = &gpu.inner.device;
+        let resolve = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernels profile resolve"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let readback = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernels profile readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        {
+            let mut state = self.state.borrow_mut();
+            let encoder = state.encoder(gpu);
+            encoder.resolve_query_set(&timer.queries, 0..count, &resolve, 0);
+            encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, bytes);
+        }
+        self.submit()?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        rx.recv()
+            .map_err(|_| Error::Gpu("timestamp readback never completed".into()))?
+            .map_err(|e| Error::Gpu(format!("cannot map timestamps: {e}")))?;
+        let view = readback.slice(..).get_mapped_range().map_err(|e| Error::Gpu(e.to_string()))?;
+        let mut ticks = vec![0u64; count as usize];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut ticks).copy_from_slice(&view);
+        drop(view);
+        readback.unmap();
+        let period = gpu.inner.queue.get_timestamp_period() as f64;
+        let t0 = ticks[0];
+        let ns = |t: u64| t.wrapping_sub(t0) as i64 as f64 * period;
+        Ok(Profile {
+            dispatches: timer
+                .kernels
+                .iter()
+                .enumerate()
+                .map(|(i, &kernel)| DispatchTime { kernel, start_ns: ns(ticks[2 * i]), end_ns: ns(ticks[2 * i + 1]) })
+                .collect(),
+        })
+    }
+
     /// Number of dispatches recorded.
     pub fn dispatches(&self) -> usize {
         self.state.borrow().dispatches

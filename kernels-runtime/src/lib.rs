@@ -12,7 +12,7 @@ mod pipeline;
 #[doc(hidden)]
 pub mod shape;
 
-pub use batch::{Arg, Batch, Call, Record};
+pub use batch::{Arg, Batch, Call, DispatchTime, Profile, Record};
 pub use buffer::{Buffer, Element};
 pub use context::{AdapterReport, Gpu, GpuOptions, OPTIONAL_FEATURES};
 pub use error::{Error, Result};
