@@ -58,13 +58,13 @@ impl ModelConfig {
         if self.dim == 0 || self.layers == 0 || self.heads == 0 || self.kv_heads == 0 || self.seq_len == 0 {
             return bad("dim, layers, heads, kv heads and sequence length must all be at least 1".into());
         }
-        if self.dim % self.heads != 0 {
+        if !self.dim.is_multiple_of(self.heads) {
             return bad(format!("heads ({}) must divide the model width ({})", self.heads, self.dim));
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return bad(format!("kv heads ({}) must divide heads ({})", self.kv_heads, self.heads));
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             return bad(format!("the head width dim/heads = {} must be even for rotary embeddings", self.head_dim()));
         }
         if self.head_dim() > 256 {
@@ -144,7 +144,7 @@ impl TrainConfig {
         if self.batch == 0 {
             return Err(Error::Config("the batch must hold at least one sequence".into()));
         }
-        if !(self.lr.is_finite() && self.lr > 0.0) || !(self.min_lr.is_finite() && self.min_lr >= 0.0) {
+        if !(self.lr.is_finite() && self.lr > 0.0 && self.min_lr.is_finite() && self.min_lr >= 0.0) {
             return Err(Error::Config("learning rates must be finite, the peak above 0".into()));
         }
         if !(0.0..1.0).contains(&self.beta1) || !(0.0..1.0).contains(&self.beta2) {
