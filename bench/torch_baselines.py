@@ -1,0 +1,202 @@
+"""PyTorch baselines for the H200 comparison, run in the same session as our benchmarks.
+
+Writes one JSON object per line to the file given by --out: the device-to-device copy
+bandwidth, cuBLAS SGEMM with TF32 off on the benchmark shapes, PyTorch eager versions of the
+memory-bound ops, and eager fp32 training throughput of the same LLaMA-style model as
+`cargo run --release --example train`. Timing: CUDA events around each op, warm-up first,
+median of the repeats; inputs are random, never zeros.
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+p = argparse.ArgumentParser()
+p.add_argument("--out", required=True)
+p.add_argument("--only", default="", help="comma-separated sections: copy,gemm,eager,train")
+p.add_argument("--dim", type=int, default=768)
+p.add_argument("--layers", type=int, default=12)
+p.add_argument("--heads", type=int, default=12)
+p.add_argument("--kv-heads", type=int, default=12)
+p.add_argument("--seq-len", type=int, default=1024)
+p.add_argument("--batch", type=int, default=8)
+p.add_argument("--ffn", type=int, default=0)
+args = p.parse_args()
+sections = set(filter(None, args.only.split(","))) or {"copy", "gemm", "eager", "train"}
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+dev = torch.device("cuda")
+out = open(args.out, "w")
+
+
+def emit(**kw):
+    kw["device"] = torch.cuda.get_device_name(0)
+    out.write(json.dumps(kw) + "\n")
+    out.flush()
+    print(json.dumps(kw), flush=True)
+
+
+def timed(fn, warmup=3, repeats=20):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1e6)  # ns
+    return statistics.median(times)
+
+
+if "copy" in sections:
+    n = 1 << 28  # 1 GiB of f32
+    src = torch.rand(n, device=dev)
+    dst = torch.empty_like(src)
+    t = timed(lambda: dst.copy_(src))
+    emit(bench="copy", bytes=2 * 4 * n, ns=t, gbps=2 * 4 * n / t)
+
+if "gemm" in sections:
+    shapes = [(4096, 4096, 4096), (8192, 768, 2304), (8192, 768, 3072), (8192, 3072, 768), (8192, 768, 50304)]
+    for (m, k, n) in shapes:
+        x = torch.randn(m, k, device=dev)
+        w = torch.randn(k, n, device=dev)
+        wt = torch.randn(n, k, device=dev)
+        b = torch.randn(m, n, device=dev)
+        flops = 2.0 * m * n * k
+        for layout, fn in [
+            ("matmul", lambda: torch.matmul(x, w)),
+            ("matmul_t", lambda: torch.matmul(x, wt.t())),
+            ("matmul_at", lambda: torch.matmul(x.t(), b)),
+        ]:
+            t = timed(fn)
+            emit(bench="gemm", layout=layout, m=m, n=n, k=k, ns=t, tflops=flops / t / 1e3)
+
+if "eager" in sections:
+    big = torch.rand(1 << 28, device=dev) - 0.5
+    t = timed(lambda: big.sum())
+    emit(bench="eager", op="reduce_sum", n=big.numel(), bytes=4 * big.numel(), ns=t)
+    for length in [256, 768, 4096, 50304]:
+        rows = (1 << 26) // length
+        x = torch.rand(rows, length, device=dev)
+        t = timed(lambda: x.sum(-1))
+        emit(bench="eager", op="row_sum", len=length, rows=rows, bytes=4 * rows * length + 4 * rows, ns=t)
+    rows, d = 8192, 768
+    x = torch.randn(rows, d, device=dev)
+    g = torch.rand(d, device=dev) + 0.5
+    t = timed(lambda: F.rms_norm(x, (d,), g, 1e-5))
+    emit(bench="eager", op="rmsnorm_forward", rows=rows, dim=d, bytes=8 * rows * d, ns=t)
+    for v in [256, 50304]:
+        logits = torch.randn(8192, v, device=dev, requires_grad=True)
+        tgt = torch.randint(0, v, (8192,), device=dev)
+
+        def ce():
+            loss = F.cross_entropy(logits, tgt)
+            loss.backward()
+            logits.grad = None
+
+        t = timed(ce)
+        emit(bench="eager", op="cross_entropy_fwd_bwd", rows=8192, vocab=v, bytes=8 * 8192 * v, ns=t)
+    n = 124_000_000  # about GPT-2 small's parameter count, one tensor
+    p_ = torch.nn.Parameter(torch.randn(n, device=dev) * 0.02)
+    p_.grad = torch.randn(n, device=dev) * 1e-3
+    for impl, kw in [("foreach", {"foreach": True}), ("fused", {"fused": True})]:
+        opt = torch.optim.AdamW([p_], lr=1e-4, **kw)
+        t = timed(lambda: opt.step())
+        emit(bench="eager", op="adamw", impl=impl, n=n, bytes=4 * n * 7, ns=t)
+    table = torch.randn(50304, 768, device=dev)
+    ids = torch.randint(0, 50304, (8192,), device=dev)
+    t = timed(lambda: F.embedding(ids, table))
+    emit(bench="eager", op="embedding", rows=8192, dim=768, bytes=8 * 8192 * 768, ns=t)
+    x = torch.randn(1 << 26, device=dev)
+    t = timed(lambda: x.half())
+    emit(bench="eager", op="cast_f32_to_f16", n=x.numel(), bytes=6 * x.numel(), ns=t)
+    h = x.half()
+    t = timed(lambda: h.float())
+    emit(bench="eager", op="cast_f16_to_f32", n=x.numel(), bytes=6 * x.numel(), ns=t)
+
+
+class Block(torch.nn.Module):
+    def __init__(s, d, h, hkv, f):
+        super().__init__()
+        s.h, s.hkv, s.dh = h, hkv, d // h
+        s.attention_norm = torch.nn.RMSNorm(d, eps=1e-5)
+        s.wq = torch.nn.Linear(d, h * s.dh, bias=False)
+        s.wk = torch.nn.Linear(d, hkv * s.dh, bias=False)
+        s.wv = torch.nn.Linear(d, hkv * s.dh, bias=False)
+        s.wo = torch.nn.Linear(h * s.dh, d, bias=False)
+        s.ffn_norm = torch.nn.RMSNorm(d, eps=1e-5)
+        s.w1 = torch.nn.Linear(d, f, bias=False)
+        s.w3 = torch.nn.Linear(d, f, bias=False)
+        s.w2 = torch.nn.Linear(f, d, bias=False)
+
+    def forward(s, x, cos, sin):
+        b, t, _ = x.shape
+        hn = s.attention_norm(x)
+        q = s.wq(hn).view(b, t, s.h, s.dh)
+        k = s.wk(hn).view(b, t, s.hkv, s.dh)
+        v = s.wv(hn).view(b, t, s.hkv, s.dh)
+
+        def rope(z):  # interleaved pairs (2i, 2i+1)
+            z0, z1 = z[..., 0::2], z[..., 1::2]
+            return torch.stack((z0 * cos - z1 * sin, z0 * sin + z1 * cos), dim=-1).flatten(-2)
+
+        q, k = rope(q), rope(k)
+        rep = s.h // s.hkv
+        k = k.repeat_interleave(rep, dim=2)
+        v = v.repeat_interleave(rep, dim=2)
+        # PyTorch's own choice of fp32 attention kernel (TF32 off).
+        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        x = x + s.wo(a.transpose(1, 2).reshape(b, t, -1))
+        h2 = s.ffn_norm(x)
+        return x + s.w2(F.silu(s.w1(h2)) * s.w3(h2))
+
+
+if "train" in sections:
+    d, L, h, hkv, T, B = args.dim, args.layers, args.heads, args.kv_heads, args.seq_len, args.batch
+    f = args.ffn or ((8 * d + 2) // 3 + 31) // 32 * 32
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(256, d).to(dev)
+    blocks = torch.nn.ModuleList([Block(d, h, hkv, f) for _ in range(L)]).to(dev)
+    norm = torch.nn.RMSNorm(d, eps=1e-5).to(dev)
+    params = list(emb.parameters()) + list(blocks.parameters()) + list(norm.parameters())
+    opt = torch.optim.AdamW(params, lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    dh = d // h
+    pos = torch.arange(T, device=dev, dtype=torch.float32)[:, None]
+    inv = 10000.0 ** (-torch.arange(0, dh, 2, device=dev, dtype=torch.float32) / dh)
+    ang = pos * inv
+    cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
+    data = torch.randint(0, 256, (64, B, T + 1), device=dev)
+
+    def step(i):
+        batch = data[i % 64]
+        x = emb(batch[:, :-1])
+        for blk in blocks:
+            x = blk(x, cos, sin)
+        logits = norm(x) @ emb.weight.t()
+        loss = F.cross_entropy(logits.view(-1, 256), batch[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        return loss
+
+    for i in range(3):
+        step(i)
+    torch.cuda.synchronize()
+    steps = 10
+    t0 = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    torch.cuda.synchronize()
+    dt = (time.perf_counter() - t0) / steps
+    emit(bench="train", impl="pytorch-eager-fp32", dim=d, layers=L, heads=h, kv_heads=hkv, seq_len=T, batch=B,
+         params=sum(p.numel() for p in params), step_s=dt, tokens_per_s=B * T / dt)
