@@ -6,10 +6,19 @@ pub use kernels_macro::kernels;
 pub use kernels_runtime::*;
 
 kernels!("shaders/00_infrastructure.wgsl");
+kernels!("shaders/01_embedding.wgsl");
+kernels!("shaders/06_activation.wgsl");
+kernels!("shaders/08_cast.wgsl");
+kernels!("shaders/09_backward_ffn.wgsl");
 
 pub mod ops;
 
 /// Every kernel of the library, for [`Gpu::warm_up`] and tools.
 pub fn all_kernels() -> impl Iterator<Item = &'static &'static KernelDef> {
-    infrastructure::KERNELS.iter()
+    infrastructure::KERNELS
+        .iter()
+        .chain(embedding::KERNELS)
+        .chain(activation::KERNELS)
+        .chain(cast::KERNELS)
+        .chain(backward_ffn::KERNELS)
 }
