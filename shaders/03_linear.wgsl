@@ -18,7 +18,8 @@
 //
 // Grid: `workgroups(ceil_div(n, TILE_N), ceil_div(rows, TILE_M))` with rows = M (K for Xᵀ·B),
 // so up to 65535·64 = 4,194,240 output rows and columns. Workgroup memory: 2 × 17 × 16 × 16 B =
-// 8.5 KiB.
+// 8.5 KiB. Indices are u32 (every matrix under 2³² elements). On lavapipe only, the contraction
+// length is capped at 65535 steps = 1,048,560 by llvmpipe's loop limiter (see `acc_step`).
 
 // Output tile of one workgroup: TILE_M rows × TILE_N columns.
 const TILE_M: u32 = 64u;
