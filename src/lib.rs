@@ -7,6 +7,7 @@ pub use kernels_runtime::*;
 
 kernels!("shaders/00_infrastructure.wgsl");
 kernels!("shaders/01_embedding.wgsl");
+kernels!("shaders/03_linear.wgsl");
 kernels!("shaders/06_activation.wgsl");
 kernels!("shaders/08_cast.wgsl");
 kernels!("shaders/09_backward_ffn.wgsl");
@@ -18,6 +19,7 @@ pub fn all_kernels() -> impl Iterator<Item = &'static &'static KernelDef> {
     infrastructure::KERNELS
         .iter()
         .chain(embedding::KERNELS)
+        .chain(linear::KERNELS)
         .chain(activation::KERNELS)
         .chain(cast::KERNELS)
         .chain(backward_ffn::KERNELS)
