@@ -6,10 +6,11 @@ pub use kernels_macro::kernels;
 pub use kernels_runtime::*;
 
 kernels!("shaders/00_infrastructure.wgsl");
+kernels!("shaders/12_optimizer.wgsl");
 
 pub mod ops;
 
 /// Every kernel of the library, for [`Gpu::warm_up`] and tools.
 pub fn all_kernels() -> impl Iterator<Item = &'static &'static KernelDef> {
-    infrastructure::KERNELS.iter()
+    infrastructure::KERNELS.iter().chain(optimizer::KERNELS.iter())
 }
