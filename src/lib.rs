@@ -11,6 +11,7 @@ kernels!("shaders/03_linear.wgsl");
 kernels!("shaders/06_activation.wgsl");
 kernels!("shaders/08_cast.wgsl");
 kernels!("shaders/09_backward_ffn.wgsl");
+kernels!("shaders/12_optimizer.wgsl");
 
 pub mod ops;
 
@@ -23,4 +24,5 @@ pub fn all_kernels() -> impl Iterator<Item = &'static &'static KernelDef> {
         .chain(activation::KERNELS)
         .chain(cast::KERNELS)
         .chain(backward_ffn::KERNELS)
+        .chain(optimizer::KERNELS)
 }
