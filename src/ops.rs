@@ -5,7 +5,7 @@ use crate::{Buffer, Error, Gpu, Record, Result};
 
 /// Elements one reduction workgroup folds into one partial (`REDUCE_CHUNK` in
 /// `shaders/00_infrastructure.wgsl`).
-pub const REDUCE_CHUNK: usize = 1024;
+pub const REDUCE_CHUNK: usize = crate::infrastructure::REDUCE_CHUNK as usize;
 
 /// Scratch space for [`reduce_sum`](fn@reduce_sum_into) and friends over up to `capacity` values.
 #[derive(Debug)]

@@ -145,6 +145,20 @@ fn shared_structs(kernels: &[&Kernel]) -> Vec<StructDef> {
     seen.into_iter().filter(|(_, s)| *s).map(|(d, _)| d).collect()
 }
 
+/// Constants every kernel of the file sees with the same value (those of the shared and file
+/// preambles), for the host: block sizes the caller must know, tile shapes.
+fn shared_consts(kernels: &[&Kernel]) -> Vec<(String, &'static str, String)> {
+    let ifaces: Vec<&Interface> = kernels.iter().filter_map(|k| k.interface.as_ref()).collect();
+    let Some(first) = ifaces.first() else { return Vec::new() };
+    first
+        .exported
+        .iter()
+        .filter(|c| ifaces.iter().all(|i| i.exported.contains(c)))
+        .filter(|c| syn::parse_str::<Ident>(&c.0).is_ok())
+        .cloned()
+        .collect()
+}
+
 fn mentions(t: &HostType, names: &[String]) -> bool {
     match t {
         HostType::Struct(n) => names.contains(n),
@@ -176,6 +190,13 @@ pub fn expand(file: &File, span: Span) -> TokenStream {
     let kernels: Vec<&Kernel> = file.kernels.iter().collect();
     let shared = shared_structs(&kernels);
     let shared_defs = shared.iter().map(struct_tokens);
+    let consts = shared_consts(&kernels).into_iter().map(|(name, ty, value)| {
+        let id = ident(&name);
+        let ty = format_ident!("{}", ty);
+        let value: TokenStream = value.parse().unwrap_or_default();
+        let doc = format!("`const {name}` of the WGSL (shared preamble or file preamble).");
+        quote!(#[doc = #doc] pub const #id: #ty = #value;)
+    });
     let mut items = Vec::new();
     let mut registry = Vec::new();
     let mut annotation_errors = Vec::new();
@@ -205,6 +226,8 @@ pub fn expand(file: &File, span: Span) -> TokenStream {
         pub mod #module {
             // Rebuild when a file the macro read changes.
             #(#includes)*
+
+            #(#consts)*
 
             #(#shared_defs)*
 

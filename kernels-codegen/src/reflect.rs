@@ -148,6 +148,8 @@ pub struct Interface {
     pub overrides: Vec<OverrideDef>,
     /// Module-scope integer constants, for shape expressions.
     pub consts: Vec<(String, i128)>,
+    /// Module-scope scalar constants for the host: (name, Rust type, value as a Rust literal).
+    pub exported: Vec<(String, &'static str, String)>,
 }
 
 /// Reads the interface of entry point `name`.
@@ -241,6 +243,7 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
         });
     }
     let mut consts = Vec::new();
+    let mut exported = Vec::new();
     for (_, c) in module.constants.iter() {
         let Some(cname) = &c.name else { continue };
         if let naga::Expression::Literal(lit) = module.global_expressions[c.init] {
@@ -255,9 +258,19 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
             if let Some(v) = v {
                 consts.push((cname.clone(), v));
             }
+            let host = match lit {
+                naga::Literal::U32(v) => Some(("u32", format!("{v}"))),
+                naga::Literal::I32(v) => Some(("i32", format!("{v}"))),
+                naga::Literal::F32(v) if v.is_finite() => Some(("f32", format!("{v:?}"))),
+                naga::Literal::Bool(v) => Some(("bool", format!("{v}"))),
+                _ => None,
+            };
+            if let Some((ty, value)) = host {
+                exported.push((cname.clone(), ty, value));
+            }
         }
     }
-    Ok(Interface { workgroup_size: ep.workgroup_size, bindings, structs: r.structs, overrides, consts })
+    Ok(Interface { workgroup_size: ep.workgroup_size, bindings, structs: r.structs, overrides, consts, exported })
 }
 
 fn wgsl_name(module: &Module, ty: Handle<Type>) -> String {
@@ -473,6 +486,7 @@ mod tests {
         );
         assert!(i.consts.contains(&("TILE".into(), 64)));
         assert!(i.consts.contains(&("NEG".into(), -3)));
+        assert!(i.exported.contains(&("TILE".into(), "u32", "64".into())));
         assert_eq!(i.overrides[0].name, "SCALE");
         assert_eq!(i.bindings[0].min_elems, 4);
         assert_eq!(i.bindings[0].ty, HostType::Scalar(HostScalar::U32));

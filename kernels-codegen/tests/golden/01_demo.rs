@@ -12,6 +12,8 @@ pub mod demo {
     const _: &str = ::core::include_str!(
         "$CRATE/tests/fixtures/00_shared.wgsl"
     );
+    ///`const WG` of the WGSL (shared preamble or file preamble).
+    pub const WG: u32 = 64;
     ///`struct Dims` with its WGSL layout: 32 bytes, padding explicit (`_padN` fields are zero).
     #[repr(C)]
     #[derive(Clone, Copy, Debug, PartialEq)]
