@@ -20,6 +20,9 @@ pub struct Buffer<T> {
     pub(crate) gpu_id: u64,
     pub(crate) id: u64,
     _t: PhantomData<T>,
+    // Declared last, dropped last: the device outlives its buffers, so it is always destroyed
+    // by the context, under the lifecycle lock.
+    _owner: Gpu,
 }
 
 impl<T> std::fmt::Debug for Buffer<T> {
@@ -164,7 +167,7 @@ impl Gpu {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Ok(Buffer { raw, len, gpu_id: self.inner.id, id: next_id(), _t: PhantomData })
+        Ok(Buffer { raw, len, gpu_id: self.inner.id, id: next_id(), _t: PhantomData, _owner: self.clone() })
     }
 
     /// A buffer holding a copy of `data`.

@@ -4,6 +4,7 @@
 use crate::error::{Error, Result};
 use crate::pipeline::PipelineCache;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
 /// Features the runtime asks for when the adapter has them.
@@ -106,18 +107,47 @@ impl std::fmt::Display for AdapterReport {
     }
 }
 
+/// Serialises creating and destroying instances and devices. NVIDIA's Vulkan driver (580, H200)
+/// deadlocks when one thread destroys a device while another creates or destroys one (seen in
+/// `vkDestroyDevice` against the driver's own lock), which a test harness running one context
+/// per thread does all the time.
+static LIFECYCLE: Mutex<()> = Mutex::new(());
+
+fn lifecycle() -> std::sync::MutexGuard<'static, ()> {
+    LIFECYCLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 pub(crate) struct Inner {
     pub(crate) id: u64,
-    pub(crate) device: wgpu::Device,
-    pub(crate) queue: wgpu::Queue,
-    pub(crate) adapter: wgpu::Adapter,
+    // The wgpu objects are dropped by hand, under `LIFECYCLE` (see `Drop`).
+    pub(crate) instance: ManuallyDrop<Option<wgpu::Instance>>,
+    pub(crate) device: ManuallyDrop<wgpu::Device>,
+    pub(crate) queue: ManuallyDrop<wgpu::Queue>,
+    pub(crate) adapter: ManuallyDrop<wgpu::Adapter>,
+    pub(crate) pipelines: ManuallyDrop<PipelineCache>,
+    pub(crate) uniform_pool: ManuallyDrop<Arc<Mutex<Vec<wgpu::Buffer>>>>,
     pub(crate) features: wgpu::Features,
     pub(crate) limits: wgpu::Limits,
     pub(crate) use_subgroups: bool,
     pub(crate) report: AdapterReport,
-    pub(crate) pipelines: PipelineCache,
-    pub(crate) uniform_pool: Arc<Mutex<Vec<wgpu::Buffer>>>,
     pub(crate) errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _guard = lifecycle();
+        // Finish outstanding work so that nothing on the GPU refers to what is dropped.
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        // SAFETY: each field is dropped exactly once, here, and never used again.
+        unsafe {
+            ManuallyDrop::drop(&mut self.pipelines);
+            ManuallyDrop::drop(&mut self.uniform_pool);
+            ManuallyDrop::drop(&mut self.queue);
+            ManuallyDrop::drop(&mut self.device);
+            ManuallyDrop::drop(&mut self.adapter);
+            ManuallyDrop::drop(&mut self.instance);
+        }
+    }
 }
 
 /// A GPU: device, queue, and the pipelines built on it. Cheap to clone (a handle).
@@ -178,6 +208,20 @@ impl Gpu {
 
     /// Opens an adapter with explicit options.
     pub async fn with_options(options: GpuOptions) -> Result<Gpu> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            // Native adapters and devices are created synchronously (wgpu-core's futures are
+            // ready at once), so the lifecycle lock is never held across an await.
+            let _guard = lifecycle();
+            pollster::block_on(Self::open(options))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            Self::open(options).await
+        }
+    }
+
+    async fn open(options: GpuOptions) -> Result<Gpu> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         // OpenGL is a last resort (and probing it prints noise on headless Linux): only when
         // asked for, or when no primary backend has an adapter.
@@ -199,11 +243,23 @@ impl Gpu {
         });
         let adapter =
             candidates.into_iter().next().ok_or(Error::NoAdapter { wanted: options.adapter.clone(), available })?;
-        Self::from_adapter(adapter, &options).await
+        Self::open_adapter(Some(instance), adapter, &options).await
     }
 
     /// Opens a device on a given adapter (`options.adapter` is not consulted).
     pub async fn from_adapter(adapter: wgpu::Adapter, options: &GpuOptions) -> Result<Gpu> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let _guard = lifecycle();
+            pollster::block_on(Self::open_adapter(None, adapter, options))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            Self::open_adapter(None, adapter, options).await
+        }
+    }
+
+    async fn open_adapter(instance: Option<wgpu::Instance>, adapter: wgpu::Adapter, options: &GpuOptions) -> Result<Gpu> {
         let subgroups = options.subgroups;
         let info = adapter.get_info();
         let features = adapter.features() & (OPTIONAL_FEATURES - options.without);
@@ -251,15 +307,16 @@ impl Gpu {
         Ok(Gpu {
             inner: Arc::new(Inner {
                 id: next_id(),
-                device,
-                queue,
-                adapter,
+                instance: ManuallyDrop::new(instance),
+                device: ManuallyDrop::new(device),
+                queue: ManuallyDrop::new(queue),
+                adapter: ManuallyDrop::new(adapter),
+                pipelines: ManuallyDrop::new(PipelineCache::default()),
+                uniform_pool: ManuallyDrop::new(Arc::default()),
                 features,
                 limits,
                 use_subgroups,
                 report,
-                pipelines: PipelineCache::default(),
-                uniform_pool: Arc::default(),
                 errors,
             }),
         })
