@@ -7,6 +7,23 @@
 //   loss = −Σ_j q_j·log p_j + z·lse²  = lse − (1 − ε)·l_t − (ε/v)·Σ_j l_j + z·lse²
 //   dloss/dl_j = p_j − q_j + 2·z·lse·p_j
 // Rows whose target is ≥ v are ignored: loss 0, gradient 0.
+//
+// Precision: with s_o = Σ_{j≠t} exp(l_j − m) (m the row max), −log p_t = log(1 + s_o·e^(m−l_t))
+// and p_t − 1 = −s_o / s are computed from s_o directly, so a confident correct prediction
+// (loss ≈ 1e-7) keeps its relative accuracy instead of drowning in the rounding of 1 + s_o.
+
+// log(1 + w) for w ≥ 0, accurate for tiny w too. WGSL has no log1p, and the (1 + w) − 1 trick
+// may be folded away by compilers that reassociate, so small w use the series
+// log(1 + w) = 2·atanh(y) = 2·(y + y³/3 + y⁵/5 + y⁷/7 + …), y = w / (2 + w) ≤ 1/9 (truncation
+// below 1e-8 relative); larger w take log directly (relative error below 4e-7 there).
+fn log1p_pos(w: f32) -> f32 {
+    if (w < 0.25) {
+        let y = w / (2.0 + w);
+        let y2 = y * y;
+        return 2.0 * y * (1.0 + y2 * (1.0 / 3.0 + y2 * (0.2 + y2 * (1.0 / 7.0))));
+    }
+    return log(1.0 + w);
+}
 
 // --- KERNEL: cross_entropy ---
 // Cross-entropy with label smoothing and z-loss, one workgroup of 256 per row (grid
@@ -66,31 +83,39 @@ fn cross_entropy(
         mx = max(mx, logits[base + j]);
     }
     let m = wg_reduce_max(tid, mx);
-    var se = 0.0;
+    // Σ_{j≠t} exp(l_j − m) and Σ_j (l_j − m) (for the smoothing term).
+    var so = 0.0;
     var sd = 0.0;
     for (var j = tid; j < p.v; j += WG) {
         let dl = logits[base + j] - m;
-        se += exp(dl);
+        so += select(exp(dl), 0.0, j == t);
         sd += dl;
     }
-    let s = wg_reduce_sum(tid, se);
-    // Σ_j (l_j − m), for the smoothing term.
+    let s_other = wg_reduce_sum(tid, so);
     let sum_shifted = wg_reduce_sum(tid, sd);
     // The reduction above ended with a barrier: every invocation has finished phase 1.
 
-    let log_s = log(s);
+    let dt = lt - m; // ≤ 0
+    let s = s_other + exp(dt); // Σ_j exp(l_j − m) ≥ 1
+    // log s, via log1p when the target is the max (s = 1 + s_other).
+    let log_s = select(log(s), log1p_pos(s_other), dt == 0.0);
     let lse = m + log_s;
     let eps = p.smoothing;
     let off = eps / f32(p.v);
-    // Max-subtracted: lse − (1−ε)·l_t − (ε/v)·Σ l_j = log s − (1−ε)(l_t − m) − (ε/v)·Σ(l_j − m).
-    let loss = log_s - (1.0 - eps) * (lt - m) - off * sum_shifted + p.z_loss * lse * lse;
+    // Max-subtracted: lse − (1−ε)·l_t − (ε/v)·Σ l_j
+    //   = (log s − (l_t − m)) + ε·(l_t − m) − (ε/v)·Σ (l_j − m).
+    let loss = (log_s - dt) + eps * dt - off * sum_shifted + p.z_loss * lse * lse;
 
     // Phase 2: each invocation overwrites only its own elements (j ≡ tid mod 256).
-    let pscale = (1.0 + 2.0 * p.z_loss * lse) / s;
-    let on = 1.0 - eps + off;
+    let inv_s = 1.0 / s;
+    let zl = 2.0 * p.z_loss * lse;
+    let pscale = (1.0 + zl) * inv_s;
     for (var j = tid; j < p.v; j += WG) {
-        let q = select(off, on, j == t);
-        logits[base + j] = p.grad_scale * (exp(logits[base + j] - m) * pscale - q);
+        let e = exp(logits[base + j] - m);
+        // j ≠ t: (1 + 2z·lse)·p_j − ε/v. j = t: p_t − 1 = −s_other / s exactly, so
+        // (1 + 2z·lse)·p_t − (1 − ε) − ε/v = (2z·lse·e − s_other) / s + ε − ε/v.
+        let g = select(e * pscale - off, (zl * e - s_other) * inv_s + eps - off, j == t);
+        logits[base + j] = p.grad_scale * g;
     }
     if (tid == 0u) {
         losses[row] = loss;

@@ -41,8 +41,7 @@ fn backward(
     rrms: &[f32],
     dy: &[f32],
     dgamma0: &[f32],
-    rows: usize,
-    d: usize,
+    (rows, d): (usize, usize),
 ) -> (Vec<f32>, Vec<f32>) {
     let xb = gpu.upload(x).unwrap();
     let gb = gpu.upload(gamma).unwrap();
@@ -137,7 +136,7 @@ fn backward_matches_reference() {
         let dg0 = uniform(&mut rng, d, -1.0, 1.0);
         let eps = eps_for(d);
         let (_, rr) = forward(&gpu, &x, &gamma, rows, d, eps);
-        let (dx, dg) = backward(&gpu, &x, &gamma, &rr, &dy, &dg0, rows, d);
+        let (dx, dg) = backward(&gpu, &x, &gamma, &rr, &dy, &dg0, (rows, d));
         let (dx_ref, dg_ref) = reference::rmsnorm_backward(&x, &gamma, &dy, rows, d, eps);
         assert_close(&format!("dx rows={rows} d={d}"), &dx, &dx_ref, 1e-5);
         // Accumulated: dγ = dγ0 + the gradient; the gradient alone is checked too.
@@ -167,7 +166,7 @@ fn backward_matches_finite_differences() {
         let g = uniform(&mut rng, rows * d, -1.0, 1.0);
         let eps = 1e-5;
         let (_, rr) = forward(&gpu, &x, &gamma, rows, d, eps);
-        let (dx, dg) = backward(&gpu, &x, &gamma, &rr, &g, &vec![0.0; d], rows, d);
+        let (dx, dg) = backward(&gpu, &x, &gamma, &rr, &g, &vec![0.0; d], (rows, d));
 
         // dL/dx: rows are independent, so every perturbed row goes into one forward call as a
         // row of its own: rows 2k and 2k+1 are row r of x with x[r, j] ± h.
@@ -225,8 +224,8 @@ fn deterministic_bits() {
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&y1), bits(&y2), "forward y");
     assert_eq!(bits(&r1), bits(&r2), "forward rrms");
-    let (dx1, dg1) = backward(&gpu, &x, &gamma, &r1, &dy, &dg0, rows, d);
-    let (dx2, dg2) = backward(&gpu, &x, &gamma, &r1, &dy, &dg0, rows, d);
+    let (dx1, dg1) = backward(&gpu, &x, &gamma, &r1, &dy, &dg0, (rows, d));
+    let (dx2, dg2) = backward(&gpu, &x, &gamma, &r1, &dy, &dg0, (rows, d));
     assert_eq!(bits(&dx1), bits(&dx2), "backward dx");
     assert_eq!(bits(&dg1), bits(&dg2), "dgamma");
 }
@@ -253,7 +252,7 @@ fn more_than_65535_rows_and_blocks() {
     let dg0 = uniform(&mut rng, d, -1.0, 1.0);
     let eps = eps_for(d);
     let rr: Vec<f32> = reference::rrms(&x, rows, d, eps).iter().map(|&v| v as f32).collect();
-    let (dx, dg) = backward(&gpu, &x, &gamma, &rr, &dy, &dg0, rows, d);
+    let (dx, dg) = backward(&gpu, &x, &gamma, &rr, &dy, &dg0, (rows, d));
     let (dx_ref, dg_ref) = reference::rmsnorm_backward(&x, &gamma, &dy, rows, d, eps);
     assert_close("backward dx, blocks past the limit", &dx, &dx_ref, 1e-5);
     let want: Vec<f64> = dg0.iter().zip(&dg_ref).map(|(&a, &b)| a as f64 + b).collect();
