@@ -208,6 +208,8 @@ fn rmsnorm_backward(
 // lane k = tid / 32 of column c sums blocks b ≡ k (mod 8) in order (in runs of 64 blocks, to
 // limit rounding growth), then the 8 lane sums are added in lane order. The order is fixed,
 // so the result is the same bits on every run. Accumulates into `dgamma[0 .. d]` (+=).
+// Each invocation loops ⌈blocks/8⌉ times: lavapipe, which stops an invocation's loops after
+// 65535 iterations in all, is right up to about 15·10⁶ rows (real GPUs have no such limit).
 // @grid workgroups(ceil_div(p.d, COLS))
 // @requires len(partials) >= ceil_div(p.rows, NORM_BLOCK) * p.d
 // @requires len(dgamma) >= p.d

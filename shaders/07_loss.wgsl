@@ -127,7 +127,9 @@ fn cross_entropy(
 //   out[0] = Σ_{i<n} losses[i],   out[1] = #{ i < n : targets[i] < p.v }  (as f32, exact
 // below 2²⁴ rows). One workgroup (grid `workgroups(1)`), any n: invocation t sums
 // i = t, t+256, … in order, then the workgroup reduction; the order is fixed, so the result is
-// the same bits on every run. Overwrites `out[0..2]`.
+// the same bits on every run. Overwrites `out[0..2]`. Each invocation loops ⌈n/256⌉ times:
+// lavapipe, which stops an invocation's loops after 65535 iterations in all, is right up to
+// about 16·10⁶ rows (real GPUs have no such limit).
 // @grid workgroups(1)
 // @requires len(losses) >= p.n
 // @requires len(targets) >= p.n
