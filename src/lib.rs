@@ -7,8 +7,10 @@ pub use kernels_runtime::*;
 
 kernels!("shaders/00_infrastructure.wgsl");
 kernels!("shaders/01_embedding.wgsl");
+kernels!("shaders/02_norm.wgsl");
 kernels!("shaders/03_linear.wgsl");
 kernels!("shaders/06_activation.wgsl");
+kernels!("shaders/07_loss.wgsl");
 kernels!("shaders/08_cast.wgsl");
 kernels!("shaders/09_backward_ffn.wgsl");
 kernels!("shaders/12_optimizer.wgsl");
@@ -20,8 +22,10 @@ pub fn all_kernels() -> impl Iterator<Item = &'static &'static KernelDef> {
     infrastructure::KERNELS
         .iter()
         .chain(embedding::KERNELS)
+        .chain(norm::KERNELS)
         .chain(linear::KERNELS)
         .chain(activation::KERNELS)
+        .chain(loss::KERNELS)
         .chain(cast::KERNELS)
         .chain(backward_ffn::KERNELS)
         .chain(optimizer::KERNELS)

@@ -1,0 +1,284 @@
+//! Cross-entropy kernels (`kernels::loss`) against the float64 references of
+//! `reference/loss.rs`, on fresh random inputs with outputs poisoned with NaN: label smoothing
+//! and z-loss on and off, ignored targets, dlogits against central finite differences of the
+//! kernel's own loss, large logits, more than 65535 rows, determinism in bits, misuse.
+
+mod common;
+#[path = "reference/loss.rs"]
+mod reference;
+
+use common::{assert_close, gpu, gpu_with, rel_err, rng, uniform};
+use kernels::loss::{cross_entropy, sum_losses};
+use kernels::{Error, Gpu, GpuOptions};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+/// (smoothing ε, z-loss coefficient z): each on and off.
+const SETTINGS: [(f32, f32); 4] = [(0.0, 0.0), (0.1, 0.0), (0.0, 1e-3), (0.1, 1e-3)];
+
+/// GPU cross-entropy: `(losses, dlogits)`; `losses` is poisoned with NaN before the run.
+fn run_ce(
+    gpu: &Gpu,
+    logits: &[f32],
+    targets: &[u32],
+    rows: usize,
+    v: usize,
+    p: (f32, f32, f32),
+) -> (Vec<f32>, Vec<f32>) {
+    let mut lb = gpu.upload(logits).unwrap();
+    let tb = gpu.upload(targets).unwrap();
+    let mut losses = gpu.filled(rows, f32::NAN).unwrap();
+    let params = cross_entropy::Params::new(rows as u32, v as u32, p.0, p.1, p.2);
+    cross_entropy(gpu, &mut lb, &tb, &mut losses, params).unwrap();
+    (losses.read(gpu).unwrap(), lb.read(gpu).unwrap())
+}
+
+/// Targets in [0, v) with about one row in four ignored (v, v + 3 or u32::MAX), and at least
+/// one valid row.
+fn targets(rng: &mut StdRng, rows: usize, v: usize) -> Vec<u32> {
+    let mut t: Vec<u32> = (0..rows)
+        .map(|_| match rng.random_range(0..8) {
+            0 => v as u32,
+            1 => [v as u32 + 3, u32::MAX][rng.random_range(0..2)],
+            _ => rng.random_range(0..v as u32),
+        })
+        .collect();
+    t[0] = rng.random_range(0..v as u32);
+    t
+}
+
+#[track_caller]
+fn check_ignored(label: &str, losses: &[f32], dlogits: &[f32], t: &[u32], v: usize) {
+    for (r, &tr) in t.iter().enumerate() {
+        if tr as usize >= v {
+            assert_eq!(losses[r], 0.0, "{label}: ignored row {r} has a loss");
+            assert!(dlogits[r * v..(r + 1) * v].iter().all(|&g| g == 0.0), "{label}: ignored row {r} has a gradient");
+        }
+    }
+}
+
+fn check_ce(gpu: &Gpu, label: &str, vocab: &[usize]) {
+    let mut rng = rng(label);
+    for &v in vocab {
+        for (eps, z) in SETTINGS {
+            let rows = rng.random_range(3..9);
+            let logits = uniform(&mut rng, rows * v, -8.0, 8.0);
+            let t = targets(&mut rng, rows, v);
+            let valid = t.iter().filter(|&&x| (x as usize) < v).count();
+            let gs = 1.0 / valid as f32;
+            let (losses, dl) = run_ce(gpu, &logits, &t, rows, v, (eps, z, gs));
+            let (l_ref, dl_ref) = reference::cross_entropy(&logits, &t, rows, v, eps, z, gs);
+            let what = format!("{label}: v={v} rows={rows} ε={eps} z={z}");
+            assert_close(&format!("{what}: losses"), &losses, &l_ref, 1e-5);
+            assert_close(&format!("{what}: dlogits"), &dl, &dl_ref, 1e-5);
+            check_ignored(&what, &losses, &dl, &t, v);
+        }
+    }
+}
+
+#[test]
+fn cross_entropy_matches_reference() {
+    let Some(gpu) = gpu() else { return };
+    check_ce(&gpu, "cross_entropy", &[2, 256, 1000, 5000]);
+}
+
+#[test]
+fn cross_entropy_tree_variant() {
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+        return;
+    };
+    check_ce(&gpu, "cross_entropy (tree)", &[2, 1000]);
+}
+
+/// dlogits against central finite differences of the kernel's own loss:
+/// dL/dl_j with L = grad_scale · loss_row, the row's loss read back from `losses`.
+///
+/// Numbers: logits ∈ [−2, 2], h = 1e-2 (0.5% of the range), v = 7 and 37 so the gradients are
+/// of size ≈ 0.03 to 1. The f32 loss (≈ 2–4, one to a few ulps ≈ 5e-7) differenced over 2h gives
+/// ≈ 5e-5 of noise; the truncation error h²·|L'''|/6 is below 1e-5. Compared as
+/// ‖fd − dlogits‖ / ‖fd‖ < 1e-2 over the sampled coordinates (a wrong term, e.g. a missing
+/// z-loss or smoothing part, is off by ≥ 5%).
+#[test]
+fn cross_entropy_matches_finite_differences() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("cross_entropy finite differences");
+    let h = 1e-2f32;
+    for v in [7usize, 37] {
+        for (eps, z) in [(0.0, 0.0), (0.2, 0.0), (0.0, 0.05), (0.2, 0.05)] {
+            let rows = 3;
+            let logits = uniform(&mut rng, rows * v, -2.0, 2.0);
+            let t: Vec<u32> = (0..rows).map(|_| rng.random_range(0..v as u32)).collect();
+            let gs = 0.5;
+            let (_, dl) = run_ce(&gpu, &logits, &t, rows, v, (eps, z, gs));
+            // Rows are independent: every perturbed row is a row of one call (2k: +h, 2k+1: −h).
+            let mut samples: Vec<(usize, usize)> =
+                (0..10).map(|_| (rng.random_range(0..rows), rng.random_range(0..v))).collect();
+            samples.extend((0..rows).map(|r| (r, t[r] as usize))); // the target logits too
+            let mut ls = Vec::new();
+            let mut ts = Vec::new();
+            for &(r, j) in &samples {
+                for sign in [1.0f32, -1.0] {
+                    let mut row = logits[r * v..(r + 1) * v].to_vec();
+                    row[j] += sign * h;
+                    ls.extend(row);
+                    ts.push(t[r]);
+                }
+            }
+            let (losses, _) = run_ce(&gpu, &ls, &ts, ts.len(), v, (eps, z, gs));
+            let fd: Vec<f64> = (0..samples.len())
+                .map(|s| gs as f64 * (losses[2 * s] as f64 - losses[2 * s + 1] as f64) / (2.0 * h as f64))
+                .collect();
+            let got: Vec<f32> = samples.iter().map(|&(r, j)| dl[r * v + j]).collect();
+            let e = rel_err(&got, &fd);
+            assert!(e < 1e-2, "v={v} ε={eps} z={z}: {e:e}\n{got:?}\n{fd:?}");
+        }
+    }
+}
+
+/// Logits of ±1e4 (and rows where every logit is 1e4): max-subtracted, so everything stays
+/// finite and matches the reference.
+#[test]
+fn large_logits_stay_finite() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("cross_entropy large logits");
+    for v in [2usize, 1000] {
+        for (eps, z) in SETTINGS {
+            let rows = 5;
+            let mut logits = uniform(&mut rng, rows * v, -1e4, 1e4);
+            logits[..v].fill(1e4);
+            for x in &mut logits[v..2 * v] {
+                *x = if rng.random_range(0..2) == 0 { 1e4 } else { -1e4 };
+            }
+            let t: Vec<u32> = (0..rows).map(|_| rng.random_range(0..v as u32)).collect();
+            let (losses, dl) = run_ce(&gpu, &logits, &t, rows, v, (eps, z, 0.2));
+            assert!(losses.iter().chain(&dl).all(|x| x.is_finite()), "v={v} ε={eps} z={z}: not finite");
+            let (l_ref, dl_ref) = reference::cross_entropy(&logits, &t, rows, v, eps, z, 0.2);
+            assert_close(&format!("large v={v} ε={eps} z={z}: losses"), &losses, &l_ref, 1e-5);
+            assert_close(&format!("large v={v} ε={eps} z={z}: dlogits"), &dl, &dl_ref, 1e-5);
+        }
+    }
+}
+
+/// Confident correct predictions (the target logit above the rest by 15–20, so the loss is
+/// ≈ 1e-7 to 1e-9): the loss and the target's gradient p_t − 1 keep their relative accuracy
+/// (they are computed from Σ_{j≠t} exp(l_j − m), not from 1 + that sum rounded to f32).
+#[test]
+fn confident_predictions_keep_precision() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("cross_entropy confident");
+    for v in [2usize, 1000] {
+        for (eps, z) in SETTINGS {
+            let rows = 4;
+            let mut logits = uniform(&mut rng, rows * v, -2.0, 2.0);
+            let t: Vec<u32> = (0..rows).map(|_| rng.random_range(0..v as u32)).collect();
+            for r in 0..rows {
+                logits[r * v + t[r] as usize] = rng.random_range(15.0..20.0);
+            }
+            let (losses, dl) = run_ce(&gpu, &logits, &t, rows, v, (eps, z, 1.0));
+            let (l_ref, dl_ref) = reference::cross_entropy(&logits, &t, rows, v, eps, z, 1.0);
+            assert_close(&format!("confident v={v} ε={eps} z={z}: losses"), &losses, &l_ref, 1e-5);
+            assert_close(&format!("confident v={v} ε={eps} z={z}: dlogits"), &dl, &dl_ref, 1e-5);
+            let tgt: Vec<f32> = (0..rows).map(|r| dl[r * v + t[r] as usize]).collect();
+            let tgt_ref: Vec<f64> = (0..rows).map(|r| dl_ref[r * v + t[r] as usize]).collect();
+            assert_close(&format!("confident v={v} ε={eps} z={z}: target gradients"), &tgt, &tgt_ref, 1e-5);
+        }
+    }
+}
+
+/// More than 65535 rows (2-D grid of rows), tiny vocabulary; then their sum.
+#[test]
+fn more_than_65535_rows() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("cross_entropy large");
+    let max = gpu.limits().max_compute_workgroups_per_dimension as usize;
+    let (rows, v) = (max + 1000, 2);
+    let logits = uniform(&mut rng, rows * v, -4.0, 4.0);
+    let t = targets(&mut rng, rows, v);
+    let (losses, dl) = run_ce(&gpu, &logits, &t, rows, v, (0.1, 1e-3, 1.0));
+    let (l_ref, dl_ref) = reference::cross_entropy(&logits, &t, rows, v, 0.1, 1e-3, 1.0);
+    assert_close("losses, rows past the limit", &losses, &l_ref, 1e-5);
+    assert_close("dlogits, rows past the limit", &dl, &dl_ref, 1e-5);
+    check_ignored("rows past the limit", &losses, &dl, &t, v);
+
+    let lb = gpu.upload(&losses).unwrap();
+    let tb = gpu.upload(&t).unwrap();
+    let mut out = gpu.filled(2, f32::NAN).unwrap();
+    sum_losses(&gpu, &lb, &tb, &mut out, sum_losses::Params::new(rows as u32, v as u32)).unwrap();
+    let out = out.read(&gpu).unwrap();
+    let (sum, count) = reference::sum_losses(&losses, &t, v as u32);
+    assert_close("sum of losses past the limit", &out[..1], &[sum], 1e-5);
+    assert_eq!(out[1], count as f32);
+}
+
+#[test]
+fn sum_losses_matches_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("sum_losses");
+    for n in [1usize, 255, 257, 1000, 100_003] {
+        let v = 50;
+        let losses = uniform(&mut rng, n, 0.0, 10.0);
+        let t = targets(&mut rng, n, v);
+        let lb = gpu.upload(&losses).unwrap();
+        let tb = gpu.upload(&t).unwrap();
+        let mut out = gpu.filled(3, f32::NAN).unwrap();
+        sum_losses(&gpu, &lb, &tb, &mut out, sum_losses::Params::new(n as u32, v as u32)).unwrap();
+        let got = out.read(&gpu).unwrap();
+        let (sum, count) = reference::sum_losses(&losses, &t, v as u32);
+        assert_close(&format!("sum n={n}"), &got[..1], &[sum], 1e-6);
+        assert_eq!(got[1], count as f32, "count n={n}");
+        assert!(got[2].is_nan(), "out[2] was written");
+    }
+    // n = 0: a sum of nothing.
+    let lb = gpu.upload(&[1.0f32]).unwrap();
+    let tb = gpu.upload(&[0u32]).unwrap();
+    let mut out = gpu.filled(2, f32::NAN).unwrap();
+    sum_losses(&gpu, &lb, &tb, &mut out, sum_losses::Params::new(0, 5)).unwrap();
+    assert_eq!(out.read(&gpu).unwrap(), vec![0.0, 0.0]);
+}
+
+#[test]
+fn deterministic_bits() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("loss determinism");
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let (rows, v) = (40, 5000);
+    let logits = uniform(&mut rng, rows * v, -8.0, 8.0);
+    let t = targets(&mut rng, rows, v);
+    let (l1, d1) = run_ce(&gpu, &logits, &t, rows, v, (0.1, 1e-3, 0.05));
+    let (l2, d2) = run_ce(&gpu, &logits, &t, rows, v, (0.1, 1e-3, 0.05));
+    assert_eq!(bits(&l1), bits(&l2), "losses");
+    assert_eq!(bits(&d1), bits(&d2), "dlogits");
+
+    let n = 50_000;
+    let losses = uniform(&mut rng, n, 0.0, 10.0);
+    let t = targets(&mut rng, n, v);
+    let lb = gpu.upload(&losses).unwrap();
+    let tb = gpu.upload(&t).unwrap();
+    let mut a = gpu.filled(2, f32::NAN).unwrap();
+    let mut b = gpu.filled(2, f32::NAN).unwrap();
+    sum_losses(&gpu, &lb, &tb, &mut a, sum_losses::Params::new(n as u32, v as u32)).unwrap();
+    sum_losses(&gpu, &lb, &tb, &mut b, sum_losses::Params::new(n as u32, v as u32)).unwrap();
+    assert_eq!(bits(&a.read(&gpu).unwrap()), bits(&b.read(&gpu).unwrap()), "sum_losses");
+}
+
+#[test]
+fn short_buffers_are_errors() {
+    let Some(gpu) = gpu() else { return };
+    let (rows, v) = (4, 10);
+    let mut logits = gpu.filled(rows * v, 1.0f32).unwrap();
+    let t = gpu.filled(rows, 0u32).unwrap();
+    let mut losses = gpu.filled(rows - 1, f32::NAN).unwrap();
+    let e = cross_entropy(&gpu, &mut logits, &t, &mut losses, cross_entropy::Params::new(4, 10, 0.0, 0.0, 1.0))
+        .unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "{e:?}");
+    assert!(e.to_string().contains("len(losses) >= p.rows"), "{e}");
+    assert!(logits.read(&gpu).unwrap().iter().all(|&x| x == 1.0), "nothing ran");
+
+    let lb = gpu.filled(rows, 1.0f32).unwrap();
+    let mut out = gpu.filled(1, f32::NAN).unwrap();
+    let e = sum_losses(&gpu, &lb, &t, &mut out, sum_losses::Params::new(4, 10)).unwrap_err();
+    assert!(e.to_string().contains("len(out) >= 2"), "{e}");
+    let mut out = gpu.filled(2, f32::NAN).unwrap();
+    let e = sum_losses(&gpu, &lb, &t, &mut out, sum_losses::Params::new(5, 10)).unwrap_err();
+    assert!(e.to_string().contains("len(losses) >= p.n"), "{e}");
+}

@@ -1,0 +1,288 @@
+//! RMSNorm kernels (`kernels::norm`) against the float64 references of `reference/norm.rs`, on
+//! fresh random inputs with outputs poisoned with NaN (dγ, which accumulates, filled with random
+//! values first); the backward also against central finite differences of the GPU forward;
+//! determinism in bits; more than 65535 rows and more than 65535 backward blocks; misuse.
+
+mod common;
+#[path = "reference/norm.rs"]
+mod reference;
+
+use common::{assert_close, gpu, gpu_with, rel_err, rng, uniform};
+use kernels::norm::{rmsnorm_backward, rmsnorm_dgamma_reduce, rmsnorm_forward, rmsnorm_forward_w16};
+use kernels::{Error, Gpu, GpuOptions, f16};
+use rand::Rng;
+use rand::rngs::StdRng;
+use reference::NORM_BLOCK;
+
+/// (rows, d): d not a multiple of 256 (1, 64, 300, 1000) and rows not multiples of the
+/// backward's 32-row block.
+const SHAPES: [(usize, usize); 5] = [(3, 1), (33, 64), (70, 300), (5, 1000), (65, 257)];
+
+fn blocks(rows: usize) -> usize {
+    rows.div_ceil(NORM_BLOCK)
+}
+
+/// GPU forward: `(y, rrms)`, outputs poisoned with NaN before the run.
+fn forward(gpu: &Gpu, x: &[f32], gamma: &[f32], rows: usize, d: usize, eps: f32) -> (Vec<f32>, Vec<f32>) {
+    let xb = gpu.upload(x).unwrap();
+    let gb = gpu.upload(gamma).unwrap();
+    let mut y = gpu.filled(rows * d, f32::NAN).unwrap();
+    let mut rr = gpu.filled(rows, f32::NAN).unwrap();
+    rmsnorm_forward(gpu, &xb, &gb, &mut y, &mut rr, rmsnorm_forward::Params::new(rows as u32, d as u32, eps)).unwrap();
+    (y.read(gpu).unwrap(), rr.read(gpu).unwrap())
+}
+
+/// GPU backward + dγ reduction, in one batch: `(dx, dgamma)` where `dgamma` started as
+/// `dgamma0` (accumulated into). dx and the partials are poisoned with NaN first.
+fn backward(
+    gpu: &Gpu,
+    x: &[f32],
+    gamma: &[f32],
+    rrms: &[f32],
+    dy: &[f32],
+    dgamma0: &[f32],
+    (rows, d): (usize, usize),
+) -> (Vec<f32>, Vec<f32>) {
+    let xb = gpu.upload(x).unwrap();
+    let gb = gpu.upload(gamma).unwrap();
+    let rb = gpu.upload(rrms).unwrap();
+    let dyb = gpu.upload(dy).unwrap();
+    let mut dx = gpu.filled(rows * d, f32::NAN).unwrap();
+    let mut partials = gpu.filled(blocks(rows) * d, f32::NAN).unwrap();
+    let mut dg = gpu.upload(dgamma0).unwrap();
+    let (r, dd) = (rows as u32, d as u32);
+    let batch = gpu.batch();
+    rmsnorm_backward(&batch, &xb, &gb, &rb, &dyb, &mut dx, &mut partials, rmsnorm_backward::Params::new(r, dd))
+        .unwrap();
+    rmsnorm_dgamma_reduce(&batch, &partials, &mut dg, rmsnorm_dgamma_reduce::Params::new(r, dd)).unwrap();
+    batch.submit().unwrap();
+    (dx.read(gpu).unwrap(), dg.read(gpu).unwrap())
+}
+
+/// The eps of the backward tests. For d = 1, dx = rrms·γ·dy·eps / (x² + eps): the two terms of
+/// the formula cancel to eps / x² relative, so with a small eps f32 loses most of its digits (in
+/// any implementation). A large eps keeps the d = 1 cases well-conditioned; wider rows are
+/// fine with the usual 1e-5.
+fn eps_for(d: usize) -> f32 {
+    if d == 1 { 0.5 } else { 1e-5 }
+}
+
+fn inputs(rng: &mut StdRng, rows: usize, d: usize) -> (Vec<f32>, Vec<f32>) {
+    (uniform(rng, rows * d, -2.0, 2.0), uniform(rng, d, 0.5, 1.5))
+}
+
+fn check_forward(gpu: &Gpu, label: &str) {
+    let mut rng = rng(label);
+    for (rows, d) in SHAPES {
+        let (x, gamma) = inputs(&mut rng, rows, d);
+        let eps = rng.random_range(1e-6..1e-4f32);
+        let (y, rr) = forward(gpu, &x, &gamma, rows, d, eps);
+        let (y_ref, rr_ref) = reference::rmsnorm_forward(&x, &gamma, rows, d, eps);
+        assert_close(&format!("{label}: y rows={rows} d={d}"), &y, &y_ref, 1e-5);
+        assert_close(&format!("{label}: rrms rows={rows} d={d}"), &rr, &rr_ref, 1e-5);
+    }
+}
+
+#[test]
+fn forward_matches_reference() {
+    let Some(gpu) = gpu() else { return };
+    check_forward(&gpu, "rmsnorm_forward");
+}
+
+#[test]
+fn forward_tree_variant() {
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+        return;
+    };
+    check_forward(&gpu, "rmsnorm_forward (tree)");
+}
+
+#[test]
+fn forward_w16_matches_reference() {
+    let Some(gpu) = gpu() else { return };
+    if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
+        eprintln!("adapter without SHADER_F16: rmsnorm_forward_w16 not run");
+        return;
+    }
+    let mut rng = rng("rmsnorm_forward_w16");
+    for (rows, d) in SHAPES {
+        let (x, gamma32) = inputs(&mut rng, rows, d);
+        let gamma: Vec<f16> = gamma32.iter().map(|&g| f16::from_f32(g)).collect();
+        // The reference uses the f16 values the kernel sees (exact in f32).
+        let gamma_seen: Vec<f32> = gamma.iter().map(|g| g.to_f32()).collect();
+        let eps = 1e-5;
+        let xb = gpu.upload(&x).unwrap();
+        let gb = gpu.upload(&gamma).unwrap();
+        let mut y = gpu.filled(rows * d, f32::NAN).unwrap();
+        let mut rr = gpu.filled(rows, f32::NAN).unwrap();
+        let p = rmsnorm_forward_w16::Params::new(rows as u32, d as u32, eps);
+        rmsnorm_forward_w16(&gpu, &xb, &gb, &mut y, &mut rr, p).unwrap();
+        let (y_ref, rr_ref) = reference::rmsnorm_forward(&x, &gamma_seen, rows, d, eps);
+        assert_close(&format!("w16 y rows={rows} d={d}"), &y.read(&gpu).unwrap(), &y_ref, 2e-3);
+        assert_close(&format!("w16 rrms rows={rows} d={d}"), &rr.read(&gpu).unwrap(), &rr_ref, 2e-3);
+        // Against the f32 γ the f16 copy stands for: within f16 rounding.
+        let (y_f32, _) = reference::rmsnorm_forward(&x, &gamma32, rows, d, eps);
+        assert_close(&format!("w16 vs f32 γ rows={rows} d={d}"), &y.read(&gpu).unwrap(), &y_f32, 2e-3);
+    }
+}
+
+#[test]
+fn backward_matches_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm_backward");
+    for (rows, d) in SHAPES {
+        let (x, gamma) = inputs(&mut rng, rows, d);
+        let dy = uniform(&mut rng, rows * d, -1.0, 1.0);
+        let dg0 = uniform(&mut rng, d, -1.0, 1.0);
+        let eps = eps_for(d);
+        let (_, rr) = forward(&gpu, &x, &gamma, rows, d, eps);
+        let (dx, dg) = backward(&gpu, &x, &gamma, &rr, &dy, &dg0, (rows, d));
+        let (dx_ref, dg_ref) = reference::rmsnorm_backward(&x, &gamma, &dy, rows, d, eps);
+        assert_close(&format!("dx rows={rows} d={d}"), &dx, &dx_ref, 1e-5);
+        // Accumulated: dγ = dγ0 + the gradient; the gradient alone is checked too.
+        let want: Vec<f64> = dg0.iter().zip(&dg_ref).map(|(&a, &b)| a as f64 + b).collect();
+        assert_close(&format!("dgamma rows={rows} d={d}"), &dg, &want, 1e-5);
+        let added: Vec<f32> = dg.iter().zip(&dg0).map(|(&a, &b)| a - b).collect();
+        // f32 subtraction of dγ0 costs up to |dγ0|·2⁻²⁴ per element: a looser bound.
+        assert!(rel_err(&added, &dg_ref) < 1e-4, "dgamma increment rows={rows} d={d}");
+    }
+}
+
+/// Central finite differences of the GPU forward. L = Σ_{r,j} G[r,j]·y[r,j] for a random G, so
+/// dL/dy = G is the upstream gradient; the analytic dL/dx and dL/dγ come from the backward.
+///
+/// Numbers: x ∈ [−2, 2], γ ∈ [0.5, 1.5], h = 1e-2 (about 1% of the values' scale). The
+/// truncation error of the central difference is h²·|L'''|/6 ≈ 1e-5 here; the f32 rounding of
+/// y (a few ulps, ≈ 2e-7 relative) through L (≤ 40 terms of size ≈ 1) is ≈ 1e-6, divided by
+/// 2h = 2e-2 that is ≈ 5e-5. The gradients are of size ≈ 1, so 1e-2 relative leaves a wide
+/// margin while still catching any wrong term (a missing term is off by ≥ 10%).
+#[test]
+fn backward_matches_finite_differences() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm finite differences");
+    let h = 1e-2f32;
+    for (rows, d) in [(3usize, 5usize), (2, 37)] {
+        let (x, gamma) = inputs(&mut rng, rows, d);
+        let g = uniform(&mut rng, rows * d, -1.0, 1.0);
+        let eps = 1e-5;
+        let (_, rr) = forward(&gpu, &x, &gamma, rows, d, eps);
+        let (dx, dg) = backward(&gpu, &x, &gamma, &rr, &g, &vec![0.0; d], (rows, d));
+
+        // dL/dx: rows are independent, so every perturbed row goes into one forward call as a
+        // row of its own: rows 2k and 2k+1 are row r of x with x[r, j] ± h.
+        let samples: Vec<(usize, usize)> =
+            (0..12).map(|_| (rng.random_range(0..rows), rng.random_range(0..d))).collect();
+        let mut xs = Vec::new();
+        let mut gs = Vec::new();
+        for &(r, j) in &samples {
+            for sign in [1.0f32, -1.0] {
+                let mut row = x[r * d..(r + 1) * d].to_vec();
+                row[j] += sign * h;
+                xs.extend(row);
+                gs.extend_from_slice(&g[r * d..(r + 1) * d]);
+            }
+        }
+        let (y, _) = forward(&gpu, &xs, &gamma, 2 * samples.len(), d, eps);
+        let row_l = |k: usize| -> f64 { (0..d).map(|c| gs[k * d + c] as f64 * y[k * d + c] as f64).sum() };
+        let fd: Vec<f64> = (0..samples.len()).map(|s| (row_l(2 * s) - row_l(2 * s + 1)) / (2.0 * h as f64)).collect();
+        let got: Vec<f32> = samples.iter().map(|&(r, j)| dx[r * d + j]).collect();
+        let e = rel_err(&got, &fd);
+        assert!(e < 1e-2, "dx vs finite differences rows={rows} d={d}: {e:e}\n{got:?}\n{fd:?}");
+
+        // dL/dγ: γ is shared by all rows, one forward call per perturbation.
+        let total_l = |gamma: &[f32]| -> f64 {
+            let (y, _) = forward(&gpu, &x, gamma, rows, d, eps);
+            y.iter().zip(&g).map(|(&a, &b)| a as f64 * b as f64).sum()
+        };
+        let cols: Vec<usize> = (0..d.min(6)).map(|_| rng.random_range(0..d)).collect();
+        let fd: Vec<f64> = cols
+            .iter()
+            .map(|&j| {
+                let mut gp = gamma.clone();
+                gp[j] += h;
+                let mut gm = gamma.clone();
+                gm[j] -= h;
+                (total_l(&gp) - total_l(&gm)) / (2.0 * h as f64)
+            })
+            .collect();
+        let got: Vec<f32> = cols.iter().map(|&j| dg[j]).collect();
+        let e = rel_err(&got, &fd);
+        assert!(e < 1e-2, "dgamma vs finite differences rows={rows} d={d}: {e:e}\n{got:?}\n{fd:?}");
+    }
+}
+
+#[test]
+fn deterministic_bits() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm determinism");
+    let (rows, d) = (300, 1000);
+    let (x, gamma) = inputs(&mut rng, rows, d);
+    let dy = uniform(&mut rng, rows * d, -1.0, 1.0);
+    let dg0 = uniform(&mut rng, d, -1.0, 1.0);
+    let (y1, r1) = forward(&gpu, &x, &gamma, rows, d, 1e-5);
+    let (y2, r2) = forward(&gpu, &x, &gamma, rows, d, 1e-5);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&y1), bits(&y2), "forward y");
+    assert_eq!(bits(&r1), bits(&r2), "forward rrms");
+    let (dx1, dg1) = backward(&gpu, &x, &gamma, &r1, &dy, &dg0, (rows, d));
+    let (dx2, dg2) = backward(&gpu, &x, &gamma, &r1, &dy, &dg0, (rows, d));
+    assert_eq!(bits(&dx1), bits(&dx2), "backward dx");
+    assert_eq!(bits(&dg1), bits(&dg2), "dgamma");
+}
+
+/// More than 65535 rows for the forward (2-D grid of rows) and more than 65535 blocks of 32
+/// rows for the backward (2-D grid of blocks), with tiny rows.
+#[test]
+fn more_than_65535_rows_and_blocks() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm large");
+    let max = gpu.limits().max_compute_workgroups_per_dimension as usize;
+
+    let (rows, d) = (max + 1000, 3);
+    let (x, gamma) = inputs(&mut rng, rows, d);
+    let (y, rr) = forward(&gpu, &x, &gamma, rows, d, 1e-5);
+    let (y_ref, rr_ref) = reference::rmsnorm_forward(&x, &gamma, rows, d, 1e-5);
+    assert_close("forward y, rows past the limit", &y, &y_ref, 1e-5);
+    assert_close("forward rrms, rows past the limit", &rr, &rr_ref, 1e-5);
+
+    let (rows, d) = ((max + 2) * NORM_BLOCK + 5, 1);
+    assert!(blocks(rows) > max);
+    let (x, gamma) = inputs(&mut rng, rows, d);
+    let dy = uniform(&mut rng, rows * d, -1.0, 1.0);
+    let dg0 = uniform(&mut rng, d, -1.0, 1.0);
+    let eps = eps_for(d);
+    let rr: Vec<f32> = reference::rrms(&x, rows, d, eps).iter().map(|&v| v as f32).collect();
+    let (dx, dg) = backward(&gpu, &x, &gamma, &rr, &dy, &dg0, (rows, d));
+    let (dx_ref, dg_ref) = reference::rmsnorm_backward(&x, &gamma, &dy, rows, d, eps);
+    assert_close("backward dx, blocks past the limit", &dx, &dx_ref, 1e-5);
+    let want: Vec<f64> = dg0.iter().zip(&dg_ref).map(|(&a, &b)| a as f64 + b).collect();
+    assert_close("dgamma, blocks past the limit", &dg, &want, 1e-5);
+}
+
+#[test]
+fn short_buffers_are_errors() {
+    let Some(gpu) = gpu() else { return };
+    let (rows, d) = (40, 10);
+    let x = gpu.filled(rows * d, 1.0f32).unwrap();
+    let gamma = gpu.filled(d, 1.0f32).unwrap();
+    let rr = gpu.filled(rows, 1.0f32).unwrap();
+    let mut dx = gpu.filled(rows * d, f32::NAN).unwrap();
+    // One block short: 40 rows are 2 blocks of 32.
+    let mut partials = gpu.filled(d, f32::NAN).unwrap();
+    let p = rmsnorm_backward::Params::new(rows as u32, d as u32);
+    let e = rmsnorm_backward(&gpu, &x, &gamma, &rr, &x, &mut dx, &mut partials, p).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "{e:?}");
+    assert!(e.to_string().contains("len(partials) >= ceil_div(p.rows, NORM_BLOCK) * p.d"), "{e}");
+    assert!(dx.read(&gpu).unwrap().iter().all(|v| v.is_nan()), "nothing ran");
+
+    let mut dg = gpu.filled(d - 1, 0.0f32).unwrap();
+    let e =
+        rmsnorm_dgamma_reduce(&gpu, &partials, &mut dg, rmsnorm_dgamma_reduce::Params::new(1, d as u32)).unwrap_err();
+    assert!(e.to_string().contains("len(dgamma) >= p.d"), "{e}");
+
+    let mut y = gpu.filled(rows * d, f32::NAN).unwrap();
+    let mut short_rr = gpu.filled(rows - 1, f32::NAN).unwrap();
+    let p = rmsnorm_forward::Params::new(rows as u32, d as u32, 1e-5);
+    let e = rmsnorm_forward(&gpu, &x, &gamma, &mut y, &mut short_rr, p).unwrap_err();
+    assert!(e.to_string().contains("len(rrms) >= p.rows"), "{e}");
+}
