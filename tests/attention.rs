@@ -5,9 +5,9 @@ mod common;
 #[path = "reference/attention.rs"]
 mod reference;
 
-use common::{assert_close, gpu, rng, uniform};
+use common::{assert_close, gpu, gpu_with, rng, uniform};
 use kernels::attention::{attention_decode, attention_forward};
-use kernels::{Buffer, Error, Gpu};
+use kernels::{Buffer, Error, Gpu, GpuOptions};
 use rand::rngs::StdRng;
 use reference::Shape;
 
@@ -164,7 +164,8 @@ fn decode_matches_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = rng("attention_decode");
     // (batch, heads, kv_heads, head_dim, t_max, [t…]): t around the chunk of 256 keys.
-    let cases: [(usize, usize, usize, usize, usize, &[usize]); 4] = [
+    type Case = (usize, usize, usize, usize, usize, &'static [usize]);
+    let cases: [Case; 4] = [
         (2, 4, 1, 64, 300, &[1, 5, 255, 256, 257, 300]),
         (1, 2, 2, 100, 40, &[1, 37, 40]),
         (2, 8, 4, 16, 600, &[513, 600]),
@@ -201,6 +202,29 @@ fn decode_matches_reference() {
             let again = again.read(&gpu).unwrap();
             assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "{what}: not deterministic");
         }
+    }
+}
+
+#[test]
+fn decode_tree_reduction_variant() {
+    // attention_decode uses the preamble's reductions: check the variant without subgroups too.
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+        return;
+    };
+    assert!(!gpu.variant_for(&attention_decode::KERNEL).unwrap().subgroups);
+    let mut rng = rng("attention_decode tree");
+    let (batch, heads, kv_heads, dh, t_max) = (2, 4, 2, 64, 600);
+    let q = uniform(&mut rng, batch * heads * dh, -2.0, 2.0);
+    let kc = uniform(&mut rng, batch * t_max * kv_heads * dh, -2.0, 2.0);
+    let vc = uniform(&mut rng, batch * t_max * kv_heads * dh, -1.0, 1.0);
+    let (qb, kb, vb) = (gpu.upload(&q).unwrap(), gpu.upload(&kc).unwrap(), gpu.upload(&vc).unwrap());
+    for t in [1, 300, 600] {
+        let n = batch * heads * dh;
+        let mut o = poisoned(&gpu, n);
+        attention_decode(&gpu, &qb, &kb, &vb, &mut o, decode_params(batch, heads, kv_heads, dh, t_max, t, 0.125))
+            .unwrap();
+        let want = reference::attention_decode(&q, &kc, &vc, batch, heads, kv_heads, dh, t_max, t, 0.125);
+        assert_close(&format!("decode (tree) t={t}"), &o.read(&gpu).unwrap()[..n], &want, 1e-5);
     }
 }
 
