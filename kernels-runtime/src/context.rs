@@ -3,8 +3,8 @@
 
 use crate::error::{Error, Result};
 use crate::pipeline::PipelineCache;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Features the runtime asks for when the adapter has them.
@@ -259,7 +259,11 @@ impl Gpu {
         }
     }
 
-    async fn open_adapter(instance: Option<wgpu::Instance>, adapter: wgpu::Adapter, options: &GpuOptions) -> Result<Gpu> {
+    async fn open_adapter(
+        instance: Option<wgpu::Instance>,
+        adapter: wgpu::Adapter,
+        options: &GpuOptions,
+    ) -> Result<Gpu> {
         let subgroups = options.subgroups;
         let info = adapter.get_info();
         let features = adapter.features() & (OPTIONAL_FEATURES - options.without);
