@@ -218,3 +218,19 @@ fn writes_of_the_wrong_length() {
     x.write(&gpu, &[1.0, 2.0, 3.0, 4.0]).unwrap();
     assert_eq!(x.read(&gpu).unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
 }
+
+#[test]
+fn read_ranges() {
+    let Some(gpu) = gpu() else { return };
+    let data: Vec<f32> = (0..100).map(|i| i as f32).collect();
+    let x = gpu.upload(&data).unwrap();
+    assert_eq!(x.read_range(&gpu, 10..13).unwrap(), vec![10.0, 11.0, 12.0]);
+    assert_eq!(x.read_range(&gpu, 99..100).unwrap(), vec![99.0]);
+    assert!(x.read_range(&gpu, 5..5).unwrap().is_empty());
+    assert!(matches!(x.read_range(&gpu, 90..101), Err(Error::LengthMismatch { .. })));
+    // Elements narrower than the 4-byte copy unit.
+    let h: Vec<kernels::f16> = (0..9).map(|i| kernels::f16::from_f32(i as f32)).collect();
+    let hb = gpu.upload(&h).unwrap();
+    assert_eq!(hb.read_range(&gpu, 3..6).unwrap(), h[3..6].to_vec());
+    assert_eq!(hb.read_range(&gpu, 8..9).unwrap(), h[8..9].to_vec());
+}

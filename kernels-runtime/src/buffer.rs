@@ -78,6 +78,55 @@ impl<T: Element> Buffer<T> {
         self.unpack(&staging)
     }
 
+    /// Copies elements `range` back to the host (only those bytes cross the bus). Waits for all
+    /// work submitted before.
+    pub fn read_range(&self, gpu: &Gpu, range: std::ops::Range<usize>) -> Result<Vec<T>> {
+        if range.start > range.end || range.end > self.len {
+            return Err(Error::LengthMismatch {
+                detail: format!("reading elements {range:?} of a buffer of {}", self.len),
+            });
+        }
+        if self.gpu_id != gpu.inner.id {
+            return Err(Error::Gpu("this buffer belongs to another GPU context".into()));
+        }
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let size = std::mem::size_of::<T>() as u64;
+        // Copies move whole 4-byte words: widen the byte range to them, then cut.
+        let (start, end) = (range.start as u64 * size, range.end as u64 * size);
+        let (a, z) = (start / 4 * 4, end.div_ceil(4) * 4);
+        let device = &gpu.inner.device;
+        let staging = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernels readback"),
+            size: z - a,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        encoder.copy_buffer_to_buffer(&self.raw, a, &staging, 0, z - a);
+        gpu.inner.queue.submit([encoder.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        rx.recv()
+            .map_err(|_| Error::Gpu("the buffer mapping never completed".into()))?
+            .map_err(|e| Error::Gpu(format!("cannot map the buffer: {e}")))?;
+        gpu.take_errors()?;
+        let view = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| Error::Gpu(format!("cannot read the mapped buffer: {e}")))?;
+        let mut out: Vec<T> = vec![T::zeroed(); range.len()];
+        let from = (start - a) as usize;
+        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&view[from..from + (end - start) as usize]);
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
     /// Copies the contents back to the host without blocking (for the web).
     pub async fn read_async(&self, gpu: &Gpu) -> Result<Vec<T>> {
         let staging = self.copy_to_staging(gpu)?;

@@ -5,6 +5,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+pub mod model;
 pub mod params;
 pub mod plot;
 pub mod rng;

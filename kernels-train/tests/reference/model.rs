@@ -113,7 +113,14 @@ pub fn loss(c: &ModelConfig, params: &[Vec<f64>], tokens: &[u32], targets: &[u32
 }
 
 /// Every parameter's gradient by central differences of [`loss`] (step `h` relative to 1).
-pub fn gradients(c: &ModelConfig, params: &[Vec<f64>], tokens: &[u32], targets: &[u32], batch: usize, h: f64) -> Vec<Vec<f64>> {
+pub fn gradients(
+    c: &ModelConfig,
+    params: &[Vec<f64>],
+    tokens: &[u32],
+    targets: &[u32],
+    batch: usize,
+    h: f64,
+) -> Vec<Vec<f64>> {
     let mut p = params.to_vec();
     let mut out = Vec::with_capacity(p.len());
     for t in 0..p.len() {

@@ -1,0 +1,59 @@
+//! One step of the GPU model against the float64 CPU model: the loss, and every parameter's
+//! gradient (the reference by central differences of the float64 loss), on a tiny
+//! configuration with grouped-query attention, random weights large enough that every
+//! nonlinearity matters, and random bytes.
+
+mod common;
+#[path = "reference/model.rs"]
+mod reference;
+
+use kernels_train::config::ModelConfig;
+use kernels_train::model::Model;
+use kernels_train::params;
+use kernels_train::rng::Rng;
+
+#[test]
+fn loss_and_every_gradient_match_float64() {
+    let Some(gpu) = common::gpu() else { return };
+    let mut cfg = ModelConfig::new(16, 2, 4, 2, 8);
+    cfg.ffn_hidden = 24;
+    let batch = 2;
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("seed {seed}");
+    let mut rng = Rng::new(seed);
+    let weights: Vec<Vec<f32>> =
+        params::shapes(&cfg)
+            .iter()
+            .map(|(name, shape)| {
+                let n: usize = shape.iter().product();
+                (0..n)
+                    .map(|_| {
+                        if params::decays(name) {
+                            (rng.normal() * 0.3) as f32
+                        } else {
+                            1.0 + (rng.normal() * 0.2) as f32
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+    let tokens: Vec<u32> = (0..batch * cfg.seq_len).map(|_| rng.below(256) as u32).collect();
+    let targets: Vec<u32> = (0..batch * cfg.seq_len).map(|_| rng.below(256) as u32).collect();
+
+    let mut model = Model::new(&gpu, &cfg, batch, &weights, None).unwrap();
+    let loss_gpu = model.forward_backward(&tokens, &targets, batch).unwrap() as f64;
+    let grads_gpu = model.gradients().unwrap();
+
+    let w64: Vec<Vec<f64>> = weights.iter().map(|w| w.iter().map(|&x| x as f64).collect()).collect();
+    let loss_ref = reference::loss(&cfg, &w64, &tokens, &targets, batch);
+    assert!((loss_gpu - loss_ref).abs() <= 1e-5 * loss_ref.abs(), "loss {loss_gpu} vs {loss_ref}");
+    let grads_ref = reference::gradients(&cfg, &w64, &tokens, &targets, batch, 1e-5);
+    for ((name, _), (g, r)) in params::shapes(&cfg).iter().zip(grads_gpu.iter().zip(&grads_ref)) {
+        let num: f64 = g.iter().zip(r).map(|(&a, &b)| (a as f64 - b).powi(2)).sum::<f64>().sqrt();
+        let den: f64 = r.iter().map(|b| b * b).sum::<f64>().sqrt();
+        let rel = num / den;
+        eprintln!("{name:40} |g| {den:.3e} rel {rel:.2e}");
+        assert!(den > 0.0, "{name}: the reference gradient is zero");
+        assert!(rel < 1e-4, "{name}: relative error {rel:e}");
+    }
+}
