@@ -3,6 +3,7 @@
 //! clipping and AdamW — forward, backward and update recorded into one submission per step.
 
 pub mod checkpoint;
+pub mod cli;
 pub mod config;
 pub mod data;
 pub mod model;
@@ -10,6 +11,7 @@ pub mod params;
 pub mod plot;
 pub mod rng;
 pub mod sample;
+pub mod trainer;
 
 /// What can go wrong, with messages a user can act on.
 #[derive(Debug, thiserror::Error)]

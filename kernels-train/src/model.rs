@@ -25,6 +25,9 @@ use kernels::{Batch, Buffer, Gpu};
 
 type B = Buffer<f32>;
 
+/// Host copies of tensors, in [`params::shapes`] order.
+pub type Tensors = Vec<Vec<f32>>;
+
 /// Activations one layer keeps for its backward pass.
 struct Layer {
     x_in: B,
@@ -113,7 +116,7 @@ impl Model {
         cfg: &ModelConfig,
         batch: usize,
         weights: &[Vec<f32>],
-        moments: Option<(&[Vec<f32>], &[Vec<f32>])>,
+        moments: Option<(&Tensors, &Tensors)>,
     ) -> Result<Model, Error> {
         cfg.validate()?;
         let shapes = params::shapes(cfg);
@@ -514,7 +517,7 @@ impl Model {
     }
 
     /// Copies the AdamW moments back to the host: (m, v).
-    pub fn moments(&self) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>), Error> {
+    pub fn moments(&self) -> Result<(Tensors, Tensors), Error> {
         let m = self.m.iter().map(|b| Ok(b.read(&self.gpu)?)).collect::<Result<_, Error>>()?;
         let v = self.v.iter().map(|b| Ok(b.read(&self.gpu)?)).collect::<Result<_, Error>>()?;
         Ok((m, v))

@@ -41,6 +41,7 @@ fn rope(x: &mut [f64], batch: usize, seq: usize, heads: usize, dh: usize, base: 
 }
 
 /// Causal grouped-query attention; q [B,S,H,dh], k/v [B,S,Hkv,dh] → [B,S,H,dh].
+#[allow(clippy::too_many_arguments)]
 fn attention(q: &[f64], k: &[f64], v: &[f64], batch: usize, seq: usize, h: usize, hkv: usize, dh: usize) -> Vec<f64> {
     let mut o = vec![0.0; batch * seq * h * dh];
     let scale = 1.0 / (dh as f64).sqrt();

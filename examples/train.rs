@@ -1,0 +1,10 @@
+//! Trains a LLaMA-style byte-level language model on the GPU with the kernel library.
+//!
+//! `cargo run --release --example train` trains a small model on this project's own text
+//! (about two minutes on a CPU adapter); `--preset gpt2-small` is for real GPUs; `--data FILE`
+//! trains on any text; `--resume` continues a checkpoint; `--generate "prompt"` samples from
+//! one. `--help` lists everything. The work is in `kernels-train` (`kernels_train::cli`).
+
+fn main() {
+    kernels_train::cli::main();
+}
