@@ -1,0 +1,87 @@
+//! Attention forward + backward at sequence 1024, head dim 64, 12 heads, batch 8 (GPT-2
+//! small's training shape), in FLOP/s: causal forward 2·B·H·S²·Dh (QKᵀ and P·V over the lower
+//! triangle), backward 2.5× that (the usual count, recomputation not counted). Compare with
+//! the SGEMM rate of `benches/gemm.rs`. `cargo bench --bench attention`; `KERNELS_BENCH_JSON`.
+
+use kernels::Gpu;
+use kernels::attention::attention_forward;
+use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
+use std::io::Write;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let gpu = Gpu::new().expect("a GPU adapter");
+    println!("adapter: {}", gpu.report());
+    let small = gpu.report().device_type == "Cpu";
+    let (b, s, h, dh) = if small { (1usize, 256usize, 2usize, 64usize) } else { (8, 1024, 12, 64) };
+    let n = b * s * h * dh;
+    let rnd = |seed: u64| {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect::<Vec<f32>>()
+    };
+    let (q, k, v, d_o) = (
+        gpu.upload(&rnd(1)).unwrap(),
+        gpu.upload(&rnd(2)).unwrap(),
+        gpu.upload(&rnd(3)).unwrap(),
+        gpu.upload(&rnd(4)).unwrap(),
+    );
+    let mut o = gpu.zeros::<f32>(n).unwrap();
+    let mut lse = gpu.zeros::<f32>(b * h * s).unwrap();
+    let mut dq = gpu.zeros::<f32>(n).unwrap();
+    let mut dk = gpu.zeros::<f32>(n).unwrap();
+    let mut dv = gpu.zeros::<f32>(n).unwrap();
+    let mut delta = gpu.zeros::<f32>(b * h * s).unwrap();
+    let (bb, ss, hh, dd) = (b as u32, s as u32, h as u32, dh as u32);
+    let scale = 1.0 / (dh as f32).sqrt();
+    let reps = if small { 3 } else { 10 };
+    let batch = gpu.profiled_batch(3 * reps).unwrap();
+    for _ in 0..reps {
+        attention_forward(
+            &batch,
+            &q,
+            &k,
+            &v,
+            &mut o,
+            &mut lse,
+            kernels::attention::attention_forward::Params::new(bb, ss, hh, hh, dd, scale),
+        )
+        .unwrap();
+        let p = kernels::backward_attention::attention_backward_dq::Params::new(bb, ss, hh, hh, dd, scale);
+        attention_backward_dq(&batch, &q, &k, &v, &o, &d_o, &lse, &mut dq, &mut delta, p).unwrap();
+        let p = kernels::backward_attention::attention_backward_dkdv::Params::new(bb, ss, hh, hh, dd, scale);
+        attention_backward_dkdv(&batch, &q, &k, &v, &d_o, &lse, &delta, &mut dk, &mut dv, p).unwrap();
+    }
+    let prof = batch.submit_profiled().unwrap();
+    let t =
+        |i: usize| median(prof.dispatches.iter().skip(3).skip(i).step_by(3).map(|d| d.end_ns - d.start_ns).collect());
+    let (fwd, bdq, bkv) = (t(0), t(1), t(2));
+    let fwd_flops = 2.0 * (b * h * s * s * dh) as f64;
+    let bwd_flops = 2.5 * fwd_flops;
+    let total = fwd + bdq + bkv;
+    println!("\n| part | time | TFLOP/s |");
+    println!("|---|---|---|");
+    println!("| forward | {:.3} ms | {:.2} |", fwd / 1e6, fwd_flops / fwd / 1e3);
+    println!(
+        "| backward (dQ {:.3} ms + dK/dV {:.3} ms) | {:.3} ms | {:.2} |",
+        bdq / 1e6,
+        bkv / 1e6,
+        (bdq + bkv) / 1e6,
+        bwd_flops / (bdq + bkv) / 1e3
+    );
+    println!("| forward + backward | {:.3} ms | {:.2} |", total / 1e6, (fwd_flops + bwd_flops) / total / 1e3);
+    if let Ok(p) = std::env::var("KERNELS_BENCH_JSON") {
+        let mut f = std::fs::File::create(p).unwrap();
+        writeln!(f, "{{\"bench\":\"attention\",\"adapter\":{:?},\"batch\":{b},\"seq\":{s},\"heads\":{h},\"head_dim\":{dh},\"fwd_ns\":{fwd},\"dq_ns\":{bdq},\"dkdv_ns\":{bkv},\"flops\":{}}}", gpu.report().name, fwd_flops + bwd_flops).unwrap();
+    }
+}

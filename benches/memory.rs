@@ -1,0 +1,139 @@
+//! Memory-bound kernels in bytes moved per second: the whole-array sum, cross-entropy
+//! (forward and backward in one pass), RMSNorm, AdamW, the embedding lookup and the casts, at
+//! GPT-2-small training sizes. Bytes count each input read once and each output written
+//! once. GPU time from timestamps, median of the repeats. Compare with the device's copy
+//! bandwidth and PyTorch eager (`bench/torch_baselines.py`, same sizes).
+//! `cargo bench --bench memory` (smaller sizes on a CPU adapter); `KERNELS_BENCH_JSON=path`.
+
+use kernels::{Batch, Buffer, Gpu};
+use std::io::Write;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn random(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
+        })
+        .collect()
+}
+
+/// Median GPU time of one repeat of `f` (`per` dispatches each), first repeat discarded.
+fn time(gpu: &Gpu, repeats: u32, per: usize, f: &mut dyn FnMut(&Batch<'_>)) -> f64 {
+    let b = gpu.profiled_batch(repeats * per as u32).unwrap();
+    for _ in 0..repeats {
+        f(&b);
+    }
+    let p = b.submit_profiled().unwrap();
+    median(p.dispatches.chunks(per).skip(1).map(|c| c.last().unwrap().end_ns - c[0].start_ns).collect())
+}
+
+fn main() {
+    let gpu = Gpu::new().expect("a GPU adapter");
+    println!("adapter: {}", gpu.report());
+    let small = gpu.report().device_type == "Cpu";
+    let div = if small { 64 } else { 1 };
+    let reps = if small { 3 } else { 12 };
+    let mut json = std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap());
+    let mut rows_out: Vec<(String, u64, f64)> = Vec::new();
+
+    // Whole-array sum of 256M values.
+    {
+        let n = (1usize << 28) / div;
+        let x = gpu.upload(&random(n, 1, 1.0)).unwrap();
+        let mut out = gpu.zeros::<f32>(1).unwrap();
+        let mut s = kernels::ops::ReduceScratch::new(&gpu, n).unwrap();
+        let passes = {
+            let (mut l, mut p) = (n, 1);
+            while l > 1024 {
+                l = l.div_ceil(1024);
+                p += 1;
+            }
+            p
+        };
+        let t = time(&gpu, reps, passes, &mut |b| kernels::ops::reduce_sum_into(b, &x, n, &mut out, &mut s).unwrap());
+        rows_out.push(("reduce_sum".into(), 4 * n as u64, t));
+    }
+    // Cross-entropy: logits → dlogits in place, loss per row.
+    for v in [256usize, 50304] {
+        let rows = 8192 / div;
+        let mut logits = gpu.upload(&random(rows * v, 2, 8.0)).unwrap();
+        let targets: Buffer<u32> =
+            gpu.upload(&(0..rows as u32).map(|i| (i * 7919) % v as u32).collect::<Vec<_>>()).unwrap();
+        let mut losses = gpu.zeros::<f32>(rows).unwrap();
+        let p = kernels::loss::cross_entropy::Params::new(rows as u32, v as u32, 0.0, 0.0, 1.0 / rows as f32);
+        let t = time(&gpu, reps, 1, &mut |b| {
+            kernels::loss::cross_entropy(b, &mut logits, &targets, &mut losses, p).unwrap()
+        });
+        rows_out.push((format!("cross_entropy V={v}"), (8 * rows * v + 8 * rows) as u64, t));
+    }
+    // RMSNorm forward, 8192 × 768.
+    {
+        let (rows, d) = (8192 / div, 768);
+        let x = gpu.upload(&random(rows * d, 3, 2.0)).unwrap();
+        let g = gpu.upload(&random(d, 4, 1.0)).unwrap();
+        let mut y = gpu.zeros::<f32>(rows * d).unwrap();
+        let mut r = gpu.zeros::<f32>(rows).unwrap();
+        let p = kernels::norm::rmsnorm_forward::Params::new(rows as u32, d as u32, 1e-5);
+        let t = time(&gpu, reps, 1, &mut |b| kernels::norm::rmsnorm_forward(b, &x, &g, &mut y, &mut r, p).unwrap());
+        rows_out.push(("rmsnorm_forward 8192×768".into(), (8 * rows * d + 4 * rows) as u64, t));
+    }
+    // AdamW over 124M values (one tensor): reads p, g, m, v; writes p, m, v and zeroes g.
+    {
+        let n = 124_000_000 / div;
+        let mut p = gpu.upload(&random(n, 5, 0.04)).unwrap();
+        let mut g = gpu.upload(&random(n, 6, 0.002)).unwrap();
+        let mut m = gpu.zeros::<f32>(n).unwrap();
+        let mut v = gpu.zeros::<f32>(n).unwrap();
+        let stats = gpu.upload(&[1.0f32, 1.0, 1.0, 0.0]).unwrap();
+        let h = kernels::optimizer::adamw_update::Params::new(n as u32, 1e-4, 0.9, 0.95, 1e-8, 0.1, 0.1, 0.05);
+        let t = time(&gpu, reps, 1, &mut |b| {
+            kernels::optimizer::adamw_update(b, &mut p, &mut g, &mut m, &mut v, &stats, h).unwrap()
+        });
+        rows_out.push(("adamw_update 124M".into(), 32 * n as u64, t));
+    }
+    // Embedding lookup: 8192 rows of 768 from a 50304 × 768 table.
+    {
+        let (rows, d, vocab) = (8192 / div, 768, 50304 / div);
+        let table = gpu.upload(&random(vocab * d, 7, 1.0)).unwrap();
+        let ids: Buffer<u32> =
+            gpu.upload(&(0..rows as u32).map(|i| (i * 7919) % vocab as u32).collect::<Vec<_>>()).unwrap();
+        let mut out = gpu.zeros::<f32>(rows * d).unwrap();
+        let p = kernels::embedding::embed_lookup::Params::new(rows as u32, d as u32, vocab as u32);
+        let t = time(&gpu, reps, 1, &mut |b| kernels::embedding::embed_lookup(b, &ids, &table, &mut out, p).unwrap());
+        rows_out.push(("embed_lookup 8192×768".into(), (8 * rows * d + 4 * rows) as u64, t));
+    }
+    // Casts of 64M values.
+    {
+        let n = (1usize << 26) / div;
+        let x = gpu.upload(&random(n, 8, 100.0)).unwrap();
+        let mut h = gpu.zeros::<kernels::f16>(n).unwrap();
+        let mut back = gpu.zeros::<f32>(n).unwrap();
+        let p = kernels::cast::cast_f32_to_f16::Params::new(n as u32);
+        let t = time(&gpu, reps, 1, &mut |b| kernels::cast::cast_f32_to_f16(b, &x, &mut h, p).unwrap());
+        rows_out.push(("cast_f32_to_f16 64M".into(), 6 * n as u64, t));
+        let p = kernels::cast::cast_f16_to_f32::Params::new(n as u32);
+        let t = time(&gpu, reps, 1, &mut |b| kernels::cast::cast_f16_to_f32(b, &h, &mut back, p).unwrap());
+        rows_out.push(("cast_f16_to_f32 64M".into(), 6 * n as u64, t));
+    }
+    println!("\n| kernel | bytes | time | GB/s |");
+    println!("|---|---|---|---|");
+    for (name, bytes, t) in rows_out {
+        println!("| {name} | {:.1} MB | {:.1} µs | {:.0} |", bytes as f64 / 1e6, t / 1e3, bytes as f64 / t);
+        if let Some(f) = json.as_mut() {
+            writeln!(
+                f,
+                "{{\"bench\":\"memory\",\"adapter\":{:?},\"op\":{name:?},\"bytes\":{bytes},\"ns\":{t}}}",
+                gpu.report().name
+            )
+            .unwrap();
+        }
+    }
+}
