@@ -36,3 +36,72 @@ pub fn all_kernels() -> impl Iterator<Item = &'static &'static KernelDef> {
         .chain(backward_attention::KERNELS)
         .chain(optimizer::KERNELS)
 }
+
+/// The kernel catalog in Markdown (docs/KERNELS.md): every kernel of the library with what it
+/// computes, what it writes (overwrite or accumulate), its bindings and its grid.
+pub fn catalog() -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "# Kernels\n\nEvery kernel of the library, generated from the kernel files' own comments by \
+         `cargo run --example catalog > docs/KERNELS.md` (a test checks that this file is current). \
+         Each is `kernels::<module>::<kernel>(rec, bindings…)`; `rw` bindings are `&mut Buffer`, `r` \
+         ones `&Buffer`, uniforms go by value. Shapes, layouts and limits are in each kernel's header \
+         in `shaders/` and in its rustdoc.\n",
+    );
+    let mut module = "";
+    for k in all_kernels() {
+        if k.module != module {
+            module = k.module;
+            let _ = write!(
+                out,
+                "\n## `{module}` ({})\n\n| kernel | computes | writes | bindings | grid |\n|---|---|---|---|---|\n",
+                k.file
+            );
+        }
+        let text = k.doc.replace('\n', " ");
+        // Sentences end at ". " before a capital or a backtick (not inside `a .. b`).
+        let mut sentences: Vec<&str> = Vec::new();
+        let mut start = 0;
+        for (i, _) in text.match_indices(". ") {
+            if text[i + 2..].starts_with(|c: char| c.is_uppercase() || c == '`') {
+                sentences.push(text[start..=i].trim());
+                start = i + 2;
+            }
+        }
+        sentences.push(text[start..].trim());
+        sentences.retain(|s| !s.is_empty());
+        let first = sentences.first().copied().unwrap_or("").trim_end_matches('.');
+        let writes: Vec<&str> = sentences
+            .iter()
+            .copied()
+            .filter(|s| {
+                let l = s.to_lowercase();
+                l.contains("overwrite") || l.contains("accumulate") || l.contains("in place")
+            })
+            .collect();
+        let bindings: Vec<String> = k
+            .bindings
+            .iter()
+            .map(|b| {
+                let kind = match b.kind {
+                    BindingKind::Read => "r",
+                    BindingKind::ReadWrite => "rw",
+                    BindingKind::Uniform => "uniform",
+                };
+                format!("`{}` {kind} `{}`", b.name, b.wgsl_type)
+            })
+            .collect();
+        let grid = if k.grid_expr.is_empty() { "caller".to_string() } else { format!("`{}`", k.grid_expr) };
+        let cell = |s: &str| s.replace('|', "\\|");
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} |",
+            k.name,
+            cell(first),
+            cell(&writes.join(" ")),
+            bindings.join(", "),
+            cell(&grid)
+        );
+    }
+    out
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole H200 comparison in one go, on the device machine: correctness tests at subgroup
+# size 32, our benchmarks, the PyTorch baselines of the same session, a training run and a
+# profiled training step; then the comparison table. Expects .gl/ (Vulkan loader debs) and
+# .dev/bins.tar.xz (from bench/pack.sh); writes everything under ${OUT:-/tmp/out}.
+set -uo pipefail
+OUT="${OUT:-/tmp/out}"
+mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json CI=true XDG_RUNTIME_DIR=/tmp
+root=$PWD
+bins=$(mktemp -d)
+tar xJf .dev/bins.tar.xz -C "$bins"
+cd "$bins"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+(for t in tests/*; do echo "== $t"; timeout 120 "$t" 2>&1 | grep -E "test result|FAILED|panicked"; done) > "$OUT/tests.log" 2>&1
+(KERNELS_BENCH_JSON="$OUT/gemm.jsonl" ./gemm
+ KERNELS_BENCH_JSON="$OUT/memory.jsonl" ./memory
+ KERNELS_BENCH_JSON="$OUT/attention.jsonl" ./attention
+ KERNELS_BENCH_JSON="$OUT/reductions.jsonl" ./reductions
+ ./host_overhead) > "$OUT/bench.log" 2>&1
+(timeout 300 ./train --preset gpt2-small --steps "${TRAIN_STEPS:-30}" --log-every 10 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/run.safetensors
+ timeout 120 ./train --preset gpt2-small --profile --checkpoint /tmp/ck/profile.safetensors) > "$OUT/train.log" 2>&1
+cd "$root"
+PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" > "$OUT/torch.log" 2>&1
+python3 bench/report.py "$OUT" | tee "$OUT/report.md"
