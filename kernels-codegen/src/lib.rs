@@ -6,7 +6,7 @@
 //! (markers, directives, `//#if subgroups` variants) → [`assemble`] (shared preamble + file
 //! preamble + section, with a map back to the files) → [`validate`] (naga, plus
 //! [`uniformity`] for subgroup operations) → [`reflect`] (bindings, layouts, workgroup size) →
-//! [`annotate`] and [`shape`] (docs, `@grid` and `@requires`) → [`expand`] (tokens). [`compile`]
+//! [`annotate`] and [`shape`] (docs, `@grid` and `@requires`) → [`expand`](mod@expand) (tokens). [`compile`]
 //! runs the stages for one file and collects every error with its original location.
 
 pub mod annotate;

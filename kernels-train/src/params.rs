@@ -3,17 +3,17 @@
 //!
 //! | name | shape | use |
 //! | --- | --- | --- |
-//! | `tok_embeddings.weight` | [V, D] | token embedding; also the output head (tied: logits = h · Eᵀ) |
-//! | `layers.{i}.attention_norm.weight` | [D] | RMSNorm before attention |
-//! | `layers.{i}.attention.wq.weight` | [H·Dh, D] | query projection, `q = h · Wqᵀ` (PyTorch `nn.Linear` layout [out, in]) |
-//! | `layers.{i}.attention.wk.weight` | [Hkv·Dh, D] | key projection |
-//! | `layers.{i}.attention.wv.weight` | [Hkv·Dh, D] | value projection |
-//! | `layers.{i}.attention.wo.weight` | [D, H·Dh] | output projection |
-//! | `layers.{i}.ffn_norm.weight` | [D] | RMSNorm before the feed-forward |
-//! | `layers.{i}.feed_forward.w1.weight` | [F, D] | SwiGLU gate |
-//! | `layers.{i}.feed_forward.w3.weight` | [F, D] | SwiGLU up |
-//! | `layers.{i}.feed_forward.w2.weight` | [D, F] | SwiGLU down |
-//! | `norm.weight` | [D] | final RMSNorm |
+//! | `tok_embeddings.weight` | `[V, D]` | token embedding; also the output head (tied: logits = h · Eᵀ) |
+//! | `layers.{i}.attention_norm.weight` | `[D]` | RMSNorm before attention |
+//! | `layers.{i}.attention.wq.weight` | `[H·Dh, D]` | query projection, `q = h · Wqᵀ` (PyTorch `nn.Linear` layout [out, in]) |
+//! | `layers.{i}.attention.wk.weight` | `[Hkv·Dh, D]` | key projection |
+//! | `layers.{i}.attention.wv.weight` | `[Hkv·Dh, D]` | value projection |
+//! | `layers.{i}.attention.wo.weight` | `[D, H·Dh]` | output projection |
+//! | `layers.{i}.ffn_norm.weight` | `[D]` | RMSNorm before the feed-forward |
+//! | `layers.{i}.feed_forward.w1.weight` | `[F, D]` | SwiGLU gate |
+//! | `layers.{i}.feed_forward.w3.weight` | `[F, D]` | SwiGLU up |
+//! | `layers.{i}.feed_forward.w2.weight` | `[D, F]` | SwiGLU down |
+//! | `norm.weight` | `[D]` | final RMSNorm |
 //!
 //! Rotary embeddings rotate interleaved pairs (2i, 2i+1), as the original LLaMA code does.
 
