@@ -28,6 +28,20 @@ fn random(n: usize, seed: u64) -> Vec<f32> {
 fn main() {
     let gpu = Gpu::new().expect("a GPU adapter");
     println!("adapter: {}", gpu.report());
+    // Tensor cores through Vulkan's cooperative matrices, if the driver offers any shape (not
+    // used: their inputs are f16 or narrower, outside the f32 kernels' tolerance).
+    let coop = gpu.adapter().cooperative_matrix_properties();
+    println!(
+        "cooperative matrix shapes offered: {}",
+        if coop.is_empty() {
+            "none".to_string()
+        } else {
+            coop.iter()
+                .map(|c| format!("{}x{}x{} {:?}->{:?}", c.m_size, c.n_size, c.k_size, c.ab_type, c.cr_type))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
     let cpu = gpu.report().device_type == "Cpu";
     let shapes: Vec<(usize, usize, usize)> = if cpu {
         vec![(256, 256, 256), (512, 192, 576)]
