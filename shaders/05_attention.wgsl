@@ -31,6 +31,131 @@ fn fwd_bk(dh: u32, bq: u32) -> u32 {
     return min(FWD_KV_FLOATS / dh, FWD_S_FLOATS / bq);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The fast path (`attention_fast_*` kernels; `kernels::fast_attention` records the sequence).
+// It materialises the attention probabilities P `[B, H, S, S]` (row-major per (b, h), row
+// stride S) and runs the products as register-tiled batched GEMMs, the scheme of
+// 03_linear.wgsl: a workgroup of 16×16 invocations computes a 64×64 output tile, each
+// invocation a 4×4 block in registers (rows 4·ty … 4·ty+3, columns 4·tx … 4·tx+3,
+// tx = index % 16, ty = index / 16); the contraction goes in steps of 16 with both operands'
+// 64×16 slices staged in workgroup memory as vec4s (rows padded by one vec4 against bank
+// conflicts), and the next step's global loads are issued before the current step is
+// multiplied. Operands are read in place through strides and per-(b, h) base offsets; elements
+// past the matrices are read at clamped in-range indices and replaced by 0, so every size works.
+// Workgroup memory 2 × 17 × 16 × 16 B = 8.5 KiB.
+//
+// Causality is handled by tiles of FT_TILE = 64 keys and queries: query tile i (queries
+// 64i … 64i+63) only meets key tiles 0 … i. The score-shaped kernels run one workgroup per
+// lower-triangle tile (a flattened triangular index, no idle workgroups); the products with P
+// stop (or start) their contraction at the diagonal tile. P's contract: row s holds the
+// probabilities of keys 0 … s and zeros for keys s+1 … up to the end of its 64-key tile
+// (min(S, 64·(⌊s/64⌋+1)) − 1); entries further right are never written nor read.
+const FT_TILE: u32 = 64u;
+// Contraction step: the k extent of the staged operand tiles.
+const FT_K: u32 = 16u;
+// Invocations per side of the workgroup (FT_SIDE² = WG).
+const FT_SIDE: u32 = 16u;
+// vec4 slots per staged k-row: 16 plus one of padding.
+const FT_ROW: u32 = 17u;
+
+// Staged operand tiles: slot kk·FT_ROW + g holds the 4 rows (A) or columns (B) 4g … 4g+3 at
+// contraction index k0 + kk.
+var<workgroup> ft_a: array<vec4<f32>, FT_K * FT_ROW>;
+var<workgroup> ft_b: array<vec4<f32>, FT_K * FT_ROW>;
+// The invocation's 4×4 outputs: ft_acc[i][j] is row 4·ty + i, column 4·tx + j of the tile.
+var<private> ft_acc: array<vec4<f32>, 4>;
+
+// Where one invocation loads its four elements of a 64×16 operand slice: element offsets
+// `base + at + min(k0 + kk, kn − 1)·ks`, valid where `ok` and k0 + kk < kn, staged as one vec4
+// at `slot`.
+struct FtSlot {
+    at: vec4<u32>,
+    ok: vec4<bool>,
+    kk: u32,
+    ks: u32,
+    kn: u32,
+    slot: u32,
+}
+
+// An operand stored with k contiguous (element (r, k) at r·row_stride + k): 16 lanes read 64
+// contiguous bytes of a row.
+fn ft_slot_k(tid: u32, r0: u32, rows: u32, row_stride: u32, kn: u32) -> FtSlot {
+    let kk = tid % FT_SIDE;
+    let g = tid / FT_SIDE;
+    let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
+    let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
+    return FtSlot(rc * row_stride, r < vec4<u32>(rows), kk, 1u, kn, kk * FT_ROW + g);
+}
+
+// An operand stored with the output dimension contiguous (element (r, k) at r + k·k_stride):
+// 16 lanes read 256 contiguous bytes of one k-row.
+fn ft_slot_r(tid: u32, r0: u32, rows: u32, k_stride: u32, kn: u32) -> FtSlot {
+    let kk = tid / FT_SIDE;
+    let g = tid % FT_SIDE;
+    let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
+    let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
+    return FtSlot(rc, r < vec4<u32>(rows), kk, k_stride, kn, kk * FT_ROW + g);
+}
+
+// The four element offsets of `s` at step k0 from `base` (always in range; kn ≥ 1).
+fn ft_index(s: FtSlot, base: u32, k0: u32) -> vec4<u32> {
+    return vec4<u32>(base) + s.at + vec4<u32>(min(k0 + s.kk, s.kn - 1u) * s.ks);
+}
+
+// Which of the four elements of `s` at step k0 are inside the matrix.
+fn ft_mask(s: FtSlot, k0: u32) -> vec4<bool> {
+    return s.ok & vec4<bool>(k0 + s.kk < s.kn);
+}
+
+fn ft_clear() {
+    ft_acc = array<vec4<f32>, 4>();
+}
+
+// ft_acc += a·b for one staged k: 16 FMAs.
+fn ft_acc_k(tx: u32, ty: u32, kk: u32) {
+    let a = ft_a[kk * FT_ROW + ty];
+    let b = ft_b[kk * FT_ROW + tx];
+    ft_acc[0] = fma(vec4<f32>(a.x), b, ft_acc[0]);
+    ft_acc[1] = fma(vec4<f32>(a.y), b, ft_acc[1]);
+    ft_acc[2] = fma(vec4<f32>(a.z), b, ft_acc[2]);
+    ft_acc[3] = fma(vec4<f32>(a.w), b, ft_acc[3]);
+}
+
+// ft_acc += (staged A)·(staged B) over the 16 staged k, in order; unrolled by hand (see
+// `acc_step` in 03_linear.wgsl: it also keeps lavapipe's loop limiter off the inner loop).
+fn ft_step(tx: u32, ty: u32) {
+    ft_acc_k(tx, ty, 0u);
+    ft_acc_k(tx, ty, 1u);
+    ft_acc_k(tx, ty, 2u);
+    ft_acc_k(tx, ty, 3u);
+    ft_acc_k(tx, ty, 4u);
+    ft_acc_k(tx, ty, 5u);
+    ft_acc_k(tx, ty, 6u);
+    ft_acc_k(tx, ty, 7u);
+    ft_acc_k(tx, ty, 8u);
+    ft_acc_k(tx, ty, 9u);
+    ft_acc_k(tx, ty, 10u);
+    ft_acc_k(tx, ty, 11u);
+    ft_acc_k(tx, ty, 12u);
+    ft_acc_k(tx, ty, 13u);
+    ft_acc_k(tx, ty, 14u);
+    ft_acc_k(tx, ty, 15u);
+}
+
+// Tile t of the lower triangle in row-major order → (row tile i, column tile j ≤ i), i.e. the
+// i with i(i+1)/2 ≤ t < (i+1)(i+2)/2. The f32 square root is a guess; the loops make it exact.
+// Call with a workgroup-uniform t.
+fn ft_triangle(t: u32) -> vec2<u32> {
+    var i = u32(max((sqrt(8.0 * f32(t) + 1.0) - 1.0) * 0.5, 0.0));
+    while (i > 0u && i * (i + 1u) / 2u > t) {
+        i -= 1u;
+    }
+    while ((i + 1u) * (i + 2u) / 2u <= t) {
+        i += 1u;
+    }
+    return vec2<u32>(i, t - i * (i + 1u) / 2u);
+}
+
 // --- KERNEL: attention_forward ---
 // Causal GQA attention with an online softmax over blocks of keys (flash-attention style).
 // `q` `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]` (p.batch, p.seq, p.heads, p.kv_heads,
@@ -323,5 +448,263 @@ fn attention_decode(
     }
     if (tid < dh) {
         o[w * dh + tid] = acc / l_run;
+    }
+}
+
+// --- KERNEL: attention_fast_scores ---
+// Fast path, forward step 1: the causal scores S = scale · Q·Kᵀ of every (b, h), into the
+// probability workspace. `q` `[B, S, H, Dh]` and `k` `[B, S, Hkv, Dh]` read in place (row
+// strides H·Dh and Hkv·Dh; head h reads kv head h / (H / Hkv)); `probs` `[B, H, S, S]`.
+// Grid: one workgroup per (b, h, lower-triangle 64×64 tile) — `workgroups(B·H·T(T+1)/2)` with
+// T = ⌈S/64⌉, past 65535 through `flat_wg`; tiles above the diagonal are never launched. Each
+// workgroup: a 64×64×Dh product (contraction over Dh in steps of 16, fixed order).
+// Overwrites `probs[b, h, s, j]` for j ≤ s (entries above the diagonal are left alone: the
+// softmax writes them); any Dh ≥ 1.
+// @grid workgroups(p.batch * p.heads * (ceil_div(p.seq, FT_TILE) * (ceil_div(p.seq, FT_TILE) + 1) / 2))
+// @requires p.head_dim >= 1
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+}
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> k: array<f32>;
+@group(0) @binding(2) var<storage, read_write> probs: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+fn load_a(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
+    let i = ft_index(s, base, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(q[i.x], q[i.y], q[i.z], q[i.w]), ft_mask(s, k0));
+}
+
+fn load_b(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
+    let i = ft_index(s, base, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(k[i.x], k[i.y], k[i.z], k[i.w]), ft_mask(s, k0));
+}
+
+@compute @workgroup_size(WG)
+fn attention_fast_scores(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let seq = p.seq;
+    let dh = p.head_dim;
+    let nt = (seq + FT_TILE - 1u) / FT_TILE;
+    let ntri = nt * (nt + 1u) / 2u;
+    let w = flat_wg(wid, nwg);
+    // Whole workgroups past the end leave together (uniform).
+    if (w >= p.batch * p.heads * ntri) {
+        return;
+    }
+    let bh = w / ntri;
+    let ij = ft_triangle(w - bh * ntri);
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let kvh = h / (p.heads / p.kv_heads);
+    let q_stride = p.heads * dh;
+    let kv_stride = p.kv_heads * dh;
+    let q_base = b * seq * q_stride + h * dh;
+    let k_base = b * seq * kv_stride + kvh * dh;
+    let tx = tid % FT_SIDE;
+    let ty = tid / FT_SIDE;
+    let m0 = ij.x * FT_TILE;
+    let n0 = ij.y * FT_TILE;
+    let sa = ft_slot_k(tid, m0, seq, q_stride, dh);
+    let sb = ft_slot_k(tid, n0, seq, kv_stride, dh);
+    ft_clear();
+    var va = load_a(sa, q_base, 0u);
+    var vb = load_b(sb, k_base, 0u);
+    for (var k0 = 0u; k0 < dh; k0 += FT_K) {
+        ft_a[sa.slot] = va;
+        ft_b[sb.slot] = vb;
+        workgroupBarrier();
+        if (k0 + FT_K < dh) {
+            va = load_a(sa, q_base, k0 + FT_K);
+            vb = load_b(sb, k_base, k0 + FT_K);
+        }
+        ft_step(tx, ty);
+        workgroupBarrier();
+    }
+    let p_base = bh * seq * seq;
+    for (var i = 0u; i < 4u; i++) {
+        let r = m0 + 4u * ty + i;
+        for (var j = 0u; j < 4u; j++) {
+            let c = n0 + 4u * tx + j;
+            // c ≤ r < S: the causal part only (c ≤ r also keeps c inside the row).
+            if (r < seq && c <= r) {
+                probs[p_base + r * seq + c] = p.scale * ft_acc[i][j];
+            }
+        }
+    }
+}
+
+// --- KERNEL: attention_fast_softmax ---
+// Fast path, forward step 2: each causal row of the scores becomes probabilities, in place, and
+// its log-sum-exp is written like `attention_forward`'s. `probs` `[B, H, S, S]` holding the
+// scores of `attention_fast_scores`; `lse` `[B, H, S]`. Row s: m = max_{j≤s} x_j,
+// l = Σ_{j≤s} exp(x_j − m), P_j = exp(x_j − m) / l for j ≤ s, 0 for s < j < min(S, 64·(⌊s/64⌋+1))
+// (the rest of its 64-key tile, which the products read); lse = m + log l.
+// Grid: one workgroup per row — `workgroups(B·H·S)`, past 65535 through `flat_wg`; the row is
+// strided over the 256 invocations, max and sum through the preamble's fixed-order workgroup
+// reductions (deterministic). Overwrites `probs[b, h, s, j]` for j < min(S, 64·(⌊s/64⌋+1)) and
+// `lse` (the first B·H·S elements).
+// @grid workgroups(p.batch * p.heads * p.seq)
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+// @requires len(lse) >= p.batch * p.heads * p.seq
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+}
+@group(0) @binding(0) var<storage, read_write> probs: array<f32>;
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn attention_fast_softmax(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let seq = p.seq;
+    let w = flat_wg(wid, nwg);
+    if (w >= p.batch * p.heads * seq) {
+        return;
+    }
+    // Row w = (b·H + h)·S + s: the lse index too.
+    let s = w % seq;
+    let base = w * seq;
+    let n = s + 1u;
+    let tile_end = min(seq, (s / FT_TILE + 1u) * FT_TILE);
+    // Each invocation touches the same elements j = tid, tid + 256, … in every pass.
+    var m = NEG_INF;
+    for (var j = tid; j < n; j += WG) {
+        m = max(m, probs[base + j]);
+    }
+    m = wg_reduce_max(tid, m);
+    var l = 0.0;
+    for (var j = tid; j < n; j += WG) {
+        l += exp(probs[base + j] - m);
+    }
+    l = wg_reduce_sum(tid, l);
+    for (var j = tid; j < tile_end; j += WG) {
+        var pj = 0.0;
+        if (j < n) {
+            pj = exp(probs[base + j] - m) / l;
+        }
+        probs[base + j] = pj;
+    }
+    if (tid == 0u) {
+        lse[w] = m + log(l);
+    }
+}
+
+// --- KERNEL: attention_fast_pv ---
+// Fast path, forward step 3 (and the backward's dQ): Y = alpha · P·X per (b, h) over the
+// causal part. `probs` `[B, H, S, S]` (P, or dS in the backward, with the row contract of the
+// file preamble), `x` `[B, S, Hkv, Dh]` (V, or K), `y` `[B, S, H, Dh]` (O, or dQ), read and
+// written in place; head h reads kv head h / (H / Hkv). Y[b,s,h,:] = alpha Σ_j P[b,h,s,j] X[b,j,kvh,:]
+// with the contraction over j < min(S, 64·(⌊s/64⌋+1)): only key tiles 0 … (query tile) are
+// read, the tail of the diagonal tile being zeros of P.
+// Grid: one workgroup per (query tile, b, h, 64-column slice of Dh) — `workgroups(T·B·H·⌈Dh/64⌉)`,
+// T = ⌈S/64⌉, past 65535 through `flat_wg`; the longest contractions (the last query tiles)
+// get the first workgroups, for balance. Each output is one fixed chain of FMAs over j
+// (deterministic). Overwrites `y` (the first B·S·H·Dh elements).
+// @grid workgroups(ceil_div(p.seq, FT_TILE) * p.batch * p.heads * ceil_div(p.head_dim, FT_TILE))
+// @requires p.head_dim >= 1
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+// @requires len(x) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(y) >= p.batch * p.seq * p.heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    alpha: f32,
+}
+@group(0) @binding(0) var<storage, read> probs: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+fn load_a(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
+    let i = ft_index(s, base, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(probs[i.x], probs[i.y], probs[i.z], probs[i.w]), ft_mask(s, k0));
+}
+
+fn load_b(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
+    let i = ft_index(s, base, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(x[i.x], x[i.y], x[i.z], x[i.w]), ft_mask(s, k0));
+}
+
+@compute @workgroup_size(WG)
+fn attention_fast_pv(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let seq = p.seq;
+    let dh = p.head_dim;
+    let nt = (seq + FT_TILE - 1u) / FT_TILE;
+    let ncol = (dh + FT_TILE - 1u) / FT_TILE;
+    let per_tile = p.batch * p.heads * ncol;
+    let w = flat_wg(wid, nwg);
+    if (w >= nt * per_tile) {
+        return;
+    }
+    let it = nt - 1u - w / per_tile;
+    let rest = w % per_tile;
+    let bh = rest / ncol;
+    let ct = rest % ncol;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let kvh = h / (p.heads / p.kv_heads);
+    let q_stride = p.heads * dh;
+    let kv_stride = p.kv_heads * dh;
+    let p_base = bh * seq * seq;
+    let x_base = b * seq * kv_stride + kvh * dh;
+    let tx = tid % FT_SIDE;
+    let ty = tid / FT_SIDE;
+    let m0 = it * FT_TILE;
+    let n0 = ct * FT_TILE;
+    // Causal: keys before the end of the query tile (≥ 1).
+    let kend = min(seq, m0 + FT_TILE);
+    let sa = ft_slot_k(tid, m0, seq, seq, kend);
+    let sb = ft_slot_r(tid, n0, dh, kv_stride, kend);
+    ft_clear();
+    var va = load_a(sa, p_base, 0u);
+    var vb = load_b(sb, x_base, 0u);
+    for (var k0 = 0u; k0 < kend; k0 += FT_K) {
+        ft_a[sa.slot] = va;
+        ft_b[sb.slot] = vb;
+        workgroupBarrier();
+        if (k0 + FT_K < kend) {
+            va = load_a(sa, p_base, k0 + FT_K);
+            vb = load_b(sb, x_base, k0 + FT_K);
+        }
+        ft_step(tx, ty);
+        workgroupBarrier();
+    }
+    let y_base = b * seq * q_stride + h * dh;
+    for (var i = 0u; i < 4u; i++) {
+        let r = m0 + 4u * ty + i;
+        for (var j = 0u; j < 4u; j++) {
+            let c = n0 + 4u * tx + j;
+            if (r < seq && c < dh) {
+                y[y_base + r * q_stride + c] = p.alpha * ft_acc[i][j];
+            }
+        }
     }
 }

@@ -64,6 +64,131 @@ fn rope_cos_sin(pos: u32, i: u32, dh: u32, base: f32) -> vec2<f32> {
     return vec2<f32>(cos(r), sin(r));
 }
 
+// ---------------------------------------------------------------------------------------------
+// The fast path (`attention_fast_*` kernels; `kernels::fast_attention` records the sequence).
+// It materialises the attention probabilities P `[B, H, S, S]` (row-major per (b, h), row
+// stride S) and runs the products as register-tiled batched GEMMs, the scheme of
+// 03_linear.wgsl: a workgroup of 16×16 invocations computes a 64×64 output tile, each
+// invocation a 4×4 block in registers (rows 4·ty … 4·ty+3, columns 4·tx … 4·tx+3,
+// tx = index % 16, ty = index / 16); the contraction goes in steps of 16 with both operands'
+// 64×16 slices staged in workgroup memory as vec4s (rows padded by one vec4 against bank
+// conflicts), and the next step's global loads are issued before the current step is
+// multiplied. Operands are read in place through strides and per-(b, h) base offsets; elements
+// past the matrices are read at clamped in-range indices and replaced by 0, so every size works.
+// Workgroup memory 2 × 17 × 16 × 16 B = 8.5 KiB.
+//
+// Causality is handled by tiles of FT_TILE = 64 keys and queries: query tile i (queries
+// 64i … 64i+63) only meets key tiles 0 … i. The score-shaped kernels run one workgroup per
+// lower-triangle tile (a flattened triangular index, no idle workgroups); the products with P
+// stop (or start) their contraction at the diagonal tile. P's contract: row s holds the
+// probabilities of keys 0 … s and zeros for keys s+1 … up to the end of its 64-key tile
+// (min(S, 64·(⌊s/64⌋+1)) − 1); entries further right are never written nor read.
+const FT_TILE: u32 = 64u;
+// Contraction step: the k extent of the staged operand tiles.
+const FT_K: u32 = 16u;
+// Invocations per side of the workgroup (FT_SIDE² = WG).
+const FT_SIDE: u32 = 16u;
+// vec4 slots per staged k-row: 16 plus one of padding.
+const FT_ROW: u32 = 17u;
+
+// Staged operand tiles: slot kk·FT_ROW + g holds the 4 rows (A) or columns (B) 4g … 4g+3 at
+// contraction index k0 + kk.
+var<workgroup> ft_a: array<vec4<f32>, FT_K * FT_ROW>;
+var<workgroup> ft_b: array<vec4<f32>, FT_K * FT_ROW>;
+// The invocation's 4×4 outputs: ft_acc[i][j] is row 4·ty + i, column 4·tx + j of the tile.
+var<private> ft_acc: array<vec4<f32>, 4>;
+
+// Where one invocation loads its four elements of a 64×16 operand slice: element offsets
+// `base + at + min(k0 + kk, kn − 1)·ks`, valid where `ok` and k0 + kk < kn, staged as one vec4
+// at `slot`.
+struct FtSlot {
+    at: vec4<u32>,
+    ok: vec4<bool>,
+    kk: u32,
+    ks: u32,
+    kn: u32,
+    slot: u32,
+}
+
+// An operand stored with k contiguous (element (r, k) at r·row_stride + k): 16 lanes read 64
+// contiguous bytes of a row.
+fn ft_slot_k(tid: u32, r0: u32, rows: u32, row_stride: u32, kn: u32) -> FtSlot {
+    let kk = tid % FT_SIDE;
+    let g = tid / FT_SIDE;
+    let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
+    let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
+    return FtSlot(rc * row_stride, r < vec4<u32>(rows), kk, 1u, kn, kk * FT_ROW + g);
+}
+
+// An operand stored with the output dimension contiguous (element (r, k) at r + k·k_stride):
+// 16 lanes read 256 contiguous bytes of one k-row.
+fn ft_slot_r(tid: u32, r0: u32, rows: u32, k_stride: u32, kn: u32) -> FtSlot {
+    let kk = tid / FT_SIDE;
+    let g = tid % FT_SIDE;
+    let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
+    let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
+    return FtSlot(rc, r < vec4<u32>(rows), kk, k_stride, kn, kk * FT_ROW + g);
+}
+
+// The four element offsets of `s` at step k0 from `base` (always in range; kn ≥ 1).
+fn ft_index(s: FtSlot, base: u32, k0: u32) -> vec4<u32> {
+    return vec4<u32>(base) + s.at + vec4<u32>(min(k0 + s.kk, s.kn - 1u) * s.ks);
+}
+
+// Which of the four elements of `s` at step k0 are inside the matrix.
+fn ft_mask(s: FtSlot, k0: u32) -> vec4<bool> {
+    return s.ok & vec4<bool>(k0 + s.kk < s.kn);
+}
+
+fn ft_clear() {
+    ft_acc = array<vec4<f32>, 4>();
+}
+
+// ft_acc += a·b for one staged k: 16 FMAs.
+fn ft_acc_k(tx: u32, ty: u32, kk: u32) {
+    let a = ft_a[kk * FT_ROW + ty];
+    let b = ft_b[kk * FT_ROW + tx];
+    ft_acc[0] = fma(vec4<f32>(a.x), b, ft_acc[0]);
+    ft_acc[1] = fma(vec4<f32>(a.y), b, ft_acc[1]);
+    ft_acc[2] = fma(vec4<f32>(a.z), b, ft_acc[2]);
+    ft_acc[3] = fma(vec4<f32>(a.w), b, ft_acc[3]);
+}
+
+// ft_acc += (staged A)·(staged B) over the 16 staged k, in order; unrolled by hand (see
+// `acc_step` in 03_linear.wgsl: it also keeps lavapipe's loop limiter off the inner loop).
+fn ft_step(tx: u32, ty: u32) {
+    ft_acc_k(tx, ty, 0u);
+    ft_acc_k(tx, ty, 1u);
+    ft_acc_k(tx, ty, 2u);
+    ft_acc_k(tx, ty, 3u);
+    ft_acc_k(tx, ty, 4u);
+    ft_acc_k(tx, ty, 5u);
+    ft_acc_k(tx, ty, 6u);
+    ft_acc_k(tx, ty, 7u);
+    ft_acc_k(tx, ty, 8u);
+    ft_acc_k(tx, ty, 9u);
+    ft_acc_k(tx, ty, 10u);
+    ft_acc_k(tx, ty, 11u);
+    ft_acc_k(tx, ty, 12u);
+    ft_acc_k(tx, ty, 13u);
+    ft_acc_k(tx, ty, 14u);
+    ft_acc_k(tx, ty, 15u);
+}
+
+// Tile t of the lower triangle in row-major order → (row tile i, column tile j ≤ i), i.e. the
+// i with i(i+1)/2 ≤ t < (i+1)(i+2)/2. The f32 square root is a guess; the loops make it exact.
+// Call with a workgroup-uniform t.
+fn ft_triangle(t: u32) -> vec2<u32> {
+    var i = u32(max((sqrt(8.0 * f32(t) + 1.0) - 1.0) * 0.5, 0.0));
+    while (i > 0u && i * (i + 1u) / 2u > t) {
+        i -= 1u;
+    }
+    while ((i + 1u) * (i + 2u) / 2u <= t) {
+        i += 1u;
+    }
+    return vec2<u32>(i, t - i * (i + 1u) / 2u);
+}
+
 // --- KERNEL: attention_backward_dq ---
 // Attention backward, query-major part: dQ and Δ = rowsum(dO ⊙ O).
 // Inputs `q`, `o`, `d_o` `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]`, `lse` `[B, H, S]` (from
@@ -553,4 +678,259 @@ fn rope_k_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
     let y1 = dk[a + 1u];
     dk[a] = y0 * cs.x + y1 * cs.y;
     dk[a + 1u] = y1 * cs.x - y0 * cs.y;
+}
+
+// --- KERNEL: attention_fast_delta ---
+// Fast path, backward step 1: Δ = rowsum(dO ⊙ O). `o`, `d_o` `[B, S, H, Dh]`, `delta`
+// `[B, H, S]`: Δ[b,h,s] = Σ_d dO[b,s,h,d]·O[b,s,h,d], one fixed FMA chain over d.
+// Grid: one invocation per (b, s, h) row — `threads(B·S·H)` (consecutive invocations read
+// consecutive rows), past 65535 workgroups through `flat_id`. Overwrites `delta` (the first
+// B·H·S elements).
+// @grid threads(p.batch * p.seq * p.heads)
+// @requires p.head_dim >= 1
+// @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(d_o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(delta) >= p.batch * p.heads * p.seq
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    head_dim: u32,
+}
+@group(0) @binding(0) var<storage, read> o: array<f32>;
+@group(0) @binding(1) var<storage, read> d_o: array<f32>;
+@group(0) @binding(2) var<storage, read_write> delta: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn attention_fast_delta(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = flat_id(gid, nwg);
+    if (row >= p.batch * p.seq * p.heads) {
+        return;
+    }
+    let dh = p.head_dim;
+    let h = row % p.heads;
+    let bs = row / p.heads;
+    let s = bs % p.seq;
+    let b = bs / p.seq;
+    let a = row * dh;
+    var t = 0.0;
+    for (var d = 0u; d < dh; d++) {
+        t = fma(d_o[a + d], o[a + d], t);
+    }
+    delta[(b * p.heads + h) * p.seq + s] = t;
+}
+
+// --- KERNEL: attention_fast_ptx ---
+// Fast path, backward steps 2 and 5: Y = alpha · Σ_{heads g of the kv group} P_gᵀ·X_g, i.e.
+// dV = Σ_g P_gᵀ·dO_g (alpha 1) and dK = scale · Σ_g dS_gᵀ·Q_g. `probs` `[B, H, S, S]` (P or dS,
+// row contract of the file preamble), `x` `[B, S, H, Dh]` (dO or Q), `y` `[B, S, Hkv, Dh]` (dV or
+// dK), read and written in place: Y[b,j,kvh,:] = alpha Σ_{g} Σ_{s ≥ 64·⌊j/64⌋} P[b,h_g,s,j] X[b,s,h_g,:]
+// with h_g = kvh·(H/Hkv) + g. The contraction runs over (g, s) — heads in order, then queries
+// from the key tile's first row (earlier queries do not see the key tile) — as one fixed FMA
+// chain, so results repeat bit for bit and no atomics are needed.
+// Grid: one workgroup per (key tile, b, kv head, 64-column slice of Dh) —
+// `workgroups(T·B·Hkv·⌈Dh/64⌉)`, T = ⌈S/64⌉, past 65535 through `flat_wg`; the longest
+// contractions (the first key tiles) get the first workgroups. Overwrites `y` (the first
+// B·S·Hkv·Dh elements).
+// @grid workgroups(ceil_div(p.seq, FT_TILE) * p.batch * p.kv_heads * ceil_div(p.head_dim, FT_TILE))
+// @requires p.head_dim >= 1
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+// @requires len(x) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(y) >= p.batch * p.seq * p.kv_heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    alpha: f32,
+}
+@group(0) @binding(0) var<storage, read> probs: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+fn load_a(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
+    let i = ft_index(s, base, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(probs[i.x], probs[i.y], probs[i.z], probs[i.w]), ft_mask(s, k0));
+}
+
+fn load_b(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
+    let i = ft_index(s, base, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(x[i.x], x[i.y], x[i.z], x[i.w]), ft_mask(s, k0));
+}
+
+@compute @workgroup_size(WG)
+fn attention_fast_ptx(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let seq = p.seq;
+    let dh = p.head_dim;
+    let nt = (seq + FT_TILE - 1u) / FT_TILE;
+    let ncol = (dh + FT_TILE - 1u) / FT_TILE;
+    let per_tile = p.batch * p.kv_heads * ncol;
+    let w = flat_wg(wid, nwg);
+    if (w >= nt * per_tile) {
+        return;
+    }
+    let jt = w / per_tile;
+    let rest = w % per_tile;
+    let bkv = rest / ncol;
+    let ct = rest % ncol;
+    let kvh = bkv % p.kv_heads;
+    let b = bkv / p.kv_heads;
+    let group = p.heads / p.kv_heads;
+    let q_stride = p.heads * dh;
+    let kv_stride = p.kv_heads * dh;
+    let tx = tid % FT_SIDE;
+    let ty = tid / FT_SIDE;
+    let r0 = jt * FT_TILE;
+    let n0 = ct * FT_TILE;
+    // A(j, s) = P[s, j]: j contiguous, s strided by S. B(d, s) = X[b, s, h, d]: d contiguous.
+    let sa = ft_slot_r(tid, r0, seq, seq, seq);
+    let sb = ft_slot_r(tid, n0, dh, q_stride, seq);
+    // Bases of head h = kvh·group + g: P at ((b·H + h)·S)·S, X at b·S·H·Dh + h·Dh.
+    let h0 = kvh * group;
+    let p_base0 = (b * p.heads + h0) * seq * seq;
+    let x_base0 = b * seq * q_stride + h0 * dh;
+    ft_clear();
+    var g = 0u;
+    var k0 = r0;
+    var va = load_a(sa, p_base0, k0);
+    var vb = load_b(sb, x_base0, k0);
+    while (g < group) {
+        ft_a[sa.slot] = va;
+        ft_b[sb.slot] = vb;
+        workgroupBarrier();
+        // The next step: the next 16 queries, or the next head from the key tile's first row.
+        var k1 = k0 + FT_K;
+        var g1 = g;
+        if (k1 >= seq) {
+            k1 = r0;
+            g1 = g + 1u;
+        }
+        if (g1 < group) {
+            va = load_a(sa, p_base0 + g1 * seq * seq, k1);
+            vb = load_b(sb, x_base0 + g1 * dh, k1);
+        }
+        ft_step(tx, ty);
+        workgroupBarrier();
+        g = g1;
+        k0 = k1;
+    }
+    let y_base = b * seq * kv_stride + kvh * dh;
+    for (var i = 0u; i < 4u; i++) {
+        let r = r0 + 4u * ty + i;
+        for (var j = 0u; j < 4u; j++) {
+            let c = n0 + 4u * tx + j;
+            if (r < seq && c < dh) {
+                y[y_base + r * kv_stride + c] = p.alpha * ft_acc[i][j];
+            }
+        }
+    }
+}
+
+// --- KERNEL: attention_fast_ds ---
+// Fast path, backward step 3: dS = P ⊙ (dP − Δ) with dP = dO·Vᵀ, in place of P. `d_o`
+// `[B, S, H, Dh]` and `v` `[B, S, Hkv, Dh]` read in place (head h reads kv head h / (H / Hkv)),
+// `delta` `[B, H, S]` from `attention_fast_delta`, `probs` `[B, H, S, S]` holding P (row
+// contract of the file preamble): probs[b,h,s,j] ← P[b,h,s,j] · (dO[b,s,h,:]·V[b,j,kvh,:] − Δ[b,h,s])
+// for j ≤ s. Entries s < j of the diagonal tile stay 0 (= their dS, P being 0 there).
+// Grid: one workgroup per (b, h, lower-triangle 64×64 tile) — `workgroups(B·H·T(T+1)/2)`,
+// T = ⌈S/64⌉, past 65535 through `flat_wg`; each a 64×64×Dh product (fixed order) with the
+// update fused into its stores. Overwrites `probs` (P becomes dS, in place; same entries).
+// @grid workgroups(p.batch * p.heads * (ceil_div(p.seq, FT_TILE) * (ceil_div(p.seq, FT_TILE) + 1) / 2))
+// @requires p.head_dim >= 1
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(d_o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(v) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+}
+@group(0) @binding(0) var<storage, read> d_o: array<f32>;
+@group(0) @binding(1) var<storage, read> v: array<f32>;
+@group(0) @binding(2) var<storage, read> delta: array<f32>;
+@group(0) @binding(3) var<storage, read_write> probs: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+fn load_a(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
+    let i = ft_index(s, base, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(d_o[i.x], d_o[i.y], d_o[i.z], d_o[i.w]), ft_mask(s, k0));
+}
+
+fn load_b(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
+    let i = ft_index(s, base, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(v[i.x], v[i.y], v[i.z], v[i.w]), ft_mask(s, k0));
+}
+
+@compute @workgroup_size(WG)
+fn attention_fast_ds(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let seq = p.seq;
+    let dh = p.head_dim;
+    let nt = (seq + FT_TILE - 1u) / FT_TILE;
+    let ntri = nt * (nt + 1u) / 2u;
+    let w = flat_wg(wid, nwg);
+    if (w >= p.batch * p.heads * ntri) {
+        return;
+    }
+    let bh = w / ntri;
+    let ij = ft_triangle(w - bh * ntri);
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let kvh = h / (p.heads / p.kv_heads);
+    let q_stride = p.heads * dh;
+    let kv_stride = p.kv_heads * dh;
+    let o_base = b * seq * q_stride + h * dh;
+    let v_base = b * seq * kv_stride + kvh * dh;
+    let tx = tid % FT_SIDE;
+    let ty = tid / FT_SIDE;
+    let m0 = ij.x * FT_TILE;
+    let n0 = ij.y * FT_TILE;
+    let sa = ft_slot_k(tid, m0, seq, q_stride, dh);
+    let sb = ft_slot_k(tid, n0, seq, kv_stride, dh);
+    ft_clear();
+    var va = load_a(sa, o_base, 0u);
+    var vb = load_b(sb, v_base, 0u);
+    for (var k0 = 0u; k0 < dh; k0 += FT_K) {
+        ft_a[sa.slot] = va;
+        ft_b[sb.slot] = vb;
+        workgroupBarrier();
+        if (k0 + FT_K < dh) {
+            va = load_a(sa, o_base, k0 + FT_K);
+            vb = load_b(sb, v_base, k0 + FT_K);
+        }
+        ft_step(tx, ty);
+        workgroupBarrier();
+    }
+    let p_base = bh * seq * seq;
+    let d_base = bh * seq;
+    for (var i = 0u; i < 4u; i++) {
+        let r = m0 + 4u * ty + i;
+        if (r < seq) {
+            let dr = delta[d_base + r];
+            for (var j = 0u; j < 4u; j++) {
+                let c = n0 + 4u * tx + j;
+                if (c <= r) {
+                    let at = p_base + r * seq + c;
+                    probs[at] = probs[at] * (ft_acc[i][j] - dr);
+                }
+            }
+        }
+    }
 }

@@ -18,6 +18,7 @@ kernels!("shaders/09_backward_ffn.wgsl");
 kernels!("shaders/10_backward_attention.wgsl");
 kernels!("shaders/12_optimizer.wgsl");
 
+pub mod fast_attention;
 pub mod ops;
 
 /// Every kernel of the library, for [`Gpu::warm_up`] and tools.

@@ -1,0 +1,371 @@
+//! The fast attention path (`kernels::fast_attention`: the `attention_fast_*` kernels over a
+//! materialised probability workspace) against the float64 references and against the
+//! streaming kernels (`attention_forward`, `attention_backward_dq` / `_dkdv`); P's row
+//! contract; central finite differences of the fast forward; determinism; NaN-poisoned outputs
+//! and workspaces; misuse.
+
+mod common;
+#[path = "reference/attention.rs"]
+mod reference;
+
+use common::{assert_close, gpu, rel_err, rng, uniform};
+use kernels::attention::{attention_fast_scores, attention_forward};
+use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
+use kernels::fast_attention::{self, Params};
+use kernels::{Buffer, Error, Gpu};
+use rand::Rng;
+use rand::rngs::StdRng;
+use reference::Shape;
+
+/// Elements appended to every output and workspace; they must stay NaN.
+const TAIL: usize = 7;
+
+fn poisoned(gpu: &Gpu, n: usize) -> Buffer<f32> {
+    gpu.filled(n + TAIL, f32::NAN).unwrap()
+}
+
+#[track_caller]
+fn check_tail(what: &str, got: &[f32], n: usize) {
+    assert!(got[n..].iter().all(|v| v.is_nan()), "{what}: elements past the output were written");
+}
+
+fn shape(batch: usize, seq: usize, heads: usize, kv_heads: usize, head_dim: usize) -> Shape {
+    Shape { batch, seq, heads, kv_heads, head_dim }
+}
+
+fn params(sh: Shape, scale: f32) -> Params {
+    Params::new(sh.batch as u32, sh.seq as u32, sh.heads as u32, sh.kv_heads as u32, sh.head_dim as u32, scale)
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+fn to64(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&a| a as f64).collect()
+}
+
+struct Inputs {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    d_o: Vec<f32>,
+}
+
+fn inputs(rng: &mut StdRng, sh: Shape) -> Inputs {
+    // Scores q·k/√Dh with a standard deviation around 1.3: the softmax is neither flat nor
+    // one-hot.
+    Inputs {
+        q: uniform(rng, sh.q_len(), -2.0, 2.0),
+        k: uniform(rng, sh.kv_len(), -2.0, 2.0),
+        v: uniform(rng, sh.kv_len(), -1.0, 1.0),
+        d_o: uniform(rng, sh.q_len(), -1.0, 1.0),
+    }
+}
+
+/// Everything the fast path produced (each with its NaN tail).
+struct Fast {
+    o: Vec<f32>,
+    lse: Vec<f32>,
+    /// P after the forward.
+    probs: Vec<f32>,
+    dq: Vec<f32>,
+    dk: Vec<f32>,
+    dv: Vec<f32>,
+}
+
+/// The fast forward and backward in one batch, every output and workspace NaN-poisoned
+/// first; P is read back from a copy taken between the two.
+fn run_fast(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Fast {
+    let p = params(sh, scale);
+    let ws = p.workspace_sizes();
+    let q = gpu.upload(&x.q).unwrap();
+    let k = gpu.upload(&x.k).unwrap();
+    let v = gpu.upload(&x.v).unwrap();
+    let d_o = gpu.upload(&x.d_o).unwrap();
+    let mut o = poisoned(gpu, sh.q_len());
+    let mut lse = poisoned(gpu, sh.rows());
+    let mut probs = poisoned(gpu, ws.probs);
+    let mut probs_copy = poisoned(gpu, ws.probs);
+    let mut delta = poisoned(gpu, ws.delta);
+    let mut dq = poisoned(gpu, sh.q_len());
+    let mut dk = poisoned(gpu, sh.kv_len());
+    let mut dv = poisoned(gpu, sh.kv_len());
+    let batch = gpu.batch();
+    fast_attention::forward(&batch, &q, &k, &v, &mut o, &mut lse, &mut probs, p).unwrap();
+    batch.copy(&probs, &mut probs_copy).unwrap();
+    fast_attention::backward(&batch, &q, &k, &v, &o, &d_o, &mut probs, &mut delta, &mut dq, &mut dk, &mut dv, p)
+        .unwrap();
+    batch.submit().unwrap();
+    let r = |b: &Buffer<f32>| b.read(gpu).unwrap();
+    let delta = r(&delta);
+    check_tail("delta", &delta, ws.delta);
+    check_tail("probs (dS)", &r(&probs), ws.probs);
+    Fast { o: r(&o), lse: r(&lse), probs: r(&probs_copy), dq: r(&dq), dk: r(&dk), dv: r(&dv) }
+}
+
+/// The streaming kernels' (O, lse, dQ, dK, dV).
+fn run_streaming(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> [Vec<f32>; 5] {
+    let (b, s, h, hkv, dh) = (sh.batch as u32, sh.seq as u32, sh.heads as u32, sh.kv_heads as u32, sh.head_dim as u32);
+    let q = gpu.upload(&x.q).unwrap();
+    let k = gpu.upload(&x.k).unwrap();
+    let v = gpu.upload(&x.v).unwrap();
+    let d_o = gpu.upload(&x.d_o).unwrap();
+    let mut o = gpu.zeros(sh.q_len()).unwrap();
+    let mut lse = gpu.zeros(sh.rows()).unwrap();
+    let mut delta = gpu.zeros(sh.rows()).unwrap();
+    let mut dq = gpu.zeros(sh.q_len()).unwrap();
+    let mut dk = gpu.zeros(sh.kv_len()).unwrap();
+    let mut dv = gpu.zeros(sh.kv_len()).unwrap();
+    let batch = gpu.batch();
+    let fp = attention_forward::Params::new(b, s, h, hkv, dh, scale);
+    attention_forward(&batch, &q, &k, &v, &mut o, &mut lse, fp).unwrap();
+    let p = kernels::backward_attention::attention_backward_dq::Params::new(b, s, h, hkv, dh, scale);
+    attention_backward_dq(&batch, &q, &k, &v, &o, &d_o, &lse, &mut dq, &mut delta, p).unwrap();
+    let p = kernels::backward_attention::attention_backward_dkdv::Params::new(b, s, h, hkv, dh, scale);
+    attention_backward_dkdv(&batch, &q, &k, &v, &d_o, &lse, &delta, &mut dk, &mut dv, p).unwrap();
+    batch.submit().unwrap();
+    [o, lse, dq, dk, dv].map(|b| b.read(gpu).unwrap())
+}
+
+/// P's contract: row s holds exp(scale·q·k_j − lse) for j ≤ s and zeros up to the end of its
+/// 64-key tile (entries further right are never written: they keep the NaN poison).
+fn check_probs(sh: Shape, x: &Inputs, scale: f64, probs: &[f32], want_lse: &[f64]) {
+    let (s_len, dh) = (sh.seq, sh.head_dim);
+    let mut got = Vec::new();
+    let mut want = Vec::new();
+    for b in 0..sh.batch {
+        for h in 0..sh.heads {
+            let kvh = h / (sh.heads / sh.kv_heads);
+            for s in 0..s_len {
+                let row = (b * sh.heads + h) * s_len + s;
+                let tile_end = s_len.min((s / 64 + 1) * 64);
+                let qa = ((b * s_len + s) * sh.heads + h) * dh;
+                for j in 0..s_len {
+                    let pj = probs[row * s_len + j];
+                    if j <= s {
+                        let ka = ((b * s_len + j) * sh.kv_heads + kvh) * dh;
+                        let dot: f64 = (0..dh).map(|d| x.q[qa + d] as f64 * x.k[ka + d] as f64).sum();
+                        got.push(pj);
+                        want.push((scale * dot - want_lse[row]).exp());
+                    } else if j < tile_end {
+                        assert_eq!(pj, 0.0, "P {sh:?} row {row} key {j}: not zero above the diagonal");
+                    } else {
+                        assert!(pj.is_nan(), "P {sh:?} row {row} key {j}: written past its tile");
+                    }
+                }
+            }
+        }
+    }
+    assert_close(&format!("P {sh:?}"), &got, &want, 1e-5);
+}
+
+#[test]
+fn fast_path_matches_reference_and_streaming_kernels() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("fast attention");
+    // (batch, seq, heads, kv_heads, head_dim): sequence lengths 1, 7, 64 (one tile), 65 and 300
+    // (not multiples of the 64-tile), 129; GQA ratios 1, 2, 4; batch 1 and 2; head dims 16, 64,
+    // 100 (two column slices, the second partial, and 7 contraction steps of 16, the last
+    // partial).
+    let cases = [
+        shape(2, 1, 4, 2, 64),
+        shape(1, 7, 4, 1, 100),
+        shape(2, 7, 2, 2, 16),
+        shape(1, 64, 4, 4, 64),
+        shape(2, 65, 4, 2, 100),
+        shape(1, 129, 4, 1, 16),
+        shape(1, 300, 2, 1, 64),
+        shape(2, 300, 4, 2, 16),
+        shape(1, 300, 2, 2, 100),
+    ];
+    for sh in cases {
+        let t = std::time::Instant::now();
+        let x = inputs(&mut rng, sh);
+        let scale = 1.0 / (sh.head_dim as f32).sqrt();
+        let fast = run_fast(&gpu, &x, sh, scale);
+        let (want_o, want_lse) = reference::attention_forward(&x.q, &x.k, &x.v, sh, scale as f64);
+        let (want_dq, want_dk, want_dv) = reference::attention_backward(&x.q, &x.k, &x.v, &x.d_o, sh, scale as f64);
+        let got = [&fast.o, &fast.lse, &fast.dq, &fast.dk, &fast.dv];
+        let want = [&want_o, &want_lse, &want_dq, &want_dk, &want_dv];
+        let streaming = run_streaming(&gpu, &x, sh, scale);
+        let lens = [sh.q_len(), sh.rows(), sh.q_len(), sh.kv_len(), sh.kv_len()];
+        for (n, name) in ["O", "lse", "dQ", "dK", "dV"].into_iter().enumerate() {
+            let len = lens[n];
+            assert_close(&format!("{name} {sh:?} vs reference"), &got[n][..len], want[n], 1e-5);
+            assert_close(&format!("{name} {sh:?} vs streaming"), &got[n][..len], &to64(&streaming[n]), 1e-5);
+            check_tail(name, got[n], len);
+        }
+        check_probs(sh, &x, scale as f64, &fast.probs, &want_lse);
+        eprintln!("fast attention {sh:?}: {:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn fast_path_sharp_softmax() {
+    // Scores spread over ±60: most weights underflow, P has exact zeros and ones.
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("fast attention sharp");
+    for sh in [shape(1, 100, 2, 1, 64), shape(2, 41, 2, 2, 16)] {
+        let x = inputs(&mut rng, sh);
+        let scale = 8.0 / (sh.head_dim as f32).sqrt();
+        let fast = run_fast(&gpu, &x, sh, scale);
+        let (want_o, want_lse) = reference::attention_forward(&x.q, &x.k, &x.v, sh, scale as f64);
+        let (want_dq, want_dk, want_dv) = reference::attention_backward(&x.q, &x.k, &x.v, &x.d_o, sh, scale as f64);
+        assert_close(&format!("O sharp {sh:?}"), &fast.o[..sh.q_len()], &want_o, 1e-5);
+        assert_close(&format!("lse sharp {sh:?}"), &fast.lse[..sh.rows()], &want_lse, 1e-5);
+        assert_close(&format!("dQ sharp {sh:?}"), &fast.dq[..sh.q_len()], &want_dq, 1e-5);
+        assert_close(&format!("dK sharp {sh:?}"), &fast.dk[..sh.kv_len()], &want_dk, 1e-5);
+        assert_close(&format!("dV sharp {sh:?}"), &fast.dv[..sh.kv_len()], &want_dv, 1e-5);
+    }
+}
+
+#[test]
+fn fast_path_is_deterministic() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("fast attention determinism");
+    let sh = shape(2, 130, 4, 2, 100);
+    let x = inputs(&mut rng, sh);
+    let scale = 0.1;
+    let a = run_fast(&gpu, &x, sh, scale);
+    let b = run_fast(&gpu, &x, sh, scale);
+    for (name, u, v) in [
+        ("O", &a.o, &b.o),
+        ("lse", &a.lse, &b.lse),
+        ("P", &a.probs, &b.probs),
+        ("dQ", &a.dq, &b.dq),
+        ("dK", &a.dk, &b.dk),
+        ("dV", &a.dv, &b.dv),
+    ] {
+        assert!(same_bits(u, v), "{name} differs run to run");
+    }
+}
+
+/// L = Σ dO · O with O from the fast GPU forward, in float64.
+fn loss(gpu: &Gpu, q: &[f32], k: &[f32], v: &[f32], d_o: &[f32], sh: Shape, scale: f32) -> f64 {
+    let p = params(sh, scale);
+    let (q, k, v) = (gpu.upload(q).unwrap(), gpu.upload(k).unwrap(), gpu.upload(v).unwrap());
+    let mut o = gpu.filled(sh.q_len(), f32::NAN).unwrap();
+    let mut lse = gpu.filled(sh.rows(), f32::NAN).unwrap();
+    let mut probs = gpu.filled(p.probs_len(), f32::NAN).unwrap();
+    fast_attention::forward(gpu, &q, &k, &v, &mut o, &mut lse, &mut probs, p).unwrap();
+    o.read(gpu).unwrap().iter().zip(d_o).map(|(&a, &b)| a as f64 * b as f64).sum()
+}
+
+#[test]
+fn fast_backward_matches_finite_differences() {
+    // Central differences of L = Σ dO·O (dO random) through the fast GPU forward, for a sample
+    // of coordinates of Q, K and V. Inputs are O(1), h = 1e-2: the truncation error is
+    // O(h²·L''') ≈ 1e-4 relative; the f32 rounding of O (≈ 6e-8 relative per element, only
+    // the rows the coordinate touches change) over 2h gives ≈ 1e-5 absolute. A 1e-2 relative
+    // tolerance on the sampled gradient vector leaves ample margin and still catches a wrong
+    // sign, scale or missing term.
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("fast attention finite differences");
+    let h = 1e-2f32;
+    for sh in [shape(1, 7, 4, 2, 16), shape(2, 5, 4, 1, 10)] {
+        let x = inputs(&mut rng, sh);
+        let scale = 1.0 / (sh.head_dim as f32).sqrt();
+        let fast = run_fast(&gpu, &x, sh, scale);
+        for (which, grad) in [(0usize, &fast.dq), (1, &fast.dk), (2, &fast.dv)] {
+            let n = if which == 0 { sh.q_len() } else { sh.kv_len() };
+            let mut fd = Vec::new();
+            let mut an = Vec::new();
+            for _ in 0..8 {
+                let i = rng.random_range(0..n);
+                let mut l = [0.0f64; 2];
+                for (side, sign) in [(0, 1.0f32), (1, -1.0)] {
+                    let (mut q, mut k, mut v) = (x.q.clone(), x.k.clone(), x.v.clone());
+                    match which {
+                        0 => q[i] += sign * h,
+                        1 => k[i] += sign * h,
+                        _ => v[i] += sign * h,
+                    }
+                    l[side] = loss(&gpu, &q, &k, &v, &x.d_o, sh, scale);
+                }
+                fd.push((l[0] - l[1]) / (2.0 * h as f64));
+                an.push(grad[i]);
+            }
+            let name = ["dQ", "dK", "dV"][which];
+            let e = rel_err(&an, &fd);
+            assert!(e < 1e-2, "{name} {sh:?}: backward vs finite differences: relative error {e:e}\n{an:?}\n{fd:?}");
+        }
+    }
+}
+
+#[test]
+fn fast_path_misuse_is_an_error() {
+    let Some(gpu) = gpu() else { return };
+    let sh = shape(1, 8, 4, 2, 16);
+    let p = params(sh, 0.25);
+    let ws = p.workspace_sizes();
+    assert_eq!(ws.probs, 4 * 8 * 8);
+    assert_eq!(ws.delta, 4 * 8);
+    assert!(p.fits(&gpu));
+    let x = inputs(&mut common::rng("fast attention misuse"), sh);
+    let q = gpu.upload(&x.q).unwrap();
+    let k = gpu.upload(&x.k).unwrap();
+    let v = gpu.upload(&x.v).unwrap();
+    let d_o = gpu.upload(&x.d_o).unwrap();
+    let mut o = gpu.zeros(sh.q_len()).unwrap();
+    let mut lse = gpu.zeros(sh.rows()).unwrap();
+    let mut probs = gpu.zeros(ws.probs).unwrap();
+    let mut delta = gpu.zeros(ws.delta).unwrap();
+    let mut dq = gpu.zeros(sh.q_len()).unwrap();
+    let mut dk = gpu.zeros(sh.kv_len()).unwrap();
+    let mut dv = gpu.zeros(sh.kv_len()).unwrap();
+    let mut short_probs = gpu.zeros(ws.probs - 1).unwrap();
+    let mut short_delta = gpu.zeros(ws.delta - 1).unwrap();
+
+    // A short workspace, before anything is recorded.
+    let batch = gpu.batch();
+    let e = fast_attention::forward(&batch, &q, &k, &v, &mut o, &mut lse, &mut short_probs, p).unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { .. }) && e.to_string().contains("probs"), "{e}");
+    let e = fast_attention::backward(
+        &batch,
+        &q,
+        &k,
+        &v,
+        &o,
+        &d_o,
+        &mut probs,
+        &mut short_delta,
+        &mut dq,
+        &mut dk,
+        &mut dv,
+        p,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { .. }) && e.to_string().contains("delta"), "{e}");
+    let e = fast_attention::backward(
+        &batch,
+        &q,
+        &k,
+        &v,
+        &o,
+        &d_o,
+        &mut short_probs,
+        &mut delta,
+        &mut dq,
+        &mut dk,
+        &mut dv,
+        p,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { .. }) && e.to_string().contains("probs"), "{e}");
+    assert_eq!(batch.dispatches(), 0, "a failed call recorded dispatches");
+    // A short output and inconsistent heads.
+    let mut short_o = gpu.zeros(sh.q_len() - 1).unwrap();
+    let e = fast_attention::forward(&gpu, &q, &k, &v, &mut short_o, &mut lse, &mut probs, p).unwrap_err();
+    assert!(e.to_string().contains("`o`"), "{e}");
+    let bad = Params { kv_heads: 3, ..p };
+    let e = fast_attention::forward(&gpu, &q, &k, &v, &mut o, &mut lse, &mut probs, bad).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("heads % kv_heads"), "{e}");
+    // A kernel's own `@requires`.
+    let kp = attention_fast_scores::Params::new(1, 8, 4, 2, 16, 0.25);
+    let e = attention_fast_scores(&gpu, &q, &k, &mut short_probs, kp).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("len(probs)"), "{e}");
+    // The right sizes work.
+    fast_attention::forward(&gpu, &q, &k, &v, &mut o, &mut lse, &mut probs, p).unwrap();
+    fast_attention::backward(&gpu, &q, &k, &v, &o, &d_o, &mut probs, &mut delta, &mut dq, &mut dk, &mut dv, p).unwrap();
+}
