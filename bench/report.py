@@ -54,9 +54,9 @@ for r in lines("reductions.jsonl"):
     print(f"| {r['case']} | {r['subgroup_ns'] / 1e3:.1f} | {r['tree_ns'] / 1e3:.1f} | {r['tree_ns'] / r['subgroup_ns']:.2f} |")
 
 for a in lines("attention.jsonl"):
-    total = a["fwd_ns"] + a["dq_ns"] + a["dkdv_ns"]
+    total = a["fwd_ns"] + a["bwd_ns"]
     tf = a["flops"] / total / 1e3
-    print(f"\n## Attention fwd+bwd (B={a['batch']}, S={a['seq']}, H={a['heads']}, Dh={a['head_dim']}): {total / 1e6:.2f} ms, {tf:.2f} TFLOP/s = {tf / ours_best if ours_best else float('nan'):.2f} of our best SGEMM rate (goal ≥ 0.5)")
+    print(f"\n## Attention fwd+bwd, {a['path']} (B={a['batch']}, S={a['seq']}, H={a['heads']}, Dh={a['head_dim']}): {total / 1e6:.2f} ms, {tf:.2f} TFLOP/s = {tf / ours_best if ours_best else float('nan'):.2f} of our best SGEMM rate (goal ≥ 0.5)")
 
 log = (out / "bench.log").read_text() if (out / "bench.log").exists() else ""
 print("\n## Host side\n")

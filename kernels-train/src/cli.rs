@@ -4,7 +4,7 @@ use crate::Error;
 use crate::checkpoint;
 use crate::config::{ModelConfig, TrainConfig};
 use crate::data::Corpus;
-use crate::model::Model;
+use crate::model::{Attention, Model};
 use crate::plot::loss_svg;
 use crate::trainer::{Trainer, generate};
 use clap::{Parser, ValueEnum};
@@ -111,6 +111,22 @@ pub struct Args {
     /// No progress bar (for logs).
     #[arg(long)]
     pub quiet: bool,
+    /// Attention path: `fast` (batched products over materialised probabilities, a
+    /// [batch, heads, seq, seq] workspace per layer), `streaming` (no workspace, slower), or
+    /// `auto` (fast when its workspaces fit).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub attention: AttentionArg,
+}
+
+/// The `--attention` values.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum AttentionArg {
+    /// Fast when it fits.
+    Auto,
+    /// Materialised probabilities.
+    Fast,
+    /// Streaming kernels.
+    Streaming,
 }
 
 /// A failure with its exit code.
@@ -170,6 +186,11 @@ pub fn train_config(a: &Args) -> TrainConfig {
         weight_decay: a.weight_decay,
         clip: a.clip,
         seed: a.seed,
+        attention: match a.attention {
+            AttentionArg::Auto => Attention::Auto,
+            AttentionArg::Fast => Attention::Fast,
+            AttentionArg::Streaming => Attention::Streaming,
+        },
         ..TrainConfig::default()
     }
 }
@@ -210,7 +231,7 @@ pub fn run(args: Args, stop: Arc<AtomicBool>) -> Result<(), Failure> {
         let ck = checkpoint::load(&args.checkpoint)
             .map_err(|e| usage(format!("{e} (--generate samples from a checkpoint: train one first)")))?;
         let weights = ck.params.clone();
-        let mut model = Model::new(&gpu, &ck.model, 1, &weights, None)?;
+        let mut model = Model::with_attention(&gpu, &ck.model, 1, &weights, None, train_config(&args).attention)?;
         let text = generate(&mut model, prompt.as_bytes(), args.sample_bytes, args.temperature, args.top_k, args.seed)?;
         println!("{}{}", prompt, String::from_utf8_lossy(&text));
         return Ok(());
@@ -235,7 +256,7 @@ pub fn run(args: Args, stop: Arc<AtomicBool>) -> Result<(), Failure> {
     };
     let cfg = trainer.model.cfg.clone();
     say(format!(
-        "model: {} layers, width {}, {} heads ({} kv), ffn {}, context {}; {:.2}M parameters; data: {} ({} bytes)",
+        "model: {} layers, width {}, {} heads ({} kv), ffn {}, context {}; {:.2}M parameters; {:?} attention; data: {} ({} bytes)",
         cfg.layers,
         cfg.dim,
         cfg.heads,
@@ -243,6 +264,7 @@ pub fn run(args: Args, stop: Arc<AtomicBool>) -> Result<(), Failure> {
         cfg.ffn_hidden,
         cfg.seq_len,
         cfg.parameters() as f64 / 1e6,
+        trainer.model.attention,
         trainer.corpus.source,
         trainer.corpus.len()
     ));

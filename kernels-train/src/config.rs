@@ -107,6 +107,8 @@ pub struct TrainConfig {
     pub clip: f32,
     /// Seed of weights and batches.
     pub seed: u64,
+    /// The attention path (a speed and memory choice; results agree to rounding).
+    pub attention: crate::model::Attention,
 }
 
 impl Default for TrainConfig {
@@ -123,6 +125,7 @@ impl Default for TrainConfig {
             weight_decay: 0.1,
             clip: 1.0,
             seed: 1234,
+            attention: crate::model::Attention::Auto,
         }
     }
 }

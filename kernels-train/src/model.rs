@@ -28,6 +28,54 @@ type B = Buffer<f32>;
 /// Host copies of tensors, in [`params::shapes`] order.
 pub type Tensors = Vec<Vec<f32>>;
 
+/// How attention runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attention {
+    /// The fast path where its probability workspaces fit (see [`Attention::resolve`]),
+    /// otherwise the streaming kernels.
+    Auto,
+    /// Register-tiled batched products over materialised probabilities
+    /// (`kernels::fast_attention`): one `[B, H, S, S]` workspace per layer.
+    Fast,
+    /// The streaming kernels (`attention_forward`, `attention_backward_dq`/`_dkdv`): no
+    /// workspace, slower.
+    Streaming,
+}
+
+/// Total bytes of probability workspaces [`Attention::Auto`] allows (wgpu does not say how much
+/// memory a device has).
+pub const FAST_ATTENTION_BUDGET: u64 = 8 << 30;
+
+impl Attention {
+    /// The path a model of this shape takes on `gpu`.
+    pub fn resolve(self, gpu: &Gpu, cfg: &ModelConfig, batch: usize) -> Result<Attention, Error> {
+        let p = fast_params(cfg, batch, cfg.seq_len);
+        let total = p.probs_len() as u64 * 4 * cfg.layers as u64;
+        match self {
+            Attention::Streaming => Ok(Attention::Streaming),
+            Attention::Fast if !p.fits(gpu) => Err(Error::Config(format!(
+                "the fast attention path needs a {} MiB workspace per layer, over this device's binding limit; use --attention streaming",
+                p.probs_len() * 4 >> 20
+            ))),
+            Attention::Fast => Ok(Attention::Fast),
+            Attention::Auto if p.fits(gpu) && total <= FAST_ATTENTION_BUDGET => Ok(Attention::Fast),
+            Attention::Auto => Ok(Attention::Streaming),
+        }
+    }
+}
+
+fn fast_params(cfg: &ModelConfig, batch: usize, seq: usize) -> kernels::fast_attention::Params {
+    let dh = cfg.head_dim();
+    kernels::fast_attention::Params::new(
+        batch as u32,
+        seq as u32,
+        cfg.heads as u32,
+        cfg.kv_heads as u32,
+        dh as u32,
+        1.0 / (dh as f32).sqrt(),
+    )
+}
+
 /// Activations one layer keeps for its backward pass.
 struct Layer {
     x_in: B,
@@ -44,6 +92,8 @@ struct Layer {
     g: B,
     u: B,
     a: B,
+    /// The fast path's probabilities (P, then dS in the backward); empty when streaming.
+    probs: Option<B>,
 }
 
 /// Scratch for the backward pass.
@@ -61,6 +111,7 @@ struct Scratch {
     dv: B,
     delta: B,
     norm_partials: B,
+    fast_delta: Option<B>,
 }
 
 /// Index of a parameter in [`params::shapes`] order.
@@ -86,6 +137,8 @@ pub struct Model {
     pub cfg: ModelConfig,
     /// Sequences per batch the buffers hold.
     pub batch: usize,
+    /// The attention path in use.
+    pub attention: Attention,
     gpu: Gpu,
     params: Vec<B>,
     grads: Vec<B>,
@@ -118,7 +171,22 @@ impl Model {
         weights: &[Vec<f32>],
         moments: Option<(&Tensors, &Tensors)>,
     ) -> Result<Model, Error> {
+        Model::with_attention(gpu, cfg, batch, weights, moments, Attention::Auto)
+    }
+
+    /// [`Model::new`] with a chosen attention path.
+    pub fn with_attention(
+        gpu: &Gpu,
+        cfg: &ModelConfig,
+        batch: usize,
+        weights: &[Vec<f32>],
+        moments: Option<(&Tensors, &Tensors)>,
+        attention: Attention,
+    ) -> Result<Model, Error> {
         cfg.validate()?;
+        let attention = attention.resolve(gpu, cfg, batch)?;
+        let fast = attention == Attention::Fast;
+        let probs_len = fast_params(cfg, batch, cfg.seq_len).probs_len();
         let shapes = params::shapes(cfg);
         if weights.len() != shapes.len()
             || weights.iter().zip(&shapes).any(|(w, (_, s))| w.len() != s.iter().product::<usize>())
@@ -164,6 +232,7 @@ impl Model {
                 g: z(m * f)?,
                 u: z(m * f)?,
                 a: z(m * f)?,
+                probs: if fast { Some(z(probs_len)?) } else { None },
             });
         }
         let norm_block = kernels::norm::NORM_BLOCK as usize;
@@ -181,6 +250,7 @@ impl Model {
             dv: z(m * kv)?,
             delta: z(batch * cfg.heads * s)?,
             norm_partials: z(m.div_ceil(norm_block) * d)?,
+            fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
         };
         let block = kernels::optimizer::NORM_BLOCK as usize;
         let mut norm_offsets = Vec::new();
@@ -192,6 +262,7 @@ impl Model {
         Ok(Model {
             cfg: cfg.clone(),
             batch,
+            attention,
             gpu: gpu.clone(),
             decay: shapes.iter().map(|(n, _)| params::decays(n)).collect(),
             params,
@@ -270,8 +341,25 @@ impl Model {
             matmul_t(b, &layer.h1, &p[w + ix::WV], &mut layer.v, mm(kv, d))?;
             rope_q(b, &mut layer.q, kernels::rope::rope_q::Params::new(bt, sq, h, dh, 0, base))?;
             rope_k(b, &mut layer.k, kernels::rope::rope_k::Params::new(bt, sq, hkv, dh, 0, base))?;
-            let ap = kernels::attention::attention_forward::Params::new(bt, sq, h, hkv, dh, scale);
-            attention_forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, ap)?;
+            match &mut layer.probs {
+                Some(probs) => {
+                    let fp = fast_params(c, batch, seq);
+                    kernels::fast_attention::forward(
+                        b,
+                        &layer.q,
+                        &layer.k,
+                        &layer.v,
+                        &mut layer.att,
+                        &mut layer.lse,
+                        probs,
+                        fp,
+                    )?;
+                }
+                None => {
+                    let ap = kernels::attention::attention_forward::Params::new(bt, sq, h, hkv, dh, scale);
+                    attention_forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, ap)?;
+                }
+            }
             // x_mid = x_in + att·Woᵀ
             copy(b, &layer.x_in, &mut layer.x_mid, rows * d)?;
             matmul_t_acc(b, &layer.att, &p[w + ix::WO], &mut layer.x_mid, mm(d, hq))?;
@@ -337,7 +425,7 @@ impl Model {
 
         for l in (0..c.layers).rev() {
             let w = ix::layer(l);
-            let y = &layers[l];
+            let y = &mut layers[l];
             // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, g = h2·W1ᵀ, u = h2·W3ᵀ.
             matmul(b, &s.dx, &p[w + ix::W2], &mut s.da, mm(f, d))?;
             matmul_at_acc(b, &s.dx, &y.a, &mut g[w + ix::W2], mm(f, d))?;
@@ -353,10 +441,21 @@ impl Model {
             // Attention: x_mid = x_in + att·Woᵀ.
             matmul(b, &s.dx, &p[w + ix::WO], &mut s.datt, mm(hq, d))?;
             matmul_at_acc(b, &s.dx, &y.att, &mut g[w + ix::WO], mm(hq, d))?;
-            let ap = kernels::backward_attention::attention_backward_dq::Params::new(bt, sq, h, hkv, dh, scale);
-            attention_backward_dq(b, &y.q, &y.k, &y.v, &y.att, &s.datt, &y.lse, &mut s.dq, &mut s.delta, ap)?;
-            let kp = kernels::backward_attention::attention_backward_dkdv::Params::new(bt, sq, h, hkv, dh, scale);
-            attention_backward_dkdv(b, &y.q, &y.k, &y.v, &s.datt, &y.lse, &s.delta, &mut s.dk, &mut s.dv, kp)?;
+            match (&mut y.probs, &mut s.fast_delta) {
+                (Some(probs), Some(delta)) => {
+                    let fp = fast_params(c, batch, c.seq_len);
+                    kernels::fast_attention::backward(
+                        b, &y.q, &y.k, &y.v, &y.att, &s.datt, probs, delta, &mut s.dq, &mut s.dk, &mut s.dv, fp,
+                    )?;
+                }
+                _ => {
+                    let ap = kernels::backward_attention::attention_backward_dq::Params::new(bt, sq, h, hkv, dh, scale);
+                    attention_backward_dq(b, &y.q, &y.k, &y.v, &y.att, &s.datt, &y.lse, &mut s.dq, &mut s.delta, ap)?;
+                    let kp =
+                        kernels::backward_attention::attention_backward_dkdv::Params::new(bt, sq, h, hkv, dh, scale);
+                    attention_backward_dkdv(b, &y.q, &y.k, &y.v, &s.datt, &y.lse, &s.delta, &mut s.dk, &mut s.dv, kp)?;
+                }
+            }
             rope_q_backward(
                 b,
                 &mut s.dq,

@@ -35,7 +35,7 @@ impl Trainer {
         train.validate()?;
         corpus.check(cfg.seq_len)?;
         let weights = params::init(cfg, train.seed);
-        let model = Model::new(gpu, cfg, train.batch, &weights, None)?;
+        let model = Model::with_attention(gpu, cfg, train.batch, &weights, None, train.attention)?;
         Ok(Trainer { model, corpus, train: train.clone(), step: 0, train_history: Vec::new(), val_history: Vec::new() })
     }
 
@@ -45,7 +45,8 @@ impl Trainer {
         let train = TrainConfig { seed: ck.seed, ..train.clone() };
         train.validate()?;
         corpus.check(ck.model.seq_len)?;
-        let model = Model::new(gpu, &ck.model, train.batch, &ck.params, Some((&ck.m, &ck.v)))?;
+        let model =
+            Model::with_attention(gpu, &ck.model, train.batch, &ck.params, Some((&ck.m, &ck.v)), train.attention)?;
         Ok(Trainer {
             model,
             corpus,
