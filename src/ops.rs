@@ -80,7 +80,8 @@ fn reduce(
     pass(rec, op, last, out, len as u32)
 }
 
-/// Records the sum of `x[0..n]` into `out[0]`: ⌈log₁₀₂₄ n⌉ passes of `infrastructure::reduce_sum`.
+/// Records the sum of `x[0..n]` into `out[0]`: ⌈log₄₀₉₆ n⌉ passes (at least one) of
+/// `infrastructure::reduce_sum`, each folding [`REDUCE_CHUNK`] = 4096 values into one.
 /// The order of additions depends only on `n` and the subgroup size, so results repeat
 /// bit for bit. `n = 0` gives 0.
 pub fn reduce_sum_into(
