@@ -1,12 +1,14 @@
 // RMSNorm over the rows of a row-major `[rows, d]` matrix (rows = B·S tokens, d the model
 // width): y = x · rrms · γ with rrms = 1 / sqrt(mean(x²) + eps), and its backward.
 //
-// The forward kernels run one workgroup of 256 invocations per row; they save `rrms` per row for
-// the backward. Each invocation takes the row's columns tid + k·256 in chunks of 8 (k = 0..7
-// per chunk of 2048 columns: consecutive invocations on consecutive columns), loading a chunk's
-// 8 values of x and of γ before using any, so enough loads are in flight to cover the memory
-// latency; the first chunk (all of a row of d ≤ 2048) stays in registers between the sum of
-// squares and the output, so x is read once there.
+// The forward kernels run one workgroup of 256 invocations per two rows; they save `rrms` per
+// row for the backward. Each invocation takes the rows' columns tid + k·256 in chunks of 8
+// (k = 0..7 per chunk of 2048 columns: consecutive invocations on consecutive columns), loading
+// a chunk's 8 values of x for both rows and of γ before using any, so enough loads are in flight
+// to cover the memory latency (two rows per workgroup double what a workgroup has in flight for
+// the usual d ≤ 1024); the first chunk (all of a row of d ≤ 2048) stays in registers between the
+// sum of squares and the output, so x is read once there. Both rows' sums of squares go through
+// one workgroup reduction of a vec2.
 //
 // The backward runs one workgroup per block of NORM_BLOCK consecutive rows: it overwrites dx
 // and writes that block's partial dγ (a fixed-order sum over its rows) into a `[blocks, d]`
@@ -25,6 +27,47 @@ const_assert CHUNK == 8u * WG;
 const STEP_LO: vec4<u32> = vec4<u32>(0u, WG, 2u * WG, 3u * WG);
 const STEP_HI: vec4<u32> = vec4<u32>(4u * WG, 5u * WG, 6u * WG, 7u * WG);
 
+// Rows per forward workgroup.
+const FWD_ROWS: u32 = 2u;
+
+// Scratch of `wg_reduce_sum2` (2 KiB).
+var<workgroup> sh_red2: array<vec2<f32>, WG>;
+
+// The shared `wg_reduce_sum` for two values per invocation at once (component-wise): every
+// invocation of the WG calls it in uniform control flow and gets the result; it ends with a
+// barrier. The order of the additions is fixed, as in the shared helper.
+//#if subgroups
+fn wg_reduce_sum2(tid: u32, val: vec2<f32>) -> vec2<f32> {
+    let sg = subgroupAdd(1u);
+    let partial = subgroupAdd(val);
+    if (tid % sg == 0u) {
+        sh_red2[tid / sg] = partial;
+    }
+    workgroupBarrier();
+    var acc = vec2<f32>(0.0);
+    for (var i = tid % sg; i < WG / sg; i += sg) {
+        acc += sh_red2[i];
+    }
+    let total = subgroupAdd(acc);
+    workgroupBarrier();
+    return total;
+}
+//#else
+fn wg_reduce_sum2(tid: u32, val: vec2<f32>) -> vec2<f32> {
+    sh_red2[tid] = val;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (tid < s) {
+            sh_red2[tid] += sh_red2[tid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = sh_red2[0];
+    workgroupBarrier();
+    return total;
+}
+//#endif
+
 // ss + Σ v² over a's then b's components, in that order (one fma chain).
 fn sum_sq8(ss: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {
     var s = fma(a.x, a.x, ss);
@@ -40,10 +83,11 @@ fn sum_sq8(ss: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {
 // --- KERNEL: rmsnorm_forward ---
 // RMSNorm forward: `y[r, j] = x[r, j] · rrms[r] · gamma[j]` with
 // `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`, for the `[rows, d]` row-major x.
-// One workgroup of 256 per row (grid `workgroups(rows)`, 2-D past 65535 rows), 8 columns per
-// invocation and chunk of 2048 (file header).
+// One workgroup of 256 per two rows (grid `workgroups(⌈rows/2⌉)`, 2-D past 65535 workgroups;
+// the last workgroup of an odd count has one row), 8 columns per invocation, row and chunk of
+// 2048 (file header).
 // Overwrites `y[0 .. rows·d]` and `rrms[0 .. rows]` (saved for `rmsnorm_backward`).
-// @grid workgroups(p.rows)
+// @grid workgroups(ceil_div(p.rows, FWD_ROWS))
 // @requires len(x) >= p.rows * p.d
 // @requires len(gamma) >= p.d
 // @requires len(y) >= p.rows * p.d
@@ -59,19 +103,20 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> rrms: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-// x at columns j of the row starting at `base`, 0 past d.
-fn load_x(base: u32, j: vec4<u32>) -> vec4<f32> {
+// x at columns j of the row starting at `base`, 0 at columns ≥ lim (lim = d, or 0 for a row
+// that does not exist).
+fn load_x(base: u32, j: vec4<u32>, lim: u32) -> vec4<f32> {
     var v = vec4<f32>(0.0);
-    if (j.x < p.d) {
+    if (j.x < lim) {
         v.x = x[base + j.x];
     }
-    if (j.y < p.d) {
+    if (j.y < lim) {
         v.y = x[base + j.y];
     }
-    if (j.z < p.d) {
+    if (j.z < lim) {
         v.z = x[base + j.z];
     }
-    if (j.w < p.d) {
+    if (j.w < lim) {
         v.w = x[base + j.w];
     }
     return v;
@@ -95,18 +140,18 @@ fn load_gamma(j: vec4<u32>) -> vec4<f32> {
     return v;
 }
 
-// y at columns j (those below d) of the row starting at `base`.
-fn store_y(base: u32, j: vec4<u32>, v: vec4<f32>) {
-    if (j.x < p.d) {
+// y at columns j below lim of the row starting at `base`.
+fn store_y(base: u32, j: vec4<u32>, lim: u32, v: vec4<f32>) {
+    if (j.x < lim) {
         y[base + j.x] = v.x;
     }
-    if (j.y < p.d) {
+    if (j.y < lim) {
         y[base + j.y] = v.y;
     }
-    if (j.z < p.d) {
+    if (j.z < lim) {
         y[base + j.z] = v.z;
     }
-    if (j.w < p.d) {
+    if (j.w < lim) {
         y[base + j.w] = v.w;
     }
 }
@@ -117,46 +162,64 @@ fn rmsnorm_forward(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let row = flat_wg(wid, nwg);
+    let r0 = flat_wg(wid, nwg) * FWD_ROWS;
     // Workgroups past the last row (2-D grid tail) leave together: uniform control flow.
-    if (row >= p.rows) {
+    if (r0 >= p.rows) {
         return;
     }
-    let base = row * p.d;
-    // The first chunk's x and γ, kept in registers. Each invocation adds its squares in
-    // increasing column order (zeros past d add nothing).
+    // Rows r0 and r0 + 1; the second has no columns when r0 is the last row.
+    let base0 = r0 * p.d;
+    let base1 = base0 + p.d;
+    let lim1 = select(0u, p.d, r0 + 1u < p.rows);
+    // The first chunk's x (both rows) and γ, kept in registers. Each invocation adds its squares
+    // in increasing column order (zeros past d add nothing).
     let j_lo = tid + STEP_LO;
     let j_hi = tid + STEP_HI;
-    let xa = load_x(base, j_lo);
-    let xb = load_x(base, j_hi);
+    let xa = load_x(base0, j_lo, p.d);
+    let xb = load_x(base0, j_hi, p.d);
+    let za = load_x(base1, j_lo, lim1);
+    let zb = load_x(base1, j_hi, lim1);
     let ga = load_gamma(j_lo);
     let gb = load_gamma(j_hi);
-    var ss = sum_sq8(0.0, xa, xb);
+    var ss = vec2<f32>(sum_sq8(0.0, xa, xb), sum_sq8(0.0, za, zb));
     for (var c = CHUNK; c < p.d; c += CHUNK) {
-        ss = sum_sq8(ss, load_x(base, c + j_lo), load_x(base, c + j_hi));
+        let s0 = sum_sq8(ss.x, load_x(base0, c + j_lo, p.d), load_x(base0, c + j_hi, p.d));
+        ss = vec2<f32>(s0, sum_sq8(ss.y, load_x(base1, c + j_lo, lim1), load_x(base1, c + j_hi, lim1)));
     }
-    let total = wg_reduce_sum(tid, ss);
+    let total = wg_reduce_sum2(tid, ss);
     let r = 1.0 / sqrt(total / f32(p.d) + p.eps);
-    store_y(base, j_lo, xa * r * ga);
-    store_y(base, j_hi, xb * r * gb);
+    store_y(base0, j_lo, p.d, xa * r.x * ga);
+    store_y(base0, j_hi, p.d, xb * r.x * gb);
+    store_y(base1, j_lo, lim1, za * r.y * ga);
+    store_y(base1, j_hi, lim1, zb * r.y * gb);
     for (var c = CHUNK; c < p.d; c += CHUNK) {
-        let ya = load_x(base, c + j_lo) * r * load_gamma(c + j_lo);
-        let yb = load_x(base, c + j_hi) * r * load_gamma(c + j_hi);
-        store_y(base, c + j_lo, ya);
-        store_y(base, c + j_hi, yb);
+        let g_lo = load_gamma(c + j_lo);
+        let g_hi = load_gamma(c + j_hi);
+        let ya = load_x(base0, c + j_lo, p.d) * r.x * g_lo;
+        let yb = load_x(base0, c + j_hi, p.d) * r.x * g_hi;
+        let wa = load_x(base1, c + j_lo, lim1) * r.y * g_lo;
+        let wb = load_x(base1, c + j_hi, lim1) * r.y * g_hi;
+        store_y(base0, c + j_lo, p.d, ya);
+        store_y(base0, c + j_hi, p.d, yb);
+        store_y(base1, c + j_lo, lim1, wa);
+        store_y(base1, c + j_hi, lim1, wb);
     }
     if (tid == 0u) {
-        rrms[row] = r;
+        rrms[r0] = r.x;
+    }
+    if (tid == 1u && r0 + 1u < p.rows) {
+        rrms[r0 + 1u] = r.y;
     }
 }
 
 // --- KERNEL: rmsnorm_forward_w16 ---
 // `rmsnorm_forward` with γ stored as f16 (the f16 weight copy); f32 arithmetic. Needs
 // SHADER_F16. `y[r, j] = x[r, j] · rrms[r] · f32(gamma[j])`,
-// `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`. One workgroup of 256 per row, 8 columns per
-// invocation and chunk of 2048 (file header).
+// `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`. One workgroup of 256 per two rows (grid
+// `workgroups(⌈rows/2⌉)`, 2-D past 65535 workgroups), 8 columns per invocation, row and chunk
+// of 2048 (file header).
 // Overwrites `y[0 .. rows·d]` and `rrms[0 .. rows]`.
-// @grid workgroups(p.rows)
+// @grid workgroups(ceil_div(p.rows, FWD_ROWS))
 // @requires len(x) >= p.rows * p.d
 // @requires len(gamma) >= p.d
 // @requires len(y) >= p.rows * p.d
@@ -172,19 +235,20 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> rrms: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-// x at columns j of the row starting at `base`, 0 past d.
-fn load_x(base: u32, j: vec4<u32>) -> vec4<f32> {
+// x at columns j of the row starting at `base`, 0 at columns ≥ lim (lim = d, or 0 for a row
+// that does not exist).
+fn load_x(base: u32, j: vec4<u32>, lim: u32) -> vec4<f32> {
     var v = vec4<f32>(0.0);
-    if (j.x < p.d) {
+    if (j.x < lim) {
         v.x = x[base + j.x];
     }
-    if (j.y < p.d) {
+    if (j.y < lim) {
         v.y = x[base + j.y];
     }
-    if (j.z < p.d) {
+    if (j.z < lim) {
         v.z = x[base + j.z];
     }
-    if (j.w < p.d) {
+    if (j.w < lim) {
         v.w = x[base + j.w];
     }
     return v;
@@ -208,18 +272,18 @@ fn load_gamma(j: vec4<u32>) -> vec4<f32> {
     return v;
 }
 
-// y at columns j (those below d) of the row starting at `base`.
-fn store_y(base: u32, j: vec4<u32>, v: vec4<f32>) {
-    if (j.x < p.d) {
+// y at columns j below lim of the row starting at `base`.
+fn store_y(base: u32, j: vec4<u32>, lim: u32, v: vec4<f32>) {
+    if (j.x < lim) {
         y[base + j.x] = v.x;
     }
-    if (j.y < p.d) {
+    if (j.y < lim) {
         y[base + j.y] = v.y;
     }
-    if (j.z < p.d) {
+    if (j.z < lim) {
         y[base + j.z] = v.z;
     }
-    if (j.w < p.d) {
+    if (j.w < lim) {
         y[base + j.w] = v.w;
     }
 }
@@ -230,36 +294,53 @@ fn rmsnorm_forward_w16(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let row = flat_wg(wid, nwg);
+    let r0 = flat_wg(wid, nwg) * FWD_ROWS;
     // Workgroups past the last row (2-D grid tail) leave together: uniform control flow.
-    if (row >= p.rows) {
+    if (r0 >= p.rows) {
         return;
     }
-    let base = row * p.d;
-    // The first chunk's x and γ, kept in registers. Each invocation adds its squares in
-    // increasing column order (zeros past d add nothing).
+    // Rows r0 and r0 + 1; the second has no columns when r0 is the last row.
+    let base0 = r0 * p.d;
+    let base1 = base0 + p.d;
+    let lim1 = select(0u, p.d, r0 + 1u < p.rows);
+    // The first chunk's x (both rows) and γ, kept in registers. Each invocation adds its squares
+    // in increasing column order (zeros past d add nothing).
     let j_lo = tid + STEP_LO;
     let j_hi = tid + STEP_HI;
-    let xa = load_x(base, j_lo);
-    let xb = load_x(base, j_hi);
+    let xa = load_x(base0, j_lo, p.d);
+    let xb = load_x(base0, j_hi, p.d);
+    let za = load_x(base1, j_lo, lim1);
+    let zb = load_x(base1, j_hi, lim1);
     let ga = load_gamma(j_lo);
     let gb = load_gamma(j_hi);
-    var ss = sum_sq8(0.0, xa, xb);
+    var ss = vec2<f32>(sum_sq8(0.0, xa, xb), sum_sq8(0.0, za, zb));
     for (var c = CHUNK; c < p.d; c += CHUNK) {
-        ss = sum_sq8(ss, load_x(base, c + j_lo), load_x(base, c + j_hi));
+        let s0 = sum_sq8(ss.x, load_x(base0, c + j_lo, p.d), load_x(base0, c + j_hi, p.d));
+        ss = vec2<f32>(s0, sum_sq8(ss.y, load_x(base1, c + j_lo, lim1), load_x(base1, c + j_hi, lim1)));
     }
-    let total = wg_reduce_sum(tid, ss);
+    let total = wg_reduce_sum2(tid, ss);
     let r = 1.0 / sqrt(total / f32(p.d) + p.eps);
-    store_y(base, j_lo, xa * r * ga);
-    store_y(base, j_hi, xb * r * gb);
+    store_y(base0, j_lo, p.d, xa * r.x * ga);
+    store_y(base0, j_hi, p.d, xb * r.x * gb);
+    store_y(base1, j_lo, lim1, za * r.y * ga);
+    store_y(base1, j_hi, lim1, zb * r.y * gb);
     for (var c = CHUNK; c < p.d; c += CHUNK) {
-        let ya = load_x(base, c + j_lo) * r * load_gamma(c + j_lo);
-        let yb = load_x(base, c + j_hi) * r * load_gamma(c + j_hi);
-        store_y(base, c + j_lo, ya);
-        store_y(base, c + j_hi, yb);
+        let g_lo = load_gamma(c + j_lo);
+        let g_hi = load_gamma(c + j_hi);
+        let ya = load_x(base0, c + j_lo, p.d) * r.x * g_lo;
+        let yb = load_x(base0, c + j_hi, p.d) * r.x * g_hi;
+        let wa = load_x(base1, c + j_lo, lim1) * r.y * g_lo;
+        let wb = load_x(base1, c + j_hi, lim1) * r.y * g_hi;
+        store_y(base0, c + j_lo, p.d, ya);
+        store_y(base0, c + j_hi, p.d, yb);
+        store_y(base1, c + j_lo, lim1, wa);
+        store_y(base1, c + j_hi, lim1, wb);
     }
     if (tid == 0u) {
-        rrms[row] = r;
+        rrms[r0] = r.x;
+    }
+    if (tid == 1u && r0 + 1u < p.rows) {
+        rrms[r0 + 1u] = r.y;
     }
 }
 

@@ -164,6 +164,13 @@ fn cross_entropy(
     let j_hi = tid + STEP_HI;
     // Read-only storage at a uniform index: the same for the whole workgroup.
     let t = targets[row];
+    // Pass 1 (reads only). The first chunk, which stays in registers for pass 2, and the
+    // second are loaded before t arrives (an ignored row reads them for nothing; each invocation
+    // reads only its own columns, so the zeroing below races with nothing).
+    let a0 = load_row(base, j_lo);
+    let b0 = load_row(base, j_hi);
+    var na = load_row(base, CHUNK + j_lo);
+    var nb = load_row(base, CHUNK + j_hi);
     if (t >= p.v) {
         for (var c = 0u; c < p.v; c += CHUNK) {
             store_row(base, c + j_lo, vec4<f32>(0.0));
@@ -174,15 +181,18 @@ fn cross_entropy(
         }
         return;
     }
-    // Pass 1: reads only. Every invocation reads the target logit itself, here, before any
-    // invocation can pass the barriers below and start overwriting the row.
+    // Every invocation reads the target logit itself, here, before any invocation can pass the
+    // barriers below and start overwriting the row.
     let lt = logits[base + t];
-    // The first chunk stays in registers for pass 2.
-    let a0 = load_row(base, j_lo);
-    let b0 = load_row(base, j_hi);
     var st = online(vec2<f32>(NEG_INF, 0.0), a0, b0, j_lo, j_hi, t);
+    // Chunk c is folded in while chunk c + 1 is already being loaded (software pipelining:
+    // 16 loads in flight per invocation).
     for (var c = CHUNK; c < p.v; c += CHUNK) {
-        st = online(st, load_row(base, c + j_lo), load_row(base, c + j_hi), c + j_lo, c + j_hi, t);
+        let a = na;
+        let b = nb;
+        na = load_row(base, c + CHUNK + j_lo);
+        nb = load_row(base, c + CHUNK + j_hi);
+        st = online(st, a, b, c + j_lo, c + j_hi, t);
     }
     let m = wg_reduce_max(tid, st.x);
     // Σ_{j≠t} exp(l_j − m): each invocation's sum moved from its own max to the row's
@@ -203,12 +213,18 @@ fn cross_entropy(
 
     // Pass 2: each invocation overwrites only its own elements (columns ≡ tid mod 256), and
     // sums its Σ (l_j − m) (for the smoothing term) in increasing column order.
+    // The second chunk is loaded again (own columns only, not yet written) before the first
+    // is stored, and each later one while the one before it is written.
+    na = load_row(base, CHUNK + j_lo);
+    nb = load_row(base, CHUNK + j_hi);
     store_row(base, j_lo, grad4(a0, j_lo, r));
     store_row(base, j_hi, grad4(b0, j_hi, r));
     var sd = add_shifted(add_shifted(0.0, a0, j_lo, m), b0, j_hi, m);
     for (var c = CHUNK; c < p.v; c += CHUNK) {
-        let a = load_row(base, c + j_lo);
-        let b = load_row(base, c + j_hi);
+        let a = na;
+        let b = nb;
+        na = load_row(base, c + CHUNK + j_lo);
+        nb = load_row(base, c + CHUNK + j_hi);
         store_row(base, c + j_lo, grad4(a, c + j_lo, r));
         store_row(base, c + j_hi, grad4(b, c + j_hi, r));
         sd = add_shifted(add_shifted(sd, a, c + j_lo, m), b, c + j_hi, m);

@@ -315,3 +315,18 @@ fn forward_rows_wider_than_a_chunk() {
         }
     }
 }
+
+/// The forward runs two rows per workgroup: more than 2 · 65535 rows (an odd count, so the last
+/// workgroup has one row) take the 2-D grid.
+#[test]
+fn forward_past_65535_workgroups_of_two_rows() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm 2-D forward");
+    let max = gpu.limits().max_compute_workgroups_per_dimension as usize;
+    let (rows, d) = (2 * max + 3, 3);
+    let (x, gamma) = inputs(&mut rng, rows, d);
+    let (y, rr) = forward(&gpu, &x, &gamma, rows, d, 1e-5);
+    let (y_ref, rr_ref) = reference::rmsnorm_forward(&x, &gamma, rows, d, 1e-5);
+    assert_close("forward y, workgroups past the limit", &y, &y_ref, 1e-5);
+    assert_close("forward rrms, workgroups past the limit", &rr, &rr_ref, 1e-5);
+}
