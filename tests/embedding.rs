@@ -268,3 +268,33 @@ fn lookups_across_chunks_and_row_boundaries() {
         }
     }
 }
+
+/// The lookup under a 2-D grid gives the same output as under its own 1-D grid (which only
+/// turns 2-D past 65535 chunks of 2048 outputs, beyond this adapter's 128 MiB bindings): an
+/// explicit (2, 2, 1) grid through the untyped API, 4 workgroups for 3 chunks.
+#[test]
+fn lookup_on_a_2d_grid() {
+    use kernels::__private::bytemuck::bytes_of;
+    use kernels::{Arg, Call, Grid, Record};
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("embed_lookup 2-D");
+    let (rows, dim, vocab) = (61, 77, 9);
+    let ids = random_ids(&mut rng, rows, vocab);
+    let table = uniform(&mut rng, vocab * dim, -1.0, 1.0);
+    let want = run_lookup(&gpu, &ids, &table, vocab, dim);
+    let ids_b = gpu.upload(&ids).unwrap();
+    let table_b = gpu.upload(&table).unwrap();
+    let out = poisoned(&gpu, rows * dim);
+    let params = embed_lookup::Params::new(rows as u32, dim as u32, vocab as u32);
+    let args = [
+        Arg::storage(&ids_b, false),
+        Arg::storage(&table_b, false),
+        Arg::storage(&out, true),
+        Arg::uniform(bytes_of(&params)),
+    ];
+    let call = Call { kernel: &embed_lookup::KERNEL, grid: Grid::Explicit([2, 2, 1]), args: &args, overrides: &[] };
+    (&gpu).record(call).unwrap();
+    let got = out.read(&gpu).unwrap();
+    check_tail("embed_lookup on a 2-D grid", &got, rows * dim);
+    assert_eq!(&got[..rows * dim], &want[..], "embed_lookup on a 2-D grid");
+}

@@ -326,10 +326,17 @@ fn reductions_around_the_chunk() {
         assert_eq!(got.to_bits(), again.read(&gpu).unwrap()[0].to_bits(), "sum n={n} not deterministic");
 
         let mut out = gpu.filled(1, f32::NAN).unwrap();
-        ops::reduce_max_into(&gpu, &x, n, &mut out, &mut scratch).unwrap();
+        let batch = gpu.batch();
+        ops::reduce_max_into(&batch, &x, n, &mut out, &mut scratch).unwrap();
+        assert_eq!(batch.dispatches(), ops::reduce_passes(n), "passes n={n}");
+        batch.submit().unwrap();
         let want = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         assert_eq!(out.read(&gpu).unwrap()[0], want, "max n={n}");
     }
+    assert_eq!(
+        [0, 1, 4096, 4097, 4096 * 4096, 4096 * 4096 + 1, 1 << 28].map(ops::reduce_passes),
+        [1, 1, 1, 2, 2, 3, 3]
+    );
 }
 
 /// The chunked kernels under a 2-D grid. On this adapter their own grids stay 1-D (a 2-D grid
