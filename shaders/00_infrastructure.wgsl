@@ -12,8 +12,9 @@
 //   the last workgroup's invocations take a guarded loop instead, so nothing past `n` is read
 //   or written.
 // - The reductions: workgroup `w` folds REDUCE_CHUNK = 4096 elements into one partial, 16 per
-//   invocation, all 16 loaded before the first addition; the host runs them again on the
-//   partials until one value is left (`kernels::ops::reduce_sum`).
+//   invocation, all 16 loaded before the first addition (the last, partial chunk takes a
+//   guarded loop); the host runs them again on the partials until one value is left
+//   (`kernels::ops::reduce_sum_into`).
 
 // Elements per invocation (EW_PER) and per workgroup (EW_CHUNK) of the element-wise kernels.
 const EW_PER: u32 = 8u;

@@ -16,8 +16,9 @@
 // together (online: each invocation keeps its running max and its sum relative to it, rescaled
 // by exp(old max − new max) when the max grows); pass 2 writes the gradient. Each invocation
 // takes the row's columns tid + k·256 in chunks of 8 (k = 0..7 per chunk of 2048 columns:
-// consecutive invocations on consecutive columns), loading a chunk's 8 logits before using any,
-// so enough loads are in flight to cover the memory latency; the first chunk (all of a row of
+// consecutive invocations on consecutive columns), loading a chunk's 8 logits before using any
+// and the next chunk's while it folds in or writes the current one (16 loads in flight), so
+// enough loads are in flight to cover the memory latency; the first chunk (all of a row of
 // v ≤ 2048) stays in registers from pass 1 to pass 2, so such rows are read only once.
 
 // Columns per chunk: 8 per invocation.
