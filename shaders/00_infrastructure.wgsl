@@ -1,31 +1,61 @@
 // Element-wise utilities over flat f32 arrays, and whole-array reductions.
 //
-// The element-wise kernels are 1-D: one invocation per element, grid `threads(n)` (the runtime
-// switches to a 2-D grid past the device's workgroup limit and `flat_id` recovers the index),
-// the tail past `n` skipped. The reductions give one partial per workgroup; the host runs them
-// again on the partials until one value is left (`kernels::ops::reduce_sum`).
+// Memory-bound kernels need many bytes in flight to cover the memory latency (a large GPU needs
+// several MB: with one 4-byte load per invocation, even a full device holds only about 1 MB in
+// flight). So every invocation here handles several elements and issues all its loads before it
+// uses any:
+// - The element-wise kernels: workgroup `w` owns the EW_CHUNK = 2048 elements
+//   `[w·2048, (w+1)·2048)`; invocation `tid` handles `w·2048 + tid + k·256` for k = 0..7, so in
+//   each of the 8 steps consecutive invocations touch consecutive elements (coalesced). Grid
+//   `workgroups(⌈n/2048⌉)` (2-D past the device's limit; `flat_wg` recovers `w`). An invocation
+//   whose 8 elements are all below `n` loads them at once (unrolled by hand into two vec4s);
+//   the last workgroup's invocations take a guarded loop instead, so nothing past `n` is read
+//   or written.
+// - The reductions: workgroup `w` folds REDUCE_CHUNK = 4096 elements into one partial, 16 per
+//   invocation, all 16 loaded before the first addition (the last, partial chunk takes a
+//   guarded loop); the host runs them again on the partials until one value is left
+//   (`kernels::ops::reduce_sum_into`).
 
-// Elements each reduction workgroup folds into one partial: 4 per invocation.
-const REDUCE_CHUNK: u32 = 1024u;
+// Elements per invocation (EW_PER) and per workgroup (EW_CHUNK) of the element-wise kernels.
+const EW_PER: u32 = 8u;
+const EW_CHUNK: u32 = 2048u;
+const_assert EW_CHUNK == WG * EW_PER;
+
+// Elements each reduction workgroup folds into one partial: 16 per invocation.
+const REDUCE_CHUNK: u32 = 4096u;
+const_assert REDUCE_CHUNK == 16u * WG;
+// Offsets of an invocation's elements from its first: steps 0..3 and 4..7 of the element-wise
+// kernels (and of each half of a reduction invocation's 8 + 8 loads).
+const EW_LO: vec4<u32> = vec4<u32>(0u, WG, 2u * WG, 3u * WG);
+const EW_HI: vec4<u32> = vec4<u32>(4u * WG, 5u * WG, 6u * WG, 7u * WG);
 
 // --- KERNEL: fill_zero ---
 // Sets `x[i] = 0` for `i < n`. Overwrites `x`; elements past `n` are untouched.
-// @grid threads(n)
+// Grid: one workgroup per 2048 elements, 8 per invocation (file header).
+// @grid workgroups(ceil_div(n, EW_CHUNK))
 // @requires len(x) >= n
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<uniform> n: u32;
 
 @compute @workgroup_size(WG)
-fn fill_zero(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i < n) {
-        x[i] = 0.0;
+fn fill_zero(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
+    for (var k = 0u; k < EW_PER; k++) {
+        let j = i + k * WG;
+        if (j < n) {
+            x[j] = 0.0;
+        }
     }
 }
 
 // --- KERNEL: fill_const ---
 // Sets `x[i] = p.value` for `i < p.n`. Overwrites `x`.
-// @grid threads(p.n)
+// Grid: one workgroup per 2048 elements, 8 per invocation (file header).
+// @grid workgroups(ceil_div(p.n, EW_CHUNK))
 // @requires len(x) >= p.n
 struct Params {
     n: u32,
@@ -35,16 +65,24 @@ struct Params {
 @group(0) @binding(1) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
-fn fill_const(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i < p.n) {
-        x[i] = p.value;
+fn fill_const(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
+    for (var k = 0u; k < EW_PER; k++) {
+        let j = i + k * WG;
+        if (j < p.n) {
+            x[j] = p.value;
+        }
     }
 }
 
 // --- KERNEL: scale ---
 // `x[i] *= p.alpha` for `i < p.n`. In place.
-// @grid threads(p.n)
+// Grid: one workgroup per 2048 elements, 8 per invocation (file header).
+// @grid workgroups(ceil_div(p.n, EW_CHUNK))
 // @requires len(x) >= p.n
 struct Params {
     n: u32,
@@ -54,16 +92,40 @@ struct Params {
 @group(0) @binding(1) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
-fn scale(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i < p.n) {
-        x[i] = x[i] * p.alpha;
+fn scale(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
+    let lo = i + EW_LO;
+    let hi = i + EW_HI;
+    if (hi.w < p.n) {
+        // All 8 loads first, then the stores.
+        let a = vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]) * p.alpha;
+        let b = vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]) * p.alpha;
+        x[lo.x] = a.x;
+        x[lo.y] = a.y;
+        x[lo.z] = a.z;
+        x[lo.w] = a.w;
+        x[hi.x] = b.x;
+        x[hi.y] = b.y;
+        x[hi.z] = b.z;
+        x[hi.w] = b.w;
+    } else {
+        for (var k = 0u; k < EW_PER; k++) {
+            let j = i + k * WG;
+            if (j < p.n) {
+                x[j] = x[j] * p.alpha;
+            }
+        }
     }
 }
 
 // --- KERNEL: axpy ---
 // `y[i] += p.alpha * x[i]` for `i < p.n`. Accumulates into `y`.
-// @grid threads(p.n)
+// Grid: one workgroup per 2048 elements, 8 per invocation (file header).
+// @grid workgroups(ceil_div(p.n, EW_CHUNK))
 // @requires len(x) >= p.n
 // @requires len(y) >= p.n
 struct Params {
@@ -75,16 +137,43 @@ struct Params {
 @group(0) @binding(2) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
-fn axpy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i < p.n) {
-        y[i] = fma(p.alpha, x[i], y[i]);
+fn axpy(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
+    let lo = i + EW_LO;
+    let hi = i + EW_HI;
+    if (hi.w < p.n) {
+        let xa = vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]);
+        let xb = vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]);
+        let ya = vec4<f32>(y[lo.x], y[lo.y], y[lo.z], y[lo.w]);
+        let yb = vec4<f32>(y[hi.x], y[hi.y], y[hi.z], y[hi.w]);
+        let a = fma(vec4<f32>(p.alpha), xa, ya);
+        let b = fma(vec4<f32>(p.alpha), xb, yb);
+        y[lo.x] = a.x;
+        y[lo.y] = a.y;
+        y[lo.z] = a.z;
+        y[lo.w] = a.w;
+        y[hi.x] = b.x;
+        y[hi.y] = b.y;
+        y[hi.z] = b.z;
+        y[hi.w] = b.w;
+    } else {
+        for (var k = 0u; k < EW_PER; k++) {
+            let j = i + k * WG;
+            if (j < p.n) {
+                y[j] = fma(p.alpha, x[j], y[j]);
+            }
+        }
     }
 }
 
 // --- KERNEL: copy ---
 // `dst[i] = src[i]` for `i < n`. Overwrites `dst`.
-// @grid threads(n)
+// Grid: one workgroup per 2048 elements, 8 per invocation (file header).
+// @grid workgroups(ceil_div(n, EW_CHUNK))
 // @requires len(src) >= n
 // @requires len(dst) >= n
 @group(0) @binding(0) var<storage, read> src: array<f32>;
@@ -92,16 +181,39 @@ fn axpy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 @group(0) @binding(2) var<uniform> n: u32;
 
 @compute @workgroup_size(WG)
-fn copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i < n) {
-        dst[i] = src[i];
+fn copy(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
+    let lo = i + EW_LO;
+    let hi = i + EW_HI;
+    if (hi.w < n) {
+        let a = vec4<f32>(src[lo.x], src[lo.y], src[lo.z], src[lo.w]);
+        let b = vec4<f32>(src[hi.x], src[hi.y], src[hi.z], src[hi.w]);
+        dst[lo.x] = a.x;
+        dst[lo.y] = a.y;
+        dst[lo.z] = a.z;
+        dst[lo.w] = a.w;
+        dst[hi.x] = b.x;
+        dst[hi.y] = b.y;
+        dst[hi.z] = b.z;
+        dst[hi.w] = b.w;
+    } else {
+        for (var k = 0u; k < EW_PER; k++) {
+            let j = i + k * WG;
+            if (j < n) {
+                dst[j] = src[j];
+            }
+        }
     }
 }
 
 // --- KERNEL: clamp_inplace ---
 // `x[i] = clamp(x[i], p.lo, p.hi)` for `i < p.n`; NaN stays NaN. In place.
-// @grid threads(p.n)
+// Grid: one workgroup per 2048 elements, 8 per invocation (file header).
+// @grid workgroups(ceil_div(p.n, EW_CHUNK))
 // @requires len(x) >= p.n
 struct Params {
     n: u32,
@@ -111,20 +223,47 @@ struct Params {
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<uniform> p: Params;
 
+// select keeps NaN (WGSL's clamp of NaN is implementation-defined).
+fn clamp_keep_nan(v: vec4<f32>) -> vec4<f32> {
+    return select(min(max(v, vec4<f32>(p.lo)), vec4<f32>(p.hi)), v, v != v);
+}
+
 @compute @workgroup_size(WG)
-fn clamp_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i < p.n) {
-        let v = x[i];
-        // select keeps NaN (WGSL's clamp of NaN is implementation-defined).
-        x[i] = select(min(max(v, p.lo), p.hi), v, v != v);
+fn clamp_inplace(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
+    let lo = i + EW_LO;
+    let hi = i + EW_HI;
+    if (hi.w < p.n) {
+        let a = clamp_keep_nan(vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]));
+        let b = clamp_keep_nan(vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]));
+        x[lo.x] = a.x;
+        x[lo.y] = a.y;
+        x[lo.z] = a.z;
+        x[lo.w] = a.w;
+        x[hi.x] = b.x;
+        x[hi.y] = b.y;
+        x[hi.z] = b.z;
+        x[hi.w] = b.w;
+    } else {
+        for (var k = 0u; k < EW_PER; k++) {
+            let j = i + k * WG;
+            if (j < p.n) {
+                x[j] = clamp_keep_nan(vec4<f32>(x[j])).x;
+            }
+        }
     }
 }
 
 // --- KERNEL: reduce_sum ---
 // One pass of a whole-array sum: workgroup `w` writes `out[w] = Σ x[i]` over its chunk
-// `i ∈ [w·1024, min(n, (w+1)·1024))`. Overwrites `out[0 .. ⌈n/1024⌉]`. The order of the
-// additions is fixed, so results are the same on every run.
+// `i ∈ [w·4096, min(n, (w+1)·4096))`. Overwrites `out[0 .. ⌈n/4096⌉]`. Invocation `tid` adds
+// its 16 elements `w·4096 + tid + k·256`, k = 0..15, in order of k (all 16 loaded before the
+// first addition), then the workgroup reduction; the order of the additions depends only on n
+// and the subgroup size, so results are the same on every run.
 // @grid workgroups(ceil_div(n, REDUCE_CHUNK))
 // @requires len(x) >= n
 // @requires len(out) >= ceil_div(n, REDUCE_CHUNK)
@@ -144,12 +283,27 @@ fn reduce_sum(
     if (w >= groups) {
         return;
     }
-    let base = w * REDUCE_CHUNK;
+    let i = w * REDUCE_CHUNK + tid;
     var acc = 0.0;
-    for (var k = 0u; k < REDUCE_CHUNK; k += WG) {
-        let i = base + k + tid;
-        if (i < n) {
-            acc += x[i];
+    if (w < n / REDUCE_CHUNK) {
+        // A full chunk: 16 independent loads in flight, then the additions in order.
+        let l0 = i + EW_LO;
+        let l1 = i + EW_HI;
+        let l2 = l0 + 8u * WG;
+        let l3 = l1 + 8u * WG;
+        let a = vec4<f32>(x[l0.x], x[l0.y], x[l0.z], x[l0.w]);
+        let b = vec4<f32>(x[l1.x], x[l1.y], x[l1.z], x[l1.w]);
+        let c = vec4<f32>(x[l2.x], x[l2.y], x[l2.z], x[l2.w]);
+        let d = vec4<f32>(x[l3.x], x[l3.y], x[l3.z], x[l3.w]);
+        acc = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
+        acc = acc + c.x + c.y + c.z + c.w + d.x + d.y + d.z + d.w;
+    } else {
+        // The last, partial chunk (the same order of additions).
+        for (var k = 0u; k < REDUCE_CHUNK / WG; k++) {
+            let j = i + k * WG;
+            if (j < n) {
+                acc += x[j];
+            }
         }
     }
     let total = wg_reduce_sum(tid, acc);
@@ -159,8 +313,8 @@ fn reduce_sum(
 }
 
 // --- KERNEL: reduce_max ---
-// One pass of a whole-array max: `out[w] = max x[i]` over workgroup `w`'s chunk of 1024, as
-// `reduce_sum`. Overwrites `out[0 .. ⌈n/1024⌉]`.
+// One pass of a whole-array max: `out[w] = max x[i]` over workgroup `w`'s chunk of 4096, 16
+// elements per invocation, as `reduce_sum`. Overwrites `out[0 .. ⌈n/4096⌉]`.
 // @grid workgroups(ceil_div(n, REDUCE_CHUNK))
 // @requires len(x) >= n
 // @requires len(out) >= ceil_div(n, REDUCE_CHUNK)
@@ -179,12 +333,26 @@ fn reduce_max(
     if (w >= groups) {
         return;
     }
-    let base = w * REDUCE_CHUNK;
+    let i = w * REDUCE_CHUNK + tid;
     var acc = NEG_INF;
-    for (var k = 0u; k < REDUCE_CHUNK; k += WG) {
-        let i = base + k + tid;
-        if (i < n) {
-            acc = max(acc, x[i]);
+    if (w < n / REDUCE_CHUNK) {
+        let l0 = i + EW_LO;
+        let l1 = i + EW_HI;
+        let l2 = l0 + 8u * WG;
+        let l3 = l1 + 8u * WG;
+        let a = vec4<f32>(x[l0.x], x[l0.y], x[l0.z], x[l0.w]);
+        let b = vec4<f32>(x[l1.x], x[l1.y], x[l1.z], x[l1.w]);
+        let c = vec4<f32>(x[l2.x], x[l2.y], x[l2.z], x[l2.w]);
+        let d = vec4<f32>(x[l3.x], x[l3.y], x[l3.z], x[l3.w]);
+        // Starting from NEG_INF as the loop does, so a NaN is dropped the same way.
+        let m = max(max(max(a, b), max(c, d)), vec4<f32>(NEG_INF));
+        acc = max(max(m.x, m.y), max(m.z, m.w));
+    } else {
+        for (var k = 0u; k < REDUCE_CHUNK / WG; k++) {
+            let j = i + k * WG;
+            if (j < n) {
+                acc = max(acc, x[j]);
+            }
         }
     }
     let total = wg_reduce_max(tid, acc);

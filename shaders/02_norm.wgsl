@@ -1,10 +1,18 @@
 // RMSNorm over the rows of a row-major `[rows, d]` matrix (rows = B·S tokens, d the model
 // width): y = x · rrms · γ with rrms = 1 / sqrt(mean(x²) + eps), and its backward.
 //
-// The forward kernels run one workgroup of 256 invocations per row; they save `rrms` per row for
-// the backward. The backward runs one workgroup per block of NORM_BLOCK consecutive rows: it
-// overwrites dx and writes that block's partial dγ (a fixed-order sum over its rows) into a
-// `[blocks, d]` partials buffer, blocks = ⌈rows / NORM_BLOCK⌉ = ⌈rows / 32⌉; then
+// The forward kernels run one workgroup of 256 invocations per two rows; they save `rrms` per
+// row for the backward. Each invocation takes the rows' columns tid + k·256 in chunks of 8
+// (k = 0..7 per chunk of 2048 columns: consecutive invocations on consecutive columns), loading
+// a chunk's 8 values of x for both rows and of γ before using any, so enough loads are in flight
+// to cover the memory latency (two rows per workgroup double what a workgroup has in flight for
+// the usual d ≤ 1024); the first chunk (all of a row of d ≤ 2048) stays in registers between the
+// sum of squares and the output, so x is read once there. Both rows' sums of squares go through
+// one workgroup reduction of a vec2.
+//
+// The backward runs one workgroup per block of NORM_BLOCK consecutive rows: it overwrites dx
+// and writes that block's partial dγ (a fixed-order sum over its rows) into a `[blocks, d]`
+// partials buffer, blocks = ⌈rows / NORM_BLOCK⌉ = ⌈rows / 32⌉; then
 // `rmsnorm_dgamma_reduce` adds the partials up over the blocks in a fixed order and accumulates
 // the result into dγ. No atomics: dγ is the same bits on every run. Every 1-D grid here takes
 // the runtime's 2-D fallback past 65535 workgroups (`flat_wg`).
@@ -12,12 +20,74 @@
 // Rows per backward block (one workgroup): the partials buffer has ⌈rows / NORM_BLOCK⌉ rows.
 const NORM_BLOCK: u32 = 32u;
 
+// Columns per forward chunk: 8 per invocation.
+const CHUNK: u32 = 2048u;
+const_assert CHUNK == 8u * WG;
+// Offsets of an invocation's 8 columns in a chunk from its first: steps 0..3 and 4..7.
+const STEP_LO: vec4<u32> = vec4<u32>(0u, WG, 2u * WG, 3u * WG);
+const STEP_HI: vec4<u32> = vec4<u32>(4u * WG, 5u * WG, 6u * WG, 7u * WG);
+
+// Rows per forward workgroup.
+const FWD_ROWS: u32 = 2u;
+
+// Scratch of `wg_reduce_sum2` (2 KiB).
+var<workgroup> sh_red2: array<vec2<f32>, WG>;
+
+// The shared `wg_reduce_sum` for two values per invocation at once (component-wise): every
+// invocation of the WG calls it in uniform control flow and gets the result; it ends with a
+// barrier. The order of the additions is fixed, as in the shared helper.
+//#if subgroups
+fn wg_reduce_sum2(tid: u32, val: vec2<f32>) -> vec2<f32> {
+    let sg = subgroupAdd(1u);
+    let partial = subgroupAdd(val);
+    if (tid % sg == 0u) {
+        sh_red2[tid / sg] = partial;
+    }
+    workgroupBarrier();
+    var acc = vec2<f32>(0.0);
+    for (var i = tid % sg; i < WG / sg; i += sg) {
+        acc += sh_red2[i];
+    }
+    let total = subgroupAdd(acc);
+    workgroupBarrier();
+    return total;
+}
+//#else
+fn wg_reduce_sum2(tid: u32, val: vec2<f32>) -> vec2<f32> {
+    sh_red2[tid] = val;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (tid < s) {
+            sh_red2[tid] += sh_red2[tid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = sh_red2[0];
+    workgroupBarrier();
+    return total;
+}
+//#endif
+
+// ss + Σ v² over a's then b's components, in that order (one fma chain).
+fn sum_sq8(ss: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {
+    var s = fma(a.x, a.x, ss);
+    s = fma(a.y, a.y, s);
+    s = fma(a.z, a.z, s);
+    s = fma(a.w, a.w, s);
+    s = fma(b.x, b.x, s);
+    s = fma(b.y, b.y, s);
+    s = fma(b.z, b.z, s);
+    return fma(b.w, b.w, s);
+}
+
 // --- KERNEL: rmsnorm_forward ---
 // RMSNorm forward: `y[r, j] = x[r, j] · rrms[r] · gamma[j]` with
 // `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`, for the `[rows, d]` row-major x.
-// One workgroup of 256 per row (grid `workgroups(rows)`, 2-D past 65535 rows).
+// One workgroup of 256 per two rows (grid `workgroups(⌈rows/2⌉)`, 2-D past 65535 workgroups;
+// the last workgroup of an odd count has one row), 8 columns per invocation, row and chunk of
+// 2048 (file header).
 // Overwrites `y[0 .. rows·d]` and `rrms[0 .. rows]` (saved for `rmsnorm_backward`).
-// @grid workgroups(p.rows)
+// @grid workgroups(ceil_div(p.rows, FWD_ROWS))
 // @requires len(x) >= p.rows * p.d
 // @requires len(gamma) >= p.d
 // @requires len(y) >= p.rows * p.d
@@ -33,39 +103,123 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> rrms: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
+// x at columns j of the row starting at `base`, 0 at columns ≥ lim (lim = d, or 0 for a row
+// that does not exist).
+fn load_x(base: u32, j: vec4<u32>, lim: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if (j.x < lim) {
+        v.x = x[base + j.x];
+    }
+    if (j.y < lim) {
+        v.y = x[base + j.y];
+    }
+    if (j.z < lim) {
+        v.z = x[base + j.z];
+    }
+    if (j.w < lim) {
+        v.w = x[base + j.w];
+    }
+    return v;
+}
+
+// γ at columns j, 0 past d.
+fn load_gamma(j: vec4<u32>) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if (j.x < p.d) {
+        v.x = gamma[j.x];
+    }
+    if (j.y < p.d) {
+        v.y = gamma[j.y];
+    }
+    if (j.z < p.d) {
+        v.z = gamma[j.z];
+    }
+    if (j.w < p.d) {
+        v.w = gamma[j.w];
+    }
+    return v;
+}
+
+// y at columns j below lim of the row starting at `base`.
+fn store_y(base: u32, j: vec4<u32>, lim: u32, v: vec4<f32>) {
+    if (j.x < lim) {
+        y[base + j.x] = v.x;
+    }
+    if (j.y < lim) {
+        y[base + j.y] = v.y;
+    }
+    if (j.z < lim) {
+        y[base + j.z] = v.z;
+    }
+    if (j.w < lim) {
+        y[base + j.w] = v.w;
+    }
+}
+
 @compute @workgroup_size(WG)
 fn rmsnorm_forward(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let row = flat_wg(wid, nwg);
+    let r0 = flat_wg(wid, nwg) * FWD_ROWS;
     // Workgroups past the last row (2-D grid tail) leave together: uniform control flow.
-    if (row >= p.rows) {
+    if (r0 >= p.rows) {
         return;
     }
-    let base = row * p.d;
-    var ss = 0.0;
-    for (var j = tid; j < p.d; j += WG) {
-        let v = x[base + j];
-        ss = fma(v, v, ss);
+    // Rows r0 and r0 + 1; the second has no columns when r0 is the last row.
+    let base0 = r0 * p.d;
+    let base1 = base0 + p.d;
+    let lim1 = select(0u, p.d, r0 + 1u < p.rows);
+    // The first chunk's x (both rows) and γ, kept in registers. Each invocation adds its squares
+    // in increasing column order (zeros past d add nothing).
+    let j_lo = tid + STEP_LO;
+    let j_hi = tid + STEP_HI;
+    let xa = load_x(base0, j_lo, p.d);
+    let xb = load_x(base0, j_hi, p.d);
+    let za = load_x(base1, j_lo, lim1);
+    let zb = load_x(base1, j_hi, lim1);
+    let ga = load_gamma(j_lo);
+    let gb = load_gamma(j_hi);
+    var ss = vec2<f32>(sum_sq8(0.0, xa, xb), sum_sq8(0.0, za, zb));
+    for (var c = CHUNK; c < p.d; c += CHUNK) {
+        let s0 = sum_sq8(ss.x, load_x(base0, c + j_lo, p.d), load_x(base0, c + j_hi, p.d));
+        ss = vec2<f32>(s0, sum_sq8(ss.y, load_x(base1, c + j_lo, lim1), load_x(base1, c + j_hi, lim1)));
     }
-    let total = wg_reduce_sum(tid, ss);
+    let total = wg_reduce_sum2(tid, ss);
     let r = 1.0 / sqrt(total / f32(p.d) + p.eps);
-    for (var j = tid; j < p.d; j += WG) {
-        y[base + j] = x[base + j] * r * gamma[j];
+    store_y(base0, j_lo, p.d, xa * r.x * ga);
+    store_y(base0, j_hi, p.d, xb * r.x * gb);
+    store_y(base1, j_lo, lim1, za * r.y * ga);
+    store_y(base1, j_hi, lim1, zb * r.y * gb);
+    for (var c = CHUNK; c < p.d; c += CHUNK) {
+        let g_lo = load_gamma(c + j_lo);
+        let g_hi = load_gamma(c + j_hi);
+        let ya = load_x(base0, c + j_lo, p.d) * r.x * g_lo;
+        let yb = load_x(base0, c + j_hi, p.d) * r.x * g_hi;
+        let wa = load_x(base1, c + j_lo, lim1) * r.y * g_lo;
+        let wb = load_x(base1, c + j_hi, lim1) * r.y * g_hi;
+        store_y(base0, c + j_lo, p.d, ya);
+        store_y(base0, c + j_hi, p.d, yb);
+        store_y(base1, c + j_lo, lim1, wa);
+        store_y(base1, c + j_hi, lim1, wb);
     }
     if (tid == 0u) {
-        rrms[row] = r;
+        rrms[r0] = r.x;
+    }
+    if (tid == 1u && r0 + 1u < p.rows) {
+        rrms[r0 + 1u] = r.y;
     }
 }
 
 // --- KERNEL: rmsnorm_forward_w16 ---
 // `rmsnorm_forward` with γ stored as f16 (the f16 weight copy); f32 arithmetic. Needs
 // SHADER_F16. `y[r, j] = x[r, j] · rrms[r] · f32(gamma[j])`,
-// `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`. One workgroup of 256 per row.
+// `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`. One workgroup of 256 per two rows (grid
+// `workgroups(⌈rows/2⌉)`, 2-D past 65535 workgroups), 8 columns per invocation, row and chunk
+// of 2048 (file header).
 // Overwrites `y[0 .. rows·d]` and `rrms[0 .. rows]`.
-// @grid workgroups(p.rows)
+// @grid workgroups(ceil_div(p.rows, FWD_ROWS))
 // @requires len(x) >= p.rows * p.d
 // @requires len(gamma) >= p.d
 // @requires len(y) >= p.rows * p.d
@@ -81,29 +235,112 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> rrms: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
+// x at columns j of the row starting at `base`, 0 at columns ≥ lim (lim = d, or 0 for a row
+// that does not exist).
+fn load_x(base: u32, j: vec4<u32>, lim: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if (j.x < lim) {
+        v.x = x[base + j.x];
+    }
+    if (j.y < lim) {
+        v.y = x[base + j.y];
+    }
+    if (j.z < lim) {
+        v.z = x[base + j.z];
+    }
+    if (j.w < lim) {
+        v.w = x[base + j.w];
+    }
+    return v;
+}
+
+// γ at columns j, widened, 0 past d.
+fn load_gamma(j: vec4<u32>) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if (j.x < p.d) {
+        v.x = f32(gamma[j.x]);
+    }
+    if (j.y < p.d) {
+        v.y = f32(gamma[j.y]);
+    }
+    if (j.z < p.d) {
+        v.z = f32(gamma[j.z]);
+    }
+    if (j.w < p.d) {
+        v.w = f32(gamma[j.w]);
+    }
+    return v;
+}
+
+// y at columns j below lim of the row starting at `base`.
+fn store_y(base: u32, j: vec4<u32>, lim: u32, v: vec4<f32>) {
+    if (j.x < lim) {
+        y[base + j.x] = v.x;
+    }
+    if (j.y < lim) {
+        y[base + j.y] = v.y;
+    }
+    if (j.z < lim) {
+        y[base + j.z] = v.z;
+    }
+    if (j.w < lim) {
+        y[base + j.w] = v.w;
+    }
+}
+
 @compute @workgroup_size(WG)
 fn rmsnorm_forward_w16(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let row = flat_wg(wid, nwg);
-    if (row >= p.rows) {
+    let r0 = flat_wg(wid, nwg) * FWD_ROWS;
+    // Workgroups past the last row (2-D grid tail) leave together: uniform control flow.
+    if (r0 >= p.rows) {
         return;
     }
-    let base = row * p.d;
-    var ss = 0.0;
-    for (var j = tid; j < p.d; j += WG) {
-        let v = x[base + j];
-        ss = fma(v, v, ss);
+    // Rows r0 and r0 + 1; the second has no columns when r0 is the last row.
+    let base0 = r0 * p.d;
+    let base1 = base0 + p.d;
+    let lim1 = select(0u, p.d, r0 + 1u < p.rows);
+    // The first chunk's x (both rows) and γ, kept in registers. Each invocation adds its squares
+    // in increasing column order (zeros past d add nothing).
+    let j_lo = tid + STEP_LO;
+    let j_hi = tid + STEP_HI;
+    let xa = load_x(base0, j_lo, p.d);
+    let xb = load_x(base0, j_hi, p.d);
+    let za = load_x(base1, j_lo, lim1);
+    let zb = load_x(base1, j_hi, lim1);
+    let ga = load_gamma(j_lo);
+    let gb = load_gamma(j_hi);
+    var ss = vec2<f32>(sum_sq8(0.0, xa, xb), sum_sq8(0.0, za, zb));
+    for (var c = CHUNK; c < p.d; c += CHUNK) {
+        let s0 = sum_sq8(ss.x, load_x(base0, c + j_lo, p.d), load_x(base0, c + j_hi, p.d));
+        ss = vec2<f32>(s0, sum_sq8(ss.y, load_x(base1, c + j_lo, lim1), load_x(base1, c + j_hi, lim1)));
     }
-    let total = wg_reduce_sum(tid, ss);
+    let total = wg_reduce_sum2(tid, ss);
     let r = 1.0 / sqrt(total / f32(p.d) + p.eps);
-    for (var j = tid; j < p.d; j += WG) {
-        y[base + j] = x[base + j] * r * f32(gamma[j]);
+    store_y(base0, j_lo, p.d, xa * r.x * ga);
+    store_y(base0, j_hi, p.d, xb * r.x * gb);
+    store_y(base1, j_lo, lim1, za * r.y * ga);
+    store_y(base1, j_hi, lim1, zb * r.y * gb);
+    for (var c = CHUNK; c < p.d; c += CHUNK) {
+        let g_lo = load_gamma(c + j_lo);
+        let g_hi = load_gamma(c + j_hi);
+        let ya = load_x(base0, c + j_lo, p.d) * r.x * g_lo;
+        let yb = load_x(base0, c + j_hi, p.d) * r.x * g_hi;
+        let wa = load_x(base1, c + j_lo, lim1) * r.y * g_lo;
+        let wb = load_x(base1, c + j_hi, lim1) * r.y * g_hi;
+        store_y(base0, c + j_lo, p.d, ya);
+        store_y(base0, c + j_hi, p.d, yb);
+        store_y(base1, c + j_lo, lim1, wa);
+        store_y(base1, c + j_hi, lim1, wb);
     }
     if (tid == 0u) {
-        rrms[row] = r;
+        rrms[r0] = r.x;
+    }
+    if (tid == 1u && r0 + 1u < p.rows) {
+        rrms[r0 + 1u] = r.y;
     }
 }
 
@@ -162,17 +399,34 @@ fn rmsnorm_backward(
     // (group g = tid / 32, lane l = tid % 32) takes rows g, g+8, g+16, g+24 and columns
     // j ≡ l (mod 32); then invocation i < 32 adds row i's 32 lane sums in lane order. A fixed
     // order, independent of the subgroup size, and two barriers instead of 32 reductions.
+    // The four rows go through the columns together (one γ load and up to 8 independent loads
+    // of dy and x per step, to keep loads in flight); each row's sum is the same chain of fmas
+    // in increasing j as one row alone.
     let lane = tid % LANES;
-    for (var i = tid / LANES; i < NORM_BLOCK; i += WG / LANES) {
-        var acc = 0.0;
-        if (i < nr) {
-            let base = (r0 + i) * p.d;
-            for (var j = lane; j < p.d; j += LANES) {
-                acc = fma(dy[base + j] * gamma[j], x[base + j], acc);
-            }
+    let ri = vec4<u32>(tid / LANES) + vec4<u32>(0u, 8u, 16u, 24u);
+    let ok = ri < vec4<u32>(nr);
+    // Row starts (only used for rows below nr, so never past the end).
+    let rb = (vec4<u32>(r0) + ri) * p.d;
+    var acc = vec4<f32>(0.0);
+    for (var j = lane; j < p.d; j += LANES) {
+        let gj = gamma[j];
+        if (ok.x) {
+            acc.x = fma(dy[rb.x + j] * gj, x[rb.x + j], acc.x);
         }
-        sh_part[i * LANES + lane] = acc;
+        if (ok.y) {
+            acc.y = fma(dy[rb.y + j] * gj, x[rb.y + j], acc.y);
+        }
+        if (ok.z) {
+            acc.z = fma(dy[rb.z + j] * gj, x[rb.z + j], acc.z);
+        }
+        if (ok.w) {
+            acc.w = fma(dy[rb.w + j] * gj, x[rb.w + j], acc.w);
+        }
     }
+    sh_part[ri.x * LANES + lane] = acc.x;
+    sh_part[ri.y * LANES + lane] = acc.y;
+    sh_part[ri.z * LANES + lane] = acc.z;
+    sh_part[ri.w * LANES + lane] = acc.w;
     workgroupBarrier();
     if (tid < nr) {
         var dot = 0.0;
@@ -185,11 +439,30 @@ fn rmsnorm_backward(
     }
     workgroupBarrier();
     // Pass 2: each invocation owns columns j ≡ tid (mod 256): dx for every row of the block,
-    // and the column's partial dγ summed over the block's rows in row order.
+    // and the column's partial dγ summed over the block's rows in row order. Rows go four at a
+    // time (8 loads in flight), then one at a time for the last nr % 4.
     for (var j = tid; j < p.d; j += WG) {
         let g = gamma[j];
         var dg = 0.0;
-        for (var i = 0u; i < nr; i++) {
+        var i = 0u;
+        for (; i + 4u <= nr; i += 4u) {
+            let k0 = (r0 + i) * p.d + j;
+            let k = vec4<u32>(k0, k0 + p.d, k0 + 2u * p.d, k0 + 3u * p.d);
+            let xv = vec4<f32>(x[k.x], x[k.y], x[k.z], x[k.w]);
+            let dyv = vec4<f32>(dy[k.x], dy[k.y], dy[k.z], dy[k.w]);
+            let r = vec4<f32>(sh_r[i], sh_r[i + 1u], sh_r[i + 2u], sh_r[i + 3u]);
+            let cf = vec4<f32>(sh_coef[i], sh_coef[i + 1u], sh_coef[i + 2u], sh_coef[i + 3u]);
+            let dxv = r * g * dyv - xv * cf;
+            dx[k.x] = dxv.x;
+            dx[k.y] = dxv.y;
+            dx[k.z] = dxv.z;
+            dx[k.w] = dxv.w;
+            dg = fma(dyv.x * xv.x, r.x, dg);
+            dg = fma(dyv.y * xv.y, r.y, dg);
+            dg = fma(dyv.z * xv.z, r.z, dg);
+            dg = fma(dyv.w * xv.w, r.w, dg);
+        }
+        for (; i < nr; i++) {
             let k = (r0 + i) * p.d + j;
             let r = sh_r[i];
             let xv = x[k];

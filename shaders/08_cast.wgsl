@@ -1,19 +1,31 @@
 // Casts between f32 and f16 (for f16 copies of the f32 master weights, and back).
 //
-// Element-wise, 1-D: one invocation per element, grid `threads(p.n)` (2-D past the device's
-// workgroup limit, `flat_id` recovers the index), the tail past `n` skipped. Both need
-// SHADER_F16.
+// Element-wise, 1-D, several elements per invocation so that enough loads are in flight to
+// cover the memory latency: workgroup `w` owns the EW_CHUNK = 2048 elements
+// `[w·2048, (w+1)·2048)`, invocation `tid` converts `w·2048 + tid + k·256` for k = 0..7 (in each
+// step consecutive invocations touch consecutive elements: coalesced), issuing its 8 loads
+// before any store. Grid `workgroups(⌈n/2048⌉)`, 2-D past the device's workgroup limit
+// (`flat_wg` recovers `w`); the last workgroup's invocations take a guarded loop, so nothing
+// past `n` is read or written. Both need SHADER_F16.
 
 // The largest finite f16.
 const F16_MAX: f32 = 65504.0;
+
+// Elements per invocation (EW_PER) and per workgroup (EW_CHUNK).
+const EW_PER: u32 = 8u;
+const EW_CHUNK: u32 = 2048u;
+const_assert EW_CHUNK == WG * EW_PER;
+// Offsets of an invocation's elements from its first: steps 0..3 and 4..7.
+const EW_LO: vec4<u32> = vec4<u32>(0u, WG, 2u * WG, 3u * WG);
+const EW_HI: vec4<u32> = vec4<u32>(4u * WG, 5u * WG, 6u * WG, 7u * WG);
 
 // --- KERNEL: cast_f32_to_f16 ---
 // `dst[i] = f16(clamp(src[i], −65504, 65504))` for i < p.n: values beyond the f16 range,
 // ±Inf included, become ±65504 (never Inf); NaN stays NaN; in-range values
 // round to a neighbouring f16 (WGSL allows either neighbour; hardware rounds to nearest).
 // `src` (f32) and `dst` (f16): n values each. Overwrites `dst`. Needs SHADER_F16.
-// Grid: one invocation per element, 1-D over n.
-// @grid threads(p.n)
+// Grid: one workgroup per 2048 elements, 8 per invocation (file header).
+// @grid workgroups(ceil_div(p.n, EW_CHUNK))
 // @requires len(src) >= p.n
 // @requires len(dst) >= p.n
 struct Params {
@@ -23,28 +35,54 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> dst: array<f16>;
 @group(0) @binding(2) var<uniform> p: Params;
 
+// The conversion of one value. NaN: exponent all ones, mantissa non-zero, tested on the bits
+// (`v != v` may be folded away). WGSL's clamp of NaN is implementation-defined, so a NaN
+// bypasses the clamp and goes through the plain conversion, which gives an f16 NaN on Vulkan,
+// Metal and D3D (IEEE conversion; the tests check it on the adapter). An explicit f16 NaN
+// constant cannot be written: WGSL has no f16 NaN literal and naga rejects the size-changing
+// `bitcast<vec2<f16>>(u32)`.
+fn to_f16(v: f32) -> f16 {
+    let bits = bitcast<u32>(v);
+    let is_nan = (bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0u;
+    return select(f16(clamp(v, -F16_MAX, F16_MAX)), f16(v), is_nan);
+}
+
 @compute @workgroup_size(WG)
-fn cast_f32_to_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i < p.n) {
-        let v = src[i];
-        let bits = bitcast<u32>(v);
-        // NaN: exponent all ones, mantissa non-zero, tested on the bits (`v != v` may be
-        // folded away). WGSL's clamp of NaN is implementation-defined, so a NaN bypasses the
-        // clamp and goes through the plain conversion, which gives an f16 NaN on Vulkan, Metal
-        // and D3D (IEEE conversion; the tests check it on the adapter). An explicit f16 NaN
-        // constant cannot be written: WGSL has no f16 NaN literal and naga rejects the
-        // size-changing `bitcast<vec2<f16>>(u32)`.
-        let is_nan = (bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0u;
-        dst[i] = select(f16(clamp(v, -F16_MAX, F16_MAX)), f16(v), is_nan);
+fn cast_f32_to_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
+    let lo = i + EW_LO;
+    let hi = i + EW_HI;
+    if (hi.w < p.n) {
+        // All 8 loads first, then the stores.
+        let a = vec4<f32>(src[lo.x], src[lo.y], src[lo.z], src[lo.w]);
+        let b = vec4<f32>(src[hi.x], src[hi.y], src[hi.z], src[hi.w]);
+        dst[lo.x] = to_f16(a.x);
+        dst[lo.y] = to_f16(a.y);
+        dst[lo.z] = to_f16(a.z);
+        dst[lo.w] = to_f16(a.w);
+        dst[hi.x] = to_f16(b.x);
+        dst[hi.y] = to_f16(b.y);
+        dst[hi.z] = to_f16(b.z);
+        dst[hi.w] = to_f16(b.w);
+    } else {
+        for (var k = 0u; k < EW_PER; k++) {
+            let j = i + k * WG;
+            if (j < p.n) {
+                dst[j] = to_f16(src[j]);
+            }
+        }
     }
 }
 
 // --- KERNEL: cast_f16_to_f32 ---
 // `dst[i] = f32(src[i])` for i < p.n (exact). `src` (f16) and `dst` (f32): n values each.
 // Overwrites `dst`. Needs SHADER_F16.
-// Grid: one invocation per element, 1-D over n.
-// @grid threads(p.n)
+// Grid: one workgroup per 2048 elements, 8 per invocation (file header).
+// @grid workgroups(ceil_div(p.n, EW_CHUNK))
 // @requires len(src) >= p.n
 // @requires len(dst) >= p.n
 struct Params {
@@ -55,9 +93,31 @@ struct Params {
 @group(0) @binding(2) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
-fn cast_f16_to_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i < p.n) {
-        dst[i] = f32(src[i]);
+fn cast_f16_to_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
+    let lo = i + EW_LO;
+    let hi = i + EW_HI;
+    if (hi.w < p.n) {
+        let a = vec4<f32>(vec4<f16>(src[lo.x], src[lo.y], src[lo.z], src[lo.w]));
+        let b = vec4<f32>(vec4<f16>(src[hi.x], src[hi.y], src[hi.z], src[hi.w]));
+        dst[lo.x] = a.x;
+        dst[lo.y] = a.y;
+        dst[lo.z] = a.z;
+        dst[lo.w] = a.w;
+        dst[hi.x] = b.x;
+        dst[hi.y] = b.y;
+        dst[hi.z] = b.z;
+        dst[hi.w] = b.w;
+    } else {
+        for (var k = 0u; k < EW_PER; k++) {
+            let j = i + k * WG;
+            if (j < p.n) {
+                dst[j] = f32(src[j]);
+            }
+        }
     }
 }

@@ -31,10 +31,28 @@
 // The gradient is zeroed after use in every case, so the backward pass of the next step can
 // accumulate into it with `+=` without a separate clear.
 
+// Memory traffic: every invocation handles several elements and issues their loads before it
+// uses any, so enough loads are in flight to cover the memory latency (`reduce_norm_sq`: 16
+// values; `adamw_update`: 8 elements of p, g, m, v; `adamw_8bit_update`: 4 elements, one of each
+// of 4 blocks). In each unrolled step consecutive invocations touch consecutive elements
+// (coalesced).
+
 // Gradient values each `reduce_norm_sq` workgroup folds into one partial (16 per invocation).
 const NORM_BLOCK: u32 = 4096u;
-// Values per 8-bit quantization block: one workgroup, one invocation per value.
+const_assert NORM_BLOCK == 16u * WG;
+// Values per 8-bit quantization block (one value per invocation and block).
 const QBLOCK: u32 = 256u;
+// 8-bit blocks per `adamw_8bit_update` workgroup, and the values they hold.
+const QBLOCKS_PER_WG: u32 = 4u;
+const QCHUNK: u32 = 1024u;
+const_assert QCHUNK == QBLOCKS_PER_WG * QBLOCK;
+// Elements per `adamw_update` invocation (EW_PER) and workgroup (EW_CHUNK).
+const EW_PER: u32 = 8u;
+const EW_CHUNK: u32 = 2048u;
+const_assert EW_CHUNK == WG * EW_PER;
+// Offsets of an invocation's elements from its first: steps 0..3 and 4..7.
+const STEP_LO: vec4<u32> = vec4<u32>(0u, WG, 2u * WG, 3u * WG);
+const STEP_HI: vec4<u32> = vec4<u32>(4u * WG, 5u * WG, 6u * WG, 7u * WG);
 
 // --- KERNEL: reduce_norm_sq ---
 // Partial sums of squares of one gradient tensor `g` (n values): workgroup b writes
@@ -42,8 +60,9 @@ const QBLOCK: u32 = 256u;
 // `i ∈ [b·4096, min(n, (b+1)·4096))`, and `bad[p.offset + b]` = the number of NaN/±Inf values
 // in the block (left out of the sum). Overwrites `partials[offset .. offset + ⌈n/4096⌉]` and
 // `bad[offset .. offset + ⌈n/4096⌉]`; nothing else. The order inside a block is fixed (each
-// invocation sums its 16 values in index order, then the workgroup reduction), so the result is
-// the same bits on every run. Grid: one workgroup per block (2-D past the device's limit).
+// invocation sums its 16 values b·4096 + tid + k·256 in index order, all 16 loaded first, then
+// the workgroup reduction), so the result is the same bits on every run. Grid: one workgroup
+// per block (2-D past the device's limit).
 // @grid workgroups(ceil_div(p.n, NORM_BLOCK))
 // @requires len(g) >= p.n
 // @requires len(partials) >= p.offset + ceil_div(p.n, NORM_BLOCK)
@@ -57,6 +76,20 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> bad: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
+// `st` = (Σ x², count of non-finite x) after one more value: x² of a finite value added, a
+// NaN/±Inf counted and left out.
+fn fold1(st: vec2<f32>, v: f32) -> vec2<f32> {
+    if (is_finite(v)) {
+        return vec2<f32>(st.x + v * v, st.y);
+    }
+    return vec2<f32>(st.x, st.y + 1.0);
+}
+
+// `fold1` over the components of `x` in order.
+fn fold_sq(st: vec2<f32>, x: vec4<f32>) -> vec2<f32> {
+    return fold1(fold1(fold1(fold1(st, x.x), x.y), x.z), x.w);
+}
+
 @compute @workgroup_size(WG)
 fn reduce_norm_sq(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -69,23 +102,32 @@ fn reduce_norm_sq(
     if (b >= blocks) {
         return;
     }
-    let base = b * NORM_BLOCK;
-    var acc = 0.0;
-    var nonfinite = 0u;
-    for (var k = 0u; k < NORM_BLOCK; k += WG) {
-        let i = base + k + tid;
-        if (i < p.n) {
-            let x = g[i];
-            if (is_finite(x)) {
-                acc += x * x;
-            } else {
-                nonfinite += 1u;
+    let i = b * NORM_BLOCK + tid;
+    // (Σ x² over the finite values, count of the others) of the invocation's values, in order.
+    var st = vec2<f32>(0.0);
+    if (b < p.n / NORM_BLOCK) {
+        // A full block: the 16 loads first, then the sums in index order.
+        let l0 = i + STEP_LO;
+        let l1 = i + STEP_HI;
+        let l2 = l0 + 8u * WG;
+        let l3 = l1 + 8u * WG;
+        let x0 = vec4<f32>(g[l0.x], g[l0.y], g[l0.z], g[l0.w]);
+        let x1 = vec4<f32>(g[l1.x], g[l1.y], g[l1.z], g[l1.w]);
+        let x2 = vec4<f32>(g[l2.x], g[l2.y], g[l2.z], g[l2.w]);
+        let x3 = vec4<f32>(g[l3.x], g[l3.y], g[l3.z], g[l3.w]);
+        st = fold_sq(fold_sq(fold_sq(fold_sq(st, x0), x1), x2), x3);
+    } else {
+        // The last, partial block (the same order).
+        for (var k = 0u; k < NORM_BLOCK / WG; k++) {
+            let j = i + k * WG;
+            if (j < p.n) {
+                st = fold1(st, g[j]);
             }
         }
     }
-    let total = wg_reduce_sum(tid, acc);
-    // At most 4096 per block: exact in f32.
-    let total_bad = wg_reduce_sum(tid, f32(nonfinite));
+    let total = wg_reduce_sum(tid, st.x);
+    // Counts of at most 16 per invocation and 4096 per block: exact in f32.
+    let total_bad = wg_reduce_sum(tid, st.y);
     if (tid == 0u) {
         partials[p.offset + b] = total;
         bad[p.offset + b] = u32(total_bad);
@@ -139,8 +181,10 @@ fn finalize_grad_stats(@builtin(local_invocation_index) tid: u32) {
 // `p`, gradient `g`, first and second moments `m`, `v`, n values each, the clip scale from
 // `stats[1]`. Updates `p`, `m`, `v` in place (elements with a NaN/±Inf gradient keep theirs);
 // overwrites `g[0..n]` with zeros in every case. Elements past n are untouched. Grid: one
-// invocation per element (2-D past the device's limit). Element-wise: deterministic.
-// @grid threads(h.n)
+// workgroup per 2048 elements (2-D past the device's limit), invocation `tid` of workgroup `w`
+// updating elements w·2048 + tid + k·256, k = 0..7, with all 32 loads issued before any store
+// (the last workgroup's invocations take a guarded loop). Element-wise: deterministic.
+// @grid workgroups(ceil_div(h.n, EW_CHUNK))
 // @requires len(p) >= h.n
 // @requires len(g) >= h.n
 // @requires len(m) >= h.n
@@ -164,31 +208,78 @@ struct Params {
 @group(0) @binding(4) var<storage, read> stats: array<f32>;
 @group(0) @binding(5) var<uniform> h: Params;
 
-@compute @workgroup_size(WG)
-fn adamw_update(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i >= h.n) {
-        return;
-    }
-    let x = g[i];
+// The new moments and parameters of four elements.
+struct Step {
+    m: vec4<f32>,
+    v: vec4<f32>,
+    p: vec4<f32>,
+}
+
+// The update of four elements with raw gradients x, moments mi, vi, parameters w (component by
+// component the scalar formula of the file header; meaningless where x is not finite).
+fn adam4(x: vec4<f32>, mi: vec4<f32>, vi: vec4<f32>, w: vec4<f32>, clip: f32) -> Step {
+    let gc = x * clip;
+    let m1 = h.beta1 * mi + (1.0 - h.beta1) * gc;
+    let v1 = h.beta2 * vi + (1.0 - h.beta2) * (gc * gc);
+    let m_hat = m1 / h.bias1;
+    let v_hat = v1 / h.bias2;
+    return Step(m1, v1, w - h.lr * (m_hat / (sqrt(v_hat) + h.eps) + h.weight_decay * w));
+}
+
+// Element i's stores: g zeroed; m, v, p updated where its gradient x is finite.
+fn put1(i: u32, x: f32, mi: f32, vi: f32, w: f32) {
     g[i] = 0.0;
-    if (!is_finite(x)) {
-        return;
+    if (is_finite(x)) {
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = w;
     }
-    let gc = x * stats[1];
-    let mi = h.beta1 * m[i] + (1.0 - h.beta1) * gc;
-    let vi = h.beta2 * v[i] + (1.0 - h.beta2) * (gc * gc);
-    m[i] = mi;
-    v[i] = vi;
-    let m_hat = mi / h.bias1;
-    let v_hat = vi / h.bias2;
-    let w = p[i];
-    p[i] = w - h.lr * (m_hat / (sqrt(v_hat) + h.eps) + h.weight_decay * w);
+}
+
+fn put4(i: vec4<u32>, x: vec4<f32>, r: Step) {
+    put1(i.x, x.x, r.m.x, r.v.x, r.p.x);
+    put1(i.y, x.y, r.m.y, r.v.y, r.p.y);
+    put1(i.z, x.z, r.m.z, r.v.z, r.p.z);
+    put1(i.w, x.w, r.m.w, r.v.w, r.p.w);
+}
+
+@compute @workgroup_size(WG)
+fn adamw_update(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
+    let clip = stats[1];
+    let lo = i + STEP_LO;
+    let hi = i + STEP_HI;
+    if (hi.w < h.n) {
+        // All 32 loads first, then the stores.
+        let xa = vec4<f32>(g[lo.x], g[lo.y], g[lo.z], g[lo.w]);
+        let xb = vec4<f32>(g[hi.x], g[hi.y], g[hi.z], g[hi.w]);
+        let ma = vec4<f32>(m[lo.x], m[lo.y], m[lo.z], m[lo.w]);
+        let mb = vec4<f32>(m[hi.x], m[hi.y], m[hi.z], m[hi.w]);
+        let va = vec4<f32>(v[lo.x], v[lo.y], v[lo.z], v[lo.w]);
+        let vb = vec4<f32>(v[hi.x], v[hi.y], v[hi.z], v[hi.w]);
+        let wa = vec4<f32>(p[lo.x], p[lo.y], p[lo.z], p[lo.w]);
+        let wb = vec4<f32>(p[hi.x], p[hi.y], p[hi.z], p[hi.w]);
+        put4(lo, xa, adam4(xa, ma, va, wa, clip));
+        put4(hi, xb, adam4(xb, mb, vb, wb, clip));
+    } else {
+        for (var k = 0u; k < EW_PER; k++) {
+            let j = i + k * WG;
+            if (j < h.n) {
+                let x = g[j];
+                let r = adam4(vec4<f32>(x), vec4<f32>(m[j]), vec4<f32>(v[j]), vec4<f32>(p[j]), clip);
+                put1(j, x, r.m.x, r.v.x, r.p.x);
+            }
+        }
+    }
 }
 
 // --- KERNEL: adamw_8bit_update ---
-// The AdamW step of `adamw_update` with the moments stored in 8 bits, one block of 256 values
-// per workgroup (block b = elements [256·b, min(n, 256·(b+1)))):
+// The AdamW step of `adamw_update` with the moments stored in 8 bits, in blocks of 256 values
+// (block b = elements [256·b, min(n, 256·(b+1)))):
 // - `mq[j]` packs the m codes of elements 4j..4j+3 (element 4j+k in byte k, little end first),
 //   signed two's-complement codes q ∈ [−127, 127] with m = q · qscale[2b] / 127, where
 //   qscale[2b] = max |m| over the block (absmax, symmetric: m has either sign).
@@ -206,10 +297,12 @@ fn adamw_update(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
 // are requantized against the block's new scales like the rest. State starts as all zeros
 // (codes and scales). Updates `p`, `mq`, `vq`, `qscale` in place; overwrites `g[0..n]` with
 // zeros; the code bytes of a last partial word past n are written 0; words and scales past the
-// last block are untouched. Grid: one workgroup per block, with the 2-D fallback past the
-// device's limit (the block index comes from `flat_wg`, so tensors over 65535 × 256 =
-// 16,776,960 values update every block). Deterministic (fixed-order block reductions).
-// @grid workgroups(ceil_div(h.n, QBLOCK))
+// last block are untouched. Grid: one workgroup per 4 blocks (1024 values; invocation `tid`
+// takes value `tid` of each, so 4 independent sets of loads are in flight and each load step is
+// coalesced; the four blocks' maxima come from one vec4 workgroup reduction), with the 2-D
+// fallback past the device's limit (the workgroup index comes from `flat_wg`, so tensors over
+// 65535 × 1024 values update every block). Deterministic (fixed-order block reductions).
+// @grid workgroups(ceil_div(h.n, QCHUNK))
 // @requires len(p) >= h.n
 // @requires len(g) >= h.n
 // @requires len(mq) >= ceil_div(h.n, 4)
@@ -235,8 +328,100 @@ struct Params {
 @group(0) @binding(5) var<storage, read> stats: array<f32>;
 @group(0) @binding(6) var<uniform> h: Params;
 
-// The new codes of the block: m code in bits 0..8, v code in bits 8..16.
-var<workgroup> sh_codes: array<u32, QBLOCK>;
+// The new codes of the workgroup's 1024 values, in value order: m code in bits 0..8, v code in
+// bits 8..16 (4 KiB).
+var<workgroup> sh_codes: array<u32, QCHUNK>;
+// Scratch of `wg_max4` (4 KiB).
+var<workgroup> sh_red4: array<vec4<f32>, WG>;
+
+// Component-wise workgroup max of four values per invocation (the maxima of the four blocks),
+// as the shared `wg_reduce_max`: every invocation of the WG calls it in uniform control flow and
+// gets the result; it ends with a barrier.
+//#if subgroups
+fn wg_max4(tid: u32, val: vec4<f32>) -> vec4<f32> {
+    let sg = subgroupAdd(1u);
+    let partial = subgroupMax(val);
+    if (tid % sg == 0u) {
+        sh_red4[tid / sg] = partial;
+    }
+    workgroupBarrier();
+    var acc = vec4<f32>(NEG_INF);
+    for (var i = tid % sg; i < WG / sg; i += sg) {
+        acc = max(acc, sh_red4[i]);
+    }
+    let total = subgroupMax(acc);
+    workgroupBarrier();
+    return total;
+}
+//#else
+fn wg_max4(tid: u32, val: vec4<f32>) -> vec4<f32> {
+    sh_red4[tid] = val;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (tid < s) {
+            sh_red4[tid] = max(sh_red4[tid], sh_red4[tid + s]);
+        }
+        workgroupBarrier();
+    }
+    let total = sh_red4[0];
+    workgroupBarrier();
+    return total;
+}
+//#endif
+
+// (m scale, √v scale) of block b, or zeros for a block past the last (never read).
+fn scales_of(b: u32) -> vec2<f32> {
+    var sc = vec2<f32>(0.0);
+    if (b < (h.n + QBLOCK - 1u) / QBLOCK) {
+        sc = vec2<f32>(qscale[2u * b], qscale[2u * b + 1u]);
+    }
+    return sc;
+}
+
+// (dequantized m, dequantized v, gradient, parameter) of value i, with its block's scales `sc`;
+// zeros past n.
+fn load_value(i: u32, sc: vec2<f32>) -> vec4<f32> {
+    var e = vec4<f32>(0.0);
+    if (i < h.n) {
+        let shift = (i % 4u) * 8u;
+        let mcode = bitcast<i32>(((mq[i / 4u] >> shift) & 0xffu) << 24u) >> 24u;
+        let vcode = (vq[i / 4u] >> shift) & 0xffu;
+        let root = f32(vcode) * (sc.y / 255.0);
+        e = vec4<f32>(f32(mcode) * (sc.x / 127.0), root * root, g[i], p[i]);
+    }
+    return e;
+}
+
+// The step of value i from `e` (`load_value`): zeroes g[i], writes the new p[i] where the
+// gradient is finite, and returns (m, v) after the step (carried over where the gradient is not
+// finite; zeros past n, which take part in the block maxima as zeros).
+fn step_value(i: u32, e: vec4<f32>, clip: f32) -> vec2<f32> {
+    var mi = e.x;
+    var vi = e.y;
+    if (i < h.n) {
+        g[i] = 0.0;
+        if (is_finite(e.z)) {
+            let gc = e.z * clip;
+            mi = h.beta1 * mi + (1.0 - h.beta1) * gc;
+            vi = h.beta2 * vi + (1.0 - h.beta2) * (gc * gc);
+            let m_hat = mi / h.bias1;
+            let v_hat = vi / h.bias2;
+            let w = e.w;
+            p[i] = w - h.lr * (m_hat / (sqrt(v_hat) + h.eps) + h.weight_decay * w);
+        }
+    }
+    return vec2<f32>(mi, vi);
+}
+
+// The codes of (m, v) against the block's inverse steps: m code in bits 0..8, v code in 8..16.
+fn encode(mi: f32, vi: f32, m_inv: f32, r_inv: f32) -> u32 {
+    let qm = i32(clamp(round(mi * m_inv), -127.0, 127.0));
+    var qv = u32(clamp(round(sqrt(vi) * r_inv), 0.0, 255.0));
+    if (vi > 0.0) {
+        qv = max(qv, 1u);
+    }
+    return (bitcast<u32>(qm) & 0xffu) | (qv << 8u);
+}
 
 @compute @workgroup_size(WG)
 fn adamw_8bit_update(
@@ -244,67 +429,57 @@ fn adamw_8bit_update(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let b = flat_wg(wid, nwg);
-    let blocks = (h.n + QBLOCK - 1u) / QBLOCK;
+    let w = flat_wg(wid, nwg);
     // Whole workgroups past the end (2-D grid tail) leave together: control flow stays uniform.
-    if (b >= blocks) {
+    if (w >= (h.n + QCHUNK - 1u) / QCHUNK) {
         return;
     }
-    let i = b * QBLOCK + tid;
-    let m_scale = qscale[2u * b];
-    let v_scale = qscale[2u * b + 1u];
-    // Elements past n take part in the reductions as zeros.
-    var mi = 0.0;
-    var vi = 0.0;
-    if (i < h.n) {
-        let shift = (i % 4u) * 8u;
-        let mcode = bitcast<i32>(((mq[i / 4u] >> shift) & 0xffu) << 24u) >> 24u;
-        let vcode = (vq[i / 4u] >> shift) & 0xffu;
-        mi = f32(mcode) * (m_scale / 127.0);
-        let root = f32(vcode) * (v_scale / 255.0);
-        vi = root * root;
-        let x = g[i];
-        g[i] = 0.0;
-        if (is_finite(x)) {
-            let gc = x * stats[1];
-            mi = h.beta1 * mi + (1.0 - h.beta1) * gc;
-            vi = h.beta2 * vi + (1.0 - h.beta2) * (gc * gc);
-            let m_hat = mi / h.bias1;
-            let v_hat = vi / h.bias2;
-            let w = p[i];
-            p[i] = w - h.lr * (m_hat / (sqrt(v_hat) + h.eps) + h.weight_decay * w);
-        }
-    }
-    let root_v = sqrt(vi);
-    let m_max = wg_reduce_max(tid, abs(mi));
-    let r_max = wg_reduce_max(tid, root_v);
-    let m_inv = select(0.0, 127.0 / m_max, m_max > 0.0);
-    let r_inv = select(0.0, 255.0 / r_max, r_max > 0.0);
-    let qm = i32(clamp(round(mi * m_inv), -127.0, 127.0));
-    var qv = u32(clamp(round(root_v * r_inv), 0.0, 255.0));
-    if (vi > 0.0) {
-        qv = max(qv, 1u);
-    }
-    sh_codes[tid] = (bitcast<u32>(qm) & 0xffu) | (qv << 8u);
-    // Every invocation has read its old code word (it fed the reductions above) before any is
-    // rewritten below.
+    // Value tid of the blocks b0 … b0 + 3.
+    let b0 = w * QBLOCKS_PER_WG;
+    let i = w * QCHUNK + tid + STEP_LO;
+    // All loads first: the scales, then the codes, gradients and parameters of the 4 values.
+    let s0 = scales_of(b0);
+    let s1 = scales_of(b0 + 1u);
+    let s2 = scales_of(b0 + 2u);
+    let s3 = scales_of(b0 + 3u);
+    let e0 = load_value(i.x, s0);
+    let e1 = load_value(i.y, s1);
+    let e2 = load_value(i.z, s2);
+    let e3 = load_value(i.w, s3);
+    let clip = stats[1];
+    let r0 = step_value(i.x, e0, clip);
+    let r1 = step_value(i.y, e1, clip);
+    let r2 = step_value(i.z, e2, clip);
+    let r3 = step_value(i.w, e3, clip);
+    let mi = vec4<f32>(r0.x, r1.x, r2.x, r3.x);
+    let vi = vec4<f32>(r0.y, r1.y, r2.y, r3.y);
+    let m_max = wg_max4(tid, abs(mi));
+    let r_max = wg_max4(tid, sqrt(vi));
+    let m_inv = select(vec4<f32>(0.0), 127.0 / m_max, m_max > vec4<f32>(0.0));
+    let r_inv = select(vec4<f32>(0.0), 255.0 / r_max, r_max > vec4<f32>(0.0));
+    sh_codes[tid] = encode(mi.x, vi.x, m_inv.x, r_inv.x);
+    sh_codes[WG + tid] = encode(mi.y, vi.y, m_inv.y, r_inv.y);
+    sh_codes[2u * WG + tid] = encode(mi.z, vi.z, m_inv.z, r_inv.z);
+    sh_codes[3u * WG + tid] = encode(mi.w, vi.w, m_inv.w, r_inv.w);
+    // Every invocation has read its old code words (they fed the reductions above) before any
+    // is rewritten below.
     workgroupBarrier();
-    if (tid < QBLOCK / 4u) {
-        let word = b * (QBLOCK / 4u) + tid;
-        if (word * 4u < h.n) {
-            var mw = 0u;
-            var vw = 0u;
-            for (var k = 0u; k < 4u; k++) {
-                let c = sh_codes[4u * tid + k];
-                mw |= (c & 0xffu) << (8u * k);
-                vw |= ((c >> 8u) & 0xffu) << (8u * k);
-            }
-            mq[word] = mw;
-            vq[word] = vw;
+    // Invocation tid packs code word tid of the workgroup's 256 (values 4·tid … 4·tid + 3).
+    let word = w * (QCHUNK / 4u) + tid;
+    if (word * 4u < h.n) {
+        var mw = 0u;
+        var vw = 0u;
+        for (var k = 0u; k < 4u; k++) {
+            let c = sh_codes[4u * tid + k];
+            mw |= (c & 0xffu) << (8u * k);
+            vw |= ((c >> 8u) & 0xffu) << (8u * k);
         }
+        mq[word] = mw;
+        vq[word] = vw;
     }
-    if (tid == 0u) {
-        qscale[2u * b] = m_max;
-        qscale[2u * b + 1u] = r_max;
+    // Invocation k < 4 writes block b0 + k's scales.
+    if (tid < QBLOCKS_PER_WG && b0 + tid < (h.n + QBLOCK - 1u) / QBLOCK) {
+        qscale[2u * (b0 + tid)] = m_max[tid];
+        qscale[2u * (b0 + tid) + 1u] = r_max[tid];
     }
 }

@@ -7,6 +7,18 @@ use crate::{Buffer, Error, Gpu, Record, Result};
 /// `shaders/00_infrastructure.wgsl`).
 pub const REDUCE_CHUNK: usize = crate::infrastructure::REDUCE_CHUNK as usize;
 
+/// The number of dispatches [`reduce_sum_into`] and [`reduce_max_into`] record for `n` values:
+/// 1 for `n ≤ REDUCE_CHUNK` (`n = 0` included), else one more per factor of [`REDUCE_CHUNK`]
+/// (3 for 2²⁸ values). For benchmarks that time one reduction as a group of dispatches.
+pub fn reduce_passes(n: usize) -> usize {
+    let (mut len, mut passes) = (n, 1);
+    while len > REDUCE_CHUNK {
+        len = len.div_ceil(REDUCE_CHUNK);
+        passes += 1;
+    }
+    passes
+}
+
 /// Scratch space for [`reduce_sum`](fn@reduce_sum_into) and friends over up to `capacity` values.
 #[derive(Debug)]
 pub struct ReduceScratch {
@@ -80,7 +92,8 @@ fn reduce(
     pass(rec, op, last, out, len as u32)
 }
 
-/// Records the sum of `x[0..n]` into `out[0]`: ⌈log₁₀₂₄ n⌉ passes of `infrastructure::reduce_sum`.
+/// Records the sum of `x[0..n]` into `out[0]`: ⌈log₄₀₉₆ n⌉ passes (at least one) of
+/// `infrastructure::reduce_sum`, each folding [`REDUCE_CHUNK`] = 4096 values into one.
 /// The order of additions depends only on `n` and the subgroup size, so results repeat
 /// bit for bit. `n = 0` gives 0.
 pub fn reduce_sum_into(

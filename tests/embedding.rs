@@ -234,3 +234,67 @@ fn short_buffers_are_errors() {
     let e = embed_backward(&gpu, &d_out, &ids, &mut d_table, embed_backward::Params::new(3, 4, 2)).unwrap_err();
     assert!(e.to_string().contains("len(d_table) >= p.vocab * p.dim"), "{e}");
 }
+
+/// The lookups copy 8 output elements per invocation (2048 per workgroup), stepping the
+/// (row, column) of each element from the first: dims that divide the workgroup of 256 or are
+/// multiples of it (1, 64, 256, 512), dims just past it (257, 2049), and odd ones, each with
+/// enough rows for several full chunks and a partial last one. Exact copies, f32 and f16.
+#[test]
+fn lookups_across_chunks_and_row_boundaries() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("embed_lookup chunks");
+    let f16_ok = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
+    for (rows, dim, vocab) in
+        [(5000, 1, 9), (70, 64, 11), (20, 256, 7), (9, 512, 5), (17, 257, 6), (3, 2049, 4), (41, 77, 13)]
+    {
+        let ids = random_ids(&mut rng, rows, vocab);
+        let table = uniform(&mut rng, vocab * dim, -1.0, 1.0);
+        let what = format!("rows={rows} dim={dim} vocab={vocab}");
+        let got = run_lookup(&gpu, &ids, &table, vocab, dim);
+        let want = reference::embed_lookup(&ids, &reference::widen(&table), vocab, dim);
+        assert!(got.iter().zip(&want).all(|(&g, &w)| g as f64 == w), "embed_lookup {what}: not an exact copy");
+        if f16_ok {
+            let table16: Vec<f16> = table.iter().map(|&v| f16::from_f32(v)).collect();
+            let ids_b = gpu.upload(&ids).unwrap();
+            let table_b = gpu.upload(&table16).unwrap();
+            let mut out = poisoned(&gpu, rows * dim);
+            let p = embed_lookup_w16::Params::new(rows as u32, dim as u32, vocab as u32);
+            embed_lookup_w16(&gpu, &ids_b, &table_b, &mut out, p).unwrap();
+            let got = out.read(&gpu).unwrap();
+            check_tail(&what, &got, rows * dim);
+            let wide: Vec<f64> = table16.iter().map(|v| v.to_f64()).collect();
+            let want = reference::embed_lookup(&ids, &wide, vocab, dim);
+            assert!(got.iter().zip(&want).all(|(&g, &w)| g as f64 == w), "embed_lookup_w16 {what}: not the f16 values");
+        }
+    }
+}
+
+/// The lookup under a 2-D grid gives the same output as under its own 1-D grid (which only
+/// turns 2-D past 65535 chunks of 2048 outputs, beyond this adapter's 128 MiB bindings): an
+/// explicit (2, 2, 1) grid through the untyped API, 4 workgroups for 3 chunks.
+#[test]
+fn lookup_on_a_2d_grid() {
+    use kernels::__private::bytemuck::bytes_of;
+    use kernels::{Arg, Call, Grid, Record};
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("embed_lookup 2-D");
+    let (rows, dim, vocab) = (61, 77, 9);
+    let ids = random_ids(&mut rng, rows, vocab);
+    let table = uniform(&mut rng, vocab * dim, -1.0, 1.0);
+    let want = run_lookup(&gpu, &ids, &table, vocab, dim);
+    let ids_b = gpu.upload(&ids).unwrap();
+    let table_b = gpu.upload(&table).unwrap();
+    let out = poisoned(&gpu, rows * dim);
+    let params = embed_lookup::Params::new(rows as u32, dim as u32, vocab as u32);
+    let args = [
+        Arg::storage(&ids_b, false),
+        Arg::storage(&table_b, false),
+        Arg::storage(&out, true),
+        Arg::uniform(bytes_of(&params)),
+    ];
+    let call = Call { kernel: &embed_lookup::KERNEL, grid: Grid::Explicit([2, 2, 1]), args: &args, overrides: &[] };
+    (&gpu).record(call).unwrap();
+    let got = out.read(&gpu).unwrap();
+    check_tail("embed_lookup on a 2-D grid", &got, rows * dim);
+    assert_eq!(&got[..rows * dim], &want[..], "embed_lookup on a 2-D grid");
+}

@@ -6,7 +6,7 @@ mod common;
 use common::{assert_close, gpu, gpu_with, rng, uniform};
 use kernels::infrastructure::{axpy, clamp_inplace, copy, fill_const, fill_zero, scale};
 use kernels::ops::{self, ReduceScratch};
-use kernels::{Gpu, GpuOptions};
+use kernels::{Arg, Call, Gpu, GpuOptions, Grid, Record};
 use rand::Rng;
 
 kernels::kernels!("tests/shaders/probe.wgsl", shared = "shaders/00_shared.wgsl");
@@ -247,4 +247,142 @@ fn override_constants() {
         let got = out.read(&gpu).unwrap();
         assert!(got.iter().enumerate().all(|(i, &v)| v == want * i as f32), "SCALE={scale:?}");
     }
+}
+
+/// Lengths around the element-wise kernels' chunk of 2048 elements per workgroup (8 per
+/// invocation): one short, exact, one past, a last workgroup where some invocations have all 8
+/// elements and others only some (2048 + 1900), and several chunks plus a tail.
+const CHUNK_LENGTHS: [usize; 6] = [2047, 2048, 2049, 2048 + 1900, 4096, 5 * 2048 + 77];
+
+#[test]
+fn elementwise_lengths_around_the_chunk() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("elementwise chunk");
+    for n in CHUNK_LENGTHS {
+        let xs = uniform(&mut rng, n, -4.0, 4.0);
+        let ys = uniform(&mut rng, n, -4.0, 4.0);
+        let alpha: f32 = rng.random_range(-3.0..3.0);
+        let mut padded = xs.clone();
+        padded.extend([f32::NAN; 7]);
+
+        let mut x = poisoned(&gpu, n);
+        fill_zero(&gpu, &mut x, n as u32).unwrap();
+        let got = x.read(&gpu).unwrap();
+        assert!(got[..n].iter().all(|&v| v == 0.0), "fill_zero n={n}");
+        check_tail(&got, n);
+        fill_const(&gpu, &mut x, fill_const::Params::new(n as u32, alpha)).unwrap();
+        let got = x.read(&gpu).unwrap();
+        assert!(got[..n].iter().all(|&v| v == alpha), "fill_const n={n}");
+        check_tail(&got, n);
+
+        let mut x = gpu.upload(&padded).unwrap();
+        scale(&gpu, &mut x, scale::Params::new(n as u32, alpha)).unwrap();
+        let got = x.read(&gpu).unwrap();
+        assert!(got[..n].iter().zip(&xs).all(|(&g, &v)| g == v * alpha), "scale n={n}");
+        check_tail(&got, n);
+
+        let x = gpu.upload(&xs).unwrap();
+        let mut ypad = ys.clone();
+        ypad.extend([f32::NAN; 7]);
+        let mut y = gpu.upload(&ypad).unwrap();
+        axpy(&gpu, &x, &mut y, axpy::Params::new(n as u32, alpha)).unwrap();
+        let got = y.read(&gpu).unwrap();
+        let want: Vec<f64> = xs.iter().zip(&ys).map(|(&x, &y)| y as f64 + alpha as f64 * x as f64).collect();
+        assert_close(&format!("axpy n={n}"), &got[..n], &want, 1e-6);
+        check_tail(&got, n);
+
+        let mut dst = poisoned(&gpu, n);
+        copy(&gpu, &x, &mut dst, n as u32).unwrap();
+        let got = dst.read(&gpu).unwrap();
+        assert_eq!(&got[..n], &xs[..], "copy n={n}");
+        check_tail(&got, n);
+
+        let mut x = gpu.upload(&padded).unwrap();
+        clamp_inplace(&gpu, &mut x, clamp_inplace::Params::new(n as u32, -1.0, 2.0)).unwrap();
+        let got = x.read(&gpu).unwrap();
+        assert!(got[..n].iter().zip(&xs).all(|(&g, &v)| g == v.clamp(-1.0, 2.0)), "clamp n={n}");
+        check_tail(&got, n);
+    }
+}
+
+/// Lengths around the reductions' chunk of 4096 values per workgroup, and 4096² + 1 values:
+/// three passes, the second from scratch buffer `a` into `b`.
+#[test]
+fn reductions_around_the_chunk() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("reductions chunk");
+    for n in [4095usize, 4096, 4097, 3 * 4096 + 4000, 4096 * 4096 + 1] {
+        let xs = uniform(&mut rng, n, -1.0, 1.0);
+        let x = gpu.upload(&xs).unwrap();
+        let mut scratch = ReduceScratch::new(&gpu, n).unwrap();
+        let mut out = gpu.filled(1, f32::NAN).unwrap();
+        ops::reduce_sum_into(&gpu, &x, n, &mut out, &mut scratch).unwrap();
+        let got = out.read(&gpu).unwrap()[0];
+        let want: f64 = xs.iter().map(|&v| v as f64).sum();
+        let scale: f64 = xs.iter().map(|&v| (v as f64).abs()).sum();
+        assert!((got as f64 - want).abs() <= 1e-6 * scale, "sum n={n}: {got} vs {want}");
+        let mut again = gpu.filled(1, f32::NAN).unwrap();
+        ops::reduce_sum_into(&gpu, &x, n, &mut again, &mut scratch).unwrap();
+        assert_eq!(got.to_bits(), again.read(&gpu).unwrap()[0].to_bits(), "sum n={n} not deterministic");
+
+        let mut out = gpu.filled(1, f32::NAN).unwrap();
+        let batch = gpu.batch();
+        ops::reduce_max_into(&batch, &x, n, &mut out, &mut scratch).unwrap();
+        assert_eq!(batch.dispatches(), ops::reduce_passes(n), "passes n={n}");
+        batch.submit().unwrap();
+        let want = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        assert_eq!(out.read(&gpu).unwrap()[0], want, "max n={n}");
+    }
+    assert_eq!(
+        [0, 1, 4096, 4097, 4096 * 4096, 4096 * 4096 + 1, 1 << 28].map(ops::reduce_passes),
+        [1, 1, 1, 2, 2, 3, 3]
+    );
+}
+
+/// The chunked kernels under a 2-D grid. On this adapter their own grids stay 1-D (a 2-D grid
+/// needs more than 65535 chunks of 2048 or 4096 values, past the 128 MiB binding limit), so
+/// dispatch an explicit (4, 2, 1) grid through the untyped API: 8 workgroups for 6 chunks, laid
+/// out as the runtime's fallback lays out a long 1-D grid (index = x + y·4, the last two idle).
+#[test]
+fn chunked_kernels_on_a_2d_grid() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("chunked 2-D");
+    use kernels::__private::bytemuck::bytes_of as bytes;
+
+    let n = 5 * 2048 + 7;
+    let xs = uniform(&mut rng, n, -4.0, 4.0);
+    let mut padded = xs.clone();
+    padded.extend([f32::NAN; 7]);
+    let x = gpu.upload(&padded).unwrap();
+    let params = scale::Params::new(n as u32, -1.5);
+    let call = Call {
+        kernel: &scale::KERNEL,
+        grid: Grid::Explicit([4, 2, 1]),
+        args: &[Arg::storage(&x, true), Arg::uniform(bytes(&params))],
+        overrides: &[],
+    };
+    (&gpu).record(call).unwrap();
+    let got = x.read(&gpu).unwrap();
+    assert!(got[..n].iter().zip(&xs).all(|(&g, &v)| g == v * -1.5), "scale on a 2-D grid");
+    check_tail(&got, n);
+
+    let n = 5 * 4096 + 3;
+    let xs = uniform(&mut rng, n, -1.0, 1.0);
+    let x = gpu.upload(&xs).unwrap();
+    let out = gpu.filled(8, f32::NAN).unwrap();
+    let n32 = n as u32;
+    let call = Call {
+        kernel: &kernels::infrastructure::reduce_sum::KERNEL,
+        grid: Grid::Explicit([4, 2, 1]),
+        args: &[Arg::storage(&x, false), Arg::storage(&out, true), Arg::uniform(bytes(&n32))],
+        overrides: &[],
+    };
+    (&gpu).record(call).unwrap();
+    let got = out.read(&gpu).unwrap();
+    for (w, chunk) in xs.chunks(4096).enumerate() {
+        let want: f64 = chunk.iter().map(|&v| v as f64).sum();
+        let scale: f64 = chunk.iter().map(|&v| (v as f64).abs()).sum();
+        assert!((got[w] as f64 - want).abs() <= 1e-6 * scale, "partial {w} on a 2-D grid: {} vs {want}", got[w]);
+    }
+    assert!(got[6..].iter().all(|v| v.is_nan()), "idle workgroups wrote");
 }

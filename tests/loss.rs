@@ -282,3 +282,26 @@ fn short_buffers_are_errors() {
     let e = sum_losses(&gpu, &lb, &t, &mut out, sum_losses::Params::new(5, 10)).unwrap_err();
     assert!(e.to_string().contains("len(losses) >= p.n"), "{e}");
 }
+
+/// Vocabularies around the 2048 columns an invocation takes per chunk (8 of them): rows of
+/// v ≤ 2048 stay in registers between the two passes, wider rows are read again chunk by chunk,
+/// and the online max/sum crosses chunks. Targets in the first chunk, the last one and at the
+/// very end of the row.
+#[test]
+fn vocabularies_around_the_chunk() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("cross_entropy chunks");
+    for v in [2047usize, 2048, 2049, 4097] {
+        let rows = 4;
+        let mut logits = uniform(&mut rng, rows * v, -8.0, 8.0);
+        let t: Vec<u32> = vec![rng.random_range(0..256), (v - 1) as u32, rng.random_range(0..v as u32), v as u32];
+        // The largest logit of row 1 in the last chunk, of row 2 in the first.
+        logits[v + v - 2] = 12.0;
+        logits[2 * v + 3] = 12.0;
+        let (losses, dl) = run_ce(&gpu, &logits, &t, rows, v, (0.1, 1e-3, 0.25));
+        let (l_ref, dl_ref) = reference::cross_entropy(&logits, &t, rows, v, 0.1, 1e-3, 0.25);
+        assert_close(&format!("v={v}: losses"), &losses, &l_ref, 1e-5);
+        assert_close(&format!("v={v}: dlogits"), &dl, &dl_ref, 1e-5);
+        check_ignored(&format!("v={v}"), &losses, &dl, &t, v);
+    }
+}

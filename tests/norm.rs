@@ -286,3 +286,47 @@ fn short_buffers_are_errors() {
     let e = rmsnorm_forward(&gpu, &x, &gamma, &mut y, &mut short_rr, p).unwrap_err();
     assert!(e.to_string().contains("len(rrms) >= p.rows"), "{e}");
 }
+
+/// Rows of 2048 columns and wider: the forward keeps the first 2048 columns of a row (8 per
+/// invocation) in registers and reads the rest again for the output, chunk by chunk.
+#[test]
+fn forward_rows_wider_than_a_chunk() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm wide rows");
+    let f16_ok = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
+    for (rows, d) in [(3usize, 2048usize), (4, 2049), (2, 4500)] {
+        let (x, gamma) = inputs(&mut rng, rows, d);
+        let (y, rr) = forward(&gpu, &x, &gamma, rows, d, 1e-5);
+        let (y_ref, rr_ref) = reference::rmsnorm_forward(&x, &gamma, rows, d, 1e-5);
+        assert_close(&format!("y rows={rows} d={d}"), &y, &y_ref, 1e-5);
+        assert_close(&format!("rrms rows={rows} d={d}"), &rr, &rr_ref, 1e-5);
+        if f16_ok {
+            let g16: Vec<f16> = gamma.iter().map(|&g| f16::from_f32(g)).collect();
+            let seen: Vec<f32> = g16.iter().map(|g| g.to_f32()).collect();
+            let xb = gpu.upload(&x).unwrap();
+            let gb = gpu.upload(&g16).unwrap();
+            let mut y = gpu.filled(rows * d, f32::NAN).unwrap();
+            let mut rr = gpu.filled(rows, f32::NAN).unwrap();
+            let p = rmsnorm_forward_w16::Params::new(rows as u32, d as u32, 1e-5);
+            rmsnorm_forward_w16(&gpu, &xb, &gb, &mut y, &mut rr, p).unwrap();
+            let (y_ref, rr_ref) = reference::rmsnorm_forward(&x, &seen, rows, d, 1e-5);
+            assert_close(&format!("w16 y rows={rows} d={d}"), &y.read(&gpu).unwrap(), &y_ref, 1e-5);
+            assert_close(&format!("w16 rrms rows={rows} d={d}"), &rr.read(&gpu).unwrap(), &rr_ref, 1e-5);
+        }
+    }
+}
+
+/// The forward runs two rows per workgroup: more than 2 · 65535 rows (an odd count, so the last
+/// workgroup has one row) take the 2-D grid.
+#[test]
+fn forward_past_65535_workgroups_of_two_rows() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm 2-D forward");
+    let max = gpu.limits().max_compute_workgroups_per_dimension as usize;
+    let (rows, d) = (2 * max + 3, 3);
+    let (x, gamma) = inputs(&mut rng, rows, d);
+    let (y, rr) = forward(&gpu, &x, &gamma, rows, d, 1e-5);
+    let (y_ref, rr_ref) = reference::rmsnorm_forward(&x, &gamma, rows, d, 1e-5);
+    assert_close("forward y, workgroups past the limit", &y, &y_ref, 1e-5);
+    assert_close("forward rrms, workgroups past the limit", &rr, &rr_ref, 1e-5);
+}

@@ -637,3 +637,74 @@ fn short_buffers_are_errors() {
     adamw_8bit_update(&gpu, &mut p, &mut gr, &mut mq, &mut vq, &mut qscale, &stats, adamw_8bit_params(&h, n, 1))
         .unwrap();
 }
+
+/// The chunked updates under a 2-D grid give the same bits as under their own 1-D grid. Their
+/// grids only turn 2-D past 65535 workgroups of 2048 (f32) or 1024 (8-bit) values, beyond this
+/// adapter's 128 MiB bindings, so an explicit (2, 2, 1) grid goes through the untyped API: 4
+/// workgroups for 3 chunks, laid out as the runtime's fallback lays out a long grid.
+#[test]
+fn chunked_updates_on_a_2d_grid() {
+    use kernels::__private::bytemuck::bytes_of;
+    use kernels::{Arg, Call, Grid, Record};
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("adamw 2-D");
+    let h = hyper();
+    let stats = gpu.upload(&[0.0f32, 0.8, 0.0, 0.0]).unwrap();
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+
+    let n = 2 * 2048 + 77;
+    let p0 = uniform(&mut rng, n, -1.0, 1.0);
+    let mut g0 = uniform(&mut rng, n, -1.0, 1.0);
+    g0[3000] = f32::NAN;
+    let m0 = uniform(&mut rng, n, -0.1, 0.1);
+    let v0 = uniform(&mut rng, n, 0.0, 0.01);
+    let mk = || State32 {
+        p: gpu.upload(&p0).unwrap(),
+        g: gpu.upload(&g0).unwrap(),
+        m: gpu.upload(&m0).unwrap(),
+        v: gpu.upload(&v0).unwrap(),
+    };
+    let (mut a, b) = (mk(), mk());
+    let params = adamw_params(&h, n, 3);
+    adamw_update(&gpu, &mut a.p, &mut a.g, &mut a.m, &mut a.v, &stats, params).unwrap();
+    let args = [
+        Arg::storage(&b.p, true),
+        Arg::storage(&b.g, true),
+        Arg::storage(&b.m, true),
+        Arg::storage(&b.v, true),
+        Arg::storage(&stats, false),
+        Arg::uniform(bytes_of(&params)),
+    ];
+    let call = Call { kernel: &adamw_update::KERNEL, grid: Grid::Explicit([2, 2, 1]), args: &args, overrides: &[] };
+    (&gpu).record(call).unwrap();
+    for (what, x, y) in [("p", &a.p, &b.p), ("g", &a.g, &b.g), ("m", &a.m, &b.m), ("v", &a.v, &b.v)] {
+        assert_eq!(bits(x.read(&gpu).unwrap()), bits(y.read(&gpu).unwrap()), "adamw_update {what}");
+    }
+
+    let n = 2 * 1024 + 77;
+    let p0 = uniform(&mut rng, n, -1.0, 1.0);
+    let g0 = uniform(&mut rng, n, -1.0, 1.0);
+    let (mut a, mut b) = (new8(&gpu, &p0), new8(&gpu, &p0));
+    a.g.write(&gpu, &g0).unwrap();
+    b.g.write(&gpu, &g0).unwrap();
+    let params = adamw_8bit_params(&h, n, 1);
+    adamw_8bit_update(&gpu, &mut a.p, &mut a.g, &mut a.mq, &mut a.vq, &mut a.qscale, &stats, params).unwrap();
+    let args = [
+        Arg::storage(&b.p, true),
+        Arg::storage(&b.g, true),
+        Arg::storage(&b.mq, true),
+        Arg::storage(&b.vq, true),
+        Arg::storage(&b.qscale, true),
+        Arg::storage(&stats, false),
+        Arg::uniform(bytes_of(&params)),
+    ];
+    let call =
+        Call { kernel: &adamw_8bit_update::KERNEL, grid: Grid::Explicit([2, 2, 1]), args: &args, overrides: &[] };
+    (&gpu).record(call).unwrap();
+    assert_eq!(bits(a.p.read(&gpu).unwrap()), bits(b.p.read(&gpu).unwrap()), "8-bit p");
+    assert_eq!(bits(a.g.read(&gpu).unwrap()), bits(b.g.read(&gpu).unwrap()), "8-bit g");
+    assert_eq!(a.mq.read(&gpu).unwrap(), b.mq.read(&gpu).unwrap(), "8-bit m codes");
+    assert_eq!(a.vq.read(&gpu).unwrap(), b.vq.read(&gpu).unwrap(), "8-bit v codes");
+    assert_eq!(bits(a.qscale.read(&gpu).unwrap()), bits(b.qscale.read(&gpu).unwrap()), "8-bit scales");
+    assert!(a.qscale.read(&gpu).unwrap().iter().all(|&s| s > 0.0), "every block updated");
+}
