@@ -97,7 +97,7 @@ impl Hand {
                     ],
                 });
                 pass.set_bind_group(0, &bg, &[at as u32]);
-                pass.dispatch_workgroups(n.div_ceil(256), 1, 1);
+                pass.dispatch_workgroups(n.div_ceil(kernels::infrastructure::EW_CHUNK), 1, 1);
             }
         }
         gpu.queue().write_buffer(&self.uniforms, 0, &data);

@@ -50,14 +50,7 @@ fn main() {
         let x = gpu.upload(&random(n, 1, 1.0)).unwrap();
         let mut out = gpu.zeros::<f32>(1).unwrap();
         let mut s = kernels::ops::ReduceScratch::new(&gpu, n).unwrap();
-        let passes = {
-            let (mut l, mut p) = (n, 1);
-            while l > 1024 {
-                l = l.div_ceil(1024);
-                p += 1;
-            }
-            p
-        };
+        let passes = kernels::ops::reduce_passes(n);
         let t = time(&gpu, reps, passes, &mut |b| kernels::ops::reduce_sum_into(b, &x, n, &mut out, &mut s).unwrap());
         rows_out.push(("reduce_sum".into(), 4 * n as u64, t));
     }

@@ -72,14 +72,7 @@ fn main() {
             let x = gpu.upload(&data).unwrap();
             let mut out = gpu.zeros::<f32>(1).unwrap();
             let mut scratch = ReduceScratch::new(gpu, whole).unwrap();
-            let passes = {
-                let (mut len, mut p) = (whole, 1);
-                while len > 1024 {
-                    len = len.div_ceil(1024);
-                    p += 1;
-                }
-                p
-            };
+            let passes = kernels::ops::reduce_passes(whole);
             times.push(gpu_time(gpu, passes, &mut |b| reduce_sum_into(b, &x, whole, &mut out, &mut scratch).unwrap()));
         }
         rows_out.push((format!("whole array of {}M values", whole >> 20), times[0], times[1], whole * 4));

@@ -386,3 +386,40 @@ fn chunked_kernels_on_a_2d_grid() {
     }
     assert!(got[6..].iter().all(|v| v.is_nan()), "idle workgroups wrote");
 }
+
+/// The typed calls on a device whose grid is limited to 4 workgroups per dimension: every
+/// length past 4 workgroups runs through the runtime's 2-D fallback.
+#[test]
+fn typed_calls_through_the_2d_fallback() {
+    let Some(gpu) = gpu_with(GpuOptions { max_workgroups_per_dimension: Some(4), ..GpuOptions::from_env() }) else {
+        return;
+    };
+    let mut rng = rng("2-D fallback");
+    for n in [5 * 2048 + 3, 12 * 2048, 16 * 2048] {
+        let xs = uniform(&mut rng, n, -2.0, 2.0);
+        let ys = uniform(&mut rng, n, -2.0, 2.0);
+        let x = gpu.upload(&xs).unwrap();
+        let mut y = gpu.upload(&ys).unwrap();
+        axpy(&gpu, &x, &mut y, axpy::Params::new(n as u32, 0.5)).unwrap();
+        scale(&gpu, &mut y, scale::Params::new(n as u32, -2.0)).unwrap();
+        let want: Vec<f64> = xs.iter().zip(&ys).map(|(&x, &y)| -2.0 * (y as f64 + 0.5 * x as f64)).collect();
+        assert_close(&format!("axpy+scale n={n}"), &y.read(&gpu).unwrap(), &want, 1e-6);
+        let mut z = gpu.filled(n, f32::NAN).unwrap();
+        copy(&gpu, &x, &mut z, n as u32).unwrap();
+        assert_eq!(z.read(&gpu).unwrap(), xs);
+    }
+    // Past 4 × 4 workgroups even two dimensions are not enough: an error, not a wrong result.
+    let mut big = gpu.zeros::<f32>(16 * 2048 + 1).unwrap();
+    let e = scale(&gpu, &mut big, scale::Params::new(16 * 2048 + 1, 2.0)).unwrap_err();
+    assert!(matches!(e, kernels::Error::GridTooLarge { limit: 4, .. }), "{e:?}");
+    // A whole-array reduction over more chunks than fit in one dimension.
+    let n = 15 * kernels::ops::REDUCE_CHUNK + 17;
+    let xs = uniform(&mut rng, n, -1.0, 1.0);
+    let x = gpu.upload(&xs).unwrap();
+    let mut scratch = ReduceScratch::new(&gpu, n).unwrap();
+    let mut out = gpu.filled(1, f32::NAN).unwrap();
+    ops::reduce_sum_into(&gpu, &x, n, &mut out, &mut scratch).unwrap();
+    let want: f64 = xs.iter().map(|&v| v as f64).sum();
+    let got = out.read(&gpu).unwrap()[0] as f64;
+    assert!((got - want).abs() <= 1e-5 * xs.iter().map(|v| v.abs() as f64).sum::<f64>(), "{got} vs {want}");
+}

@@ -29,11 +29,20 @@ pub struct GpuOptions {
     /// adapter would (`SHADER_F16` to test f16 errors, `SUBGROUP` to test the fallbacks).
     /// [`GpuOptions::from_env`] adds `SHADER_F16` when `KERNELS_F16=0`.
     pub without: wgpu::Features,
+    /// A lower `max_compute_workgroups_per_dimension` than the adapter's, to run as a smaller
+    /// device would: with a small value, every 1-D grid past it takes the 2-D fallback, which
+    /// tests use to exercise that path without gigabytes of data.
+    pub max_workgroups_per_dimension: Option<u32>,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { adapter: None, subgroups: true, without: wgpu::Features::empty() }
+        GpuOptions {
+            adapter: None,
+            subgroups: true,
+            without: wgpu::Features::empty(),
+            max_workgroups_per_dimension: None,
+        }
     }
 }
 
@@ -45,6 +54,7 @@ impl GpuOptions {
             adapter: std::env::var("KERNELS_ADAPTER").ok().filter(|s| !s.trim().is_empty()),
             subgroups: !off("KERNELS_SUBGROUPS"),
             without: if off("KERNELS_F16") { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() },
+            max_workgroups_per_dimension: None,
         }
     }
 }
@@ -267,7 +277,10 @@ impl Gpu {
         let subgroups = options.subgroups;
         let info = adapter.get_info();
         let features = adapter.features() & (OPTIONAL_FEATURES - options.without);
-        let limits = adapter.limits();
+        let mut limits = adapter.limits();
+        if let Some(max) = options.max_workgroups_per_dimension {
+            limits.max_compute_workgroups_per_dimension = limits.max_compute_workgroups_per_dimension.min(max.max(1));
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("kernels"),

@@ -176,3 +176,26 @@ fn an_interrupt_saves_a_checkpoint() {
     assert_eq!(checkpoint::load(&ck).unwrap().step, 0);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Every 1-D grid of a training step past a tiny per-dimension limit takes the runtime's 2-D
+/// fallback; the results must not change by a single bit.
+#[test]
+fn the_2d_fallback_changes_nothing() {
+    let Some(gpu) = common::gpu() else { return };
+    let small = kernels::Gpu::with_options_blocking(kernels::GpuOptions {
+        max_workgroups_per_dimension: Some(16),
+        ..kernels::GpuOptions::from_env()
+    })
+    .unwrap();
+    assert_eq!(small.limits().max_compute_workgroups_per_dimension, 16);
+    let (m, t) = tiny();
+    let run = |g: &kernels::Gpu| {
+        let mut tr = Trainer::new(g, &m, &t, Corpus::built_in()).unwrap();
+        let losses: Vec<u32> = (0..3).map(|_| tr.step(true).unwrap().unwrap().to_bits()).collect();
+        let w: Vec<u32> = tr.model.weights().unwrap().iter().flatten().map(|x| x.to_bits()).collect();
+        (losses, w)
+    };
+    let (a, b) = (run(&gpu), run(&small));
+    assert_eq!(a.0, b.0, "losses differ");
+    assert!(a.1 == b.1, "weights differ");
+}
