@@ -55,7 +55,7 @@ impl Attention {
             Attention::Streaming => Ok(Attention::Streaming),
             Attention::Fast if !p.fits(gpu) => Err(Error::Config(format!(
                 "the fast attention path needs a {} MiB workspace per layer, over this device's binding limit; use --attention streaming",
-                p.probs_len() * 4 >> 20
+                (p.probs_len() * 4) >> 20
             ))),
             Attention::Fast => Ok(Attention::Fast),
             Attention::Auto if p.fits(gpu) && total <= FAST_ATTENTION_BUDGET => Ok(Attention::Fast),
