@@ -139,7 +139,7 @@ fn check_params(what: &str, p: &Params) -> Result<()> {
     if p.kv_heads == 0 {
         return bad("kv_heads >= 1");
     }
-    if p.heads % p.kv_heads != 0 {
+    if !p.heads.is_multiple_of(p.kv_heads) {
         return bad("heads % kv_heads == 0");
     }
     Ok(())
