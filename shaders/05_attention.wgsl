@@ -1,4 +1,9 @@
 // Causal grouped-query attention: the training/prefill forward and the one-token decode.
+// Two training forwards: the streaming `attention_forward` (flash-attention style, no
+// workspace: the small-memory path) and the fast path `attention_fast_scores` →
+// `attention_fast_softmax` → `attention_fast_pv`, batched GEMMs over a materialised probability
+// workspace `[B, H, S, S]` (described in the file preamble below; `kernels::fast_attention`
+// records the sequence).
 //
 // Layouts (row-major, batch first): Q and O `[B, S, H, Dh]`, K and V `[B, S, Hkv, Dh]`,
 // log-sum-exp `lse [B, H, S]`. H is a multiple of Hkv; query head h reads kv head

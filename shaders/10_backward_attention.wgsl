@@ -16,6 +16,13 @@
 // each output element is written by exactly one invocation after a fixed-order loop, so results
 // are bitwise identical run to run.
 //
+// The fast path's backward (over the probabilities `[B, H, S, S]` that the fast forward left,
+// see the file preamble below; `kernels::fast_attention` records it), in
+// this order: `attention_fast_delta` (Δ), `attention_fast_ptx` (dV = Σ_g P_gᵀ·dO_g),
+// `attention_fast_ds` (dS = P ⊙ (dO·Vᵀ − Δ) in place of P), `attention_fast_pv` of
+// 05_attention.wgsl (dQ = scale·dS·K), `attention_fast_ptx` (dK = scale·Σ_g dS_gᵀ·Q_g). Same
+// convention: everything overwritten, deterministic, no atomics.
+//
 // Block sizes (from Dh at run time; the same formulas in the kernels and their `@grid`), so
 // workgroup memory stays under 16 KiB for every Dh:
 //   dq:   BQ = min(32, 1024 / Dh), BK = min(1024 / Dh, 256 / BQ)

@@ -8,11 +8,11 @@ mod common;
 #[path = "reference/attention.rs"]
 mod reference;
 
-use common::{assert_close, gpu, rel_err, rng, uniform};
+use common::{assert_close, gpu, gpu_with, rel_err, rng, uniform};
 use kernels::attention::{attention_fast_scores, attention_forward};
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
 use kernels::fast_attention::{self, Params};
-use kernels::{Buffer, Error, Gpu};
+use kernels::{Buffer, Error, Gpu, GpuOptions};
 use rand::Rng;
 use rand::rngs::StdRng;
 use reference::Shape;
@@ -241,6 +241,25 @@ fn fast_path_is_deterministic() {
     }
 }
 
+#[test]
+fn fast_path_tree_reduction_variant() {
+    // `attention_fast_softmax` uses the preamble's workgroup reductions: check the variant
+    // without subgroups too (rows longer than 256 keys, so every invocation holds a partial).
+    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+        return;
+    };
+    assert!(!gpu.variant_for(&kernels::attention::attention_fast_softmax::KERNEL).unwrap().subgroups);
+    let mut rng = rng("fast attention tree");
+    let sh = shape(1, 300, 2, 1, 16);
+    let x = inputs(&mut rng, sh);
+    let fast = run_fast(&gpu, &x, sh, 0.25);
+    let (want_o, want_lse) = reference::attention_forward(&x.q, &x.k, &x.v, sh, 0.25);
+    let (_, _, want_dv) = reference::attention_backward(&x.q, &x.k, &x.v, &x.d_o, sh, 0.25);
+    assert_close("O (tree)", &fast.o[..sh.q_len()], &want_o, 1e-5);
+    assert_close("lse (tree)", &fast.lse[..sh.rows()], &want_lse, 1e-5);
+    assert_close("dV (tree)", &fast.dv[..sh.kv_len()], &want_dv, 1e-5);
+}
+
 /// L = Σ dO · O with O from the fast GPU forward, in float64.
 fn loss(gpu: &Gpu, q: &[f32], k: &[f32], v: &[f32], d_o: &[f32], sh: Shape, scale: f32) -> f64 {
     let p = params(sh, scale);
@@ -368,4 +387,53 @@ fn fast_path_misuse_is_an_error() {
     // The right sizes work.
     fast_attention::forward(&gpu, &q, &k, &v, &mut o, &mut lse, &mut probs, p).unwrap();
     fast_attention::backward(&gpu, &q, &k, &v, &o, &d_o, &mut probs, &mut delta, &mut dq, &mut dk, &mut dv, p).unwrap();
+}
+
+#[test]
+fn fast_path_long_sequence() {
+    // S = 1100: 18 query/key tiles (171 lower-triangle tiles per head, the triangular index past
+    // its first rows), contractions of up to 69 steps of 16 in the P·V and Pᵀ·X products.
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("fast attention long");
+    let sh = shape(1, 1100, 2, 1, 3);
+    let x = inputs(&mut rng, sh);
+    let scale = 0.7;
+    let fast = run_fast(&gpu, &x, sh, scale);
+    let (want_o, want_lse) = reference::attention_forward(&x.q, &x.k, &x.v, sh, scale as f64);
+    let (want_dq, want_dk, want_dv) = reference::attention_backward(&x.q, &x.k, &x.v, &x.d_o, sh, scale as f64);
+    assert_close("O long", &fast.o[..sh.q_len()], &want_o, 1e-5);
+    assert_close("lse long", &fast.lse[..sh.rows()], &want_lse, 1e-5);
+    assert_close("dQ long", &fast.dq[..sh.q_len()], &want_dq, 1e-5);
+    assert_close("dK long", &fast.dk[..sh.kv_len()], &want_dk, 1e-5);
+    assert_close("dV long", &fast.dv[..sh.kv_len()], &want_dv, 1e-5);
+    check_probs(sh, &x, scale as f64, &fast.probs, &want_lse);
+}
+
+#[test]
+fn fast_scores_past_65535_workgroups() {
+    // B·H = 2·32,768 = 65,536 (b, h) pairs at S = 1: `attention_fast_scores` gets 65,536
+    // workgroups, the grid goes 2-D and `flat_wg` must recover each (b, h, tile). The other
+    // kernels share the scheme; each such dispatch takes ≈ 9 s on lavapipe (≈ 130 µs per
+    // workgroup, whatever its size), so only this one is run.
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("fast attention 2-D grid");
+    let sh = shape(2, 1, 32_768, 8_192, 2);
+    let x = inputs(&mut rng, sh);
+    let p = attention_fast_scores::Params::new(2, 1, 32_768, 8_192, 2, 0.5);
+    let q = gpu.upload(&x.q).unwrap();
+    let k = gpu.upload(&x.k).unwrap();
+    let mut probs = poisoned(&gpu, sh.rows());
+    attention_fast_scores(&gpu, &q, &k, &mut probs, p).unwrap();
+    let got = probs.read(&gpu).unwrap();
+    // S = 1: the one score of (b, h) is 0.5·q[b, 0, h]·k[b, 0, h / 4].
+    let want: Vec<f64> = (0..sh.rows())
+        .map(|bh| {
+            let (b, h) = (bh / sh.heads, bh % sh.heads);
+            let qa = (b * sh.heads + h) * 2;
+            let ka = (b * sh.kv_heads + h / 4) * 2;
+            0.5 * (x.q[qa] as f64 * x.k[ka] as f64 + x.q[qa + 1] as f64 * x.k[ka + 1] as f64)
+        })
+        .collect();
+    assert_close("scores 2-D grid", &got[..sh.rows()], &want, 1e-6);
+    check_tail("scores", &got, sh.rows());
 }
