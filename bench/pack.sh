@@ -3,21 +3,32 @@
 # .dev/bins.tar.xz for the device machine, which has no Rust. Run from the repository root.
 set -euo pipefail
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
-cargo build --release --example train --example quickstart --bench gemm --bench memory --bench attention --bench reductions --bench host_overhead
-tests=$(cargo test --release --no-run --workspace 2>&1 | sed -n 's/.*Executable .*(\(.*\))/\1/p')
 stage=$(mktemp -d)
 mkdir -p "$stage/tests"
-for b in gemm memory attention reductions host_overhead; do
-    cp "$(ls -t target/release/deps/$b-* | grep -v '\.d$' | head -1)" "$stage/$b"
-done
-cp target/release/examples/train target/release/examples/quickstart "$stage/"
-for t in $tests; do
-    n=$(basename "$t" | sed 's/-[0-9a-f]*$//')
-    case $n in compile_fail|golden|properties|kernels_codegen|kernels_macro) continue ;; esac
-    cp "$t" "$stage/tests/$n"
-done
+# Exact executables from cargo's own report (bench and test binaries share name prefixes).
+executables() {
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["target"]["kind"][0], m["target"]["name"], m["executable"])
+'
+}
+cargo build --release --example train --example quickstart --benches --message-format=json \
+    | executables | while read -r kind name exe; do
+        case $kind in bench | example) cp "$exe" "$stage/$name" ;; esac
+    done
+cargo test --release --no-run --workspace --message-format=json \
+    | executables | while read -r kind name exe; do
+        case $name in compile_fail | golden | properties | browser | kernels_codegen | kernels_macro | kernels_runtime | kernels_train | kernels) continue ;; esac
+        [ "$kind" = test ] && cp "$exe" "$stage/tests/$name"
+    done
 strip "$stage"/* "$stage"/tests/* 2>/dev/null || true
 mkdir -p .dev
 tar cJf .dev/bins.tar.xz -C "$stage" .
 git rev-parse --short HEAD > .dev/commit
-ls -la .dev
+ls -la .dev "$stage" "$stage/tests"
