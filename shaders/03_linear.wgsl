@@ -519,6 +519,115 @@ fn matmul_at_acc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     }
 }
 
+// --- KERNEL: matmul_at_split ---
+// One part of a weight gradient split along its contraction, for products whose output has
+// too few tiles to fill the GPU (a 768×768 gradient is 144 tiles; its contraction is every
+// token). Part s sums rows [s·p.chunk, min((s+1)·p.chunk, M)) in order:
+// parts[s, :, :] = Σ X[m, :]ᵀ · B[m, :] over those rows. X [M, K], B [M, N], parts
+// [p.parts, K, N], row-major f32. Overwrites `parts` (the first parts·K·N elements; a part
+// with no rows is written as zeros). `matmul_parts_add` then adds the parts to Y in a fixed
+// order, so the split product is deterministic (`kernels::ops::matmul_at_acc_split` records
+// both).
+// Grid: one workgroup per (64×64 tile of the K×N output, part): x over N, y over K, z over parts.
+// @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.k, TILE_M), p.parts)
+// @requires p.parts >= 1
+// @requires p.chunk * p.parts >= p.m
+// @requires len(x) >= p.m * p.k
+// @requires len(b) >= p.m * p.n
+// @requires len(parts) >= p.parts * p.k * p.n
+struct SplitParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    parts: u32,
+    chunk: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> parts: array<f32>;
+@group(0) @binding(3) var<uniform> p: SplitParams;
+
+fn load_a(s: Slot, k0: u32) -> vec4<f32> {
+    let i = slot_index(s, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(x[i.x], x[i.y], x[i.z], x[i.w]), slot_mask(s, k0));
+}
+
+fn load_b(s: Slot, k0: u32) -> vec4<f32> {
+    let i = slot_index(s, k0);
+    return select(vec4<f32>(0.0), vec4<f32>(b[i.x], b[i.y], b[i.z], b[i.w]), slot_mask(s, k0));
+}
+
+@compute @workgroup_size(WG)
+fn matmul_at_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let tx = tid % TILE_SIDE;
+    let ty = tid / TILE_SIDE;
+    let r0 = wid.y * TILE_M;
+    let n0 = wid.x * TILE_N;
+    let part = wid.z;
+    let begin = min(part * p.chunk, p.m);
+    let end = min(begin + p.chunk, p.m);
+    // The slots clamp and mask the contraction index against `end`; it starts at `begin`.
+    let sa = slot_r_contiguous(tid, r0, p.k, p.k, end);
+    let sb = slot_r_contiguous(tid, n0, p.n, p.n, end);
+    acc_clear();
+    var va = vec4<f32>(0.0);
+    var vb = vec4<f32>(0.0);
+    if (begin < end) {
+        va = load_a(sa, begin);
+        vb = load_b(sb, begin);
+    }
+    for (var c0 = begin; c0 < end; c0 += TILE_K) {
+        tile_a[sa.slot] = va;
+        tile_b[sb.slot] = vb;
+        workgroupBarrier();
+        if (c0 + TILE_K < end) {
+            va = load_a(sa, c0 + TILE_K);
+            vb = load_b(sb, c0 + TILE_K);
+        }
+        acc_step(tx, ty);
+        workgroupBarrier();
+    }
+    let base = part * p.k * p.n;
+    for (var i = 0u; i < 4u; i++) {
+        let r = r0 + 4u * ty + i;
+        for (var j = 0u; j < 4u; j++) {
+            let c = n0 + 4u * tx + j;
+            if (r < p.k && c < p.n) {
+                parts[base + r * p.n + c] = acc[i][j];
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_parts_add ---
+// Y[i] += (parts[0, i] + parts[1, i] + … + parts[p.parts − 1, i]) for i < p.len, the parts
+// summed in increasing order (deterministic). `parts` [p.parts, p.len], `y` [p.len], f32.
+// Accumulates into `y` (+=).
+// Grid: one invocation per output element, 1-D over p.len.
+// @grid threads(p.len)
+// @requires p.parts >= 1
+// @requires len(parts) >= p.parts * p.len
+// @requires len(y) >= p.len
+struct AddParams {
+    len: u32,
+    parts: u32,
+}
+@group(0) @binding(0) var<storage, read> parts: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: AddParams;
+
+@compute @workgroup_size(WG)
+fn matmul_parts_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i < p.len) {
+        var sum = parts[i];
+        for (var s = 1u; s < p.parts; s++) {
+            sum += parts[s * p.len + i];
+        }
+        y[i] = y[i] + sum;
+    }
+}
+
 // --- KERNEL: matmul_w16 ---
 // Y = X · W with f16 weights. X [M, K] f32, W [K, N] f16, Y [M, N] f32, all row-major; weights
 // are widened to f32 on load, sums are f32. Needs SHADER_F16. Overwrites `y` (elements past

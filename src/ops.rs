@@ -137,3 +137,51 @@ pub fn max(gpu: &Gpu, x: &Buffer<f32>) -> Result<f32> {
     batch.submit()?;
     Ok(out.read(gpu)?[0])
 }
+
+/// How many parts [`matmul_at_acc_split`] splits `Y += Xᵀ·B` (X [m, k], B [m, n]) into: enough
+/// to give the GPU about 512 workgroups when the k×n output has fewer 64×64 tiles than that,
+/// each part still summing at least 512 rows; at most 16.
+pub fn weight_grad_parts(m: usize, n: usize, k: usize) -> usize {
+    let tiles = n.div_ceil(64) * k.div_ceil(64);
+    if tiles >= 256 {
+        return 1;
+    }
+    512usize.div_ceil(tiles.max(1)).min(m / 512).clamp(1, 16)
+}
+
+/// Scratch floats [`matmul_at_acc_split`] needs for these shapes.
+pub fn weight_grad_scratch_len(m: usize, n: usize, k: usize) -> usize {
+    let parts = weight_grad_parts(m, n, k);
+    if parts > 1 { parts * n * k } else { 0 }
+}
+
+/// `Y += Xᵀ·B` (X [m, k], B [m, n], Y [k, n]) for weight gradients, split along the
+/// contraction when the output is small ([`weight_grad_parts`]): `linear::matmul_at_split`
+/// writes the parts into `scratch` (at least [`weight_grad_scratch_len`] floats) and
+/// `linear::matmul_parts_add` adds them to Y in a fixed order — deterministic, but not the
+/// same rounding as one unsplit `matmul_at_acc`, which this records when one part is enough.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_at_acc_split(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    b: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    scratch: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    let parts = weight_grad_parts(m, n, k);
+    let to_u32 = |v: usize, what: &str| {
+        u32::try_from(v).map_err(|_| Error::LengthMismatch { detail: format!("{what} = {v} is over u32::MAX") })
+    };
+    let (m32, n32, k32) = (to_u32(m, "m")?, to_u32(n, "n")?, to_u32(k, "k")?);
+    if parts == 1 {
+        return crate::linear::matmul_at_acc(rec, x, b, y, crate::linear::matmul_at_acc::Params::new(m32, n32, k32));
+    }
+    let chunk = to_u32(m.div_ceil(parts), "chunk")?;
+    let sp = crate::linear::matmul_at_split::SplitParams::new(m32, n32, k32, parts as u32, chunk);
+    crate::linear::matmul_at_split(rec, x, b, scratch, sp)?;
+    let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, parts as u32);
+    crate::linear::matmul_parts_add(rec, scratch, y, ap)
+}

@@ -454,3 +454,48 @@ fn residual_is_read_only_and_distinct() {
         assert_eq!(bits(&b.r.read(&gpu).unwrap()), bits(&inp.r), "{kind:?}: ran despite the error");
     }
 }
+
+/// The split weight gradient (`ops::matmul_at_acc_split`): parts of the contraction, then a
+/// fixed-order sum added to Y. Against float64, against itself (bits), and its part count.
+#[test]
+fn split_weight_gradient() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("split weight gradient");
+    assert_eq!(kernels::ops::weight_grad_parts(8192, 768, 768), 4);
+    assert_eq!(kernels::ops::weight_grad_parts(8192, 2048, 768), 1);
+    assert_eq!(kernels::ops::weight_grad_parts(100, 5, 5), 1, "too few rows to split");
+    for (m, n, k) in [(3000usize, 70usize, 33usize), (2049, 64, 64), (1537, 5, 130)] {
+        let parts = kernels::ops::weight_grad_parts(m, n, k);
+        assert!(parts > 1, "{m}×{n}×{k} should split");
+        let x = uniform(&mut rng, m * k, -1.0, 1.0);
+        let b = uniform(&mut rng, m * n, -1.0, 1.0);
+        let y0 = uniform(&mut rng, k * n, -1.0, 1.0);
+        let (xb, bb) = (gpu.upload(&x).unwrap(), gpu.upload(&b).unwrap());
+        let mut scratch = gpu.filled(kernels::ops::weight_grad_scratch_len(m, n, k), f32::NAN).unwrap();
+        let run = |scratch: &mut Buffer<f32>| {
+            let mut y = gpu.upload(&y0).unwrap();
+            kernels::ops::matmul_at_acc_split(&gpu, &xb, &bb, &mut y, scratch, m, n, k).unwrap();
+            y.read(&gpu).unwrap()
+        };
+        let got = run(&mut scratch);
+        let mut want = vec![0f64; k * n];
+        for r in 0..m {
+            for i in 0..k {
+                for j in 0..n {
+                    want[i * n + j] += x[r * k + i] as f64 * b[r * n + j] as f64;
+                }
+            }
+        }
+        for (w, y) in want.iter_mut().zip(&y0) {
+            *w += *y as f64;
+        }
+        assert_close(&format!("split {m}×{n}×{k} in {parts} parts"), &got, &want, 1e-5);
+        assert_eq!(bits(&got), bits(&run(&mut scratch)), "not deterministic");
+    }
+    // A short scratch buffer is an error before anything runs.
+    let (m, n, k) = (3000, 70, 33);
+    let (xb, bb) = (gpu.zeros::<f32>(m * k).unwrap(), gpu.zeros::<f32>(m * n).unwrap());
+    let mut y = gpu.zeros::<f32>(k * n).unwrap();
+    let mut short = gpu.zeros::<f32>(kernels::ops::weight_grad_scratch_len(m, n, k) - 1).unwrap();
+    assert!(kernels::ops::matmul_at_acc_split(&gpu, &xb, &bb, &mut y, &mut short, m, n, k).is_err());
+}

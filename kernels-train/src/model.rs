@@ -6,7 +6,8 @@
 //! Shapes: M = batch · seq_len rows; D model width; F SwiGLU width; H·Dh query width; Hkv·Dh
 //! key/value width; V = 256. Linear layers keep PyTorch's [out, in] weight layout, so the forward
 //! is `Y = X·Wᵀ` (`matmul_t`), the input gradient `dX = dY·W` (`matmul`) and the weight gradient
-//! `dW += dYᵀ·X` (`matmul_at_acc`).
+//! `dW += dYᵀ·X` (`matmul_at_acc`, split along the tokens when the output is small:
+//! `kernels::ops::matmul_at_acc_split`).
 
 use crate::Error;
 use crate::config::{ModelConfig, TrainConfig};
@@ -16,9 +17,10 @@ use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq
 use kernels::backward_ffn::ffn_swiglu_backward;
 use kernels::embedding::{embed_backward, embed_lookup};
 use kernels::infrastructure::{axpy, copy};
-use kernels::linear::{matmul, matmul_at_acc, matmul_residual, matmul_t, matmul_t_acc};
+use kernels::linear::{matmul, matmul_residual, matmul_t, matmul_t_acc};
 use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::{rmsnorm_backward, rmsnorm_dgamma_reduce, rmsnorm_forward};
+use kernels::ops::{matmul_at_acc_split, weight_grad_scratch_len};
 use kernels::optimizer::{adamw_update, finalize_grad_stats, reduce_norm_sq};
 use kernels::rope::{rope_k, rope_q};
 use kernels::{Batch, Buffer, Gpu};
@@ -112,6 +114,8 @@ struct Scratch {
     delta: B,
     norm_partials: B,
     fast_delta: Option<B>,
+    /// Parts of split weight gradients.
+    wgrad: B,
 }
 
 /// Index of a parameter in [`params::shapes`] order.
@@ -251,6 +255,12 @@ impl Model {
             delta: z(batch * cfg.heads * s)?,
             norm_partials: z(m.div_ceil(norm_block) * d)?,
             fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
+            wgrad: z([(d, cfg.vocab), (f, d), (d, f), (hq, d), (d, hq), (d, kv)]
+                .iter()
+                .map(|&(n, k)| weight_grad_scratch_len(m, n, k))
+                .max()
+                .unwrap_or(0)
+                .max(1))?,
         };
         let block = kernels::optimizer::NORM_BLOCK as usize;
         let mut norm_offsets = Vec::new();
@@ -418,7 +428,7 @@ impl Model {
 
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf.
         matmul(b, logits, &p[ix::EMB], &mut s.ma, mm(d, v))?;
-        matmul_at_acc(b, logits, hf, &mut g[ix::EMB], mm(d, v))?;
+        matmul_at_acc_split(b, logits, hf, &mut g[ix::EMB], &mut s.wgrad, rows as usize, d as usize, v as usize)?;
         // Final norm: dx = ∂/∂x_final.
         rmsnorm_backward(b, xf, &p[last], rrms_f, &s.ma, &mut s.dx, &mut s.norm_partials, nb)?;
         rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut g[last], nr)?;
@@ -428,11 +438,38 @@ impl Model {
             let y = &mut layers[l];
             // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, g = h2·W1ᵀ, u = h2·W3ᵀ.
             matmul(b, &s.dx, &p[w + ix::W2], &mut s.da, mm(f, d))?;
-            matmul_at_acc(b, &s.dx, &y.a, &mut g[w + ix::W2], mm(f, d))?;
+            matmul_at_acc_split(
+                b,
+                &s.dx,
+                &y.a,
+                &mut g[w + ix::W2],
+                &mut s.wgrad,
+                rows as usize,
+                f as usize,
+                d as usize,
+            )?;
             let sb = kernels::backward_ffn::ffn_swiglu_backward::Params::new(rows * f);
             ffn_swiglu_backward(b, &y.g, &y.u, &s.da, &mut s.dg, &mut s.du, sb)?;
-            matmul_at_acc(b, &s.dg, &y.h2, &mut g[w + ix::W1], mm(d, f))?;
-            matmul_at_acc(b, &s.du, &y.h2, &mut g[w + ix::W3], mm(d, f))?;
+            matmul_at_acc_split(
+                b,
+                &s.dg,
+                &y.h2,
+                &mut g[w + ix::W1],
+                &mut s.wgrad,
+                rows as usize,
+                d as usize,
+                f as usize,
+            )?;
+            matmul_at_acc_split(
+                b,
+                &s.du,
+                &y.h2,
+                &mut g[w + ix::W3],
+                &mut s.wgrad,
+                rows as usize,
+                d as usize,
+                f as usize,
+            )?;
             matmul(b, &s.dg, &p[w + ix::W1], &mut s.ma, mm(d, f))?;
             matmul_residual(b, &s.du, &p[w + ix::W3], &s.ma, &mut s.mb, mm(d, f))?;
             rmsnorm_backward(b, &y.x_mid, &p[w + ix::FFN_NORM], &y.rrms2, &s.mb, &mut s.dxn, &mut s.norm_partials, nb)?;
@@ -440,7 +477,16 @@ impl Model {
             axpy(b, &s.dxn, &mut s.dx, add)?;
             // Attention: x_mid = x_in + att·Woᵀ.
             matmul(b, &s.dx, &p[w + ix::WO], &mut s.datt, mm(hq, d))?;
-            matmul_at_acc(b, &s.dx, &y.att, &mut g[w + ix::WO], mm(hq, d))?;
+            matmul_at_acc_split(
+                b,
+                &s.dx,
+                &y.att,
+                &mut g[w + ix::WO],
+                &mut s.wgrad,
+                rows as usize,
+                hq as usize,
+                d as usize,
+            )?;
             match (&mut y.probs, &mut s.fast_delta) {
                 (Some(probs), Some(delta)) => {
                     let fp = fast_params(c, batch, c.seq_len);
@@ -466,9 +512,36 @@ impl Model {
                 &mut s.dk,
                 kernels::backward_attention::rope_k_backward::Params::new(bt, sq, hkv, dh, 0, base),
             )?;
-            matmul_at_acc(b, &s.dq, &y.h1, &mut g[w + ix::WQ], mm(d, hq))?;
-            matmul_at_acc(b, &s.dk, &y.h1, &mut g[w + ix::WK], mm(d, kv))?;
-            matmul_at_acc(b, &s.dv, &y.h1, &mut g[w + ix::WV], mm(d, kv))?;
+            matmul_at_acc_split(
+                b,
+                &s.dq,
+                &y.h1,
+                &mut g[w + ix::WQ],
+                &mut s.wgrad,
+                rows as usize,
+                d as usize,
+                hq as usize,
+            )?;
+            matmul_at_acc_split(
+                b,
+                &s.dk,
+                &y.h1,
+                &mut g[w + ix::WK],
+                &mut s.wgrad,
+                rows as usize,
+                d as usize,
+                kv as usize,
+            )?;
+            matmul_at_acc_split(
+                b,
+                &s.dv,
+                &y.h1,
+                &mut g[w + ix::WV],
+                &mut s.wgrad,
+                rows as usize,
+                d as usize,
+                kv as usize,
+            )?;
             matmul(b, &s.dq, &p[w + ix::WQ], &mut s.ma, mm(d, hq))?;
             matmul_residual(b, &s.dk, &p[w + ix::WK], &s.ma, &mut s.mb, mm(d, kv))?;
             matmul_residual(b, &s.dv, &p[w + ix::WV], &s.mb, &mut s.ma, mm(d, kv))?;
