@@ -118,7 +118,9 @@ pub fn reduce_max_into(
 }
 
 /// The sum of a whole buffer, read back (allocates scratch; for repeated use, keep a
-/// [`ReduceScratch`] and call [`reduce_sum_into`]).
+/// [`ReduceScratch`] and call [`reduce_sum_into`]). Not on the web, where nothing may block:
+/// there, record [`reduce_sum_into`] and read the result with `Buffer::read_async`.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn sum(gpu: &Gpu, x: &Buffer<f32>) -> Result<f32> {
     let mut scratch = ReduceScratch::new(gpu, x.len())?;
     let mut out = gpu.zeros::<f32>(1)?;
@@ -128,7 +130,8 @@ pub fn sum(gpu: &Gpu, x: &Buffer<f32>) -> Result<f32> {
     Ok(out.read(gpu)?[0])
 }
 
-/// The maximum of a whole buffer, read back.
+/// The maximum of a whole buffer, read back (not on the web; see [`sum`]).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn max(gpu: &Gpu, x: &Buffer<f32>) -> Result<f32> {
     let mut scratch = ReduceScratch::new(gpu, x.len())?;
     let mut out = gpu.zeros::<f32>(1)?;

@@ -418,7 +418,8 @@ impl Profile {
 
 impl Gpu {
     /// A batch that timestamps every dispatch (up to `max_dispatches`); submit it with
-    /// [`Batch::submit_profiled`]. Needs `TIMESTAMP_QUERY_INSIDE_PASSES`.
+    /// [`Batch::submit_profiled`]. Needs `TIMESTAMP_QUERY_INSIDE_PASSES` (which wgpu does not
+    /// offer in a browser).
     pub fn profiled_batch(&self, max_dispatches: u32) -> Result<Batch<'_>> {
         let needed = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
         if !self.inner.features.contains(needed) {
@@ -445,7 +446,8 @@ impl Gpu {
 
 impl Batch<'_> {
     /// Submits a batch from [`Gpu::profiled_batch`], waits for it, and returns the GPU time of
-    /// each dispatch.
+    /// each dispatch. Not on the web (it blocks).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn submit_profiled(self) -> Result<Profile> {
         let gpu = self.gpu;
         let Some(timer) = self.state.borrow_mut().timer.take() else {

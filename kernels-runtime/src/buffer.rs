@@ -62,7 +62,9 @@ impl<T: Element> Buffer<T> {
         &self.raw
     }
 
-    /// Copies the contents back to the host. Waits for all work submitted before.
+    /// Copies the contents back to the host. Waits for all work submitted before. Not on the
+    /// web, where nothing may block: use [`Buffer::read_async`] there.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read(&self, gpu: &Gpu) -> Result<Vec<T>> {
         let staging = self.copy_to_staging(gpu)?;
         let slice = staging.slice(..);
@@ -79,7 +81,8 @@ impl<T: Element> Buffer<T> {
     }
 
     /// Copies elements `range` back to the host (only those bytes cross the bus). Waits for all
-    /// work submitted before.
+    /// work submitted before. Not on the web.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read_range(&self, gpu: &Gpu, range: std::ops::Range<usize>) -> Result<Vec<T>> {
         if range.start > range.end || range.end > self.len {
             return Err(Error::LengthMismatch {

@@ -139,6 +139,8 @@ pub(crate) struct Inner {
     pub(crate) features: wgpu::Features,
     pub(crate) limits: wgpu::Limits,
     pub(crate) use_subgroups: bool,
+    /// On wgpu's WebGPU backend (a browser): shader modules are made from `browser_wgsl`.
+    pub(crate) browser: bool,
     pub(crate) report: AdapterReport,
     pub(crate) errors: Arc<Mutex<Vec<String>>>,
 }
@@ -146,7 +148,9 @@ pub(crate) struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let _guard = lifecycle();
-        // Finish outstanding work so that nothing on the GPU refers to what is dropped.
+        // Finish outstanding work so that nothing on the GPU refers to what is dropped. (A
+        // browser keeps what is in flight alive itself, and the main thread must not block.)
+        #[cfg(not(target_arch = "wasm32"))]
         let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
         // SAFETY: each field is dropped exactly once, here, and never used again.
         unsafe {
@@ -206,12 +210,15 @@ fn matches(info: &wgpu::AdapterInfo, wanted: &str) -> bool {
 }
 
 impl Gpu {
-    /// Opens the best adapter, honouring `KERNELS_ADAPTER` and `KERNELS_SUBGROUPS`.
+    /// Opens the best adapter, honouring `KERNELS_ADAPTER` and `KERNELS_SUBGROUPS`. Not on the
+    /// web, where nothing may block: use [`Gpu::with_options`] there.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn new() -> Result<Gpu> {
         pollster::block_on(Self::with_options(GpuOptions::from_env()))
     }
 
-    /// Opens an adapter with explicit options (blocking).
+    /// Opens an adapter with explicit options (blocking; not on the web).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn with_options_blocking(options: GpuOptions) -> Result<Gpu> {
         pollster::block_on(Self::with_options(options))
     }
@@ -235,12 +242,26 @@ impl Gpu {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         // OpenGL is a last resort (and probing it prints noise on headless Linux): only when
         // asked for, or when no primary backend has an adapter.
-        let wants_gl = options.adapter.as_deref().is_some_and(|w| w.trim().to_lowercase().starts_with("gl"));
-        let mut adapters =
-            if wants_gl { Vec::new() } else { instance.enumerate_adapters(wgpu::Backends::PRIMARY).await };
-        if adapters.is_empty() {
-            adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
-        }
+        #[cfg(not(target_arch = "wasm32"))]
+        let adapters = {
+            let wants_gl = options.adapter.as_deref().is_some_and(|w| w.trim().to_lowercase().starts_with("gl"));
+            let mut adapters =
+                if wants_gl { Vec::new() } else { instance.enumerate_adapters(wgpu::Backends::PRIMARY).await };
+            if adapters.is_empty() {
+                adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
+            }
+            adapters
+        };
+        // A browser offers one adapter, through `navigator.gpu.requestAdapter`.
+        #[cfg(target_arch = "wasm32")]
+        let adapters: Vec<wgpu::Adapter> = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .into_iter()
+            .collect();
         let available: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
         let mut candidates: Vec<wgpu::Adapter> = adapters
             .into_iter()
@@ -276,22 +297,33 @@ impl Gpu {
     ) -> Result<Gpu> {
         let subgroups = options.subgroups;
         let info = adapter.get_info();
-        let features = adapter.features() & (OPTIONAL_FEATURES - options.without);
+        #[allow(unused_mut)]
+        let mut features = adapter.features() & (OPTIONAL_FEATURES - options.without);
         let mut limits = adapter.limits();
         if let Some(max) = options.max_workgroups_per_dimension {
             limits.max_compute_workgroups_per_dimension = limits.max_compute_workgroups_per_dimension.min(max.max(1));
         }
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("kernels"),
-                required_features: features,
-                required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
-                memory_hints: wgpu::MemoryHints::Performance,
-                trace: wgpu::Trace::Off,
-            })
-            .await
-            .map_err(|e| Error::Device(e.to_string()))?;
+        let descriptor = wgpu::DeviceDescriptor {
+            label: Some("kernels"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        let request = adapter.request_device(&descriptor);
+        // wgpu's WebGPU backend neither asks for nor reports `subgroups`: ask for it here.
+        #[cfg(target_arch = "wasm32")]
+        let request = {
+            let wanted: &[&str] = if options.without.contains(wgpu::Features::SUBGROUP) { &[] } else { &["subgroups"] };
+            crate::web::requesting_features(wanted, || adapter.request_device(&descriptor))
+        };
+        let (device, queue) = request.await.map_err(|e| Error::Device(e.to_string()))?;
+        #[cfg(target_arch = "wasm32")]
+        if crate::web::device_has(&device, "subgroups") {
+            features |= wgpu::Features::SUBGROUP;
+        }
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = errors.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
@@ -333,6 +365,7 @@ impl Gpu {
                 features,
                 limits,
                 use_subgroups,
+                browser: info.backend == wgpu::Backend::BrowserWebGpu,
                 report,
                 errors,
             }),
@@ -375,8 +408,24 @@ impl Gpu {
     }
 
     /// Blocks until all submitted work has finished; reports errors wgpu raised meanwhile.
+    /// Not on the web: use [`Gpu::wait_async`] there.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn wait(&self) -> Result<()> {
         self.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        self.take_errors()
+    }
+
+    /// Waits, without blocking a thread, until all submitted work has finished; reports errors
+    /// wgpu raised meanwhile. The form of [`Gpu::wait`] for the web.
+    pub async fn wait_async(&self) -> Result<()> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.inner.queue.on_submitted_work_done(move || {
+            let _ = tx.send(());
+        });
+        // Native backends run the callback while polled; a browser runs it by itself.
+        #[cfg(not(target_arch = "wasm32"))]
+        self.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        rx.await.map_err(|_| Error::Gpu("the queue never reported its work done".into()))?;
         self.take_errors()
     }
 

@@ -11,6 +11,8 @@ mod kernel;
 mod pipeline;
 #[doc(hidden)]
 pub mod shape;
+#[cfg(target_arch = "wasm32")]
+mod web;
 
 pub use batch::{Arg, Batch, Call, DispatchTime, Profile, Record};
 pub use buffer::{Buffer, Element};

@@ -53,32 +53,58 @@ impl Gpu {
         kernel: &'static KernelDef,
         overrides: &[(&'static str, f64)],
     ) -> Result<Arc<Compiled>> {
-        let key: Key =
-            (kernel as *const KernelDef as usize, overrides.iter().map(|(k, v)| (*k, v.to_bits())).collect());
-        let slot = {
-            let mut map = self.inner.pipelines.map.lock().map_err(|_| Error::Gpu("pipeline cache poisoned".into()))?;
-            map.entry(key).or_default().clone()
-        };
-        slot.get_or_init(|| self.build(kernel, overrides)).clone()
+        self.slot(kernel, overrides)?.get_or_init(|| self.build(kernel, overrides)).clone()
     }
 
-    fn build(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Arc<Compiled>> {
-        let name = kernel.qualified_name();
+    fn slot(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Slot> {
+        let key: Key =
+            (kernel as *const KernelDef as usize, overrides.iter().map(|(k, v)| (*k, v.to_bits())).collect());
+        let mut map = self.inner.pipelines.map.lock().map_err(|_| Error::Gpu("pipeline cache poisoned".into()))?;
+        Ok(map.entry(key).or_default().clone())
+    }
+
+    /// The variant to build, once the overrides are known to be complete.
+    fn buildable(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<&'static VariantDef> {
         let variant = self.variant_for(kernel)?;
         for o in kernel.overrides {
             if !o.has_default && !overrides.iter().any(|(k, _)| *k == o.key) {
                 return Err(Error::BadArguments {
-                    kernel: name,
+                    kernel: kernel.qualified_name(),
                     detail: format!("override `{}` has no default: set it in the overrides argument", o.name),
                 });
             }
         }
-        let device = &self.inner.device;
+        Ok(variant)
+    }
+
+    fn build(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Arc<Compiled>> {
+        let variant = self.buildable(kernel, overrides)?;
         #[cfg(not(target_arch = "wasm32"))]
         let scopes = (
-            device.push_error_scope(wgpu::ErrorFilter::Validation),
-            device.push_error_scope(wgpu::ErrorFilter::Internal),
+            self.inner.device.push_error_scope(wgpu::ErrorFilter::Validation),
+            self.inner.device.push_error_scope(wgpu::ErrorFilter::Internal),
         );
+        let (compiled, _module) = self.create(kernel, overrides, variant);
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let (validation, internal) = scopes;
+            let internal = pollster::block_on(internal.pop());
+            let validation = pollster::block_on(validation.pop());
+            if let Some(e) = validation.or(internal) {
+                return Err(Error::Pipeline { kernel: kernel.qualified_name(), message: e.to_string() });
+            }
+        }
+        Ok(Arc::new(compiled))
+    }
+
+    /// Creates the layout, shader module and pipeline of one variant.
+    fn create(
+        &self,
+        kernel: &'static KernelDef,
+        overrides: &[(&'static str, f64)],
+        variant: &'static VariantDef,
+    ) -> (Compiled, wgpu::ShaderModule) {
+        let device = &self.inner.device;
         let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
             .bindings
             .iter()
@@ -106,7 +132,10 @@ impl Gpu {
         });
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(kernel.name),
-            source: wgpu::ShaderSource::Wgsl(variant.wgsl.into()),
+            // A browser compiles the WGSL itself and needs `enable subgroups;`, which naga rejects.
+            source: wgpu::ShaderSource::Wgsl(
+                if self.inner.browser { variant.browser_wgsl } else { variant.wgsl }.into(),
+            ),
         });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(kernel.name),
@@ -119,22 +148,83 @@ impl Gpu {
             },
             cache: None,
         });
+        (Compiled { kernel, overrides_empty: overrides.is_empty(), pipeline, layout, variant }, module)
+    }
+
+    /// Builds the pipeline of `kernel` (without override values) unless it is built already,
+    /// and waits for the device's verdict without blocking. On the web, where a pipeline cannot
+    /// be checked synchronously, this is how to learn that a kernel compiles before calling it
+    /// (its errors include the browser's shader compiler messages); natively it is the same as
+    /// the build on the first call. A kernel the device cannot run is
+    /// [`Error::MissingFeature`].
+    pub async fn build_async(&self, kernel: &'static KernelDef) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]
         {
-            let (validation, internal) = scopes;
-            let internal = pollster::block_on(internal.pop());
-            let validation = pollster::block_on(validation.pop());
-            if let Some(e) = validation.or(internal) {
-                return Err(Error::Pipeline { kernel: name, message: e.to_string() });
+            self.pipeline(kernel, &[]).map(|_| ())
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let slot = self.slot(kernel, &[])?;
+            if slot.get().is_none() {
+                let built = self.build_checked(kernel).await;
+                // Another task may have built it meanwhile: the first result stays.
+                let _ = slot.set(built);
+            }
+            match slot.get() {
+                Some(built) => built.clone().map(|_| ()),
+                None => Err(Error::Gpu("pipeline cache slot empty after a build".into())),
             }
         }
-        Ok(Arc::new(Compiled { kernel, overrides_empty: overrides.is_empty(), pipeline, layout, variant }))
+    }
+
+    /// `build` with the error scopes awaited instead of blocked on.
+    #[cfg(target_arch = "wasm32")]
+    async fn build_checked(&self, kernel: &'static KernelDef) -> Result<Arc<Compiled>> {
+        let variant = self.buildable(kernel, &[])?;
+        let device = &self.inner.device;
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+        let (compiled, module) = self.create(kernel, &[], variant);
+        // Popped in reverse order, at once; the futures resolve when the browser has decided.
+        let internal = internal.pop();
+        let validation = validation.pop();
+        let (internal, validation) = (internal.await, validation.await);
+        if let Some(e) = validation.or(internal) {
+            let mut message = e.to_string();
+            for m in module.get_compilation_info().await.messages {
+                if m.message_type == wgpu::CompilationMessageType::Error {
+                    let at = m.location.map(|l| format!(" (line {}:{})", l.line_number, l.line_position));
+                    message.push_str(&format!("; shader: {}{}", m.message, at.unwrap_or_default()));
+                }
+            }
+            return Err(Error::Pipeline { kernel: kernel.qualified_name(), message });
+        }
+        Ok(Arc::new(compiled))
+    }
+
+    /// [`Gpu::warm_up`] without blocking: builds the pipelines of `kernels` one after another
+    /// with [`Gpu::build_async`]. Kernels the device cannot run are listed, not errors.
+    pub async fn warm_up_async<'k>(&self, kernels: impl IntoIterator<Item = &'k &'static KernelDef>) -> Result<WarmUp> {
+        let start = Stopwatch::start();
+        let mut out = WarmUp::default();
+        for &kernel in kernels {
+            if !kernel.overrides.iter().all(|o| o.has_default) {
+                continue;
+            }
+            match self.build_async(kernel).await {
+                Ok(()) => out.built += 1,
+                Err(e @ Error::MissingFeature { .. }) => out.unsupported.push(e.to_string()),
+                Err(e) => return Err(e),
+            }
+        }
+        out.seconds = start.seconds();
+        Ok(out)
     }
 
     /// Builds the pipelines of `kernels` ahead of their first call (in parallel where threads
     /// exist). Kernels the device cannot run are listed, not errors.
     pub fn warm_up<'k>(&self, kernels: impl IntoIterator<Item = &'k &'static KernelDef>) -> Result<WarmUp> {
-        let start = std::time::Instant::now();
+        let start = Stopwatch::start();
         let kernels: Vec<&'static KernelDef> =
             kernels.into_iter().copied().filter(|k| k.overrides.iter().all(|o| o.has_default)).collect();
         #[cfg(not(target_arch = "wasm32"))]
@@ -160,7 +250,37 @@ impl Gpu {
                 Err(e) => return Err(e),
             }
         }
-        out.seconds = start.elapsed().as_secs_f64();
+        out.seconds = start.seconds();
         Ok(out)
+    }
+}
+
+/// Wall time: `std::time::Instant` natively, `Date.now()` on the web (where `Instant` panics).
+struct Stopwatch {
+    #[cfg(not(target_arch = "wasm32"))]
+    start: std::time::Instant,
+    #[cfg(target_arch = "wasm32")]
+    start_ms: f64,
+}
+
+impl Stopwatch {
+    fn start() -> Self {
+        Stopwatch {
+            #[cfg(not(target_arch = "wasm32"))]
+            start: std::time::Instant::now(),
+            #[cfg(target_arch = "wasm32")]
+            start_ms: crate::web::now_ms(),
+        }
+    }
+
+    fn seconds(&self) -> f64 {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.start.elapsed().as_secs_f64()
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            (crate::web::now_ms() - self.start_ms) / 1000.0
+        }
     }
 }
