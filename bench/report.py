@@ -22,7 +22,7 @@ print("| kernel | M×K×N | ours TFLOP/s | cuBLAS TFLOP/s | ratio |")
 print("|---|---|---|---|---|")
 ours_best = 0.0
 for g in lines("gemm.jsonl"):
-    t = next((x for x in torch if x["bench"] == "gemm" and x["layout"] == g["layout"] and x["m"] == g["m"] and x["n"] == g["n"] and x["k"] == g["k"]), None)
+    t = next((x for x in torch if x["bench"] == "gemm" and x["layout"] == g["layout"].removesuffix("_split") and x["m"] == g["m"] and x["n"] == g["n"] and x["k"] == g["k"]), None)
     ours_best = max(ours_best, g["tflops"])
     ref = t["tflops"] if t else float("nan")
     print(f"| {g['layout']} | {g['m']}×{g['k']}×{g['n']} | {g['tflops']:.1f} | {ref:.1f} | {g['tflops'] / ref:.2f} |")

@@ -45,6 +45,33 @@ fn main() {
     let (bb, ss, hh, dd) = (b as u32, s as u32, h as u32, dh as u32);
     let scale = 1.0 / (dh as f32).sqrt();
     let reps = if small { 3 } else { 10 };
+    let fwd_flops = 2.0 * (b * h * s * s * dh) as f64;
+    let bwd_flops = 2.5 * fwd_flops;
+    let mut json = std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap());
+    println!("\n| path | forward | backward | forward + backward | TFLOP/s |");
+    println!("|---|---|---|---|---|");
+    let mut report = |path: &str, fwd: f64, bwd: f64, parts: &str| {
+        let total = fwd + bwd;
+        println!(
+            "| {path} | {:.3} ms | {:.3} ms | {:.3} ms | {:.2} |",
+            fwd / 1e6,
+            bwd / 1e6,
+            total / 1e6,
+            (fwd_flops + bwd_flops) / total / 1e3
+        );
+        println!("  {path}: {parts}");
+        if let Some(f) = json.as_mut() {
+            writeln!(
+                f,
+                "{{\"bench\":\"attention\",\"path\":\"{path}\",\"adapter\":{:?},\"batch\":{b},\"seq\":{s},\"heads\":{h},\"head_dim\":{dh},\"fwd_ns\":{fwd},\"bwd_ns\":{bwd},\"flops\":{}}}",
+                gpu.report().name,
+                fwd_flops + bwd_flops
+            )
+            .unwrap();
+        }
+    };
+
+    // The streaming kernels: forward, dQ (+Δ), dK/dV; no workspace.
     let batch = gpu.profiled_batch(3 * reps).unwrap();
     for _ in 0..reps {
         attention_forward(
@@ -63,25 +90,48 @@ fn main() {
         attention_backward_dkdv(&batch, &q, &k, &v, &d_o, &lse, &delta, &mut dk, &mut dv, p).unwrap();
     }
     let prof = batch.submit_profiled().unwrap();
-    let t =
-        |i: usize| median(prof.dispatches.iter().skip(3).skip(i).step_by(3).map(|d| d.end_ns - d.start_ns).collect());
-    let (fwd, bdq, bkv) = (t(0), t(1), t(2));
-    let fwd_flops = 2.0 * (b * h * s * s * dh) as f64;
-    let bwd_flops = 2.5 * fwd_flops;
-    let total = fwd + bdq + bkv;
-    println!("\n| part | time | TFLOP/s |");
-    println!("|---|---|---|");
-    println!("| forward | {:.3} ms | {:.2} |", fwd / 1e6, fwd_flops / fwd / 1e3);
-    println!(
-        "| backward (dQ {:.3} ms + dK/dV {:.3} ms) | {:.3} ms | {:.2} |",
-        bdq / 1e6,
-        bkv / 1e6,
-        (bdq + bkv) / 1e6,
-        bwd_flops / (bdq + bkv) / 1e3
-    );
-    println!("| forward + backward | {:.3} ms | {:.2} |", total / 1e6, (fwd_flops + bwd_flops) / total / 1e3);
-    if let Ok(p) = std::env::var("KERNELS_BENCH_JSON") {
-        let mut f = std::fs::File::create(p).unwrap();
-        writeln!(f, "{{\"bench\":\"attention\",\"adapter\":{:?},\"batch\":{b},\"seq\":{s},\"heads\":{h},\"head_dim\":{dh},\"fwd_ns\":{fwd},\"dq_ns\":{bdq},\"dkdv_ns\":{bkv},\"flops\":{}}}", gpu.report().name, fwd_flops + bwd_flops).unwrap();
+    let times = per_rep(&prof, reps as usize);
+    let part = |i: usize| median(times.iter().map(|r| r[i]).collect());
+    let (fwd, bdq, bkv) = (part(0), part(1), part(2));
+    report("streaming", fwd, bdq + bkv, &format!("dQ {:.3} ms, dK/dV {:.3} ms", bdq / 1e6, bkv / 1e6));
+
+    // The fast path (`kernels::fast_attention`, the trainer's default): 3 dispatches forward
+    // through a materialised [B, H, S, S] P, 5 backward.
+    let fp = kernels::fast_attention::Params::new(bb, ss, hh, hh, dd, scale);
+    if !fp.fits(&gpu) {
+        println!("  fast path: its workspace does not fit this adapter; skipped");
+        return;
     }
+    let mut ws = kernels::fast_attention::Workspace::new(&gpu, &fp).unwrap();
+    let batch = gpu.profiled_batch(8 * reps).unwrap();
+    for _ in 0..reps {
+        kernels::fast_attention::forward(&batch, &q, &k, &v, &mut o, &mut lse, &mut ws.probs, fp).unwrap();
+        kernels::fast_attention::backward(
+            &batch,
+            &q,
+            &k,
+            &v,
+            &o,
+            &d_o,
+            &mut ws.probs,
+            &mut ws.delta,
+            &mut dq,
+            &mut dk,
+            &mut dv,
+            fp,
+        )
+        .unwrap();
+    }
+    let prof = batch.submit_profiled().unwrap();
+    let times = per_rep(&prof, reps as usize);
+    let names = prof.dispatches[..8].iter().map(|d| d.kernel.name).collect::<Vec<_>>();
+    let parts: Vec<f64> = (0..8).map(|i| median(times.iter().map(|r| r[i]).collect())).collect();
+    let detail = names.iter().zip(&parts).map(|(n, t)| format!("{n} {:.3} ms", t / 1e6)).collect::<Vec<_>>().join(", ");
+    report("fast", parts[..3].iter().sum(), parts[3..].iter().sum(), &detail);
+}
+
+/// The dispatch times of each repeat after the first (a warm-up).
+fn per_rep(prof: &kernels::Profile, reps: usize) -> Vec<Vec<f64>> {
+    let per = prof.dispatches.len() / reps;
+    prof.dispatches.chunks(per).skip(1).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).collect()).collect()
 }

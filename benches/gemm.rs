@@ -1,5 +1,8 @@
 //! SGEMM: `linear::matmul`, `matmul_t` and `matmul_at` at 4096³ and at GPT-2-small training
-//! shapes (M = 8192 tokens: 768×2304 QKV, 768×3072 and 3072×768 MLP, 768×50304 the head).
+//! shapes (M = 8192 tokens: 768×768 one projection, 768×2304 QKV, 768×3072 and 3072×768 MLP,
+//! 768×50304 the head), plus the trainer's weight-gradient path `ops::matmul_at_acc_split`
+//! (layout `matmul_at_split`: the split contraction and its fixed-order sum, both dispatches
+//! timed; the same as `matmul_at_acc` where the output has enough tiles).
 //! GPU time from timestamps (median of the repeats after a warm-up), TFLOP/s = 2·M·N·K / t.
 //! Random inputs. `cargo bench --bench gemm` (smaller shapes on a CPU adapter);
 //! `KERNELS_BENCH_JSON=path` also writes JSON lines.
@@ -46,7 +49,14 @@ fn main() {
     let shapes: Vec<(usize, usize, usize)> = if cpu {
         vec![(256, 256, 256), (512, 192, 576)]
     } else {
-        vec![(4096, 4096, 4096), (8192, 768, 2304), (8192, 768, 3072), (8192, 3072, 768), (8192, 768, 50304)]
+        vec![
+            (4096, 4096, 4096),
+            (8192, 768, 768),
+            (8192, 768, 2304),
+            (8192, 768, 3072),
+            (8192, 3072, 768),
+            (8192, 768, 50304),
+        ]
     };
     let repeats = if cpu { 3 } else { 12 };
     let mut json = std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap());
@@ -58,19 +68,25 @@ fn main() {
         let b = gpu.upload(&random(m * n, 3)).unwrap(); // B [M,N]
         let mut y = gpu.zeros::<f32>(m * n).unwrap();
         let mut yt = gpu.zeros::<f32>(k * n).unwrap();
-        for name in ["matmul", "matmul_t", "matmul_at"] {
-            let batch = gpu.profiled_batch(repeats + 1).unwrap();
+        let mut scratch = gpu.zeros::<f32>(kernels::ops::weight_grad_scratch_len(m, n, k).max(1)).unwrap();
+        for name in ["matmul", "matmul_t", "matmul_at", "matmul_at_split"] {
+            let batch = gpu.profiled_batch(2 * (repeats + 1)).unwrap();
             for _ in 0..=repeats {
                 let p = kernels::linear::matmul::Params::new(m as u32, n as u32, k as u32);
                 match name {
                     "matmul" => matmul(&batch, &a, &w, &mut y, p),
                     "matmul_t" => matmul_t(&batch, &a, &w, &mut y, p),
-                    _ => matmul_at(&batch, &a, &b, &mut yt, p),
+                    "matmul_at" => matmul_at(&batch, &a, &b, &mut yt, p),
+                    _ => kernels::ops::matmul_at_acc_split(&batch, &a, &b, &mut yt, &mut scratch, m, n, k),
                 }
                 .unwrap();
             }
             let prof = batch.submit_profiled().unwrap();
-            let t = median(prof.dispatches.iter().skip(1).map(|d| d.end_ns - d.start_ns).collect());
+            // Each repeat is one dispatch, or two for a split contraction: time them together.
+            let per = prof.dispatches.len() / (repeats as usize + 1);
+            let t = median(
+                prof.dispatches.chunks(per).skip(1).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect(),
+            );
             let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
             println!("| {name} | {m}×{k}×{n} | {:.3} ms | {tflops:.2} |", t / 1e6);
             if let Some(f) = json.as_mut() {
