@@ -22,10 +22,20 @@ print("| kernel | M×K×N | ours TFLOP/s | cuBLAS TFLOP/s | ratio |")
 print("|---|---|---|---|---|")
 ours_best = 0.0
 for g in lines("gemm.jsonl"):
+    if g["bench"] != "gemm":
+        continue
     t = next((x for x in torch if x["bench"] == "gemm" and x["layout"] == g["layout"].removesuffix("_split") and x["m"] == g["m"] and x["n"] == g["n"] and x["k"] == g["k"]), None)
     ours_best = max(ours_best, g["tflops"])
     ref = t["tflops"] if t else float("nan")
     print(f"| {g['layout']} | {g['m']}×{g['k']}×{g['n']} | {g['tflops']:.1f} | {ref:.1f} | {g['tflops'] / ref:.2f} |")
+
+print("\n| weight gradient M×K×N | parts | chosen | TFLOP/s | cuBLAS `x.t() @ b` TFLOP/s | ratio |")
+print("|---|---|---|---|---|---|")
+for g in lines("gemm.jsonl"):
+    if g["bench"] == "gemm_parts":
+        t = next((x for x in torch if x["bench"] == "gemm" and x["layout"] == "matmul_at" and x["m"] == g["m"] and x["n"] == g["n"] and x["k"] == g["k"]), None)
+        ref = t["tflops"] if t else float("nan")
+        print(f"| {g['m']}×{g['k']}×{g['n']} | {g['parts']} | {'yes' if g['parts'] == g['chosen'] else ''} | {g['tflops']:.1f} | {ref:.1f} | {g['tflops'] / ref:.2f} |")
 
 eager = {
     "reduce_sum": ("reduce_sum", None),

@@ -65,7 +65,8 @@ if "copy" in sections:
     emit(bench="copy", bytes=2 * 4 * n, ns=t, gbps=2 * 4 * n / t)
 
 if "gemm" in sections:
-    shapes = [(4096, 4096, 4096), (8192, 768, 768), (8192, 768, 2304), (8192, 768, 3072), (8192, 3072, 768), (8192, 768, 50304)]
+    shapes = [(4096, 4096, 4096), (8192, 768, 768), (8192, 768, 2304), (8192, 768, 3072), (8192, 3072, 768), (8192, 768, 50304),
+              (8192, 256, 768), (8192, 768, 2048), (8192, 2048, 768)]  # the last three: weight-gradient shapes of the trainer
     for (m, k, n) in shapes:
         x = torch.randn(m, k, device=dev)
         w = torch.randn(k, n, device=dev)

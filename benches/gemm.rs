@@ -99,4 +99,64 @@ fn main() {
             }
         }
     }
+
+    // How many parts the weight-gradient contraction should be split into, per shape: the data
+    // behind `ops::weight_grad_parts` (1 = the unsplit `matmul_at`).
+    let wgrad: Vec<(usize, usize, usize)> = if cpu {
+        vec![(1024, 64, 64)]
+    } else {
+        vec![(8192, 256, 768), (8192, 768, 768), (8192, 768, 2048), (8192, 2048, 768), (8192, 768, 2304)]
+    };
+    println!("\n| weight gradient Xᵀ·B, M×K×N | parts | chosen | time | TFLOP/s |");
+    println!("|---|---|---|---|---|");
+    for (m, k, n) in wgrad {
+        let a = gpu.upload(&random(m * k, 4)).unwrap();
+        let b = gpu.upload(&random(m * n, 5)).unwrap();
+        let mut yt = gpu.zeros::<f32>(k * n).unwrap();
+        let mut scratch = gpu.zeros::<f32>(16 * k * n).unwrap();
+        let chosen = kernels::ops::weight_grad_parts(m, n, k);
+        for parts in [1usize, 2, 4, 8, 16] {
+            let batch = gpu.profiled_batch(2 * (repeats + 1)).unwrap();
+            for _ in 0..=repeats {
+                if parts == 1 {
+                    matmul_at(
+                        &batch,
+                        &a,
+                        &b,
+                        &mut yt,
+                        kernels::linear::matmul::Params::new(m as u32, n as u32, k as u32),
+                    )
+                    .unwrap();
+                    continue;
+                }
+                let chunk = m.div_ceil(parts) as u32;
+                let sp = kernels::linear::matmul_at_split::SplitParams::new(
+                    m as u32,
+                    n as u32,
+                    k as u32,
+                    parts as u32,
+                    chunk,
+                );
+                kernels::linear::matmul_at_split(&batch, &a, &b, &mut scratch, sp).unwrap();
+                let ap = kernels::linear::matmul_parts_add::AddParams::new((k * n) as u32, parts as u32);
+                kernels::linear::matmul_parts_add(&batch, &scratch, &mut yt, ap).unwrap();
+            }
+            let prof = batch.submit_profiled().unwrap();
+            let per = prof.dispatches.len() / (repeats as usize + 1);
+            let t = median(
+                prof.dispatches.chunks(per).skip(1).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect(),
+            );
+            let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
+            let mark = if parts == chosen { "yes" } else { "" };
+            println!("| {m}×{k}×{n} | {parts} | {mark} | {:.3} ms | {tflops:.2} |", t / 1e6);
+            if let Some(f) = json.as_mut() {
+                writeln!(
+                    f,
+                    "{{\"bench\":\"gemm_parts\",\"adapter\":{:?},\"m\":{m},\"n\":{n},\"k\":{k},\"parts\":{parts},\"chosen\":{chosen},\"ns\":{t},\"tflops\":{tflops}}}",
+                    gpu.report().name
+                )
+                .unwrap();
+            }
+        }
+    }
 }
