@@ -2,10 +2,12 @@
 # The whole H200 comparison in one go, on the device machine: correctness tests at subgroup
 # size 32, our benchmarks, the PyTorch baselines of the same session, a training run and a
 # profiled training step; then the comparison table. Expects .gl/ (Vulkan loader debs) and
-# .dev/bins.tar.xz (from bench/pack.sh); writes everything under ${OUT:-/tmp/out}.
+# .dev/bins.tar.xz (from bench/pack.sh); writes report.md and results.tar.gz (every log and
+# JSON file; the device tool returns at most 8 files) to ${OUT:-/tmp/out}.
 set -uo pipefail
-OUT="${OUT:-/tmp/out}"
-mkdir -p "$OUT"
+FINAL="${OUT:-/tmp/out}"
+mkdir -p "$FINAL"
+OUT=$(mktemp -d)
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json CI=true XDG_RUNTIME_DIR=/tmp
@@ -25,3 +27,5 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt
 cd "$root"
 PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" > "$OUT/torch.log" 2>&1
 python3 bench/report.py "$OUT" | tee "$OUT/report.md"
+cp "$OUT/report.md" "$FINAL/"
+tar czf "$FINAL/results.tar.gz" -C "$OUT" .
