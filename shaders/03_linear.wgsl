@@ -22,7 +22,7 @@
 // length is capped at 65535 steps = 1,048,560 by llvmpipe's loop limiter (see `acc_step`).
 
 // Output tile of one workgroup: TILE_M rows × TILE_N columns.
-const TILE_M: u32 = 64u;
+const TILE_M: u32 = 128u;
 const TILE_N: u32 = 64u;
 // Contraction step: the k extent of the staged operand tiles.
 const TILE_K: u32 = 16u;
@@ -30,13 +30,15 @@ const TILE_K: u32 = 16u;
 const TILE_SIDE: u32 = 16u;
 // vec4 slots per staged k-row: TILE_M / 4 = 16 plus one of padding against bank conflicts.
 const TILE_ROW: u32 = 17u;
+// vec4 slots per staged k-row of the A tile (TILE_M / 4 = 32, plus one of padding).
+const TILE_ROW_A: u32 = 33u;
 
 // The staged operand tiles: slot kk·TILE_ROW + g holds the 4 rows (A) or columns (B) 4g … 4g+3
 // of the tile at contraction index k0 + kk.
-var<workgroup> tile_a: array<vec4<f32>, TILE_K * TILE_ROW>;
+var<workgroup> tile_a: array<vec4<f32>, TILE_K * TILE_ROW_A>;
 var<workgroup> tile_b: array<vec4<f32>, TILE_K * TILE_ROW>;
 // The invocation's 4×4 outputs: acc[i][j] is row 4·ty + i, column 4·tx + j of the tile.
-var<private> acc: array<vec4<f32>, 4>;
+var<private> acc: array<vec4<f32>, 8>;
 
 // Where one invocation loads its four elements of a 64×16 operand slice (64 along the output,
 // 16 along k), for any k0: element offsets `at + min(k0 + kk, kn − 1)·ks`, valid where `ok` and
@@ -53,23 +55,23 @@ struct Slot {
 // An operand stored with k contiguous (element (r, k) at r·row_stride + k): X in X·W, W in
 // X·Wᵀ. Lanes tid % 16 take consecutive k, so 16 lanes read 64 contiguous bytes of a row; the
 // invocation reads rows r0 + 4g … r0 + 4g + 3 (g = tid / 16) of its k.
-fn slot_k_contiguous(tid: u32, r0: u32, rows: u32, row_stride: u32, kn: u32) -> Slot {
+fn slot_k_contiguous(tid: u32, r0: u32, rows: u32, row_stride: u32, kn: u32, tile_row: u32, g_off: u32) -> Slot {
     let kk = tid % TILE_SIDE;
     let g = tid / TILE_SIDE;
     let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
     let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
-    return Slot(rc * row_stride, r < vec4<u32>(rows), kk, 1u, kn, kk * TILE_ROW + g);
+    return Slot(rc * row_stride, r < vec4<u32>(rows), kk, 1u, kn, kk * tile_row + g_off + g);
 }
 
 // An operand stored with the output dimension contiguous (element (r, k) at r + k·k_stride): W
 // in X·W, X and B in Xᵀ·B. Lanes tid % 16 take consecutive groups of 4 elements, so 16 lanes
 // read 256 contiguous bytes of one k-row.
-fn slot_r_contiguous(tid: u32, r0: u32, rows: u32, k_stride: u32, kn: u32) -> Slot {
+fn slot_r_contiguous(tid: u32, r0: u32, rows: u32, k_stride: u32, kn: u32, tile_row: u32, g_off: u32) -> Slot {
     let kk = tid / TILE_SIDE;
     let g = tid % TILE_SIDE;
     let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
     let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
-    return Slot(rc, r < vec4<u32>(rows), kk, k_stride, kn, kk * TILE_ROW + g);
+    return Slot(rc, r < vec4<u32>(rows), kk, k_stride, kn, kk * tile_row + g_off + g);
 }
 
 // The four element offsets of `s` at step k0 (always in range).
@@ -82,19 +84,30 @@ fn slot_mask(s: Slot, k0: u32) -> vec4<bool> {
     return s.ok & vec4<bool>(k0 + s.kk < s.kn);
 }
 
+// The tile row of the invocation's i-th output row (i < 8): rows 4·ty … 4·ty+3, then the same
+// 64 rows further down.
+fn a_row(ty: u32, i: u32) -> u32 {
+    return 4u * ty + i + 60u * (i / 4u);
+}
+
 fn acc_clear() {
-    acc = array<vec4<f32>, 4>();
+    acc = array<vec4<f32>, 8>();
 }
 
 // acc += a·b for one staged k: one vec4 of A (the invocation's 4 rows), one of B (its 4
 // columns), 16 FMAs.
 fn acc_k(tx: u32, ty: u32, kk: u32) {
-    let a = tile_a[kk * TILE_ROW + ty];
+    let a = tile_a[kk * TILE_ROW_A + ty];
+    let a2 = tile_a[kk * TILE_ROW_A + TILE_SIDE + ty];
     let b = tile_b[kk * TILE_ROW + tx];
     acc[0] = fma(vec4<f32>(a.x), b, acc[0]);
     acc[1] = fma(vec4<f32>(a.y), b, acc[1]);
     acc[2] = fma(vec4<f32>(a.z), b, acc[2]);
     acc[3] = fma(vec4<f32>(a.w), b, acc[3]);
+    acc[4] = fma(vec4<f32>(a2.x), b, acc[4]);
+    acc[5] = fma(vec4<f32>(a2.y), b, acc[5]);
+    acc[6] = fma(vec4<f32>(a2.z), b, acc[6]);
+    acc[7] = fma(vec4<f32>(a2.w), b, acc[7]);
 }
 
 // acc += (staged A tile)·(staged B tile) over the TILE_K = 16 staged k, in order. Unrolled by
@@ -155,28 +168,33 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     let ty = tid / TILE_SIDE;
     let m0 = wid.y * TILE_M;
     let n0 = wid.x * TILE_N;
-    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k);
-    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.k);
+    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k, TILE_ROW_A, 0u);
+    let sa2 = slot_k_contiguous(tid, m0 + 64u, p.m, p.k, p.k, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.k, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (p.k > 0u) {
         va = load_a(sa, 0u);
+        va2 = load_a(sa2, 0u);
         vb = load_b(sb, 0u);
     }
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (k0 + TILE_K < p.k) {
             va = load_a(sa, k0 + TILE_K);
+            va2 = load_a(sa2, k0 + TILE_K);
             vb = load_b(sb, k0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let r = m0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let r = m0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (r < p.m && c < p.n) {
@@ -223,28 +241,33 @@ fn matmul_residual(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
     let ty = tid / TILE_SIDE;
     let m0 = wid.y * TILE_M;
     let n0 = wid.x * TILE_N;
-    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k);
-    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.k);
+    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k, TILE_ROW_A, 0u);
+    let sa2 = slot_k_contiguous(tid, m0 + 64u, p.m, p.k, p.k, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.k, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (p.k > 0u) {
         va = load_a(sa, 0u);
+        va2 = load_a(sa2, 0u);
         vb = load_b(sb, 0u);
     }
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (k0 + TILE_K < p.k) {
             va = load_a(sa, k0 + TILE_K);
+            va2 = load_a(sa2, k0 + TILE_K);
             vb = load_b(sb, k0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let row = m0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let row = m0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (row < p.m && c < p.n) {
@@ -289,28 +312,33 @@ fn matmul_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     let ty = tid / TILE_SIDE;
     let m0 = wid.y * TILE_M;
     let n0 = wid.x * TILE_N;
-    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k);
-    let sb = slot_k_contiguous(tid, n0, p.n, p.k, p.k);
+    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k, TILE_ROW_A, 0u);
+    let sa2 = slot_k_contiguous(tid, m0 + 64u, p.m, p.k, p.k, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_k_contiguous(tid, n0, p.n, p.k, p.k, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (p.k > 0u) {
         va = load_a(sa, 0u);
+        va2 = load_a(sa2, 0u);
         vb = load_b(sb, 0u);
     }
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (k0 + TILE_K < p.k) {
             va = load_a(sa, k0 + TILE_K);
+            va2 = load_a(sa2, k0 + TILE_K);
             vb = load_b(sb, k0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let r = m0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let r = m0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (r < p.m && c < p.n) {
@@ -354,28 +382,33 @@ fn matmul_t_acc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let ty = tid / TILE_SIDE;
     let m0 = wid.y * TILE_M;
     let n0 = wid.x * TILE_N;
-    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k);
-    let sb = slot_k_contiguous(tid, n0, p.n, p.k, p.k);
+    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k, TILE_ROW_A, 0u);
+    let sa2 = slot_k_contiguous(tid, m0 + 64u, p.m, p.k, p.k, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_k_contiguous(tid, n0, p.n, p.k, p.k, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (p.k > 0u) {
         va = load_a(sa, 0u);
+        va2 = load_a(sa2, 0u);
         vb = load_b(sb, 0u);
     }
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (k0 + TILE_K < p.k) {
             va = load_a(sa, k0 + TILE_K);
+            va2 = load_a(sa2, k0 + TILE_K);
             vb = load_b(sb, k0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let r = m0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let r = m0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (r < p.m && c < p.n) {
@@ -421,28 +454,33 @@ fn matmul_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
     let r0 = wid.y * TILE_M;
     let n0 = wid.x * TILE_N;
     // A(r, c) = X[c, r]: r runs over K (contiguous), the contraction c over M.
-    let sa = slot_r_contiguous(tid, r0, p.k, p.k, p.m);
-    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.m);
+    let sa = slot_r_contiguous(tid, r0, p.k, p.k, p.m, TILE_ROW_A, 0u);
+    let sa2 = slot_r_contiguous(tid, r0 + 64u, p.k, p.k, p.m, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.m, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (p.m > 0u) {
         va = load_a(sa, 0u);
+        va2 = load_a(sa2, 0u);
         vb = load_b(sb, 0u);
     }
     for (var c0 = 0u; c0 < p.m; c0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (c0 + TILE_K < p.m) {
             va = load_a(sa, c0 + TILE_K);
+            va2 = load_a(sa2, c0 + TILE_K);
             vb = load_b(sb, c0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let r = r0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let r = r0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (r < p.k && c < p.n) {
@@ -487,28 +525,33 @@ fn matmul_at_acc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let ty = tid / TILE_SIDE;
     let r0 = wid.y * TILE_M;
     let n0 = wid.x * TILE_N;
-    let sa = slot_r_contiguous(tid, r0, p.k, p.k, p.m);
-    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.m);
+    let sa = slot_r_contiguous(tid, r0, p.k, p.k, p.m, TILE_ROW_A, 0u);
+    let sa2 = slot_r_contiguous(tid, r0 + 64u, p.k, p.k, p.m, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.m, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (p.m > 0u) {
         va = load_a(sa, 0u);
+        va2 = load_a(sa2, 0u);
         vb = load_b(sb, 0u);
     }
     for (var c0 = 0u; c0 < p.m; c0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (c0 + TILE_K < p.m) {
             va = load_a(sa, c0 + TILE_K);
+            va2 = load_a(sa2, c0 + TILE_K);
             vb = load_b(sb, c0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let r = r0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let r = r0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (r < p.k && c < p.n) {
@@ -567,29 +610,34 @@ fn matmul_at_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
     let begin = min(part * p.chunk, p.m);
     let end = min(begin + p.chunk, p.m);
     // The slots clamp and mask the contraction index against `end`; it starts at `begin`.
-    let sa = slot_r_contiguous(tid, r0, p.k, p.k, end);
-    let sb = slot_r_contiguous(tid, n0, p.n, p.n, end);
+    let sa = slot_r_contiguous(tid, r0, p.k, p.k, end, TILE_ROW_A, 0u);
+    let sa2 = slot_r_contiguous(tid, r0 + 64u, p.k, p.k, end, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_r_contiguous(tid, n0, p.n, p.n, end, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (begin < end) {
         va = load_a(sa, begin);
+        va2 = load_a(sa2, begin);
         vb = load_b(sb, begin);
     }
     for (var c0 = begin; c0 < end; c0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (c0 + TILE_K < end) {
             va = load_a(sa, c0 + TILE_K);
+            va2 = load_a(sa2, c0 + TILE_K);
             vb = load_b(sb, c0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
     let base = part * p.k * p.n;
-    for (var i = 0u; i < 4u; i++) {
-        let r = r0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let r = r0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (r < p.k && c < p.n) {
@@ -664,28 +712,33 @@ fn matmul_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let ty = tid / TILE_SIDE;
     let m0 = wid.y * TILE_M;
     let n0 = wid.x * TILE_N;
-    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k);
-    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.k);
+    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k, TILE_ROW_A, 0u);
+    let sa2 = slot_k_contiguous(tid, m0 + 64u, p.m, p.k, p.k, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.k, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (p.k > 0u) {
         va = load_a(sa, 0u);
+        va2 = load_a(sa2, 0u);
         vb = load_b(sb, 0u);
     }
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (k0 + TILE_K < p.k) {
             va = load_a(sa, k0 + TILE_K);
+            va2 = load_a(sa2, k0 + TILE_K);
             vb = load_b(sb, k0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let r = m0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let r = m0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (r < p.m && c < p.n) {
@@ -733,28 +786,33 @@ fn matmul_residual_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
     let ty = tid / TILE_SIDE;
     let m0 = wid.y * TILE_M;
     let n0 = wid.x * TILE_N;
-    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k);
-    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.k);
+    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k, TILE_ROW_A, 0u);
+    let sa2 = slot_k_contiguous(tid, m0 + 64u, p.m, p.k, p.k, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_r_contiguous(tid, n0, p.n, p.n, p.k, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (p.k > 0u) {
         va = load_a(sa, 0u);
+        va2 = load_a(sa2, 0u);
         vb = load_b(sb, 0u);
     }
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (k0 + TILE_K < p.k) {
             va = load_a(sa, k0 + TILE_K);
+            va2 = load_a(sa2, k0 + TILE_K);
             vb = load_b(sb, k0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let row = m0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let row = m0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (row < p.m && c < p.n) {
@@ -801,28 +859,33 @@ fn matmul_t_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let ty = tid / TILE_SIDE;
     let m0 = wid.y * TILE_M;
     let n0 = wid.x * TILE_N;
-    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k);
-    let sb = slot_k_contiguous(tid, n0, p.n, p.k, p.k);
+    let sa = slot_k_contiguous(tid, m0, p.m, p.k, p.k, TILE_ROW_A, 0u);
+    let sa2 = slot_k_contiguous(tid, m0 + 64u, p.m, p.k, p.k, TILE_ROW_A, TILE_SIDE);
+    let sb = slot_k_contiguous(tid, n0, p.n, p.k, p.k, TILE_ROW, 0u);
     acc_clear();
     var va = vec4<f32>(0.0);
+    var va2 = vec4<f32>(0.0);
     var vb = vec4<f32>(0.0);
     if (p.k > 0u) {
         va = load_a(sa, 0u);
+        va2 = load_a(sa2, 0u);
         vb = load_b(sb, 0u);
     }
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         tile_a[sa.slot] = va;
+        tile_a[sa2.slot] = va2;
         tile_b[sb.slot] = vb;
         workgroupBarrier();
         if (k0 + TILE_K < p.k) {
             va = load_a(sa, k0 + TILE_K);
+            va2 = load_a(sa2, k0 + TILE_K);
             vb = load_b(sb, k0 + TILE_K);
         }
         acc_step(tx, ty);
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let r = m0 + 4u * ty + i;
+    for (var i = 0u; i < 8u; i++) {
+        let r = m0 + a_row(ty, i);
         for (var j = 0u; j < 4u; j++) {
             let c = n0 + 4u * tx + j;
             if (r < p.m && c < p.n) {

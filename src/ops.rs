@@ -147,7 +147,7 @@ pub fn max(gpu: &Gpu, x: &Buffer<f32>) -> Result<f32> {
 /// multiprocessors: for the trainer's 768×768, 2048×768 and 256×768 gradients over 8192
 /// tokens, 8–16 parts, 4 parts and 8–16 parts were the fastest; BENCHMARKS.md.)
 pub fn weight_grad_parts(m: usize, n: usize, k: usize) -> usize {
-    let tiles = n.div_ceil(64) * k.div_ceil(64);
+    let tiles = n.div_ceil(64) * k.div_ceil(128);
     1536usize.div_ceil(tiles.max(1)).min(m / 512).clamp(1, 16)
 }
 
