@@ -1,24 +1,26 @@
 // Matrix products of the trainer: Y = X·W, Y = X·W + R, Y (+)= X·Wᵀ, Y (+)= Xᵀ·B, and f16-weight
 // forms. All matrices are row-major f32 (the `_w16` forms read W as f16), sums are f32.
 //
-// One scheme for every kernel: each workgroup of 16×16 = 256 invocations computes a 64×64 tile
-// of the output, each invocation a 4×4 block of it held in registers (rows 4·ty … 4·ty+3,
-// columns 4·tx … 4·tx+3, tx = index % 16, ty = index / 16). The contraction runs in steps of 16:
-// both operands' 64×16 slices are staged in workgroup memory as vec4s (four consecutive output
-// rows, or columns, at one k), so the inner loop is two vec4 reads and 16 FMAs per k. Rows of
+// One scheme for every kernel: each workgroup of 16×16 = 256 invocations computes a 128×64 tile
+// of the output (128 rows, 64 columns), each invocation an 8×4 block of it held in registers
+// (rows 4·ty … 4·ty+3 and 64+4·ty … 64+4·ty+3, columns 4·tx … 4·tx+3, tx = index % 16,
+// ty = index / 16). The contraction runs in steps of 16: the operands' 128×16 and 64×16 slices
+// are staged in workgroup memory as vec4s (four consecutive output rows, or columns, at one k),
+// so the inner loop is three vec4 reads and 32 FMAs per k (a 64×64 tile with 4×4 per invocation
+// did two reads per 16 FMAs and ran 5–15% slower on an H200; BENCHMARKS.md). Rows of
 // the staged tiles are padded by one vec4, so the transposing stores of operands that are
 // contiguous along k hit distinct banks. The next step's global loads are issued before the
 // current step is multiplied (register prefetch), to hide their latency without a second buffer.
 //
-// Edges: each invocation loads four elements per operand per step; elements past the matrix
+// Edges: each invocation loads four elements per 64 rows of an operand per step; elements past the matrix
 // (rows past M or N, k past K) are read at a clamped, in-range index and replaced by 0, so every
 // access is in bounds and M, N, K need not be multiples of anything (1 works). Stores skip
 // outputs past the matrix. Each output is one fixed chain of FMAs over k = 0, 1, …, K−1, so
 // results repeat bit for bit, and X·Wᵀ gives the same bits as X·(Wᵀ stored explicitly).
 //
 // Grid: `workgroups(ceil_div(n, TILE_N), ceil_div(rows, TILE_M))` with rows = M (K for Xᵀ·B),
-// so up to 65535·64 = 4,194,240 output rows and columns. Workgroup memory: 2 × 17 × 16 × 16 B =
-// 8.5 KiB. Indices are u32 (every matrix under 2³² elements). On lavapipe only, the contraction
+// so up to 65535·128 = 8,388,480 output rows and 65535·64 = 4,194,240 columns. Workgroup
+// memory: (33 + 17) × 16 × 16 B = 12.5 KiB. Indices are u32 (every matrix under 2³² elements). On lavapipe only, the contraction
 // length is capped at 65535 steps = 1,048,560 by llvmpipe's loop limiter (see `acc_step`).
 
 // Output tile of one workgroup: TILE_M rows × TILE_N columns.
@@ -26,23 +28,25 @@ const TILE_M: u32 = 128u;
 const TILE_N: u32 = 64u;
 // Contraction step: the k extent of the staged operand tiles.
 const TILE_K: u32 = 16u;
-// Invocations per side of the workgroup (TILE_SIDE² = WG), each owning 4 rows × 4 columns.
+// Invocations per side of the workgroup (TILE_SIDE² = WG), each owning 8 rows × 4 columns.
 const TILE_SIDE: u32 = 16u;
-// vec4 slots per staged k-row: TILE_M / 4 = 16 plus one of padding against bank conflicts.
+// vec4 slots per staged k-row of the B tile: TILE_N / 4 = 16 plus one of padding against bank
+// conflicts.
 const TILE_ROW: u32 = 17u;
 // vec4 slots per staged k-row of the A tile (TILE_M / 4 = 32, plus one of padding).
 const TILE_ROW_A: u32 = 33u;
 
-// The staged operand tiles: slot kk·TILE_ROW + g holds the 4 rows (A) or columns (B) 4g … 4g+3
-// of the tile at contraction index k0 + kk.
+// The staged operand tiles: slot kk·TILE_ROW_A + g (A) or kk·TILE_ROW + g (B) holds the 4 rows
+// (A) or columns (B) 4g … 4g+3 of the tile at contraction index k0 + kk.
 var<workgroup> tile_a: array<vec4<f32>, TILE_K * TILE_ROW_A>;
 var<workgroup> tile_b: array<vec4<f32>, TILE_K * TILE_ROW>;
-// The invocation's 4×4 outputs: acc[i][j] is row 4·ty + i, column 4·tx + j of the tile.
+// The invocation's 8×4 outputs: acc[i][j] is row `a_row(ty, i)`, column 4·tx + j of the tile.
 var<private> acc: array<vec4<f32>, 8>;
 
 // Where one invocation loads its four elements of a 64×16 operand slice (64 along the output,
 // 16 along k), for any k0: element offsets `at + min(k0 + kk, kn − 1)·ks`, valid where `ok` and
-// k0 + kk < kn, stored as one vec4 at `slot` of the staged tile.
+// k0 + kk < kn, stored as one vec4 at `slot` of the staged tile (`tile_row` vec4s per k-row,
+// the slice starting `g_off` vec4s in: A's 128 rows are two slices, at 0 and 16).
 struct Slot {
     at: vec4<u32>,
     ok: vec4<bool>,
@@ -94,8 +98,8 @@ fn acc_clear() {
     acc = array<vec4<f32>, 8>();
 }
 
-// acc += a·b for one staged k: one vec4 of A (the invocation's 4 rows), one of B (its 4
-// columns), 16 FMAs.
+// acc += a·b for one staged k: two vec4s of A (the invocation's 8 rows), one of B (its 4
+// columns), 32 FMAs.
 fn acc_k(tx: u32, ty: u32, kk: u32) {
     let a = tile_a[kk * TILE_ROW_A + ty];
     let a2 = tile_a[kk * TILE_ROW_A + TILE_SIDE + ty];
@@ -137,7 +141,7 @@ fn acc_step(tx: u32, ty: u32) {
 // --- KERNEL: matmul ---
 // Y = X · W. X [M, K], W [K, N], Y [M, N], all row-major f32; f32 sums. Overwrites `y`
 // (elements past M·N untouched).
-// Grid: one workgroup per 64×64 output tile, x over columns, y over rows.
+// Grid: one workgroup per 128×64 output tile (rows × columns), x over columns, y over rows.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.m, TILE_M))
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.k * p.n
@@ -208,7 +212,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 // Y = X · W + R. X [M, K], W [K, N], R and Y [M, N], all row-major f32; f32 sums, R added last.
 // R is read only and must be a different buffer from Y. Overwrites `y` (elements past M·N
 // untouched).
-// Grid: one workgroup per 64×64 output tile, x over columns, y over rows.
+// Grid: one workgroup per 128×64 output tile (rows × columns), x over columns, y over rows.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.m, TILE_M))
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.k * p.n
@@ -281,7 +285,7 @@ fn matmul_residual(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
 // --- KERNEL: matmul_t ---
 // Y = X · Wᵀ with W stored [N, K] (the tied output head: logits = X · Eᵀ, E [V, D]). X [M, K],
 // Y [M, N], all row-major f32; f32 sums. Overwrites `y` (elements past M·N untouched).
-// Grid: one workgroup per 64×64 output tile, x over columns, y over rows.
+// Grid: one workgroup per 128×64 output tile (rows × columns), x over columns, y over rows.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.m, TILE_M))
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.n * p.k
@@ -351,7 +355,7 @@ fn matmul_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
 // --- KERNEL: matmul_t_acc ---
 // Y += X · Wᵀ with W stored [N, K]. X [M, K], Y [M, N], all row-major f32; the product is summed
 // in f32, then added to Y. Accumulates into `y` (+=).
-// Grid: one workgroup per 64×64 output tile, x over columns, y over rows.
+// Grid: one workgroup per 128×64 output tile (rows × columns), x over columns, y over rows.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.m, TILE_M))
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.n * p.k
@@ -422,7 +426,7 @@ fn matmul_t_acc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
 // --- KERNEL: matmul_at ---
 // Y = Xᵀ · B (weight gradients: dW = Xᵀ · dY). X [M, K], B [M, N], Y [K, N], all row-major f32;
 // the sum runs over the M rows, in f32. Overwrites `y` (elements past K·N untouched).
-// Grid: one workgroup per 64×64 tile of Y, x over its N columns, y over its K rows.
+// Grid: one workgroup per 128×64 tile of Y, x over its N columns, y over its K rows.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.k, TILE_M))
 // @requires len(x) >= p.m * p.k
 // @requires len(b) >= p.m * p.n
@@ -494,7 +498,7 @@ fn matmul_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 // Y += Xᵀ · B (accumulating weight gradients: dW += Xᵀ · dY). X [M, K], B [M, N], Y [K, N], all
 // row-major f32; the product is summed over the M rows in f32, then added to Y. Accumulates
 // into `y` (+=).
-// Grid: one workgroup per 64×64 tile of Y, x over its N columns, y over its K rows.
+// Grid: one workgroup per 128×64 tile of Y, x over its N columns, y over its K rows.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.k, TILE_M))
 // @requires len(x) >= p.m * p.k
 // @requires len(b) >= p.m * p.n
@@ -571,7 +575,7 @@ fn matmul_at_acc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 // with no rows is written as zeros). `matmul_parts_add` then adds the parts to Y in a fixed
 // order, so the split product is deterministic (`kernels::ops::matmul_at_acc_split` records
 // both).
-// Grid: one workgroup per (64×64 tile of the K×N output, part): x over N, y over K, z over parts.
+// Grid: one workgroup per (128×64 tile of the K×N output, part): x over N, y over K, z over parts.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.k, TILE_M), p.parts)
 // @requires p.parts >= 1
 // @requires p.chunk * p.parts >= p.m
@@ -680,7 +684,7 @@ fn matmul_parts_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
 // Y = X · W with f16 weights. X [M, K] f32, W [K, N] f16, Y [M, N] f32, all row-major; weights
 // are widened to f32 on load, sums are f32. Needs SHADER_F16. Overwrites `y` (elements past
 // M·N untouched).
-// Grid: one workgroup per 64×64 output tile, x over columns, y over rows.
+// Grid: one workgroup per 128×64 output tile (rows × columns), x over columns, y over rows.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.m, TILE_M))
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.k * p.n
@@ -752,7 +756,7 @@ fn matmul_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
 // Y = X · W + R with f16 weights. X [M, K] f32, W [K, N] f16, R and Y [M, N] f32, all
 // row-major; weights widened to f32 on load, sums f32, R added last. R is read only and must be
 // a different buffer from Y. Needs SHADER_F16. Overwrites `y` (elements past M·N untouched).
-// Grid: one workgroup per 64×64 output tile, x over columns, y over rows.
+// Grid: one workgroup per 128×64 output tile (rows × columns), x over columns, y over rows.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.m, TILE_M))
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.k * p.n
@@ -827,7 +831,7 @@ fn matmul_residual_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
 // Y = X · Wᵀ with f16 weights stored [N, K] (the tied output head over an f16 embedding copy).
 // X [M, K] f32, Y [M, N] f32, all row-major; weights widened to f32 on load, sums f32. Needs
 // SHADER_F16. Overwrites `y` (elements past M·N untouched).
-// Grid: one workgroup per 64×64 output tile, x over columns, y over rows.
+// Grid: one workgroup per 128×64 output tile (rows × columns), x over columns, y over rows.
 // @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.m, TILE_M))
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.n * p.k

@@ -142,13 +142,13 @@ pub fn max(gpu: &Gpu, x: &Buffer<f32>) -> Result<f32> {
 }
 
 /// How many parts [`matmul_at_acc_split`] splits `Y += Xᵀ·B` (X [m, k], B [m, n]) into: enough
-/// to give the GPU about 1536 workgroups when the k×n output has fewer 64×64 tiles than that,
+/// to give the GPU about 768 workgroups when the k×n output has fewer 128×64 tiles than that,
 /// each part still summing at least 512 rows; at most 16. (Measured on an H200, 132
 /// multiprocessors: for the trainer's 768×768, 2048×768 and 256×768 gradients over 8192
-/// tokens, 8–16 parts, 4 parts and 8–16 parts were the fastest; BENCHMARKS.md.)
+/// tokens, 8–16 parts, 4 parts and 16 parts were the fastest; BENCHMARKS.md.)
 pub fn weight_grad_parts(m: usize, n: usize, k: usize) -> usize {
     let tiles = n.div_ceil(64) * k.div_ceil(128);
-    1536usize.div_ceil(tiles.max(1)).min(m / 512).clamp(1, 16)
+    768usize.div_ceil(tiles.max(1)).min(m / 512).clamp(1, 16)
 }
 
 /// Scratch floats [`matmul_at_acc_split`] needs for these shapes.

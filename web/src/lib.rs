@@ -366,7 +366,7 @@ async fn probe(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> {
     Ok(())
 }
 
-/// `linear::matmul` at shapes on and off the 64×64×16 tiles; elements past M·N stay NaN.
+/// `linear::matmul` at shapes on and off the 128×64×16 tiles; elements past M·N stay NaN.
 async fn matmul(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> {
     for (m, n, k) in [(1usize, 1usize, 1usize), (65, 70, 33), (128, 192, 80)] {
         let xs = rng.uniform(m * k, -1.0, 1.0);
