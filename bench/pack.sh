@@ -25,7 +25,7 @@ cargo build --release --example train --example quickstart --benches --message-f
 cargo test --release --no-run --workspace --message-format=json \
     | executables | while read -r kind name exe; do
         case $name in compile_fail | golden | properties | browser | kernels_codegen | kernels_macro | kernels_runtime | kernels_train | kernels) continue ;; esac
-        [ "$kind" = test ] && cp "$exe" "$stage/tests/$name"
+        if [ "$kind" = test ]; then cp "$exe" "$stage/tests/$name"; fi
     done
 strip "$stage"/* "$stage"/tests/* 2>/dev/null || true
 mkdir -p .dev

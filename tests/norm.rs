@@ -256,7 +256,15 @@ fn more_than_65535_rows_and_blocks() {
     let (dx_ref, dg_ref) = reference::rmsnorm_backward(&x, &gamma, &dy, rows, d, eps);
     assert_close("backward dx, blocks past the limit", &dx, &dx_ref, 1e-5);
     let want: Vec<f64> = dg0.iter().zip(&dg_ref).map(|(&a, &b)| a as f64 + b).collect();
-    assert_close("dgamma, blocks past the limit", &dg, &want, 1e-5);
+    // dγ sums ~2·10⁶ terms of random sign, so the sum can cancel to near zero and a bound
+    // relative to it alone is flaky: allow f32 rounding relative to Σ|terms| (1e-7 of it, about
+    // 0.1 here; one dropped row, ~0.5 on average, or a dropped block of 32 rows still fails).
+    for j in 0..d {
+        let abs_sum: f64 = (0..rows).map(|r| (dy[r * d + j] as f64 * x[r * d + j] as f64 * rr[r] as f64).abs()).sum();
+        let (g, w) = (dg[j] as f64, want[j]);
+        let bound = 1e-5 * w.abs() + 1e-7 * (abs_sum + dg0[j].abs() as f64);
+        assert!((g - w).abs() <= bound, "dgamma[{j}], blocks past the limit: {g} vs {w} (bound {bound:e})");
+    }
 }
 
 #[test]
