@@ -81,12 +81,7 @@ fn main() {
                 }
                 .unwrap();
             }
-            let prof = batch.submit_profiled().unwrap();
-            // Each repeat is one dispatch, or two for a split contraction: time them together.
-            let per = prof.dispatches.len() / (repeats as usize + 1);
-            let t = median(
-                prof.dispatches.chunks(per).skip(1).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect(),
-            );
+            let t = repeat_ns(batch, repeats);
             let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
             println!("| {name} | {m}×{k}×{n} | {:.3} ms | {tflops:.2} |", t / 1e6);
             if let Some(f) = json.as_mut() {
@@ -101,7 +96,7 @@ fn main() {
     }
 
     // How many parts the weight-gradient contraction should be split into, per shape: the data
-    // behind `ops::weight_grad_parts` (1 = the unsplit `matmul_at`).
+    // behind `ops::weight_grad_parts` (1 = the unsplit `matmul_at_acc`).
     let wgrad: Vec<(usize, usize, usize)> = if cpu {
         vec![(1024, 64, 64)]
     } else {
@@ -118,34 +113,9 @@ fn main() {
         for parts in [1usize, 2, 4, 8, 16] {
             let batch = gpu.profiled_batch(2 * (repeats + 1)).unwrap();
             for _ in 0..=repeats {
-                if parts == 1 {
-                    matmul_at(
-                        &batch,
-                        &a,
-                        &b,
-                        &mut yt,
-                        kernels::linear::matmul::Params::new(m as u32, n as u32, k as u32),
-                    )
-                    .unwrap();
-                    continue;
-                }
-                let chunk = m.div_ceil(parts) as u32;
-                let sp = kernels::linear::matmul_at_split::SplitParams::new(
-                    m as u32,
-                    n as u32,
-                    k as u32,
-                    parts as u32,
-                    chunk,
-                );
-                kernels::linear::matmul_at_split(&batch, &a, &b, &mut scratch, sp).unwrap();
-                let ap = kernels::linear::matmul_parts_add::AddParams::new((k * n) as u32, parts as u32);
-                kernels::linear::matmul_parts_add(&batch, &scratch, &mut yt, ap).unwrap();
+                kernels::ops::matmul_at_acc_parts(&batch, &a, &b, &mut yt, &mut scratch, m, n, k, parts).unwrap();
             }
-            let prof = batch.submit_profiled().unwrap();
-            let per = prof.dispatches.len() / (repeats as usize + 1);
-            let t = median(
-                prof.dispatches.chunks(per).skip(1).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect(),
-            );
+            let t = repeat_ns(batch, repeats);
             let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
             let mark = if parts == chosen { "yes" } else { "" };
             println!("| {m}×{k}×{n} | {parts} | {mark} | {:.3} ms | {tflops:.2} |", t / 1e6);
@@ -159,4 +129,12 @@ fn main() {
             }
         }
     }
+}
+
+/// Submits a profiled batch of `repeats + 1` equal repeats (one dispatch each, or two for a
+/// split contraction) and returns the median GPU time of a repeat, the first (a warm-up) left out.
+fn repeat_ns(batch: kernels::Batch<'_>, repeats: u32) -> f64 {
+    let prof = batch.submit_profiled().unwrap();
+    let per = prof.dispatches.len() / (repeats as usize + 1);
+    median(prof.dispatches.chunks(per).skip(1).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect())
 }

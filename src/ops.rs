@@ -173,17 +173,33 @@ pub fn matmul_at_acc_split(
     n: usize,
     k: usize,
 ) -> Result<()> {
-    let parts = weight_grad_parts(m, n, k);
+    matmul_at_acc_parts(rec, x, b, y, scratch, m, n, k, weight_grad_parts(m, n, k))
+}
+
+/// [`matmul_at_acc_split`] with an explicit number of parts (at least 1; `scratch` holds at
+/// least parts·k·n floats when parts > 1): for measuring which count is fastest.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_at_acc_parts(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    b: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    scratch: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+    parts: usize,
+) -> Result<()> {
     let to_u32 = |v: usize, what: &str| {
         u32::try_from(v).map_err(|_| Error::LengthMismatch { detail: format!("{what} = {v} is over u32::MAX") })
     };
     let (m32, n32, k32) = (to_u32(m, "m")?, to_u32(n, "n")?, to_u32(k, "k")?);
-    if parts == 1 {
+    if parts <= 1 {
         return crate::linear::matmul_at_acc(rec, x, b, y, crate::linear::matmul_at_acc::Params::new(m32, n32, k32));
     }
     let chunk = to_u32(m.div_ceil(parts), "chunk")?;
-    let sp = crate::linear::matmul_at_split::SplitParams::new(m32, n32, k32, parts as u32, chunk);
+    let sp = crate::linear::matmul_at_split::SplitParams::new(m32, n32, k32, to_u32(parts, "parts")?, chunk);
     crate::linear::matmul_at_split(rec, x, b, scratch, sp)?;
-    let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, parts as u32);
+    let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, to_u32(parts, "parts")?);
     crate::linear::matmul_parts_add(rec, scratch, y, ap)
 }
