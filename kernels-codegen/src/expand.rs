@@ -487,7 +487,7 @@ fn kernel_tokens(
     let companion = if ok {
         let variants = k.variants.iter().map(|v| {
             let (s, f, w, b) = (v.subgroups, v.f16, &v.wgsl, &v.browser_wgsl);
-            quote!(#rt::VariantDef { subgroups: #s, f16: #f, wgsl: #w, browser_wgsl: #b })
+            quote!(#rt::VariantDef { subgroups: #s, f16: #f, coop: &[], wgsl: #w, browser_wgsl: #b })
         });
         let wgsl = &k.variants[0].wgsl;
         let browser = &k.variants[0].browser_wgsl;

@@ -69,6 +69,32 @@ impl GridKind {
     }
 }
 
+/// The element type of a cooperative matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CoopScalar {
+    /// `f16`
+    F16,
+    /// `f32`
+    F32,
+}
+
+/// A cooperative-matrix configuration (tensor cores) a kernel variant uses: an `m`×`k` A
+/// times a `k`×`n` B plus an `m`×`n` C, with A/B elements of type `ab` and C/result elements
+/// of type `cr` — the terms of `wgpu::Adapter::cooperative_matrix_properties()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoopConfig {
+    /// Rows of A and C.
+    pub m: u32,
+    /// Columns of B and C.
+    pub n: u32,
+    /// Columns of A, rows of B.
+    pub k: u32,
+    /// Element type of A and B.
+    pub ab: CoopScalar,
+    /// Element type of C and the result.
+    pub cr: CoopScalar,
+}
+
 /// One compiled form of a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VariantDef {
@@ -76,6 +102,10 @@ pub struct VariantDef {
     pub subgroups: bool,
     /// Needs `SHADER_F16`.
     pub f16: bool,
+    /// The cooperative-matrix configurations it uses (empty: none). A variant that uses any
+    /// needs `EXPERIMENTAL_COOPERATIVE_MATRIX` and each configuration offered by the adapter;
+    /// it has no browser form.
+    pub coop: &'static [CoopConfig],
     /// Source for wgpu.
     pub wgsl: &'static str,
     /// Source for a browser (`enable subgroups;` included where used).

@@ -20,7 +20,7 @@ pub use context::{AdapterReport, Gpu, GpuOptions, OPTIONAL_FEATURES};
 pub use error::{Error, Result};
 pub use grid::{Grid, dispatch_1d};
 pub use half::f16;
-pub use kernel::{BindingDef, BindingKind, GridKind, KernelDef, OverrideDef, VariantDef};
+pub use kernel::{BindingDef, BindingKind, CoopConfig, CoopScalar, GridKind, KernelDef, OverrideDef, VariantDef};
 pub use pipeline::WarmUp;
 pub use wgpu;
 

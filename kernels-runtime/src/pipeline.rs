@@ -41,7 +41,7 @@ impl Gpu {
         let f = self.inner.features;
         let sg = self.inner.use_subgroups;
         let f16 = f.contains(wgpu::Features::SHADER_F16);
-        if let Some(v) = kernel.variants.iter().find(|v| (!v.subgroups || sg) && (!v.f16 || f16)) {
+        if let Some(v) = kernel.variants.iter().find(|v| (!v.subgroups || sg) && (!v.f16 || f16) && v.coop.is_empty()) {
             return Ok(v);
         }
         let feature = if kernel.variants.iter().all(|v| v.f16) && !f16 { "SHADER_F16" } else { "SUBGROUP" };

@@ -191,6 +191,7 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
                 ::kernels::VariantDef {
                     subgroups: false,
                     f16: false,
+                    coop: &[],
                     wgsl: "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n",
                     browser_wgsl: "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n",
                 },
@@ -306,6 +307,7 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
                 ::kernels::VariantDef {
                     subgroups: false,
                     f16: false,
+                    coop: &[],
                     wgsl: "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Caller-chosen grid, a struct element type and an override.\nstruct Point { p: vec3<f32>, w: f32 }\noverride GAIN: f32 = 1.0;\n@group(0) @binding(0) var<storage, read> pts: array<Point>;\n@group(0) @binding(1) var<storage, read_write> out: array<f32>;\n@group(0) @binding(2) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn points(@builtin(global_invocation_id) gid: vec3<u32>) {\n    out[gid.x] = GAIN * pts[gid.x].w * f32(d.rows);\n}\n",
                     browser_wgsl: "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Caller-chosen grid, a struct element type and an override.\nstruct Point { p: vec3<f32>, w: f32 }\noverride GAIN: f32 = 1.0;\n@group(0) @binding(0) var<storage, read> pts: array<Point>;\n@group(0) @binding(1) var<storage, read_write> out: array<f32>;\n@group(0) @binding(2) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn points(@builtin(global_invocation_id) gid: vec3<u32>) {\n    out[gid.x] = GAIN * pts[gid.x].w * f32(d.rows);\n}\n",
                 },
