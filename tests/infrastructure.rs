@@ -423,3 +423,80 @@ fn typed_calls_through_the_2d_fallback() {
     let got = out.read(&gpu).unwrap()[0] as f64;
     assert!((got - want).abs() <= 1e-5 * xs.iter().map(|v| v.abs() as f64).sum::<f64>(), "{got} vs {want}");
 }
+
+/// The pipeline cache holds at most its capacity: the least recently used pipeline (one per
+/// kernel and override values) is dropped, and built again, correctly, when called again.
+#[test]
+fn pipeline_cache_is_bounded() {
+    let Some(gpu) = gpu_with(GpuOptions { pipeline_cache_capacity: 3, ..GpuOptions::from_env() }) else {
+        return;
+    };
+    let mut rng = rng("pipeline cache");
+    let n = 300;
+    let run = |scale: f32| {
+        let mut out = gpu.filled(n, f32::NAN).unwrap();
+        tuned(&gpu, &mut out, n as u32, tuned::Overrides { SCALE: Some(scale) }).unwrap();
+        let got = out.read(&gpu).unwrap();
+        for (i, &v) in got.iter().enumerate() {
+            assert_eq!(v, scale * i as f32, "SCALE={scale}: out[{i}]");
+        }
+    };
+    // Distinct scales, none with an exact binary form shared by another.
+    let scales: Vec<f32> = (0..12).map(|i| i as f32 + rng.random_range(0.01..0.99f32)).collect();
+    let start = gpu.pipeline_stats();
+    assert_eq!((start.cached, start.capacity, start.built, start.evicted), (0, 3, 0, 0));
+    for (i, &s) in scales.iter().enumerate() {
+        run(s);
+        let stats = gpu.pipeline_stats();
+        assert!(stats.cached <= 3, "{stats:?}");
+        assert_eq!(stats.built, i as u64 + 1, "one pipeline per override value: {stats:?}");
+        assert_eq!(stats.evicted, (i as u64 + 1).saturating_sub(3), "{stats:?}");
+    }
+    // The three most recent are still there: no build.
+    run(scales[11]);
+    run(scales[9]);
+    assert_eq!(gpu.pipeline_stats().built, 12);
+    // The first was dropped long ago: built again, and right.
+    run(scales[0]);
+    let stats = gpu.pipeline_stats();
+    assert_eq!((stats.cached, stats.built, stats.evicted), (3, 13, 10), "{stats:?}");
+    // scales[9] and [11] were used after [10]: [10] went, the others stay.
+    run(scales[11]);
+    run(scales[9]);
+    assert_eq!(gpu.pipeline_stats().built, 13);
+    run(scales[10]);
+    assert_eq!(gpu.pipeline_stats().built, 14);
+}
+
+/// The report says whether tensor cores are on and which configurations the adapter offers;
+/// `cooperative_matrix: false` turns them off.
+#[test]
+fn adapter_report_lists_tensor_cores() {
+    let Some(gpu) = gpu() else { return };
+    let report = gpu.report();
+    let text = report.to_string();
+    eprintln!("adapter: {text}");
+    let coop = kernels::wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+    assert_eq!(report.cooperative_matrix, gpu.features().contains(coop));
+    assert_eq!(report.cooperative_matrix, !gpu.cooperative_matrices().is_empty());
+    if report.cooperative_matrix {
+        assert!(text.contains("tensor cores: on ("), "{text}");
+        for c in gpu.cooperative_matrices() {
+            assert!(report.cooperative_matrix_configs.contains(c) && text.contains(&c.to_string()), "{text}");
+        }
+    } else if report.cooperative_matrix_configs.is_empty() {
+        assert!(text.contains("tensor cores: none"), "{text}");
+    } else {
+        assert!(text.contains("tensor cores: off ("), "{text}");
+    }
+    if report.name.contains("llvmpipe") {
+        assert!(!report.cooperative_matrix && report.cooperative_matrix_configs.is_empty(), "{text}");
+    }
+    let Some(off) = gpu_with(GpuOptions { cooperative_matrix: false, ..GpuOptions::from_env() }) else { return };
+    let off_text = off.report().to_string();
+    assert!(!off.report().cooperative_matrix && !off.features().contains(coop), "{off_text}");
+    assert_eq!(off.report().cooperative_matrix_configs, report.cooperative_matrix_configs);
+    if !report.cooperative_matrix_configs.is_empty() {
+        assert!(off_text.contains("tensor cores: off (turned off by KERNELS_COOPERATIVE_MATRIX=0"), "{off_text}");
+    }
+}

@@ -234,3 +234,79 @@ fn read_ranges() {
     assert_eq!(hb.read_range(&gpu, 3..6).unwrap(), h[3..6].to_vec());
     assert_eq!(hb.read_range(&gpu, 8..9).unwrap(), h[8..9].to_vec());
 }
+
+/// `scale` as a kernel whose first variant needs tensor cores (16×16×16, f16 A/B, f32 C), with
+/// scale's own variants as the fallback, and a kernel with only that variant. The coop variant's
+/// source is not WGSL: building it would fail, so a run proves the fallback was chosen.
+fn coop_kernels() -> (&'static kernels::KernelDef, &'static kernels::KernelDef) {
+    use kernels::{CoopConfig, CoopScalar, KernelDef, VariantDef};
+    const C16: CoopConfig = CoopConfig { m: 16, n: 16, k: 16, ab: CoopScalar::F16, cr: CoopScalar::F32 };
+    let coop = VariantDef { subgroups: false, f16: true, coop: &[C16], wgsl: "not WGSL", browser_wgsl: "" };
+    let k = &scale::KERNEL;
+    let def = |variants: Vec<VariantDef>| -> &'static KernelDef {
+        Box::leak(Box::new(KernelDef {
+            name: k.name,
+            module: "coop_probe",
+            file: k.file,
+            line: k.line,
+            doc: k.doc,
+            workgroup_size: k.workgroup_size,
+            bindings: k.bindings,
+            overrides: k.overrides,
+            grid: k.grid,
+            grid_expr: k.grid_expr,
+            requires: k.requires,
+            variants: Box::leak(variants.into_boxed_slice()),
+        }))
+    };
+    let with_fallback = def([coop].into_iter().chain(k.variants.iter().copied()).collect());
+    (with_fallback, def(vec![coop]))
+}
+
+/// Runs `kernel` (scale's bindings) on 5 values through the untyped API.
+fn run_scale(gpu: &Gpu, kernel: &'static kernels::KernelDef) -> Result<Vec<f32>, Error> {
+    let y = gpu.upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0])?;
+    let params = scale::Params::new(5, 3.0);
+    let args = [Arg::storage(&y, true), Arg::uniform(kernels::__private::bytemuck::bytes_of(&params))];
+    gpu.record(Call { kernel, grid: Grid::Threads(5), args: &args, overrides: &[] })?;
+    y.read(gpu)
+}
+
+#[test]
+fn tensor_core_variants_only_where_offered() {
+    let (with_fallback, coop_only) = coop_kernels();
+    let check_off = |gpu: &Gpu, why: &str| {
+        assert!(gpu.variant_for(with_fallback).unwrap().coop.is_empty(), "{why}: the fallback is chosen");
+        assert_eq!(run_scale(gpu, with_fallback).unwrap(), vec![3.0, 6.0, 9.0, 12.0, 15.0], "{why}");
+        let e = gpu.variant_for(coop_only).unwrap_err();
+        assert!(matches!(e, Error::MissingFeature { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", .. }), "{why}: {e:?}");
+        let msg = e.to_string();
+        assert!(msg.contains("coop_probe::scale") && msg.contains("16×16×16 (A/B f16, C f32)"), "{why}: {msg}");
+        let e = run_scale(gpu, coop_only).unwrap_err();
+        assert!(matches!(e, Error::MissingFeature { .. }), "{why}: {e:?}");
+        let warm = gpu.warm_up([&coop_only, &with_fallback]).unwrap();
+        assert_eq!((warm.built, warm.unsupported.len()), (1, 1), "{why}: {warm:?}");
+        still_works(gpu);
+    };
+    let Some(gpu) = gpu() else { return };
+    let c16 = kernels::CoopConfig { m: 16, n: 16, k: 16, ab: kernels::CoopScalar::F16, cr: kernels::CoopScalar::F32 };
+    if gpu.cooperative_matrices().contains(&c16) {
+        // Tensor cores here (an H200): the coop variant is the one chosen.
+        assert!(gpu.features().contains(kernels::wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX));
+        assert_eq!(gpu.variant_for(with_fallback).unwrap().coop, &[c16]);
+        assert_eq!(gpu.variant_for(coop_only).unwrap().coop, &[c16]);
+    } else {
+        // lavapipe, and every adapter without that configuration.
+        check_off(&gpu, "no tensor cores");
+    }
+    // Turned off by the options: the fallback everywhere, and the message says so where the
+    // adapter has them.
+    let Some(off) = gpu_with(GpuOptions { cooperative_matrix: false, ..GpuOptions::from_env() }) else { return };
+    assert!(off.cooperative_matrices().is_empty() && !off.report().cooperative_matrix);
+    assert!(!off.features().contains(kernels::wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX));
+    check_off(&off, "tensor cores turned off");
+    if off.report().cooperative_matrix_configs.contains(&c16) {
+        let msg = off.variant_for(coop_only).unwrap_err().to_string();
+        assert!(msg.contains("turned off by KERNELS_COOPERATIVE_MATRIX=0"), "{msg}");
+    }
+}

@@ -427,6 +427,7 @@ impl Gpu {
                 kernel: "profiling".into(),
                 feature: "TIMESTAMP_QUERY_INSIDE_PASSES",
                 adapter: self.inner.report.name.clone(),
+                reason: format!(", which the adapter `{}` does not offer", self.inner.report.name),
             });
         }
         let capacity = (2 * max_dispatches.max(1)).min(wgpu::QUERY_SET_MAX_QUERIES);

@@ -2,7 +2,9 @@
 //! features kernels use, and a report of what was found.
 
 use crate::error::{Error, Result};
+use crate::kernel::{CoopConfig, CoopScalar};
 use crate::pipeline::PipelineCache;
+use crate::variant::Capabilities;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,7 +35,19 @@ pub struct GpuOptions {
     /// device would: with a small value, every 1-D grid past it takes the 2-D fallback, which
     /// tests use to exercise that path without gigabytes of data.
     pub max_workgroups_per_dimension: Option<u32>,
+    /// Use tensor cores (`EXPERIMENTAL_COOPERATIVE_MATRIX`) where the adapter offers a
+    /// configuration WGSL can express. With `false`, kernels run their portable variants (and
+    /// kernels that have none report the feature as missing). [`GpuOptions::from_env`] sets it
+    /// to `false` when `KERNELS_COOPERATIVE_MATRIX=0`.
+    pub cooperative_matrix: bool,
+    /// How many pipelines (one per kernel and set of override values) the context keeps; past
+    /// it, the least recently used is dropped (and rebuilt if called again).
+    pub pipeline_cache_capacity: usize,
 }
+
+/// The default of [`GpuOptions::pipeline_cache_capacity`]: room for every kernel of the library
+/// and a few hundred shape-specialised pipelines.
+pub const DEFAULT_PIPELINE_CACHE_CAPACITY: usize = 512;
 
 impl Default for GpuOptions {
     fn default() -> Self {
@@ -42,25 +56,36 @@ impl Default for GpuOptions {
             subgroups: true,
             without: wgpu::Features::empty(),
             max_workgroups_per_dimension: None,
+            cooperative_matrix: true,
+            pipeline_cache_capacity: DEFAULT_PIPELINE_CACHE_CAPACITY,
         }
     }
 }
 
 impl GpuOptions {
-    /// Options from the environment: `KERNELS_ADAPTER`, `KERNELS_SUBGROUPS=0`, `KERNELS_F16=0`.
+    /// Options from the environment: `KERNELS_ADAPTER`, `KERNELS_SUBGROUPS=0`, `KERNELS_F16=0`,
+    /// `KERNELS_COOPERATIVE_MATRIX=0`.
     pub fn from_env() -> Self {
-        let off = |name: &str| std::env::var(name).is_ok_and(|v| v.trim() == "0");
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`GpuOptions::from_env`] over any source of variables.
+    fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
+        let off = |name: &str| var(name).is_some_and(|v| v.trim() == "0");
         GpuOptions {
-            adapter: std::env::var("KERNELS_ADAPTER").ok().filter(|s| !s.trim().is_empty()),
+            adapter: var("KERNELS_ADAPTER").filter(|s| !s.trim().is_empty()),
             subgroups: !off("KERNELS_SUBGROUPS"),
             without: if off("KERNELS_F16") { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() },
             max_workgroups_per_dimension: None,
+            cooperative_matrix: !off("KERNELS_COOPERATIVE_MATRIX"),
+            pipeline_cache_capacity: DEFAULT_PIPELINE_CACHE_CAPACITY,
         }
     }
 }
 
 /// What the runtime found: the adapter and the capabilities kernels depend on.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AdapterReport {
     /// Adapter name.
     pub name: String,
@@ -88,6 +113,17 @@ pub struct AdapterReport {
     pub max_buffer_size: u64,
     /// `max_compute_workgroup_storage_size`
     pub max_workgroup_memory: u32,
+    /// Tensor cores are on: `EXPERIMENTAL_COOPERATIVE_MATRIX` is enabled and kernels run their
+    /// cooperative-matrix variants where the configurations they use are offered.
+    pub cooperative_matrix: bool,
+    /// The cooperative-matrix configurations the adapter offers that WGSL can express (with
+    /// tensor cores on, exactly those kernels may use).
+    pub cooperative_matrix_configs: Vec<CoopConfig>,
+    /// Configurations the adapter offers that WGSL cannot express (e.g. `16×8×16 f16/f32`).
+    pub cooperative_matrix_other: Vec<String>,
+    /// Why tensor cores are off although the adapter offers configurations (turned off by the
+    /// options, `SHADER_F16` off, or the device refused them).
+    pub cooperative_matrix_off: Option<String>,
 }
 
 impl std::fmt::Display for AdapterReport {
@@ -113,7 +149,19 @@ impl std::fmt::Display for AdapterReport {
             self.max_workgroups_per_dimension,
             self.max_storage_binding >> 20,
             self.max_workgroup_memory >> 10,
-        )
+        )?;
+        let list = |configs: &[CoopConfig]| configs.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ");
+        match (self.cooperative_matrix, &self.cooperative_matrix_off) {
+            (true, _) => write!(f, "; tensor cores: on ({})", list(&self.cooperative_matrix_configs))?,
+            (false, Some(why)) if !self.cooperative_matrix_configs.is_empty() => {
+                write!(f, "; tensor cores: off ({why}; offered: {})", list(&self.cooperative_matrix_configs))?
+            }
+            (false, _) => write!(f, "; tensor cores: none")?,
+        }
+        if !self.cooperative_matrix_other.is_empty() {
+            write!(f, " (also offered, not expressible in WGSL: {})", self.cooperative_matrix_other.join(", "))?;
+        }
+        Ok(())
     }
 }
 
@@ -138,7 +186,10 @@ pub(crate) struct Inner {
     pub(crate) uniform_pool: ManuallyDrop<Arc<Mutex<Vec<wgpu::Buffer>>>>,
     pub(crate) features: wgpu::Features,
     pub(crate) limits: wgpu::Limits,
-    pub(crate) use_subgroups: bool,
+    /// What variants may use.
+    pub(crate) caps: Capabilities,
+    /// Features the adapter has that the options turned off.
+    pub(crate) disabled: Vec<&'static str>,
     /// On wgpu's WebGPU backend (a browser): shader modules are made from `browser_wgsl`.
     pub(crate) browser: bool,
     pub(crate) report: AdapterReport,
@@ -189,6 +240,70 @@ fn rank(t: wgpu::DeviceType) -> u8 {
         wgpu::DeviceType::VirtualGpu => 2,
         wgpu::DeviceType::Other => 3,
         wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+/// Tensor cores on one adapter: what it offers and what the runtime will enable.
+struct CoopPlan {
+    /// Offered configurations WGSL can express.
+    expressible: Vec<CoopConfig>,
+    /// Offered configurations it cannot, as text.
+    other: Vec<String>,
+    /// What to enable (empty: ask for no tensor cores).
+    enabled: Vec<CoopConfig>,
+    /// Why nothing is enabled although configurations are offered.
+    off: Option<String>,
+}
+
+impl CoopPlan {
+    fn new(adapter: &wgpu::Adapter, browser: bool, features: wgpu::Features, options: &GpuOptions) -> CoopPlan {
+        let mut plan = CoopPlan { expressible: Vec::new(), other: Vec::new(), enabled: Vec::new(), off: None };
+        // WebGPU has no cooperative matrices.
+        if browser {
+            return plan;
+        }
+        for p in adapter.cooperative_matrix_properties() {
+            let scalar = |t: wgpu::CooperativeScalarType| match t {
+                wgpu::CooperativeScalarType::F16 => Some(CoopScalar::F16),
+                wgpu::CooperativeScalarType::F32 => Some(CoopScalar::F32),
+                _ => None,
+            };
+            let config = match (scalar(p.ab_type), scalar(p.cr_type)) {
+                (Some(ab), Some(cr)) => Some(CoopConfig { m: p.m_size, n: p.n_size, k: p.k_size, ab, cr }),
+                _ => None,
+            };
+            match config {
+                Some(c) if c.expressible_in_wgsl() => {
+                    if !plan.expressible.contains(&c) {
+                        plan.expressible.push(c)
+                    }
+                }
+                _ => plan
+                    .other
+                    .push(format!("{}×{}×{} (A/B {:?}, C {:?})", p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type)),
+            }
+        }
+        if plan.expressible.is_empty() {
+            return plan;
+        }
+        let needs_f16 = |c: &CoopConfig| c.ab == CoopScalar::F16 || c.cr == CoopScalar::F16;
+        let usable: Vec<CoopConfig> = plan
+            .expressible
+            .iter()
+            .filter(|c| features.contains(wgpu::Features::SHADER_F16) || !needs_f16(c))
+            .copied()
+            .collect();
+        plan.off = if !options.cooperative_matrix {
+            Some("turned off by KERNELS_COOPERATIVE_MATRIX=0 or GpuOptions::cooperative_matrix".into())
+        } else if !adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            Some("the adapter does not expose EXPERIMENTAL_COOPERATIVE_MATRIX".into())
+        } else if usable.is_empty() {
+            Some("they need SHADER_F16, which is off".into())
+        } else {
+            plan.enabled = usable;
+            None
+        };
+        plan
     }
 }
 
@@ -295,31 +410,70 @@ impl Gpu {
         adapter: wgpu::Adapter,
         options: &GpuOptions,
     ) -> Result<Gpu> {
-        let subgroups = options.subgroups;
         let info = adapter.get_info();
+        let browser = info.backend == wgpu::Backend::BrowserWebGpu;
         #[allow(unused_mut)]
         let mut features = adapter.features() & (OPTIONAL_FEATURES - options.without);
         let mut limits = adapter.limits();
         if let Some(max) = options.max_workgroups_per_dimension {
             limits.max_compute_workgroups_per_dimension = limits.max_compute_workgroups_per_dimension.min(max.max(1));
         }
-        let descriptor = wgpu::DeviceDescriptor {
-            label: Some("kernels"),
-            required_features: features,
-            required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
-            memory_hints: wgpu::MemoryHints::Performance,
-            trace: wgpu::Trace::Off,
+        let coop = CoopPlan::new(&adapter, browser, features, options);
+        // Asked for with tensor cores first where planned; if the device refuses them, again
+        // without (the portable variants still run).
+        let mut coop_off = coop.off.clone();
+        let mut attempts: Vec<bool> = if coop.enabled.is_empty() { vec![false] } else { vec![true, false] };
+        let (device, queue, coop_enabled) = loop {
+            let with_coop = attempts.remove(0);
+            let required =
+                if with_coop { features | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX } else { features };
+            let descriptor = wgpu::DeviceDescriptor {
+                label: Some("kernels"),
+                required_features: required,
+                required_limits: limits.clone(),
+                experimental_features: if with_coop {
+                    // SAFETY: wgpu marks its experimental features `unsafe` because their
+                    // implementation may still have bugs that reach undefined behaviour from
+                    // safe code. The one asked for here, cooperative matrices, switches naga's
+                    // SPIR-V for the modules that use them to the Vulkan memory model, and naga
+                    // 30 does not emit the availability/visibility operations that model
+                    // formally needs around workgroup memory (wgpu issue 8805): a driver may
+                    // then legally reorder a coop kernel's workgroup-memory traffic across its
+                    // barriers and produce wrong numbers. It is accepted because (a) it is asked
+                    // for only where the adapter lists a configuration WGSL can express, and
+                    // only kernels that declare cooperative-matrix variants use it (every other
+                    // module compiles as before); (b) on the H200 (driver 580) about 60 coop
+                    // kernel designs with workgroup staging and barriers gave correct results,
+                    // and the library's coop kernels are checked against float64 references;
+                    // (c) `KERNELS_COOPERATIVE_MATRIX=0` / `GpuOptions::cooperative_matrix`
+                    // turn it off, leaving the portable variants.
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                } else {
+                    wgpu::ExperimentalFeatures::disabled()
+                },
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            };
+            #[cfg(not(target_arch = "wasm32"))]
+            let request = adapter.request_device(&descriptor);
+            // wgpu's WebGPU backend neither asks for nor reports `subgroups`: ask for it here.
+            #[cfg(target_arch = "wasm32")]
+            let request = {
+                let wanted: &[&str] =
+                    if options.without.contains(wgpu::Features::SUBGROUP) { &[] } else { &["subgroups"] };
+                crate::web::requesting_features(wanted, || adapter.request_device(&descriptor))
+            };
+            match request.await {
+                Ok((device, queue)) => break (device, queue, with_coop),
+                Err(e) if !attempts.is_empty() => {
+                    coop_off = Some(format!("the device refused them: {e}"));
+                }
+                Err(e) => return Err(Error::Device(e.to_string())),
+            }
         };
-        #[cfg(not(target_arch = "wasm32"))]
-        let request = adapter.request_device(&descriptor);
-        // wgpu's WebGPU backend neither asks for nor reports `subgroups`: ask for it here.
-        #[cfg(target_arch = "wasm32")]
-        let request = {
-            let wanted: &[&str] = if options.without.contains(wgpu::Features::SUBGROUP) { &[] } else { &["subgroups"] };
-            crate::web::requesting_features(wanted, || adapter.request_device(&descriptor))
-        };
-        let (device, queue) = request.await.map_err(|e| Error::Device(e.to_string()))?;
+        if coop_enabled {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
         #[cfg(target_arch = "wasm32")]
         if crate::web::device_has(&device, "subgroups") {
             features |= wgpu::Features::SUBGROUP;
@@ -337,7 +491,20 @@ impl Gpu {
                 v.push(format!("device lost ({reason:?}): {message}"));
             }
         });
-        let use_subgroups = subgroups && features.contains(wgpu::Features::SUBGROUP);
+        let caps = Capabilities {
+            subgroups: options.subgroups && features.contains(wgpu::Features::SUBGROUP),
+            f16: features.contains(wgpu::Features::SHADER_F16),
+            coop: if coop_enabled { coop.enabled.clone() } else { Vec::new() },
+        };
+        // Features the adapter has that the options turned off (for error messages).
+        let offered = adapter.features();
+        let mut disabled = Vec::new();
+        if offered.contains(wgpu::Features::SUBGROUP) && !caps.subgroups {
+            disabled.push("SUBGROUP");
+        }
+        if offered.contains(wgpu::Features::SHADER_F16) && !caps.f16 {
+            disabled.push("SHADER_F16");
+        }
         let report = AdapterReport {
             name: info.name.clone(),
             backend: format!("{:?}", info.backend),
@@ -345,13 +512,17 @@ impl Gpu {
             driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
             subgroup_min_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_min_size } else { 0 },
             subgroup_max_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_max_size } else { 0 },
-            subgroups: use_subgroups,
-            f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroups: caps.subgroups,
+            f16: caps.f16,
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             max_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
             max_storage_binding: limits.max_storage_buffer_binding_size,
             max_buffer_size: limits.max_buffer_size,
             max_workgroup_memory: limits.max_compute_workgroup_storage_size,
+            cooperative_matrix: coop_enabled,
+            cooperative_matrix_configs: coop.expressible,
+            cooperative_matrix_other: coop.other,
+            cooperative_matrix_off: if coop_enabled { None } else { coop_off },
         };
         Ok(Gpu {
             inner: Arc::new(Inner {
@@ -360,12 +531,13 @@ impl Gpu {
                 device: ManuallyDrop::new(device),
                 queue: ManuallyDrop::new(queue),
                 adapter: ManuallyDrop::new(adapter),
-                pipelines: ManuallyDrop::new(PipelineCache::default()),
+                pipelines: ManuallyDrop::new(PipelineCache::new(options.pipeline_cache_capacity)),
                 uniform_pool: ManuallyDrop::new(Arc::default()),
                 features,
                 limits,
-                use_subgroups,
-                browser: info.backend == wgpu::Backend::BrowserWebGpu,
+                caps,
+                disabled,
+                browser,
                 report,
                 errors,
             }),
@@ -404,7 +576,14 @@ impl Gpu {
 
     /// Whether kernels run their subgroup variants.
     pub fn uses_subgroups(&self) -> bool {
-        self.inner.use_subgroups
+        self.inner.caps.subgroups
+    }
+
+    /// The cooperative-matrix configurations (tensor cores) enabled on this device: kernels run
+    /// a variant that uses them when each configuration it uses is listed. Empty when tensor
+    /// cores are off or absent (always in a browser).
+    pub fn cooperative_matrices(&self) -> &[CoopConfig] {
+        &self.inner.caps.coop
     }
 
     /// Blocks until all submitted work has finished; reports errors wgpu raised meanwhile.
@@ -449,6 +628,73 @@ mod tests {
         let mut i = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, backend);
         i.name = name.into();
         i
+    }
+
+    #[test]
+    fn options_from_the_environment() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let default = GpuOptions::from_lookup(vars(&[]));
+        assert!(default.cooperative_matrix && default.subgroups && default.adapter.is_none());
+        let off = GpuOptions::from_lookup(vars(&[("KERNELS_COOPERATIVE_MATRIX", " 0 "), ("KERNELS_F16", "0")]));
+        assert!(!off.cooperative_matrix && off.subgroups);
+        assert_eq!(off.without, wgpu::Features::SHADER_F16);
+        let on = GpuOptions::from_lookup(vars(&[("KERNELS_COOPERATIVE_MATRIX", "1"), ("KERNELS_ADAPTER", " ")]));
+        assert!(on.cooperative_matrix && on.adapter.is_none());
+    }
+
+    fn report() -> AdapterReport {
+        AdapterReport {
+            name: "GPU".into(),
+            backend: "Vulkan".into(),
+            device_type: "DiscreteGpu".into(),
+            driver: String::new(),
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            subgroups: true,
+            f16: true,
+            timestamps: true,
+            max_workgroups_per_dimension: 65535,
+            max_storage_binding: 1 << 30,
+            max_buffer_size: 1 << 40,
+            max_workgroup_memory: 48 << 10,
+            cooperative_matrix: false,
+            cooperative_matrix_configs: Vec::new(),
+            cooperative_matrix_other: Vec::new(),
+            cooperative_matrix_off: None,
+        }
+    }
+
+    #[test]
+    fn the_report_says_whether_tensor_cores_are_on() {
+        let c16 = CoopConfig { m: 16, n: 16, k: 16, ab: CoopScalar::F16, cr: CoopScalar::F32 };
+        let none = report().to_string();
+        assert!(none.ends_with("; tensor cores: none"), "{none}");
+        assert!(none.contains("48 KiB workgroup memory"), "{none}");
+
+        let mut on = report();
+        on.cooperative_matrix = true;
+        on.cooperative_matrix_configs = vec![c16];
+        on.cooperative_matrix_other = vec!["16×8×16 (A/B F16, C F32)".into()];
+        let text = on.to_string();
+        assert!(
+            text.contains(
+                "; tensor cores: on (16×16×16 (A/B f16, C f32)) (also offered, not expressible in WGSL: 16×8×16"
+            ),
+            "{text}"
+        );
+
+        let mut off = on.clone();
+        off.cooperative_matrix = false;
+        off.cooperative_matrix_off = Some("turned off by KERNELS_COOPERATIVE_MATRIX=0".into());
+        let text = off.to_string();
+        assert!(
+            text.contains(
+                "; tensor cores: off (turned off by KERNELS_COOPERATIVE_MATRIX=0; offered: 16×16×16 (A/B f16, C f32))"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

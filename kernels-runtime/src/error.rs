@@ -15,15 +15,18 @@ pub enum Error {
     /// The device could not be created.
     #[error("cannot open the GPU device: {0}")]
     Device(String),
-    /// The kernel needs a feature the device lacks.
-    #[error("kernel `{kernel}` needs the `{feature}` feature, which the adapter `{adapter}` does not offer")]
+    /// The kernel needs a feature the device lacks (or the options turned off).
+    #[error("kernel `{kernel}` needs the `{feature}` feature{reason}")]
     MissingFeature {
         /// `module::kernel`
         kernel: String,
-        /// `SUBGROUP` or `SHADER_F16`
+        /// `SUBGROUP`, `SHADER_F16`, `EXPERIMENTAL_COOPERATIVE_MATRIX`, …
         feature: &'static str,
         /// Adapter name.
         adapter: String,
+        /// The rest of the message: the configurations needed, and whether the adapter lacks
+        /// the feature or the options turned it off.
+        reason: String,
     },
     /// A `@requires` check failed.
     #[error("kernel `{kernel}`: `{requirement}` does not hold ({detail})")]
