@@ -500,3 +500,70 @@ fn adapter_report_lists_tensor_cores() {
         assert!(off_text.contains("tensor cores: off (turned off by KERNELS_COOPERATIVE_MATRIX=0"), "{off_text}");
     }
 }
+
+/// Everything wgpu holds for a context, by the hub report of the instance it came from: after
+/// the last handle (a `Gpu` clone or a buffer) drops, no device, queue, buffer, pipeline, bind
+/// group or encoder of it is left, so wgpu destroys the device. (A leaked reference to any of
+/// them — the uniform pool once leaked one per submission — keeps the device alive.)
+#[test]
+fn a_context_releases_everything_when_its_last_handle_drops() {
+    use kernels::wgpu;
+    if gpu().is_none() {
+        return;
+    }
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+        .expect("an adapter (common::gpu found one)");
+    let live = |what: &str| {
+        let hub = instance.generate_report().expect("a wgpu-core instance").hub;
+        let kinds = [
+            ("devices", hub.devices),
+            ("queues", hub.queues),
+            ("buffers", hub.buffers),
+            ("bind groups", hub.bind_groups),
+            ("bind group layouts", hub.bind_group_layouts),
+            ("pipeline layouts", hub.pipeline_layouts),
+            ("shader modules", hub.shader_modules),
+            ("compute pipelines", hub.compute_pipelines),
+            ("command encoders", hub.command_encoders),
+            ("command buffers", hub.command_buffers),
+            ("query sets", hub.query_sets),
+        ];
+        let left: Vec<String> = kinds
+            .iter()
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(k, r)| format!("{k}: {}", r.num_allocated + r.num_kept_from_user))
+            .collect();
+        eprintln!("{what}: {left:?}");
+        left
+    };
+    let gpu = pollster::block_on(Gpu::from_adapter(adapter, &GpuOptions::from_env())).unwrap();
+    let mut rng = rng("release");
+    let xs = uniform(&mut rng, 5000, -1.0, 1.0);
+    let x = gpu.upload(&xs).unwrap();
+    let mut y = gpu.filled(5000, f32::NAN).unwrap();
+    // Single calls and a batch (both submit through the uniform pool), reads, a profile.
+    copy(&gpu, &x, &mut y, 5000).unwrap();
+    let batch = gpu.batch();
+    for _ in 0..3 {
+        scale(&batch, &mut y, scale::Params::new(5000, 2.0)).unwrap();
+    }
+    batch.submit().unwrap();
+    if gpu.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES) {
+        let batch = gpu.profiled_batch(4).unwrap();
+        axpy(&batch, &x, &mut y, axpy::Params::new(5000, 1.0)).unwrap();
+        assert_eq!(batch.submit_profiled().unwrap().dispatches.len(), 1);
+    } else {
+        axpy(&gpu, &x, &mut y, axpy::Params::new(5000, 1.0)).unwrap();
+    }
+    let want: Vec<f64> = xs.iter().map(|&v| 9.0 * v as f64).collect();
+    assert_close("release", &y.read(&gpu).unwrap(), &want, 1e-6);
+    assert_eq!(y.read_range(&gpu, 7..9).unwrap().len(), 2);
+    gpu.wait().unwrap();
+    // A buffer keeps its context alive.
+    drop((gpu, x));
+    assert!(live("with one buffer left").iter().any(|k| k.starts_with("devices")));
+    drop(y);
+    let left = live("after the last handle");
+    assert!(left.is_empty(), "wgpu objects outlive their context: {left:?}");
+}

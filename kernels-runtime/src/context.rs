@@ -7,7 +7,7 @@ use crate::pipeline::PipelineCache;
 use crate::variant::Capabilities;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Features the runtime asks for when the adapter has them.
 pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
@@ -169,11 +169,41 @@ impl std::fmt::Display for AdapterReport {
 /// deadlocks when one thread destroys a device while another creates or destroys one (seen in
 /// `vkDestroyDevice` against the driver's own lock), which a test harness running one context
 /// per thread does all the time.
+///
+/// Two rules keep the lock itself harmless: it is never held while waiting for the GPU (a
+/// context polls its work to completion *before* taking it, so another thread's `Gpu::new` is
+/// not held up by a slow GPU), and a thread that holds it never waits for it again (dropping a
+/// context can run wgpu callbacks that drop the last handle of another context; that nested
+/// drop is already serialised by the outer one and takes nothing).
 static LIFECYCLE: Mutex<()> = Mutex::new(());
 
-fn lifecycle() -> std::sync::MutexGuard<'static, ()> {
-    LIFECYCLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+thread_local! {
+    /// Whether this thread holds `LIFECYCLE`.
+    static HOLDS_LIFECYCLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
+
+/// `LIFECYCLE`, or nothing if this thread holds it already.
+pub(crate) struct LifecycleGuard(Option<std::sync::MutexGuard<'static, ()>>);
+
+impl Drop for LifecycleGuard {
+    fn drop(&mut self) {
+        if self.0.take().is_some() {
+            HOLDS_LIFECYCLE.with(|h| h.set(false));
+        }
+    }
+}
+
+pub(crate) fn lifecycle() -> LifecycleGuard {
+    if HOLDS_LIFECYCLE.with(|h| h.get()) {
+        return LifecycleGuard(None);
+    }
+    let guard = LIFECYCLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    HOLDS_LIFECYCLE.with(|h| h.set(true));
+    LifecycleGuard(Some(guard))
+}
+
+/// Uniform buffers of finished submissions, ready for reuse (see `batch.rs`).
+pub(crate) type UniformPool = Mutex<Vec<wgpu::Buffer>>;
 
 pub(crate) struct Inner {
     pub(crate) id: u64,
@@ -183,7 +213,9 @@ pub(crate) struct Inner {
     pub(crate) queue: ManuallyDrop<wgpu::Queue>,
     pub(crate) adapter: ManuallyDrop<wgpu::Adapter>,
     pub(crate) pipelines: ManuallyDrop<PipelineCache>,
-    pub(crate) uniform_pool: ManuallyDrop<Arc<Mutex<Vec<wgpu::Buffer>>>>,
+    /// The only strong reference: submissions' callbacks hold a `Weak` (a strong one in a
+    /// callback that never runs would keep the device alive).
+    pub(crate) uniform_pool: Arc<UniformPool>,
     pub(crate) features: wgpu::Features,
     pub(crate) limits: wgpu::Limits,
     /// What variants may use.
@@ -193,20 +225,26 @@ pub(crate) struct Inner {
     /// On wgpu's WebGPU backend (a browser): shader modules are made from `browser_wgsl`.
     pub(crate) browser: bool,
     pub(crate) report: AdapterReport,
+    /// Errors wgpu raised outside the runtime's error scopes (through the raw wgpu handles, or
+    /// on the web, where scopes cannot be awaited synchronously): reported by `wait`.
     pub(crate) errors: Arc<Mutex<Vec<String>>>,
+    /// Set once when the device is lost; every call after reports it.
+    pub(crate) lost: Arc<OnceLock<String>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        let _guard = lifecycle();
-        // Finish outstanding work so that nothing on the GPU refers to what is dropped. (A
-        // browser keeps what is in flight alive itself, and the main thread must not block.)
+        // Finish outstanding work so that nothing on the GPU refers to what is dropped, before
+        // taking the lock: the wait may be long, and the callbacks it runs may drop other
+        // contexts. (A browser keeps what is in flight alive itself, and must not block.)
         #[cfg(not(target_arch = "wasm32"))]
         let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        let _guard = lifecycle();
+        let pooled = std::mem::take(&mut *self.uniform_pool.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(pooled);
         // SAFETY: each field is dropped exactly once, here, and never used again.
         unsafe {
             ManuallyDrop::drop(&mut self.pipelines);
-            ManuallyDrop::drop(&mut self.uniform_pool);
             ManuallyDrop::drop(&mut self.queue);
             ManuallyDrop::drop(&mut self.device);
             ManuallyDrop::drop(&mut self.adapter);
@@ -485,11 +523,14 @@ impl Gpu {
                 v.push(e.to_string());
             }
         }));
-        let lost = errors.clone();
+        let lost: Arc<OnceLock<String>> = Arc::default();
+        let sink = lost.clone();
         device.set_device_lost_callback(move |reason, message| {
-            if let Ok(mut v) = lost.lock() {
-                v.push(format!("device lost ({reason:?}): {message}"));
-            }
+            let reason = match reason {
+                wgpu::DeviceLostReason::Destroyed => "destroyed".to_string(),
+                other => format!("{other:?}"),
+            };
+            let _ = sink.set(if message.is_empty() { reason } else { format!("{reason}: {message}") });
         });
         let caps = Capabilities {
             subgroups: options.subgroups && features.contains(wgpu::Features::SUBGROUP),
@@ -532,7 +573,7 @@ impl Gpu {
                 queue: ManuallyDrop::new(queue),
                 adapter: ManuallyDrop::new(adapter),
                 pipelines: ManuallyDrop::new(PipelineCache::new(options.pipeline_cache_capacity)),
-                uniform_pool: ManuallyDrop::new(Arc::default()),
+                uniform_pool: Arc::default(),
                 features,
                 limits,
                 caps,
@@ -540,6 +581,7 @@ impl Gpu {
                 browser,
                 report,
                 errors,
+                lost,
             }),
         })
     }
@@ -586,29 +628,86 @@ impl Gpu {
         &self.inner.caps.coop
     }
 
-    /// Blocks until all submitted work has finished; reports errors wgpu raised meanwhile.
+    /// Blocks until all submitted work has finished. Reports a lost device, and errors wgpu
+    /// raised outside the runtime's own calls (through [`Gpu::device`], [`Gpu::queue`] or
+    /// [`Buffer::raw`](crate::Buffer::raw)); each runtime call reports its own errors itself.
     /// Not on the web: use [`Gpu::wait_async`] there.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn wait(&self) -> Result<()> {
-        self.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        self.alive()?;
+        self.poll_wait()?;
         self.take_errors()
     }
 
-    /// Waits, without blocking a thread, until all submitted work has finished; reports errors
-    /// wgpu raised meanwhile. The form of [`Gpu::wait`] for the web.
+    /// Waits, without blocking a thread, until all submitted work has finished; reports what
+    /// [`Gpu::wait`] reports, and on the web every error wgpu raised meanwhile (a browser
+    /// reports them asynchronously). The form of [`Gpu::wait`] for the web.
     pub async fn wait_async(&self) -> Result<()> {
+        self.alive()?;
         let (tx, rx) = futures_channel::oneshot::channel();
         self.inner.queue.on_submitted_work_done(move || {
             let _ = tx.send(());
         });
         // Native backends run the callback while polled; a browser runs it by itself.
         #[cfg(not(target_arch = "wasm32"))]
-        self.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
-        rx.await.map_err(|_| Error::Gpu("the queue never reported its work done".into()))?;
+        self.poll_wait()?;
+        let done = rx.await;
+        self.alive()?;
+        done.map_err(|_| Error::Gpu("the queue never reported its work done".into()))?;
         self.take_errors()
     }
 
-    /// Returns (and clears) errors wgpu reported outside any call.
+    /// Polls until the queue is idle; a device lost meanwhile is reported as such.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn poll_wait(&self) -> Result<()> {
+        let polled = self.inner.device.poll(wgpu::PollType::wait_indefinitely());
+        self.alive()?;
+        polled.map(|_| ()).map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))
+    }
+
+    /// `Err(DeviceLost)` once the device is lost: every call checks this first.
+    pub(crate) fn alive(&self) -> Result<()> {
+        match self.inner.lost.get() {
+            Some(message) => Err(Error::DeviceLost { message: message.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `f` inside wgpu error scopes (out of memory, validation, internal) and returns the
+    /// first error that what `f` did raised. wgpu keeps error scopes per thread (its `std`
+    /// feature: `ErrorSinkRaw::scopes` is keyed by thread id), so errors of calls on other
+    /// threads never land here, and these never reach other threads' calls. On the web scopes
+    /// resolve asynchronously: there `f` runs unscoped and its errors reach the uncaptured
+    /// handler, reported by [`Gpu::wait_async`].
+    pub(crate) fn scoped<R>(&self, f: impl FnOnce() -> R) -> (R, Option<String>) {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let device = &self.inner.device;
+            let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+            let out = f();
+            // Popped innermost first; natively the futures are ready at once.
+            let internal = pollster::block_on(internal.pop());
+            let validation = pollster::block_on(validation.pop());
+            let oom = pollster::block_on(oom.pop());
+            (out, validation.or(oom).or(internal).map(|e| e.to_string()))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            (f(), None)
+        }
+    }
+
+    /// The error for a wgpu error raised during `during`: the lost device if it is lost by now.
+    pub(crate) fn wgpu_error(&self, during: impl FnOnce() -> String, message: String) -> Error {
+        match self.alive() {
+            Err(lost) => lost,
+            Ok(()) => Error::Wgpu { during: during(), message },
+        }
+    }
+
+    /// Returns (and clears) errors wgpu reported outside the runtime's scopes.
     pub(crate) fn take_errors(&self) -> Result<()> {
         let mut errors = self.inner.errors.lock().map_err(|_| Error::Gpu("error log poisoned".into()))?;
         if errors.is_empty() {
