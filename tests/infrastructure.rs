@@ -567,3 +567,73 @@ fn a_context_releases_everything_when_its_last_handle_drops() {
     let left = live("after the last handle");
     assert!(left.is_empty(), "wgpu objects outlive their context: {left:?}");
 }
+
+/// The last handle of context B dropped inside a wgpu callback that runs while context A is
+/// dropped: B's drop must not wait for the lock A's drop holds on the same thread. Run on a
+/// thread with a timeout, so that a regression fails instead of hanging.
+#[test]
+fn a_context_dropped_inside_a_callback_of_another_does_not_deadlock() {
+    if gpu().is_none() {
+        return;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (a, b) = (gpu().unwrap(), gpu().unwrap());
+        let mut x = a.upload(&[1.0f32; 256]).unwrap();
+        scale(&a, &mut x, scale::Params::new(256, 2.0)).unwrap();
+        // B lives on only in a buffer that rides in A's callback, which runs when A's drop
+        // waits for A's work.
+        let last_of_b = b.upload(&[1.0f32; 4]).unwrap();
+        drop(b);
+        let (ran_tx, ran_rx) = std::sync::mpsc::channel();
+        a.queue().on_submitted_work_done(move || {
+            drop(last_of_b);
+            let _ = ran_tx.send(());
+        });
+        drop((x, a));
+        let ran = ran_rx.try_recv().is_ok();
+        let _ = tx.send(ran);
+    });
+    let ran = rx
+        .recv_timeout(std::time::Duration::from_secs(300))
+        .expect("dropping a context inside a callback of another one deadlocked");
+    assert!(ran, "the callback ran during the drop");
+}
+
+/// A context whose drop is waiting for its GPU work does not hold up `Gpu::new` on another
+/// thread: A's drop is held inside its wait (by a callback that blocks until another context
+/// has opened); were the lifecycle lock held meanwhile, the open could not finish and the
+/// callback would give up after a minute.
+#[test]
+fn opening_a_context_is_not_held_up_by_one_that_drops() {
+    if gpu().is_none() {
+        return;
+    }
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    let (entered_tx, entered_rx) = channel();
+    let (opened_tx, opened_rx) = channel::<()>();
+    let (verdict_tx, verdict_rx) = channel();
+    let dropper = std::thread::spawn(move || {
+        let a = gpu().unwrap();
+        let mut x = a.upload(&[1.0f32; 4096]).unwrap();
+        scale(&a, &mut x, scale::Params::new(4096, 2.0)).unwrap();
+        a.queue().on_submitted_work_done(move || {
+            let _ = entered_tx.send(());
+            let _ = verdict_tx.send(opened_rx.recv_timeout(Duration::from_secs(60)).is_ok());
+        });
+        drop((x, a));
+    });
+    entered_rx.recv_timeout(Duration::from_secs(300)).expect("the dropping context never waited for its work");
+    let opener = std::thread::spawn(move || {
+        let b = gpu().unwrap();
+        let mut y = b.upload(&[3.0f32; 4]).unwrap();
+        scale(&b, &mut y, scale::Params::new(4, 2.0)).unwrap();
+        assert_eq!(y.read(&b).unwrap(), vec![6.0; 4]);
+        let _ = opened_tx.send(());
+    });
+    let opened = verdict_rx.recv_timeout(Duration::from_secs(300)).expect("the callback never answered");
+    opener.join().unwrap();
+    dropper.join().unwrap();
+    assert!(opened, "Gpu::new on another thread waited for a context that was dropping");
+}

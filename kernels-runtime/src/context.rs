@@ -281,6 +281,12 @@ fn rank(t: wgpu::DeviceType) -> u8 {
     }
 }
 
+/// wgpu's multi-line error text ("Validation Error\n\nCaused by:\n  In …\n    …") on one line.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+fn one_line(text: &str) -> String {
+    text.lines().map(str::trim).filter(|l| !l.is_empty() && *l != "Caused by:").collect::<Vec<_>>().join(": ")
+}
+
 /// Tensor cores on one adapter: what it offers and what the runtime will enable.
 struct CoopPlan {
     /// Offered configurations WGSL can express.
@@ -691,7 +697,7 @@ impl Gpu {
             let internal = pollster::block_on(internal.pop());
             let validation = pollster::block_on(validation.pop());
             let oom = pollster::block_on(oom.pop());
-            (out, validation.or(oom).or(internal).map(|e| e.to_string()))
+            (out, validation.or(oom).or(internal).map(|e| one_line(&e.to_string())))
         }
         #[cfg(target_arch = "wasm32")]
         {
@@ -727,6 +733,24 @@ mod tests {
         let mut i = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, backend);
         i.name = name.into();
         i
+    }
+
+    #[test]
+    fn the_lifecycle_lock_is_not_taken_twice_by_one_thread() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let outer = lifecycle();
+            let inner = lifecycle();
+            let nested = inner.0.is_none();
+            drop(inner);
+            // Still held after the nested guard is gone: another thread cannot take it.
+            let still_held = std::thread::scope(|s| s.spawn(|| LIFECYCLE.try_lock().is_err()).join().unwrap());
+            drop(outer);
+            let released = std::thread::scope(|s| s.spawn(|| LIFECYCLE.try_lock().is_ok()).join().unwrap());
+            let _ = tx.send((nested, still_held, released, lifecycle().0.is_some()));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the lifecycle lock deadlocked");
+        assert_eq!(got, (true, true, true, true));
     }
 
     #[test]
