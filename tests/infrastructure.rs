@@ -158,7 +158,7 @@ fn whole_array_reductions_with_subgroups() {
 
 #[test]
 fn whole_array_reductions_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     assert!(!gpu.variant_for(&kernels::infrastructure::reduce_sum::KERNEL).unwrap().subgroups);
@@ -215,7 +215,7 @@ fn reduction_helpers_at_the_adapters_subgroup_size() {
 
 #[test]
 fn reduction_helpers_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     assert!(!gpu.variant_for(&reduce_probe::KERNEL).unwrap().subgroups);
@@ -391,7 +391,7 @@ fn chunked_kernels_on_a_2d_grid() {
 /// length past 4 workgroups runs through the runtime's 2-D fallback.
 #[test]
 fn typed_calls_through_the_2d_fallback() {
-    let Some(gpu) = gpu_with(GpuOptions { max_workgroups_per_dimension: Some(4), ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else {
         return;
     };
     let mut rng = rng("2-D fallback");
@@ -428,7 +428,7 @@ fn typed_calls_through_the_2d_fallback() {
 /// kernel and override values) is dropped, and built again, correctly, when called again.
 #[test]
 fn pipeline_cache_is_bounded() {
-    let Some(gpu) = gpu_with(GpuOptions { pipeline_cache_capacity: 3, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().pipeline_cache_capacity(3)) else {
         return;
     };
     let mut rng = rng("pipeline cache");
@@ -492,7 +492,7 @@ fn adapter_report_lists_tensor_cores() {
     if report.name.contains("llvmpipe") {
         assert!(!report.cooperative_matrix && report.cooperative_matrix_configs.is_empty(), "{text}");
     }
-    let Some(off) = gpu_with(GpuOptions { cooperative_matrix: false, ..GpuOptions::from_env() }) else { return };
+    let Some(off) = gpu_with(GpuOptions::from_env().cooperative_matrix(false)) else { return };
     let off_text = off.report().to_string();
     assert!(!off.report().cooperative_matrix && !off.features().contains(coop), "{off_text}");
     assert_eq!(off.report().cooperative_matrix_configs, report.cooperative_matrix_configs);

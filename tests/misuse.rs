@@ -69,8 +69,7 @@ fn grid_over_the_limits() {
 #[test]
 fn kernel_needing_a_missing_feature() {
     // Without SHADER_F16 (even where the adapter has it).
-    let Some(gpu) = gpu_with(GpuOptions { without: kernels::wgpu::Features::SHADER_F16, ..GpuOptions::from_env() })
-    else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().without(kernels::wgpu::Features::SHADER_F16)) else {
         return;
     };
     let x = gpu.upload(&[kernels::f16::from_f32(1.5); 4]).unwrap();
@@ -84,7 +83,7 @@ fn kernel_needing_a_missing_feature() {
     assert!(warm.unsupported.iter().any(|u| u.contains("half_roundtrip")), "{warm:?}");
 
     // Without subgroups: a kernel with no tree variant says so; the others fall back.
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     let mut out = gpu.zeros::<u32>(256).unwrap();
@@ -301,7 +300,7 @@ fn tensor_core_variants_only_where_offered() {
     }
     // Turned off by the options: the fallback everywhere, and the message says so where the
     // adapter has them.
-    let Some(off) = gpu_with(GpuOptions { cooperative_matrix: false, ..GpuOptions::from_env() }) else { return };
+    let Some(off) = gpu_with(GpuOptions::from_env().cooperative_matrix(false)) else { return };
     assert!(off.cooperative_matrices().is_empty() && !off.report().cooperative_matrix);
     assert!(!off.features().contains(kernels::wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX));
     check_off(&off, "tensor cores turned off");
@@ -499,4 +498,19 @@ fn filled_buffers_past_one_chunk() {
         let got = gpu.filled(n, h).unwrap().read(&gpu).unwrap();
         assert!(got.len() == n && got.iter().all(|&x| x == h), "f16 n={n}");
     }
+}
+
+/// No adapter matches: the message says what was asked for where it was asked (here the
+/// options, not `KERNELS_ADAPTER`) and lists the adapters there are.
+#[test]
+fn no_adapter_names_the_option_that_asked() {
+    if gpu().is_none() {
+        return;
+    }
+    let e = Gpu::with_options_blocking(GpuOptions::default().adapter("vulkan:no-such-adapter")).unwrap_err();
+    let msg = e.to_string();
+    let Error::NoAdapter { available, .. } = &e else { panic!("{e:?}") };
+    assert!(msg.starts_with("no GPU adapter matches GpuOptions::adapter(\"vulkan:no-such-adapter\"): "), "{msg}");
+    assert!(!msg.contains("KERNELS_ADAPTER"), "{msg}");
+    assert!(!available.is_empty() && available.iter().all(|a| msg.contains(a.as_str())), "{msg}");
 }

@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::{CoopConfig, CoopScalar};
+use crate::options::{GpuOptions, describe, preference};
 use crate::pipeline::PipelineCache;
 use crate::variant::Capabilities;
 use std::mem::ManuallyDrop;
@@ -15,73 +16,6 @@ pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
     .union(wgpu::Features::TIMESTAMP_QUERY)
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
-
-/// How to open a [`Gpu`].
-#[derive(Clone, Debug)]
-pub struct GpuOptions {
-    /// Adapter to pick: a backend (`vulkan`, `metal`, `dx12`, `gl`), a part of the adapter's name
-    /// (case-insensitive), or both as `backend:name`. `None` picks the most capable adapter.
-    /// [`GpuOptions::from_env`] reads it from `KERNELS_ADAPTER`.
-    pub adapter: Option<String>,
-    /// Use subgroup operations where the adapter has them. With `false`, kernels run their
-    /// tree-reduction variants (and kernels that have none report `SUBGROUP` as missing).
-    /// [`GpuOptions::from_env`] sets it to `false` when `KERNELS_SUBGROUPS=0`.
-    pub subgroups: bool,
-    /// Optional features not to enable even where the adapter has them, to run as a smaller
-    /// adapter would (`SHADER_F16` to test f16 errors, `SUBGROUP` to test the fallbacks).
-    /// [`GpuOptions::from_env`] adds `SHADER_F16` when `KERNELS_F16=0`.
-    pub without: wgpu::Features,
-    /// A lower `max_compute_workgroups_per_dimension` than the adapter's, to run as a smaller
-    /// device would: with a small value, every 1-D grid past it takes the 2-D fallback, which
-    /// tests use to exercise that path without gigabytes of data.
-    pub max_workgroups_per_dimension: Option<u32>,
-    /// Use tensor cores (`EXPERIMENTAL_COOPERATIVE_MATRIX`) where the adapter offers a
-    /// configuration WGSL can express. With `false`, kernels run their portable variants (and
-    /// kernels that have none report the feature as missing). [`GpuOptions::from_env`] sets it
-    /// to `false` when `KERNELS_COOPERATIVE_MATRIX=0`.
-    pub cooperative_matrix: bool,
-    /// How many pipelines (one per kernel and set of override values) the context keeps; past
-    /// it, the least recently used is dropped (and rebuilt if called again).
-    pub pipeline_cache_capacity: usize,
-}
-
-/// The default of [`GpuOptions::pipeline_cache_capacity`]: room for every kernel of the library
-/// and a few hundred shape-specialised pipelines.
-pub const DEFAULT_PIPELINE_CACHE_CAPACITY: usize = 512;
-
-impl Default for GpuOptions {
-    fn default() -> Self {
-        GpuOptions {
-            adapter: None,
-            subgroups: true,
-            without: wgpu::Features::empty(),
-            max_workgroups_per_dimension: None,
-            cooperative_matrix: true,
-            pipeline_cache_capacity: DEFAULT_PIPELINE_CACHE_CAPACITY,
-        }
-    }
-}
-
-impl GpuOptions {
-    /// Options from the environment: `KERNELS_ADAPTER`, `KERNELS_SUBGROUPS=0`, `KERNELS_F16=0`,
-    /// `KERNELS_COOPERATIVE_MATRIX=0`.
-    pub fn from_env() -> Self {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// [`GpuOptions::from_env`] over any source of variables.
-    fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
-        let off = |name: &str| var(name).is_some_and(|v| v.trim() == "0");
-        GpuOptions {
-            adapter: var("KERNELS_ADAPTER").filter(|s| !s.trim().is_empty()),
-            subgroups: !off("KERNELS_SUBGROUPS"),
-            without: if off("KERNELS_F16") { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() },
-            max_workgroups_per_dimension: None,
-            cooperative_matrix: !off("KERNELS_COOPERATIVE_MATRIX"),
-            pipeline_cache_capacity: DEFAULT_PIPELINE_CACHE_CAPACITY,
-        }
-    }
-}
 
 /// What the runtime found: the adapter and the capabilities kernels depend on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -271,16 +205,6 @@ pub(crate) fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-fn rank(t: wgpu::DeviceType) -> u8 {
-    match t {
-        wgpu::DeviceType::DiscreteGpu => 0,
-        wgpu::DeviceType::IntegratedGpu => 1,
-        wgpu::DeviceType::VirtualGpu => 2,
-        wgpu::DeviceType::Other => 3,
-        wgpu::DeviceType::Cpu => 4,
-    }
-}
-
 /// wgpu's multi-line error text ("Validation Error\n\nCaused by:\n  In …\n    …") on one line.
 #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 fn one_line(text: &str) -> String {
@@ -351,23 +275,6 @@ impl CoopPlan {
     }
 }
 
-fn describe(info: &wgpu::AdapterInfo) -> String {
-    format!("{} ({:?})", info.name, info.backend)
-}
-
-/// Whether `wanted` (`backend`, `name part` or `backend:name part`) selects this adapter.
-fn matches(info: &wgpu::AdapterInfo, wanted: &str) -> bool {
-    let wanted = wanted.trim().to_lowercase();
-    let backend = format!("{:?}", info.backend).to_lowercase();
-    let name = info.name.to_lowercase();
-    let backend_ok =
-        |b: &str| backend == b || (b == "gl" && backend == "gl") || (b == "webgpu" && backend == "browserwebgpu");
-    match wanted.split_once(':') {
-        Some((b, n)) => backend_ok(b) && name.contains(n.trim()),
-        None => backend_ok(&wanted) || name.contains(&wanted),
-    }
-}
-
 impl Gpu {
     /// Opens the best adapter, honouring `KERNELS_ADAPTER` and `KERNELS_SUBGROUPS`. Not on the
     /// web, where nothing may block: use [`Gpu::with_options`] there.
@@ -403,7 +310,7 @@ impl Gpu {
         // asked for, or when no primary backend has an adapter.
         #[cfg(not(target_arch = "wasm32"))]
         let adapters = {
-            let wants_gl = options.adapter.as_deref().is_some_and(|w| w.trim().to_lowercase().starts_with("gl"));
+            let wants_gl = options.adapter.as_ref().is_some_and(|f| f.backend() == Some(wgpu::Backend::Gl));
             let mut adapters =
                 if wants_gl { Vec::new() } else { instance.enumerate_adapters(wgpu::Backends::PRIMARY).await };
             if adapters.is_empty() {
@@ -422,17 +329,15 @@ impl Gpu {
             .into_iter()
             .collect();
         let available: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
-        let mut candidates: Vec<wgpu::Adapter> = adapters
+        let mut candidates: Vec<(wgpu::AdapterInfo, wgpu::Adapter)> = adapters
             .into_iter()
-            .filter(|a| options.adapter.as_deref().is_none_or(|w| matches(&a.get_info(), w)))
+            .map(|a| (a.get_info(), a))
+            .filter(|(info, _)| options.adapter.as_ref().is_none_or(|f| f.matches(info)))
             .collect();
-        candidates.sort_by_key(|a| {
-            let info = a.get_info();
-            // Prefer real GPUs, then Vulkan/Metal/DX12 over GL.
-            (rank(info.device_type), matches!(info.backend, wgpu::Backend::Gl) as u8)
-        });
-        let adapter =
-            candidates.into_iter().next().ok_or(Error::NoAdapter { wanted: options.adapter.clone(), available })?;
+        candidates.sort_by_key(|(info, _)| preference(info));
+        let Some((_, adapter)) = candidates.into_iter().next() else {
+            return Err(Error::NoAdapter { wanted: options.adapter.as_ref().map(ToString::to_string), available });
+        };
         Self::open_adapter(Some(instance), adapter, &options).await
     }
 
@@ -456,7 +361,6 @@ impl Gpu {
     ) -> Result<Gpu> {
         let info = adapter.get_info();
         let browser = info.backend == wgpu::Backend::BrowserWebGpu;
-        #[allow(unused_mut)]
         let mut features = adapter.features() & (OPTIONAL_FEATURES - options.without);
         let mut limits = adapter.limits();
         if let Some(max) = options.max_workgroups_per_dimension {
@@ -729,12 +633,6 @@ impl Gpu {
 mod tests {
     use super::*;
 
-    fn info(name: &str, backend: wgpu::Backend) -> wgpu::AdapterInfo {
-        let mut i = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, backend);
-        i.name = name.into();
-        i
-    }
-
     #[test]
     fn the_lifecycle_lock_is_not_taken_twice_by_one_thread() {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -751,20 +649,6 @@ mod tests {
         });
         let got = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the lifecycle lock deadlocked");
         assert_eq!(got, (true, true, true, true));
-    }
-
-    #[test]
-    fn options_from_the_environment() {
-        let vars = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-        };
-        let default = GpuOptions::from_lookup(vars(&[]));
-        assert!(default.cooperative_matrix && default.subgroups && default.adapter.is_none());
-        let off = GpuOptions::from_lookup(vars(&[("KERNELS_COOPERATIVE_MATRIX", " 0 "), ("KERNELS_F16", "0")]));
-        assert!(!off.cooperative_matrix && off.subgroups);
-        assert_eq!(off.without, wgpu::Features::SHADER_F16);
-        let on = GpuOptions::from_lookup(vars(&[("KERNELS_COOPERATIVE_MATRIX", "1"), ("KERNELS_ADAPTER", " ")]));
-        assert!(on.cooperative_matrix && on.adapter.is_none());
     }
 
     fn report() -> AdapterReport {
@@ -818,15 +702,5 @@ mod tests {
             ),
             "{text}"
         );
-    }
-
-    #[test]
-    fn adapter_selection_by_backend_name_or_both() {
-        let lavapipe = info("llvmpipe (LLVM 15.0.6, 256 bits)", wgpu::Backend::Vulkan);
-        assert!(matches(&lavapipe, "vulkan"));
-        assert!(matches(&lavapipe, "LLVMpipe"));
-        assert!(matches(&lavapipe, "vulkan:llvm"));
-        assert!(!matches(&lavapipe, "gl:llvm"));
-        assert!(!matches(&lavapipe, "nvidia"));
     }
 }

@@ -5,9 +5,9 @@
 #[non_exhaustive]
 pub enum Error {
     /// No adapter matched.
-    #[error("no GPU adapter{}: available adapters: {}", wanted.as_ref().map(|w| format!(" matches KERNELS_ADAPTER={w:?}")).unwrap_or_default(), if available.is_empty() { "none (on Linux without a GPU, install Mesa's lavapipe: `apt-get install mesa-vulkan-drivers`)".to_string() } else { available.join(", ") })]
+    #[error("no GPU adapter{}: available adapters: {}", wanted.as_ref().map(|w| format!(" matches {w}")).unwrap_or_default(), if available.is_empty() { "none (on Linux without a GPU, install Mesa's lavapipe: `apt-get install mesa-vulkan-drivers`)".to_string() } else { available.join(", ") })]
     NoAdapter {
-        /// What was asked for.
+        /// What was asked for, and where: `KERNELS_ADAPTER="…"` or `GpuOptions::adapter("…")`.
         wanted: Option<String>,
         /// What exists.
         available: Vec<String>,

@@ -177,7 +177,8 @@ impl KernelDef {
         self.workgroup_size.iter().map(|&d| d as u64).product()
     }
 
-    /// Whether any variant needs f16.
+    /// Whether every variant needs f16, so that the kernel cannot run without `SHADER_F16`
+    /// (a kernel whose tensor-core variant uses f16 but whose fallback does not is `false`).
     pub fn needs_f16(&self) -> bool {
         self.variants.iter().all(|v| v.f16)
     }
