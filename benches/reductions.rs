@@ -35,7 +35,7 @@ fn gpu_time(gpu: &Gpu, per_repeat: usize, f: &mut dyn FnMut(&kernels::Batch<'_>)
 
 fn main() {
     let fast = Gpu::with_options_blocking(GpuOptions::from_env()).expect("a GPU adapter");
-    let tree = Gpu::with_options_blocking(GpuOptions { subgroups: false, ..GpuOptions::from_env() }).unwrap();
+    let tree = Gpu::with_options_blocking(GpuOptions::from_env().subgroups(false)).unwrap();
     println!("adapter: {}", fast.report());
     let cpu = fast.report().device_type == "Cpu";
     let per_case: usize = if cpu { 1 << 22 } else { 1 << 26 };

@@ -208,7 +208,7 @@ fn decode_matches_reference() {
 #[test]
 fn decode_tree_reduction_variant() {
     // attention_decode uses the preamble's reductions: check the variant without subgroups too.
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     assert!(!gpu.variant_for(&attention_decode::KERNEL).unwrap().subgroups);

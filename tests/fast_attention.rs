@@ -245,7 +245,7 @@ fn fast_path_is_deterministic() {
 fn fast_path_tree_reduction_variant() {
     // `attention_fast_softmax` uses the preamble's workgroup reductions: check the variant
     // without subgroups too (rows longer than 256 keys, so every invocation holds a partial).
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     assert!(!gpu.variant_for(&kernels::attention::attention_fast_softmax::KERNEL).unwrap().subgroups);

@@ -158,7 +158,7 @@ fn whole_array_reductions_with_subgroups() {
 
 #[test]
 fn whole_array_reductions_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     assert!(!gpu.variant_for(&kernels::infrastructure::reduce_sum::KERNEL).unwrap().subgroups);
@@ -215,7 +215,7 @@ fn reduction_helpers_at_the_adapters_subgroup_size() {
 
 #[test]
 fn reduction_helpers_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     assert!(!gpu.variant_for(&reduce_probe::KERNEL).unwrap().subgroups);
@@ -391,7 +391,7 @@ fn chunked_kernels_on_a_2d_grid() {
 /// length past 4 workgroups runs through the runtime's 2-D fallback.
 #[test]
 fn typed_calls_through_the_2d_fallback() {
-    let Some(gpu) = gpu_with(GpuOptions { max_workgroups_per_dimension: Some(4), ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else {
         return;
     };
     let mut rng = rng("2-D fallback");
@@ -422,4 +422,218 @@ fn typed_calls_through_the_2d_fallback() {
     let want: f64 = xs.iter().map(|&v| v as f64).sum();
     let got = out.read(&gpu).unwrap()[0] as f64;
     assert!((got - want).abs() <= 1e-5 * xs.iter().map(|v| v.abs() as f64).sum::<f64>(), "{got} vs {want}");
+}
+
+/// The pipeline cache holds at most its capacity: the least recently used pipeline (one per
+/// kernel and override values) is dropped, and built again, correctly, when called again.
+#[test]
+fn pipeline_cache_is_bounded() {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().pipeline_cache_capacity(3)) else {
+        return;
+    };
+    let mut rng = rng("pipeline cache");
+    let n = 300;
+    let run = |scale: f32| {
+        let mut out = gpu.filled(n, f32::NAN).unwrap();
+        tuned(&gpu, &mut out, n as u32, tuned::Overrides { SCALE: Some(scale) }).unwrap();
+        let got = out.read(&gpu).unwrap();
+        for (i, &v) in got.iter().enumerate() {
+            assert_eq!(v, scale * i as f32, "SCALE={scale}: out[{i}]");
+        }
+    };
+    // Distinct scales, none with an exact binary form shared by another.
+    let scales: Vec<f32> = (0..12).map(|i| i as f32 + rng.random_range(0.01..0.99f32)).collect();
+    let start = gpu.pipeline_stats();
+    assert_eq!((start.cached, start.capacity, start.built, start.evicted), (0, 3, 0, 0));
+    for (i, &s) in scales.iter().enumerate() {
+        run(s);
+        let stats = gpu.pipeline_stats();
+        assert!(stats.cached <= 3, "{stats:?}");
+        assert_eq!(stats.built, i as u64 + 1, "one pipeline per override value: {stats:?}");
+        assert_eq!(stats.evicted, (i as u64 + 1).saturating_sub(3), "{stats:?}");
+    }
+    // The three most recent are still there: no build.
+    run(scales[11]);
+    run(scales[9]);
+    assert_eq!(gpu.pipeline_stats().built, 12);
+    // The first was dropped long ago: built again, and right.
+    run(scales[0]);
+    let stats = gpu.pipeline_stats();
+    assert_eq!((stats.cached, stats.built, stats.evicted), (3, 13, 10), "{stats:?}");
+    // scales[9] and [11] were used after [10]: [10] went, the others stay.
+    run(scales[11]);
+    run(scales[9]);
+    assert_eq!(gpu.pipeline_stats().built, 13);
+    run(scales[10]);
+    assert_eq!(gpu.pipeline_stats().built, 14);
+}
+
+/// The report says whether tensor cores are on and which configurations the adapter offers;
+/// `cooperative_matrix: false` turns them off.
+#[test]
+fn adapter_report_lists_tensor_cores() {
+    let Some(gpu) = gpu() else { return };
+    let report = gpu.report();
+    let text = report.to_string();
+    eprintln!("adapter: {text}");
+    let coop = kernels::wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+    assert_eq!(report.cooperative_matrix, gpu.features().contains(coop));
+    assert_eq!(report.cooperative_matrix, !gpu.cooperative_matrices().is_empty());
+    if report.cooperative_matrix {
+        assert!(text.contains("tensor cores: on ("), "{text}");
+        for c in gpu.cooperative_matrices() {
+            assert!(report.cooperative_matrix_configs.contains(c) && text.contains(&c.to_string()), "{text}");
+        }
+    } else if report.cooperative_matrix_configs.is_empty() {
+        assert!(text.contains("tensor cores: none"), "{text}");
+    } else {
+        assert!(text.contains("tensor cores: off ("), "{text}");
+    }
+    if report.name.contains("llvmpipe") {
+        assert!(!report.cooperative_matrix && report.cooperative_matrix_configs.is_empty(), "{text}");
+    }
+    let Some(off) = gpu_with(GpuOptions::from_env().cooperative_matrix(false)) else { return };
+    let off_text = off.report().to_string();
+    assert!(!off.report().cooperative_matrix && !off.features().contains(coop), "{off_text}");
+    assert_eq!(off.report().cooperative_matrix_configs, report.cooperative_matrix_configs);
+    if !report.cooperative_matrix_configs.is_empty() {
+        assert!(off_text.contains("tensor cores: off (turned off by KERNELS_COOPERATIVE_MATRIX=0"), "{off_text}");
+    }
+}
+
+/// Everything wgpu holds for a context, by the hub report of the instance it came from: after
+/// the last handle (a `Gpu` clone or a buffer) drops, no device, queue, buffer, pipeline, bind
+/// group or encoder of it is left, so wgpu destroys the device. (A leaked reference to any of
+/// them — the uniform pool once leaked one per submission — keeps the device alive.)
+#[test]
+fn a_context_releases_everything_when_its_last_handle_drops() {
+    use kernels::wgpu;
+    if gpu().is_none() {
+        return;
+    }
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+        .expect("an adapter (common::gpu found one)");
+    let live = |what: &str| {
+        let hub = instance.generate_report().expect("a wgpu-core instance").hub;
+        let kinds = [
+            ("devices", hub.devices),
+            ("queues", hub.queues),
+            ("buffers", hub.buffers),
+            ("bind groups", hub.bind_groups),
+            ("bind group layouts", hub.bind_group_layouts),
+            ("pipeline layouts", hub.pipeline_layouts),
+            ("shader modules", hub.shader_modules),
+            ("compute pipelines", hub.compute_pipelines),
+            ("command encoders", hub.command_encoders),
+            ("command buffers", hub.command_buffers),
+            ("query sets", hub.query_sets),
+        ];
+        let left: Vec<String> = kinds
+            .iter()
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(k, r)| format!("{k}: {}", r.num_allocated + r.num_kept_from_user))
+            .collect();
+        eprintln!("{what}: {left:?}");
+        left
+    };
+    let gpu = pollster::block_on(Gpu::from_adapter(adapter, &GpuOptions::from_env())).unwrap();
+    let mut rng = rng("release");
+    let xs = uniform(&mut rng, 5000, -1.0, 1.0);
+    let x = gpu.upload(&xs).unwrap();
+    let mut y = gpu.filled(5000, f32::NAN).unwrap();
+    // Single calls and a batch (both submit through the uniform pool), reads, a profile.
+    copy(&gpu, &x, &mut y, 5000).unwrap();
+    let batch = gpu.batch();
+    for _ in 0..3 {
+        scale(&batch, &mut y, scale::Params::new(5000, 2.0)).unwrap();
+    }
+    batch.submit().unwrap();
+    if gpu.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES) {
+        let batch = gpu.profiled_batch(4).unwrap();
+        axpy(&batch, &x, &mut y, axpy::Params::new(5000, 1.0)).unwrap();
+        assert_eq!(batch.submit_profiled().unwrap().dispatches.len(), 1);
+    } else {
+        axpy(&gpu, &x, &mut y, axpy::Params::new(5000, 1.0)).unwrap();
+    }
+    let want: Vec<f64> = xs.iter().map(|&v| 9.0 * v as f64).collect();
+    assert_close("release", &y.read(&gpu).unwrap(), &want, 1e-6);
+    assert_eq!(y.read_range(&gpu, 7..9).unwrap().len(), 2);
+    gpu.wait().unwrap();
+    // A buffer keeps its context alive.
+    drop((gpu, x));
+    assert!(live("with one buffer left").iter().any(|k| k.starts_with("devices")));
+    drop(y);
+    let left = live("after the last handle");
+    assert!(left.is_empty(), "wgpu objects outlive their context: {left:?}");
+}
+
+/// The last handle of context B dropped inside a wgpu callback that runs while context A is
+/// dropped: B's drop must not wait for the lock A's drop holds on the same thread. Run on a
+/// thread with a timeout, so that a regression fails instead of hanging.
+#[test]
+fn a_context_dropped_inside_a_callback_of_another_does_not_deadlock() {
+    if gpu().is_none() {
+        return;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (a, b) = (gpu().unwrap(), gpu().unwrap());
+        let mut x = a.upload(&[1.0f32; 256]).unwrap();
+        scale(&a, &mut x, scale::Params::new(256, 2.0)).unwrap();
+        // B lives on only in a buffer that rides in A's callback, which runs when A's drop
+        // waits for A's work.
+        let last_of_b = b.upload(&[1.0f32; 4]).unwrap();
+        drop(b);
+        let (ran_tx, ran_rx) = std::sync::mpsc::channel();
+        a.queue().on_submitted_work_done(move || {
+            drop(last_of_b);
+            let _ = ran_tx.send(());
+        });
+        drop((x, a));
+        let ran = ran_rx.try_recv().is_ok();
+        let _ = tx.send(ran);
+    });
+    let ran = rx
+        .recv_timeout(std::time::Duration::from_secs(300))
+        .expect("dropping a context inside a callback of another one deadlocked");
+    assert!(ran, "the callback ran during the drop");
+}
+
+/// A context whose drop is waiting for its GPU work does not hold up `Gpu::new` on another
+/// thread: A's drop is held inside its wait (by a callback that blocks until another context
+/// has opened); were the lifecycle lock held meanwhile, the open could not finish and the
+/// callback would give up after a minute.
+#[test]
+fn opening_a_context_is_not_held_up_by_one_that_drops() {
+    if gpu().is_none() {
+        return;
+    }
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    let (entered_tx, entered_rx) = channel();
+    let (opened_tx, opened_rx) = channel::<()>();
+    let (verdict_tx, verdict_rx) = channel();
+    let dropper = std::thread::spawn(move || {
+        let a = gpu().unwrap();
+        let mut x = a.upload(&[1.0f32; 4096]).unwrap();
+        scale(&a, &mut x, scale::Params::new(4096, 2.0)).unwrap();
+        a.queue().on_submitted_work_done(move || {
+            let _ = entered_tx.send(());
+            let _ = verdict_tx.send(opened_rx.recv_timeout(Duration::from_secs(60)).is_ok());
+        });
+        drop((x, a));
+    });
+    entered_rx.recv_timeout(Duration::from_secs(300)).expect("the dropping context never waited for its work");
+    let opener = std::thread::spawn(move || {
+        let b = gpu().unwrap();
+        let mut y = b.upload(&[3.0f32; 4]).unwrap();
+        scale(&b, &mut y, scale::Params::new(4, 2.0)).unwrap();
+        assert_eq!(y.read(&b).unwrap(), vec![6.0; 4]);
+        let _ = opened_tx.send(());
+    });
+    let opened = verdict_rx.recv_timeout(Duration::from_secs(300)).expect("the callback never answered");
+    opener.join().unwrap();
+    dropper.join().unwrap();
+    assert!(opened, "Gpu::new on another thread waited for a context that was dropping");
 }

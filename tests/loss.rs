@@ -84,7 +84,7 @@ fn cross_entropy_matches_reference() {
 
 #[test]
 fn cross_entropy_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     check_ce(&gpu, "cross_entropy (tree)", &[2, 1000]);

@@ -69,8 +69,7 @@ fn grid_over_the_limits() {
 #[test]
 fn kernel_needing_a_missing_feature() {
     // Without SHADER_F16 (even where the adapter has it).
-    let Some(gpu) = gpu_with(GpuOptions { without: kernels::wgpu::Features::SHADER_F16, ..GpuOptions::from_env() })
-    else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().without(kernels::wgpu::Features::SHADER_F16)) else {
         return;
     };
     let x = gpu.upload(&[kernels::f16::from_f32(1.5); 4]).unwrap();
@@ -84,7 +83,7 @@ fn kernel_needing_a_missing_feature() {
     assert!(warm.unsupported.iter().any(|u| u.contains("half_roundtrip")), "{warm:?}");
 
     // Without subgroups: a kernel with no tree variant says so; the others fall back.
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     let mut out = gpu.zeros::<u32>(256).unwrap();
@@ -233,4 +232,285 @@ fn read_ranges() {
     let hb = gpu.upload(&h).unwrap();
     assert_eq!(hb.read_range(&gpu, 3..6).unwrap(), h[3..6].to_vec());
     assert_eq!(hb.read_range(&gpu, 8..9).unwrap(), h[8..9].to_vec());
+}
+
+/// `scale` as a kernel whose first variant needs tensor cores (16×16×16, f16 A/B, f32 C), with
+/// scale's own variants as the fallback, and a kernel with only that variant. The coop variant's
+/// source is not WGSL: building it would fail, so a run proves the fallback was chosen.
+fn coop_kernels() -> (&'static kernels::KernelDef, &'static kernels::KernelDef) {
+    use kernels::{CoopConfig, CoopScalar, KernelDef, VariantDef};
+    const C16: CoopConfig = CoopConfig { m: 16, n: 16, k: 16, ab: CoopScalar::F16, cr: CoopScalar::F32 };
+    let coop = VariantDef { subgroups: false, f16: true, coop: &[C16], wgsl: "not WGSL", browser_wgsl: "" };
+    let k = &scale::KERNEL;
+    let def = |variants: Vec<VariantDef>| -> &'static KernelDef {
+        Box::leak(Box::new(KernelDef {
+            name: k.name,
+            module: "coop_probe",
+            file: k.file,
+            line: k.line,
+            doc: k.doc,
+            workgroup_size: k.workgroup_size,
+            bindings: k.bindings,
+            overrides: k.overrides,
+            grid: k.grid,
+            grid_expr: k.grid_expr,
+            requires: k.requires,
+            variants: Box::leak(variants.into_boxed_slice()),
+        }))
+    };
+    let with_fallback = def([coop].into_iter().chain(k.variants.iter().copied()).collect());
+    (with_fallback, def(vec![coop]))
+}
+
+/// Runs `kernel` (scale's bindings) on 5 values through the untyped API.
+fn run_scale(gpu: &Gpu, kernel: &'static kernels::KernelDef) -> Result<Vec<f32>, Error> {
+    let y = gpu.upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0])?;
+    let params = scale::Params::new(5, 3.0);
+    let args = [Arg::storage(&y, true), Arg::uniform(kernels::__private::bytemuck::bytes_of(&params))];
+    gpu.record(Call { kernel, grid: Grid::Threads(5), args: &args, overrides: &[] })?;
+    y.read(gpu)
+}
+
+#[test]
+fn tensor_core_variants_only_where_offered() {
+    let (with_fallback, coop_only) = coop_kernels();
+    let check_off = |gpu: &Gpu, why: &str| {
+        assert!(gpu.variant_for(with_fallback).unwrap().coop.is_empty(), "{why}: the fallback is chosen");
+        assert_eq!(run_scale(gpu, with_fallback).unwrap(), vec![3.0, 6.0, 9.0, 12.0, 15.0], "{why}");
+        let e = gpu.variant_for(coop_only).unwrap_err();
+        assert!(matches!(e, Error::MissingFeature { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", .. }), "{why}: {e:?}");
+        let msg = e.to_string();
+        assert!(msg.contains("coop_probe::scale") && msg.contains("16×16×16 (A/B f16, C f32)"), "{why}: {msg}");
+        let e = run_scale(gpu, coop_only).unwrap_err();
+        assert!(matches!(e, Error::MissingFeature { .. }), "{why}: {e:?}");
+        let warm = gpu.warm_up([&coop_only, &with_fallback]).unwrap();
+        assert_eq!((warm.built, warm.unsupported.len()), (1, 1), "{why}: {warm:?}");
+        still_works(gpu);
+    };
+    let Some(gpu) = gpu() else { return };
+    let c16 = kernels::CoopConfig { m: 16, n: 16, k: 16, ab: kernels::CoopScalar::F16, cr: kernels::CoopScalar::F32 };
+    if gpu.cooperative_matrices().contains(&c16) {
+        // Tensor cores here (an H200): the coop variant is the one chosen.
+        assert!(gpu.features().contains(kernels::wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX));
+        assert_eq!(gpu.variant_for(with_fallback).unwrap().coop, &[c16]);
+        assert_eq!(gpu.variant_for(coop_only).unwrap().coop, &[c16]);
+    } else {
+        // lavapipe, and every adapter without that configuration.
+        check_off(&gpu, "no tensor cores");
+    }
+    // Turned off by the options: the fallback everywhere, and the message says so where the
+    // adapter has them.
+    let Some(off) = gpu_with(GpuOptions::from_env().cooperative_matrix(false)) else { return };
+    assert!(off.cooperative_matrices().is_empty() && !off.report().cooperative_matrix);
+    assert!(!off.features().contains(kernels::wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX));
+    check_off(&off, "tensor cores turned off");
+    if off.report().cooperative_matrix_configs.contains(&c16) {
+        let msg = off.variant_for(coop_only).unwrap_err().to_string();
+        assert!(msg.contains("turned off by KERNELS_COOPERATIVE_MATRIX=0"), "{msg}");
+    }
+}
+
+/// wgpu's errors go to the call that caused them: one thread uses a buffer destroyed through its
+/// raw handle in every kind of call (each must fail), while others run correct calls, checked
+/// against the CPU, that must never fail.
+#[test]
+fn errors_stay_with_the_call_that_caused_them() {
+    let Some(gpu) = gpu() else { return };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let wgpu_error = |e: &Error| matches!(e, Error::Wgpu { .. } | Error::Submit { .. });
+    std::thread::scope(|s| {
+        let misuse = s.spawn(|| {
+            let mut failures = 0;
+            for round in 0..200 {
+                let mut bad = gpu.upload(&[1.0f32; 64]).unwrap();
+                bad.raw().destroy();
+                let e = scale(&gpu, &mut bad, scale::Params::new(64, 2.0)).unwrap_err();
+                if round == 0 {
+                    eprintln!("a call: {e}");
+                }
+                assert!(wgpu_error(&e) && e.to_string().contains("infrastructure::scale"), "round {round}: {e}");
+                let e = bad.read(&gpu).unwrap_err();
+                assert!(wgpu_error(&e) && e.to_string().contains("reading a buffer"), "round {round}: {e}");
+                assert!(wgpu_error(&bad.write(&gpu, &[0.0; 64]).unwrap_err()), "round {round}");
+                assert!(wgpu_error(&bad.read_range(&gpu, 3..9).unwrap_err()), "round {round}");
+                // In a batch with a correct call: the batch fails as a whole, naming its kernels.
+                let good = gpu.upload(&[1.0f32; 64]).unwrap();
+                let batch = gpu.batch();
+                let recorded = copy(&batch, &good, &mut bad, 64).and_then(|()| batch.submit());
+                let e = recorded.unwrap_err();
+                if round == 0 {
+                    eprintln!("a batch: {e}");
+                }
+                assert!(wgpu_error(&e) && e.to_string().contains("infrastructure::copy"), "round {round}: {e}");
+                failures += 5;
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            failures
+        });
+        let workers: Vec<_> = (0..3)
+            .map(|t| {
+                let (gpu, done) = (&gpu, &done);
+                s.spawn(move || {
+                    let mut rng = common::rng(&format!("errors per call, thread {t}"));
+                    let mut calls = 0;
+                    // At least 20 rounds, and on until the misusing thread is through.
+                    while calls < 20 * 6 || !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        let n = 1 + rand::Rng::random_range(&mut rng, 0..3000usize);
+                        let alpha: f32 = rand::Rng::random_range(&mut rng, -2.0..2.0);
+                        let xs = common::uniform(&mut rng, n, -1.0, 1.0);
+                        let ys = common::uniform(&mut rng, n, -1.0, 1.0);
+                        let x = gpu.upload(&xs).unwrap();
+                        let mut y = gpu.upload(&ys).unwrap();
+                        let batch = gpu.batch();
+                        axpy(&batch, &x, &mut y, axpy::Params::new(n as u32, alpha)).unwrap();
+                        scale(&batch, &mut y, scale::Params::new(n as u32, 0.5)).unwrap();
+                        batch.submit().unwrap();
+                        let mut z = gpu.filled(n, f32::NAN).unwrap();
+                        copy(gpu, &y, &mut z, n as u32).unwrap();
+                        let got = z.read(gpu).unwrap();
+                        assert_eq!(z.read_range(gpu, 0..1).unwrap()[0], got[0]);
+                        gpu.wait().unwrap();
+                        let want: Vec<f64> =
+                            xs.iter().zip(&ys).map(|(&x, &y)| 0.5 * (y as f64 + alpha as f64 * x as f64)).collect();
+                        common::assert_close("axpy then scale", &got, &want, 1e-6);
+                        calls += 6;
+                    }
+                    calls
+                })
+            })
+            .collect();
+        let failures = misuse.join().unwrap();
+        let calls: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        eprintln!("{failures} failing calls on one thread, {calls} correct calls on three");
+    });
+    still_works(&gpu);
+}
+
+/// A submission wgpu rejects (a buffer destroyed after its calls were recorded) is
+/// `Error::Submit`, naming every kernel in it.
+#[test]
+fn a_failed_submission_names_its_kernels() {
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[1.0f32; 32]).unwrap();
+    let mut y = gpu.upload(&[1.0f32; 32]).unwrap();
+    let batch = gpu.batch();
+    axpy(&batch, &x, &mut y, axpy::Params::new(32, 1.0)).unwrap();
+    scale(&batch, &mut y, scale::Params::new(32, 2.0)).unwrap();
+    axpy(&batch, &x, &mut y, axpy::Params::new(32, 1.0)).unwrap();
+    y.raw().destroy();
+    let e = batch.submit().unwrap_err();
+    let Error::Submit { kernels, .. } = &e else { panic!("{e:?}") };
+    assert_eq!(kernels, &["infrastructure::axpy", "infrastructure::scale"]);
+    let msg = e.to_string();
+    eprintln!("{msg}");
+    assert!(
+        msg.starts_with("submitting kernels `infrastructure::axpy`, `infrastructure::scale`: wgpu reported: "),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'), "one line: {msg}");
+    still_works(&gpu);
+}
+
+/// After the device is lost every call says so, not only the first; a new context works.
+#[test]
+fn a_lost_device_is_reported_by_every_later_call() {
+    let Some(gpu) = gpu() else { return };
+    let mut x = gpu.upload(&[1.0f32; 16]).unwrap();
+    scale(&gpu, &mut x, scale::Params::new(16, 2.0)).unwrap();
+    gpu.device().destroy();
+    // wgpu reports the loss once the queue is idle, which a wait makes it.
+    let lost = |what: &str, r: Result<(), Error>| {
+        let e = r.expect_err(what);
+        assert!(matches!(e, Error::DeviceLost { .. }), "{what}: {e:?}");
+        assert!(e.to_string().contains("device is lost") && e.to_string().contains("open a new Gpu"), "{e}");
+    };
+    lost("wait", gpu.wait());
+    for round in 0..3 {
+        eprintln!("round {round}: {}", gpu.wait().unwrap_err());
+        lost("wait", gpu.wait());
+        lost("upload", gpu.upload(&[1.0f32; 4]).map(drop));
+        lost("zeros", gpu.zeros::<f32>(4).map(drop));
+        lost("filled", gpu.filled(4, 1u32).map(drop));
+        lost("call", scale(&gpu, &mut x, scale::Params::new(16, 2.0)));
+        let batch = gpu.batch();
+        lost("recording", scale(&batch, &mut x, scale::Params::new(16, 2.0)));
+        lost("submit", batch.submit());
+        lost("read", x.read(&gpu).map(drop));
+        lost("read_range", x.read_range(&gpu, 1..3).map(drop));
+        lost("write", x.write(&gpu, &[0.0; 16]));
+        lost("wait_async", pollster::block_on(gpu.wait_async()));
+        if gpu.features().contains(kernels::wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES) {
+            lost("profiled_batch", gpu.profiled_batch(4).map(drop));
+        }
+    }
+    drop((x, gpu));
+    let Some(fresh) = common::gpu() else { return };
+    still_works(&fresh);
+}
+
+/// Sizes past the device's limit, or past `u64`, are errors before anything is allocated on
+/// the host or the GPU.
+#[test]
+fn sizes_are_checked_before_allocation() {
+    let Some(gpu) = gpu() else { return };
+    let limit = gpu.limits().max_buffer_size;
+    let too_large = |what: &str, e: Error| {
+        assert!(matches!(e, Error::BufferTooLarge { .. }), "{what}: {e:?}");
+        assert!(e.to_string().contains(&limit.to_string()), "{what}: {e}");
+        e
+    };
+    // The padded size overflows u64.
+    let e = too_large("zeros f32 usize::MAX", gpu.zeros::<f32>(usize::MAX).unwrap_err());
+    assert!(e.to_string().contains("more than 18446744073709551615 bytes"), "{e}");
+    too_large("zeros u8 usize::MAX", gpu.zeros::<u8>(usize::MAX).unwrap_err());
+    too_large("zeros [f32; 4]", gpu.zeros::<[f32; 4]>(usize::MAX / 8).unwrap_err());
+    // The host vector of copies is not built first.
+    too_large("filled usize::MAX", gpu.filled(usize::MAX, 1.0f32).unwrap_err());
+    let e = too_large("filled past the limit", gpu.filled((limit / 4 + 1) as usize, 1.0f32).unwrap_err());
+    assert!(e.to_string().contains(&((limit / 4 + 1) * 4).to_string()), "{e}");
+    // Timestamps for u32::MAX dispatches: capped, not an overflow.
+    match gpu.profiled_batch(u32::MAX) {
+        Ok(batch) => {
+            let mut x = gpu.upload(&[1.0f32; 8]).unwrap();
+            for _ in 0..3 {
+                scale(&batch, &mut x, scale::Params::new(8, 2.0)).unwrap();
+            }
+            assert_eq!(batch.submit_profiled().unwrap().dispatches.len(), 3);
+            assert_eq!(x.read(&gpu).unwrap(), vec![8.0; 8]);
+        }
+        Err(e) => assert!(matches!(e, Error::MissingFeature { .. }), "{e:?}"),
+    }
+    still_works(&gpu);
+}
+
+/// `filled` writes through a few MiB at a time: lengths past one chunk, odd lengths of 2-byte
+/// elements, and the empty buffer all come back whole.
+#[test]
+fn filled_buffers_past_one_chunk() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = common::rng("filled");
+    let v: f32 = rand::Rng::random_range(&mut rng, -9.0..9.0);
+    for n in [0, 1, 5, (1 << 20) + 3] {
+        assert!(gpu.filled(n, v).unwrap().read(&gpu).unwrap().iter().all(|&x| x == v), "f32 n={n}");
+    }
+    let h = kernels::f16::from_f32(v);
+    for n in [3, (2 << 20) + 5] {
+        let got = gpu.filled(n, h).unwrap().read(&gpu).unwrap();
+        assert!(got.len() == n && got.iter().all(|&x| x == h), "f16 n={n}");
+    }
+}
+
+/// No adapter matches: the message says what was asked for where it was asked (here the
+/// options, not `KERNELS_ADAPTER`) and lists the adapters there are.
+#[test]
+fn no_adapter_names_the_option_that_asked() {
+    if gpu().is_none() {
+        return;
+    }
+    let e = Gpu::with_options_blocking(GpuOptions::default().adapter("vulkan:no-such-adapter")).unwrap_err();
+    let msg = e.to_string();
+    let Error::NoAdapter { available, .. } = &e else { panic!("{e:?}") };
+    assert!(msg.starts_with("no GPU adapter matches GpuOptions::adapter(\"vulkan:no-such-adapter\"): "), "{msg}");
+    assert!(!msg.contains("KERNELS_ADAPTER"), "{msg}");
+    assert!(!available.is_empty() && available.iter().all(|a| msg.contains(a.as_str())), "{msg}");
 }

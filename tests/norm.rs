@@ -91,7 +91,7 @@ fn forward_matches_reference() {
 
 #[test]
 fn forward_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     check_forward(&gpu, "rmsnorm_forward (tree)");

@@ -167,7 +167,7 @@ fn norm_sq_over_tensors_and_clip_scale() {
 
 #[test]
 fn norm_sq_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     check_norm(&gpu, "norm (tree)");
@@ -545,7 +545,7 @@ fn adamw_8bit_past_65535_blocks() {
 /// 8-bit AdamW with the tree reductions (no subgroups) against the float64 model.
 #[test]
 fn adamw_8bit_tree_variant() {
-    let Some(gpu) = gpu_with(GpuOptions { subgroups: false, ..GpuOptions::from_env() }) else {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().subgroups(false)) else {
         return;
     };
     assert!(!gpu.variant_for(&adamw_8bit_update::KERNEL).unwrap().subgroups);

@@ -336,12 +336,12 @@ fn kernel_tokens(
                 }
                 match shape::grid(&a.expr, iface, &rust_name) {
                     Ok(shape::Grid::Threads(n)) => {
-                        let [x, y, z] = iface.workgroup_size;
+                        let [_, y, z] = iface.workgroup_size;
                         if y != 1 || z != 1 {
                             diags.push(crate::diagnostic::Diagnostic::at(ann_loc(&a.range), "`threads(n)` needs a one-dimensional workgroup (`@workgroup_size(x)`), since the kernel recovers its index with `flat_id`").in_kernel(kname));
                         }
                         let text = a.expr.clone();
-                        grid_expr = Some(quote!(#rt::__private::shape::threads(#qualified, #text, #n, #x)?));
+                        grid_expr = Some(quote!(#rt::__private::shape::threads(#qualified, #text, #n)?));
                         grid_kind = quote!(#rt::GridKind::Threads);
                     }
                     Ok(shape::Grid::Workgroups(n)) => {

@@ -85,6 +85,8 @@ struct State {
     last: Option<std::sync::Arc<crate::pipeline::Compiled>>,
     chunks: Vec<Chunk>,
     dispatches: usize,
+    /// Each kernel recorded, once, in first-use order (named by a failed submit).
+    kernels: Vec<&'static KernelDef>,
 }
 
 /// Calls recorded for one submission. Record into it with `&batch` (generated functions take
@@ -114,6 +116,7 @@ impl Gpu {
                 last: None,
                 chunks: Vec::new(),
                 dispatches: 0,
+                kernels: Vec::new(),
             }),
         }
     }
@@ -222,92 +225,106 @@ impl Record for &Batch<'_> {
     fn record(self, call: Call<'_>) -> Result<()> {
         let gpu = self.gpu;
         let [x, y, z] = gpu.prepare(&call)?;
+        gpu.alive()?;
         let mut guard = self.state.borrow_mut();
-        // Disjoint borrows of the state's fields.
-        let State { timer, encoder, pass, pass_pipeline, last, chunks, dispatches } = &mut *guard;
-        // Consecutive calls of one kernel skip the pipeline cache's lock.
-        let reuse = last
-            .as_ref()
-            .is_some_and(|c| call.overrides.is_empty() && c.overrides_empty && std::ptr::eq(c.kernel, call.kernel));
-        if !reuse {
-            *last = Some(gpu.pipeline(call.kernel, call.overrides)?);
-        }
-        let Some(compiled) = last.as_ref() else { unreachable!("set above") };
-        if x == 0 || y == 0 || z == 0 {
-            return Ok(());
-        }
-        let align = gpu.inner.limits.min_uniform_buffer_offset_alignment as u64;
-        let mut offsets: SmallVec<[u32; 4]> = SmallVec::new();
-        let mut slots: SmallVec<[(usize, u64); 4]> = SmallVec::new();
-        for arg in call.args {
-            if let Arg::Uniform(bytes) = arg {
-                let size = (bytes.len() as u64).max(16).div_ceil(16) * 16;
-                let (chunk, offset) = place_uniform(chunks, gpu, bytes, size, align);
-                offsets.push(offset as u32);
-                slots.push((chunk, size));
+        // What wgpu rejects here (a bind group over a destroyed buffer, say) is this call's.
+        let (result, error) = gpu.scoped(|| record_into(gpu, &mut guard, &call, [x, y, z]));
+        match (result, error) {
+            (Err(e), _) => Err(e),
+            (Ok(()), Some(message)) => {
+                Err(gpu.wgpu_error(|| format!("kernel `{}`", call.kernel.qualified_name()), message))
             }
+            (Ok(()), None) => Ok(()),
         }
-        let mut slots = slots.iter();
-        let entries: SmallVec<[wgpu::BindGroupEntry<'_>; 8]> = call
-            .kernel
-            .bindings
-            .iter()
-            .zip(call.args)
-            .map(|(def, arg)| wgpu::BindGroupEntry {
-                binding: def.binding,
-                resource: match arg {
-                    Arg::Storage { raw, .. } => raw.as_entire_binding(),
-                    Arg::Uniform(_) => {
-                        let &(chunk, size) = slots.next().expect("one slot per uniform");
-                        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: &chunks[chunk].buffer,
-                            offset: 0,
-                            size: std::num::NonZeroU64::new(size),
-                        })
-                    }
-                },
-            })
-            .collect();
-        let bind_group = gpu.inner.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &compiled.layout,
-            entries: &entries,
-        });
-        let pass = match pass {
-            Some(p) => p,
-            None => {
-                let enc = encoder.get_or_insert_with(|| new_encoder(gpu));
-                *pass_pipeline = None;
-                pass.insert(
-                    enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: Some("kernels"),
-                        timestamp_writes: None,
-                    })
-                    .forget_lifetime(),
-                )
-            }
-        };
-        let id = std::sync::Arc::as_ptr(compiled) as usize;
-        if *pass_pipeline != Some(id) {
-            pass.set_pipeline(&compiled.pipeline);
-            *pass_pipeline = Some(id);
-        }
-        pass.set_bind_group(0, &bind_group, &offsets);
-        let timed = match timer {
-            Some(t) if (t.kernels.len() as u32) < t.capacity / 2 => {
-                pass.write_timestamp(&t.queries, 2 * t.kernels.len() as u32);
-                Some(t)
-            }
-            _ => None,
-        };
-        pass.dispatch_workgroups(x, y, z);
-        if let Some(t) = timed {
-            pass.write_timestamp(&t.queries, 2 * t.kernels.len() as u32 + 1);
-            t.kernels.push(call.kernel);
-        }
-        *dispatches += 1;
-        Ok(())
     }
+}
+
+/// Records one checked call into the batch's pass.
+fn record_into(gpu: &Gpu, state: &mut State, call: &Call<'_>, [x, y, z]: [u32; 3]) -> Result<()> {
+    // Disjoint borrows of the state's fields.
+    let State { timer, encoder, pass, pass_pipeline, last, chunks, dispatches, kernels } = state;
+    // Consecutive calls of one kernel skip the pipeline cache's lock.
+    let reuse = last
+        .as_ref()
+        .is_some_and(|c| call.overrides.is_empty() && c.overrides_empty && std::ptr::eq(c.kernel, call.kernel));
+    if !reuse {
+        *last = Some(gpu.pipeline(call.kernel, call.overrides)?);
+        if !kernels.iter().any(|k| std::ptr::eq(*k, call.kernel)) {
+            kernels.push(call.kernel);
+        }
+    }
+    let Some(compiled) = last.as_ref() else { unreachable!("set above") };
+    if x == 0 || y == 0 || z == 0 {
+        return Ok(());
+    }
+    let align = gpu.inner.limits.min_uniform_buffer_offset_alignment as u64;
+    let mut offsets: SmallVec<[u32; 4]> = SmallVec::new();
+    let mut slots: SmallVec<[(usize, u64); 4]> = SmallVec::new();
+    for arg in call.args {
+        if let Arg::Uniform(bytes) = arg {
+            let size = (bytes.len() as u64).max(16).div_ceil(16) * 16;
+            let (chunk, offset) = place_uniform(chunks, gpu, bytes, size, align);
+            offsets.push(offset as u32);
+            slots.push((chunk, size));
+        }
+    }
+    let mut slots = slots.iter();
+    let entries: SmallVec<[wgpu::BindGroupEntry<'_>; 8]> = call
+        .kernel
+        .bindings
+        .iter()
+        .zip(call.args)
+        .map(|(def, arg)| wgpu::BindGroupEntry {
+            binding: def.binding,
+            resource: match arg {
+                Arg::Storage { raw, .. } => raw.as_entire_binding(),
+                Arg::Uniform(_) => {
+                    let &(chunk, size) = slots.next().expect("one slot per uniform");
+                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &chunks[chunk].buffer,
+                        offset: 0,
+                        size: std::num::NonZeroU64::new(size),
+                    })
+                }
+            },
+        })
+        .collect();
+    let bind_group = gpu.inner.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &compiled.layout,
+        entries: &entries,
+    });
+    let pass = match pass {
+        Some(p) => p,
+        None => {
+            let enc = encoder.get_or_insert_with(|| new_encoder(gpu));
+            *pass_pipeline = None;
+            pass.insert(
+                enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("kernels"), timestamp_writes: None })
+                    .forget_lifetime(),
+            )
+        }
+    };
+    let id = std::sync::Arc::as_ptr(compiled) as usize;
+    if *pass_pipeline != Some(id) {
+        pass.set_pipeline(&compiled.pipeline);
+        *pass_pipeline = Some(id);
+    }
+    pass.set_bind_group(0, &bind_group, &offsets);
+    let timed = match timer {
+        Some(t) if (t.kernels.len() as u32) < t.capacity / 2 => {
+            pass.write_timestamp(&t.queries, 2 * t.kernels.len() as u32);
+            Some(t)
+        }
+        _ => None,
+    };
+    pass.dispatch_workgroups(x, y, z);
+    if let Some(t) = timed {
+        pass.write_timestamp(&t.queries, 2 * t.kernels.len() as u32 + 1);
+        t.kernels.push(call.kernel);
+    }
+    *dispatches += 1;
+    Ok(())
 }
 
 fn new_encoder(gpu: &Gpu) -> wgpu::CommandEncoder {
@@ -417,7 +434,8 @@ impl Profile {
 }
 
 impl Gpu {
-    /// A batch that timestamps every dispatch (up to `max_dispatches`); submit it with
+    /// A batch that timestamps every dispatch (up to `max_dispatches`, and at most
+    /// `wgpu::QUERY_SET_MAX_QUERIES / 2` = 2048: later dispatches run untimed); submit it with
     /// [`Batch::submit_profiled`]. Needs `TIMESTAMP_QUERY_INSIDE_PASSES` (which wgpu does not
     /// offer in a browser).
     pub fn profiled_batch(&self, max_dispatches: u32) -> Result<Batch<'_>> {
@@ -427,19 +445,23 @@ impl Gpu {
                 kernel: "profiling".into(),
                 feature: "TIMESTAMP_QUERY_INSIDE_PASSES",
                 adapter: self.inner.report.name.clone(),
+                reason: format!(", which the adapter `{}` does not offer", self.inner.report.name),
             });
         }
-        let capacity = (2 * max_dispatches.max(1)).min(wgpu::QUERY_SET_MAX_QUERIES);
-        let batch = self.batch();
-        batch.state.borrow_mut().timer = Some(Timer {
-            queries: self.inner.device.create_query_set(&wgpu::QuerySetDescriptor {
+        self.alive()?;
+        let capacity = max_dispatches.max(1).saturating_mul(2).min(wgpu::QUERY_SET_MAX_QUERIES);
+        let (queries, error) = self.scoped(|| {
+            self.inner.device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("kernels profile"),
                 ty: wgpu::QueryType::Timestamp,
                 count: capacity,
-            }),
-            capacity,
-            kernels: Vec::new(),
+            })
         });
+        if let Some(message) = error {
+            return Err(self.wgpu_error(|| format!("creating a query set of {capacity} timestamps"), message));
+        }
+        let batch = self.batch();
+        batch.state.borrow_mut().timer = Some(Timer { queries, capacity, kernels: Vec::new() });
         Ok(batch)
     }
 }
@@ -460,18 +482,24 @@ impl Batch<'_> {
         }
         let bytes = count as u64 * 8;
         let device = &gpu.inner.device;
-        let resolve = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kernels profile resolve"),
-            size: bytes,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
+        gpu.alive()?;
+        let ((resolve, readback), error) = gpu.scoped(|| {
+            let buffer = |label, usage| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size: bytes,
+                    usage,
+                    mapped_at_creation: false,
+                })
+            };
+            (
+                buffer("kernels profile resolve", wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
+                buffer("kernels profile readback", wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            )
         });
-        let readback = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kernels profile readback"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        if let Some(message) = error {
+            return Err(gpu.wgpu_error(|| "creating the timestamp buffers".into(), message));
+        }
         {
             let mut state = self.state.borrow_mut();
             let encoder = state.encoder(gpu);
@@ -483,10 +511,10 @@ impl Batch<'_> {
         readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        gpu.poll_wait()?;
         rx.recv()
             .map_err(|_| Error::Gpu("timestamp readback never completed".into()))?
-            .map_err(|e| Error::Gpu(format!("cannot map timestamps: {e}")))?;
+            .map_err(|e| gpu.wgpu_error(|| "reading timestamps".into(), format!("cannot map them: {e}")))?;
         let view = readback.slice(..).get_mapped_range().map_err(|e| Error::Gpu(e.to_string()))?;
         let mut ticks = vec![0u64; count as usize];
         bytemuck::cast_slice_mut::<u64, u8>(&mut ticks).copy_from_slice(&view);
@@ -534,33 +562,54 @@ impl Batch<'_> {
         Ok(())
     }
 
-    /// Submits everything recorded. Does not wait for the GPU.
+    /// Submits everything recorded. Does not wait for the GPU. An error wgpu raises for the
+    /// submission is [`Error::Submit`], naming its kernels.
     pub fn submit(self) -> Result<()> {
         let gpu = self.gpu;
+        gpu.alive()?;
         let mut state = self.state.into_inner();
-        state.pass = None;
-        let Some(encoder) = state.encoder.take() else {
-            return gpu.take_errors();
-        };
-        let queue = &gpu.inner.queue;
-        let mut returned = Vec::new();
-        for chunk in state.chunks {
-            let mut data = chunk.data;
-            data.resize(data.len().div_ceil(4) * 4, 0);
-            if !data.is_empty() {
-                queue.write_buffer(&chunk.buffer, 0, &data);
-            }
-            if chunk.buffer.size() == CHUNK {
-                returned.push(chunk.buffer);
-            }
+        let kernels = std::mem::take(&mut state.kernels);
+        let ((), error) = gpu.scoped(|| submit_state(gpu, state));
+        #[cfg(target_arch = "wasm32")]
+        gpu.take_errors()?;
+        match error {
+            Some(message) => Err(match gpu.alive() {
+                Err(lost) => lost,
+                Ok(()) => Error::Submit { kernels: kernels.iter().map(|k| k.qualified_name()).collect(), message },
+            }),
+            None => Ok(()),
         }
-        queue.submit([encoder.finish()]);
-        let pool = gpu.inner.uniform_pool.clone();
+    }
+}
+
+/// Ends the pass, writes the uniforms, submits, and returns the uniform chunks to the pool when
+/// the GPU is done with them.
+fn submit_state(gpu: &Gpu, mut state: State) {
+    state.pass = None;
+    let Some(encoder) = state.encoder.take() else { return };
+    let queue = &gpu.inner.queue;
+    let mut returned = Vec::new();
+    for chunk in state.chunks {
+        let mut data = chunk.data;
+        data.resize(data.len().div_ceil(4) * 4, 0);
+        if !data.is_empty() {
+            queue.write_buffer(&chunk.buffer, 0, &data);
+        }
+        if chunk.buffer.size() == CHUNK {
+            returned.push(chunk.buffer);
+        }
+    }
+    queue.submit([encoder.finish()]);
+    if !returned.is_empty() {
+        // A weak reference: a callback that never runs must not keep the pool (and through its
+        // buffers the device) alive.
+        let pool = std::sync::Arc::downgrade(&gpu.inner.uniform_pool);
         queue.on_submitted_work_done(move || {
-            if let Ok(mut p) = pool.lock() {
+            if let Some(pool) = pool.upgrade()
+                && let Ok(mut p) = pool.lock()
+            {
                 p.extend(returned);
             }
         });
-        gpu.take_errors()
     }
 }

@@ -35,10 +35,10 @@ impl<T> std::fmt::Debug for Buffer<T> {
 }
 
 /// Bytes a buffer of `len` elements occupies: at least 4, a multiple of 4 (wgpu's copy and
-/// binding alignment).
-pub(crate) fn padded_bytes<T>(len: usize) -> u64 {
-    let bytes = (len as u64).saturating_mul(std::mem::size_of::<T>() as u64);
-    bytes.max(4).div_ceil(4) * 4
+/// binding alignment). `None` past `u64`.
+pub(crate) fn padded_bytes<T>(len: usize) -> Option<u64> {
+    let bytes = (len as u64).checked_mul(std::mem::size_of::<T>() as u64)?;
+    bytes.max(4).checked_next_multiple_of(4)
 }
 
 impl<T: Element> Buffer<T> {
@@ -66,18 +66,9 @@ impl<T: Element> Buffer<T> {
     /// web, where nothing may block: use [`Buffer::read_async`] there.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read(&self, gpu: &Gpu) -> Result<Vec<T>> {
-        let staging = self.copy_to_staging(gpu)?;
-        let slice = staging.slice(..);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        gpu.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
-        rx.recv()
-            .map_err(|_| Error::Gpu("the buffer mapping never completed".into()))?
-            .map_err(|e| Error::Gpu(format!("cannot map the buffer: {e}")))?;
-        gpu.take_errors()?;
-        self.unpack(&staging)
+        let staging = self.copy_to_staging(gpu, 0, self.raw.size())?;
+        map_blocking(gpu, &staging)?;
+        self.unpack(&staging, 0, self.len)
     }
 
     /// Copies elements `range` back to the host (only those bytes cross the bus). Waits for all
@@ -89,90 +80,72 @@ impl<T: Element> Buffer<T> {
                 detail: format!("reading elements {range:?} of a buffer of {}", self.len),
             });
         }
-        if self.gpu_id != gpu.inner.id {
-            return Err(Error::Gpu("this buffer belongs to another GPU context".into()));
-        }
         if range.is_empty() {
+            gpu.alive()?;
             return Ok(Vec::new());
         }
         let size = std::mem::size_of::<T>() as u64;
         // Copies move whole 4-byte words: widen the byte range to them, then cut.
         let (start, end) = (range.start as u64 * size, range.end as u64 * size);
         let (a, z) = (start / 4 * 4, end.div_ceil(4) * 4);
-        let device = &gpu.inner.device;
-        let staging = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kernels readback"),
-            size: z - a,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        encoder.copy_buffer_to_buffer(&self.raw, a, &staging, 0, z - a);
-        gpu.inner.queue.submit([encoder.finish()]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
-        rx.recv()
-            .map_err(|_| Error::Gpu("the buffer mapping never completed".into()))?
-            .map_err(|e| Error::Gpu(format!("cannot map the buffer: {e}")))?;
-        gpu.take_errors()?;
-        let view = staging
-            .slice(..)
-            .get_mapped_range()
-            .map_err(|e| Error::Gpu(format!("cannot read the mapped buffer: {e}")))?;
-        let mut out: Vec<T> = vec![T::zeroed(); range.len()];
-        let from = (start - a) as usize;
-        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&view[from..from + (end - start) as usize]);
-        drop(view);
-        staging.unmap();
-        Ok(out)
+        let staging = self.copy_to_staging(gpu, a, z - a)?;
+        map_blocking(gpu, &staging)?;
+        self.unpack(&staging, (start - a) as usize, range.len())
     }
 
     /// Copies the contents back to the host without blocking (for the web).
     pub async fn read_async(&self, gpu: &Gpu) -> Result<Vec<T>> {
-        let staging = self.copy_to_staging(gpu)?;
-        let slice = staging.slice(..);
+        let staging = self.copy_to_staging(gpu, 0, self.raw.size())?;
         let (tx, rx) = futures_channel::oneshot::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
         // Native backends need polling for the callback; on the web the browser drives it.
         #[cfg(not(target_arch = "wasm32"))]
-        gpu.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
-        rx.await
+        gpu.poll_wait()?;
+        let mapped = rx.await;
+        gpu.alive()?;
+        mapped
             .map_err(|_| Error::Gpu("the buffer mapping never completed".into()))?
-            .map_err(|e| Error::Gpu(format!("cannot map the buffer: {e}")))?;
-        self.unpack(&staging)
+            .map_err(|e| gpu.wgpu_error(|| "reading a buffer".into(), format!("cannot map it: {e}")))?;
+        self.unpack(&staging, 0, self.len)
     }
 
-    fn copy_to_staging(&self, gpu: &Gpu) -> Result<wgpu::Buffer> {
+    /// A mappable copy of `size` bytes from byte `offset`, submitted.
+    fn copy_to_staging(&self, gpu: &Gpu, offset: u64, size: u64) -> Result<wgpu::Buffer> {
         if self.gpu_id != gpu.inner.id {
             return Err(Error::Gpu("this buffer belongs to another GPU context".into()));
         }
+        gpu.alive()?;
         let device = &gpu.inner.device;
-        let staging = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kernels readback"),
-            size: self.raw.size(),
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+        let (staging, error) = gpu.scoped(|| {
+            let staging = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kernels readback"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            encoder.copy_buffer_to_buffer(&self.raw, offset, &staging, 0, size);
+            gpu.inner.queue.submit([encoder.finish()]);
+            staging
         });
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        encoder.copy_buffer_to_buffer(&self.raw, 0, &staging, 0, self.raw.size());
-        gpu.inner.queue.submit([encoder.finish()]);
-        Ok(staging)
+        match error {
+            Some(message) => Err(gpu.wgpu_error(|| "reading a buffer".into(), message)),
+            None => Ok(staging),
+        }
     }
 
-    fn unpack(&self, staging: &wgpu::Buffer) -> Result<Vec<T>> {
-        let bytes = self.len * std::mem::size_of::<T>();
+    /// `count` elements from byte `from` of a mapped staging buffer.
+    fn unpack(&self, staging: &wgpu::Buffer, from: usize, count: usize) -> Result<Vec<T>> {
+        let bytes = count * std::mem::size_of::<T>();
         let view = staging
             .slice(..)
             .get_mapped_range()
             .map_err(|e| Error::Gpu(format!("cannot read the mapped buffer: {e}")))?;
         // The mapped bytes need not be aligned for T: copy through a typed vector.
-        let mut out: Vec<T> = vec![T::zeroed(); self.len];
-        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&view[..bytes]);
+        let mut out: Vec<T> = vec![T::zeroed(); count];
+        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&view[from..from + bytes]);
         drop(view);
         staging.unmap();
         Ok(out)
@@ -188,55 +161,103 @@ impl<T: Element> Buffer<T> {
         if self.gpu_id != gpu.inner.id {
             return Err(Error::Gpu("this buffer belongs to another GPU context".into()));
         }
-        write_padded(gpu, &self.raw, bytemuck::cast_slice(data));
-        Ok(())
+        gpu.alive()?;
+        let ((), error) = gpu.scoped(|| write_padded(gpu, &self.raw, 0, bytemuck::cast_slice(data)));
+        match error {
+            Some(message) => Err(gpu.wgpu_error(|| "writing a buffer".into(), message)),
+            None => Ok(()),
+        }
     }
 }
 
-fn write_padded(gpu: &Gpu, raw: &wgpu::Buffer, bytes: &[u8]) {
+/// Maps a submitted staging buffer for reading and waits for it.
+#[cfg(not(target_arch = "wasm32"))]
+fn map_blocking(gpu: &Gpu, staging: &wgpu::Buffer) -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    gpu.poll_wait()?;
+    rx.recv()
+        .map_err(|_| Error::Gpu("the buffer mapping never completed".into()))?
+        .map_err(|e| gpu.wgpu_error(|| "reading a buffer".into(), format!("cannot map it: {e}")))
+}
+
+/// Writes `bytes` at byte `offset` (a multiple of 4), padding the tail to 4 bytes.
+fn write_padded(gpu: &Gpu, raw: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
     if bytes.is_empty() {
         return;
     }
     if bytes.len().is_multiple_of(4) {
-        gpu.inner.queue.write_buffer(raw, 0, bytes);
+        gpu.inner.queue.write_buffer(raw, offset, bytes);
     } else {
         let mut padded = bytes.to_vec();
         padded.resize(bytes.len().div_ceil(4) * 4, 0);
-        gpu.inner.queue.write_buffer(raw, 0, &padded);
+        gpu.inner.queue.write_buffer(raw, offset, &padded);
     }
 }
 
+/// Host memory `filled` writes through at a time.
+const FILL_CHUNK_BYTES: usize = 4 << 20;
+
 impl Gpu {
-    fn allocate<T: Element>(&self, len: usize, label: &str) -> Result<Buffer<T>> {
-        let bytes = padded_bytes::<T>(len);
+    /// The padded size of `len` elements of `T`, checked against the device's limit before
+    /// anything is allocated.
+    fn checked_size<T: Element>(&self, len: usize) -> Result<u64> {
         let limit = self.inner.limits.max_buffer_size;
-        if bytes > limit || len as u64 > u64::MAX / (std::mem::size_of::<T>() as u64).max(1) {
-            return Err(Error::BufferTooLarge { bytes, limit });
+        match padded_bytes::<T>(len) {
+            Some(bytes) if bytes <= limit => Ok(bytes),
+            Some(bytes) => Err(Error::BufferTooLarge { bytes, limit }),
+            None => Err(Error::BufferTooLarge { bytes: u64::MAX, limit }),
         }
-        let raw = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: bytes,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+    }
+
+    /// A new buffer of `len` elements, then `init` on it, both inside error scopes.
+    fn allocate<T: Element>(&self, len: usize, init: impl FnOnce(&wgpu::Buffer)) -> Result<Buffer<T>> {
+        let bytes = self.checked_size::<T>(len)?;
+        self.alive()?;
+        let (raw, error) = self.scoped(|| {
+            let raw = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kernels buffer"),
+                size: bytes,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            init(&raw);
+            raw
         });
+        if let Some(message) = error {
+            return Err(self.wgpu_error(|| format!("creating a buffer of {bytes} bytes"), message));
+        }
         Ok(Buffer { raw, len, gpu_id: self.inner.id, id: next_id(), _t: PhantomData, _owner: self.clone() })
     }
 
     /// A buffer holding a copy of `data`.
     pub fn upload<T: Element>(&self, data: &[T]) -> Result<Buffer<T>> {
-        let buffer = self.allocate::<T>(data.len(), "kernels buffer")?;
-        write_padded(self, &buffer.raw, bytemuck::cast_slice(data));
-        Ok(buffer)
+        self.allocate(data.len(), |raw| write_padded(self, raw, 0, bytemuck::cast_slice(data)))
     }
 
     /// A buffer of `len` zeroed elements.
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
         // wgpu zero-initialises new buffers.
-        self.allocate::<T>(len, "kernels buffer")
+        self.allocate::<T>(len, |_| ())
     }
 
-    /// A buffer of `len` copies of `value`.
+    /// A buffer of `len` copies of `value`. The size is checked first; the host side never
+    /// holds more than a few MiB of copies.
     pub fn filled<T: Element>(&self, len: usize, value: T) -> Result<Buffer<T>> {
-        self.upload(&vec![value; len])
+        self.checked_size::<T>(len)?;
+        let size = std::mem::size_of::<T>().max(1);
+        // Whole multiples of 4 elements keep every chunk's offset 4-byte aligned.
+        let per_chunk = (FILL_CHUNK_BYTES / size).max(4) / 4 * 4;
+        let chunk = vec![value; per_chunk.min(len)];
+        self.allocate(len, |raw| {
+            let mut done = 0;
+            while done < len {
+                let n = per_chunk.min(len - done);
+                write_padded(self, raw, (done * size) as u64, bytemuck::cast_slice(&chunk[..n]));
+                done += n;
+            }
+        })
     }
 }

@@ -2,10 +2,13 @@
 //! features kernels use, and a report of what was found.
 
 use crate::error::{Error, Result};
+use crate::kernel::{CoopConfig, CoopScalar};
+use crate::options::{GpuOptions, describe, preference};
 use crate::pipeline::PipelineCache;
+use crate::variant::Capabilities;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Features the runtime asks for when the adapter has them.
 pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
@@ -14,53 +17,9 @@ pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
 
-/// How to open a [`Gpu`].
-#[derive(Clone, Debug)]
-pub struct GpuOptions {
-    /// Adapter to pick: a backend (`vulkan`, `metal`, `dx12`, `gl`), a part of the adapter's name
-    /// (case-insensitive), or both as `backend:name`. `None` picks the most capable adapter.
-    /// [`GpuOptions::from_env`] reads it from `KERNELS_ADAPTER`.
-    pub adapter: Option<String>,
-    /// Use subgroup operations where the adapter has them. With `false`, kernels run their
-    /// tree-reduction variants (and kernels that have none report `SUBGROUP` as missing).
-    /// [`GpuOptions::from_env`] sets it to `false` when `KERNELS_SUBGROUPS=0`.
-    pub subgroups: bool,
-    /// Optional features not to enable even where the adapter has them, to run as a smaller
-    /// adapter would (`SHADER_F16` to test f16 errors, `SUBGROUP` to test the fallbacks).
-    /// [`GpuOptions::from_env`] adds `SHADER_F16` when `KERNELS_F16=0`.
-    pub without: wgpu::Features,
-    /// A lower `max_compute_workgroups_per_dimension` than the adapter's, to run as a smaller
-    /// device would: with a small value, every 1-D grid past it takes the 2-D fallback, which
-    /// tests use to exercise that path without gigabytes of data.
-    pub max_workgroups_per_dimension: Option<u32>,
-}
-
-impl Default for GpuOptions {
-    fn default() -> Self {
-        GpuOptions {
-            adapter: None,
-            subgroups: true,
-            without: wgpu::Features::empty(),
-            max_workgroups_per_dimension: None,
-        }
-    }
-}
-
-impl GpuOptions {
-    /// Options from the environment: `KERNELS_ADAPTER`, `KERNELS_SUBGROUPS=0`, `KERNELS_F16=0`.
-    pub fn from_env() -> Self {
-        let off = |name: &str| std::env::var(name).is_ok_and(|v| v.trim() == "0");
-        GpuOptions {
-            adapter: std::env::var("KERNELS_ADAPTER").ok().filter(|s| !s.trim().is_empty()),
-            subgroups: !off("KERNELS_SUBGROUPS"),
-            without: if off("KERNELS_F16") { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() },
-            max_workgroups_per_dimension: None,
-        }
-    }
-}
-
 /// What the runtime found: the adapter and the capabilities kernels depend on.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AdapterReport {
     /// Adapter name.
     pub name: String,
@@ -88,6 +47,17 @@ pub struct AdapterReport {
     pub max_buffer_size: u64,
     /// `max_compute_workgroup_storage_size`
     pub max_workgroup_memory: u32,
+    /// Tensor cores are on: `EXPERIMENTAL_COOPERATIVE_MATRIX` is enabled and kernels run their
+    /// cooperative-matrix variants where the configurations they use are offered.
+    pub cooperative_matrix: bool,
+    /// The cooperative-matrix configurations the adapter offers that WGSL can express (with
+    /// tensor cores on, exactly those kernels may use).
+    pub cooperative_matrix_configs: Vec<CoopConfig>,
+    /// Configurations the adapter offers that WGSL cannot express (e.g. `16×8×16 f16/f32`).
+    pub cooperative_matrix_other: Vec<String>,
+    /// Why tensor cores are off although the adapter offers configurations (turned off by the
+    /// options, `SHADER_F16` off, or the device refused them).
+    pub cooperative_matrix_off: Option<String>,
 }
 
 impl std::fmt::Display for AdapterReport {
@@ -113,7 +83,19 @@ impl std::fmt::Display for AdapterReport {
             self.max_workgroups_per_dimension,
             self.max_storage_binding >> 20,
             self.max_workgroup_memory >> 10,
-        )
+        )?;
+        let list = |configs: &[CoopConfig]| configs.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ");
+        match (self.cooperative_matrix, &self.cooperative_matrix_off) {
+            (true, _) => write!(f, "; tensor cores: on ({})", list(&self.cooperative_matrix_configs))?,
+            (false, Some(why)) if !self.cooperative_matrix_configs.is_empty() => {
+                write!(f, "; tensor cores: off ({why}; offered: {})", list(&self.cooperative_matrix_configs))?
+            }
+            (false, _) => write!(f, "; tensor cores: none")?,
+        }
+        if !self.cooperative_matrix_other.is_empty() {
+            write!(f, " (also offered, not expressible in WGSL: {})", self.cooperative_matrix_other.join(", "))?;
+        }
+        Ok(())
     }
 }
 
@@ -121,11 +103,41 @@ impl std::fmt::Display for AdapterReport {
 /// deadlocks when one thread destroys a device while another creates or destroys one (seen in
 /// `vkDestroyDevice` against the driver's own lock), which a test harness running one context
 /// per thread does all the time.
+///
+/// Two rules keep the lock itself harmless: it is never held while waiting for the GPU (a
+/// context polls its work to completion *before* taking it, so another thread's `Gpu::new` is
+/// not held up by a slow GPU), and a thread that holds it never waits for it again (dropping a
+/// context can run wgpu callbacks that drop the last handle of another context; that nested
+/// drop is already serialised by the outer one and takes nothing).
 static LIFECYCLE: Mutex<()> = Mutex::new(());
 
-fn lifecycle() -> std::sync::MutexGuard<'static, ()> {
-    LIFECYCLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+thread_local! {
+    /// Whether this thread holds `LIFECYCLE`.
+    static HOLDS_LIFECYCLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
+
+/// `LIFECYCLE`, or nothing if this thread holds it already.
+pub(crate) struct LifecycleGuard(Option<std::sync::MutexGuard<'static, ()>>);
+
+impl Drop for LifecycleGuard {
+    fn drop(&mut self) {
+        if self.0.take().is_some() {
+            HOLDS_LIFECYCLE.with(|h| h.set(false));
+        }
+    }
+}
+
+pub(crate) fn lifecycle() -> LifecycleGuard {
+    if HOLDS_LIFECYCLE.with(|h| h.get()) {
+        return LifecycleGuard(None);
+    }
+    let guard = LIFECYCLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    HOLDS_LIFECYCLE.with(|h| h.set(true));
+    LifecycleGuard(Some(guard))
+}
+
+/// Uniform buffers of finished submissions, ready for reuse (see `batch.rs`).
+pub(crate) type UniformPool = Mutex<Vec<wgpu::Buffer>>;
 
 pub(crate) struct Inner {
     pub(crate) id: u64,
@@ -135,27 +147,38 @@ pub(crate) struct Inner {
     pub(crate) queue: ManuallyDrop<wgpu::Queue>,
     pub(crate) adapter: ManuallyDrop<wgpu::Adapter>,
     pub(crate) pipelines: ManuallyDrop<PipelineCache>,
-    pub(crate) uniform_pool: ManuallyDrop<Arc<Mutex<Vec<wgpu::Buffer>>>>,
+    /// The only strong reference: submissions' callbacks hold a `Weak` (a strong one in a
+    /// callback that never runs would keep the device alive).
+    pub(crate) uniform_pool: Arc<UniformPool>,
     pub(crate) features: wgpu::Features,
     pub(crate) limits: wgpu::Limits,
-    pub(crate) use_subgroups: bool,
+    /// What variants may use.
+    pub(crate) caps: Capabilities,
+    /// Features the adapter has that the options turned off.
+    pub(crate) disabled: Vec<&'static str>,
     /// On wgpu's WebGPU backend (a browser): shader modules are made from `browser_wgsl`.
     pub(crate) browser: bool,
     pub(crate) report: AdapterReport,
+    /// Errors wgpu raised outside the runtime's error scopes (through the raw wgpu handles, or
+    /// on the web, where scopes cannot be awaited synchronously): reported by `wait`.
     pub(crate) errors: Arc<Mutex<Vec<String>>>,
+    /// Set once when the device is lost; every call after reports it.
+    pub(crate) lost: Arc<OnceLock<String>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        let _guard = lifecycle();
-        // Finish outstanding work so that nothing on the GPU refers to what is dropped. (A
-        // browser keeps what is in flight alive itself, and the main thread must not block.)
+        // Finish outstanding work so that nothing on the GPU refers to what is dropped, before
+        // taking the lock: the wait may be long, and the callbacks it runs may drop other
+        // contexts. (A browser keeps what is in flight alive itself, and must not block.)
         #[cfg(not(target_arch = "wasm32"))]
         let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        let _guard = lifecycle();
+        let pooled = std::mem::take(&mut *self.uniform_pool.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(pooled);
         // SAFETY: each field is dropped exactly once, here, and never used again.
         unsafe {
             ManuallyDrop::drop(&mut self.pipelines);
-            ManuallyDrop::drop(&mut self.uniform_pool);
             ManuallyDrop::drop(&mut self.queue);
             ManuallyDrop::drop(&mut self.device);
             ManuallyDrop::drop(&mut self.adapter);
@@ -182,30 +205,73 @@ pub(crate) fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-fn rank(t: wgpu::DeviceType) -> u8 {
-    match t {
-        wgpu::DeviceType::DiscreteGpu => 0,
-        wgpu::DeviceType::IntegratedGpu => 1,
-        wgpu::DeviceType::VirtualGpu => 2,
-        wgpu::DeviceType::Other => 3,
-        wgpu::DeviceType::Cpu => 4,
-    }
+/// wgpu's multi-line error text ("Validation Error\n\nCaused by:\n  In …\n    …") on one line.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+fn one_line(text: &str) -> String {
+    text.lines().map(str::trim).filter(|l| !l.is_empty() && *l != "Caused by:").collect::<Vec<_>>().join(": ")
 }
 
-fn describe(info: &wgpu::AdapterInfo) -> String {
-    format!("{} ({:?})", info.name, info.backend)
+/// Tensor cores on one adapter: what it offers and what the runtime will enable.
+struct CoopPlan {
+    /// Offered configurations WGSL can express.
+    expressible: Vec<CoopConfig>,
+    /// Offered configurations it cannot, as text.
+    other: Vec<String>,
+    /// What to enable (empty: ask for no tensor cores).
+    enabled: Vec<CoopConfig>,
+    /// Why nothing is enabled although configurations are offered.
+    off: Option<String>,
 }
 
-/// Whether `wanted` (`backend`, `name part` or `backend:name part`) selects this adapter.
-fn matches(info: &wgpu::AdapterInfo, wanted: &str) -> bool {
-    let wanted = wanted.trim().to_lowercase();
-    let backend = format!("{:?}", info.backend).to_lowercase();
-    let name = info.name.to_lowercase();
-    let backend_ok =
-        |b: &str| backend == b || (b == "gl" && backend == "gl") || (b == "webgpu" && backend == "browserwebgpu");
-    match wanted.split_once(':') {
-        Some((b, n)) => backend_ok(b) && name.contains(n.trim()),
-        None => backend_ok(&wanted) || name.contains(&wanted),
+impl CoopPlan {
+    fn new(adapter: &wgpu::Adapter, browser: bool, features: wgpu::Features, options: &GpuOptions) -> CoopPlan {
+        let mut plan = CoopPlan { expressible: Vec::new(), other: Vec::new(), enabled: Vec::new(), off: None };
+        // WebGPU has no cooperative matrices.
+        if browser {
+            return plan;
+        }
+        for p in adapter.cooperative_matrix_properties() {
+            let scalar = |t: wgpu::CooperativeScalarType| match t {
+                wgpu::CooperativeScalarType::F16 => Some(CoopScalar::F16),
+                wgpu::CooperativeScalarType::F32 => Some(CoopScalar::F32),
+                _ => None,
+            };
+            let config = match (scalar(p.ab_type), scalar(p.cr_type)) {
+                (Some(ab), Some(cr)) => Some(CoopConfig { m: p.m_size, n: p.n_size, k: p.k_size, ab, cr }),
+                _ => None,
+            };
+            match config {
+                Some(c) if c.expressible_in_wgsl() => {
+                    if !plan.expressible.contains(&c) {
+                        plan.expressible.push(c)
+                    }
+                }
+                _ => plan
+                    .other
+                    .push(format!("{}×{}×{} (A/B {:?}, C {:?})", p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type)),
+            }
+        }
+        if plan.expressible.is_empty() {
+            return plan;
+        }
+        let needs_f16 = |c: &CoopConfig| c.ab == CoopScalar::F16 || c.cr == CoopScalar::F16;
+        let usable: Vec<CoopConfig> = plan
+            .expressible
+            .iter()
+            .filter(|c| features.contains(wgpu::Features::SHADER_F16) || !needs_f16(c))
+            .copied()
+            .collect();
+        plan.off = if !options.cooperative_matrix {
+            Some("turned off by KERNELS_COOPERATIVE_MATRIX=0 or GpuOptions::cooperative_matrix".into())
+        } else if !adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            Some("the adapter does not expose EXPERIMENTAL_COOPERATIVE_MATRIX".into())
+        } else if usable.is_empty() {
+            Some("they need SHADER_F16, which is off".into())
+        } else {
+            plan.enabled = usable;
+            None
+        };
+        plan
     }
 }
 
@@ -244,7 +310,7 @@ impl Gpu {
         // asked for, or when no primary backend has an adapter.
         #[cfg(not(target_arch = "wasm32"))]
         let adapters = {
-            let wants_gl = options.adapter.as_deref().is_some_and(|w| w.trim().to_lowercase().starts_with("gl"));
+            let wants_gl = options.adapter.as_ref().is_some_and(|f| f.backend() == Some(wgpu::Backend::Gl));
             let mut adapters =
                 if wants_gl { Vec::new() } else { instance.enumerate_adapters(wgpu::Backends::PRIMARY).await };
             if adapters.is_empty() {
@@ -263,17 +329,15 @@ impl Gpu {
             .into_iter()
             .collect();
         let available: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
-        let mut candidates: Vec<wgpu::Adapter> = adapters
+        let mut candidates: Vec<(wgpu::AdapterInfo, wgpu::Adapter)> = adapters
             .into_iter()
-            .filter(|a| options.adapter.as_deref().is_none_or(|w| matches(&a.get_info(), w)))
+            .map(|a| (a.get_info(), a))
+            .filter(|(info, _)| options.adapter.as_ref().is_none_or(|f| f.matches(info)))
             .collect();
-        candidates.sort_by_key(|a| {
-            let info = a.get_info();
-            // Prefer real GPUs, then Vulkan/Metal/DX12 over GL.
-            (rank(info.device_type), matches!(info.backend, wgpu::Backend::Gl) as u8)
-        });
-        let adapter =
-            candidates.into_iter().next().ok_or(Error::NoAdapter { wanted: options.adapter.clone(), available })?;
+        candidates.sort_by_key(|(info, _)| preference(info));
+        let Some((_, adapter)) = candidates.into_iter().next() else {
+            return Err(Error::NoAdapter { wanted: options.adapter.as_ref().map(ToString::to_string), available });
+        };
         Self::open_adapter(Some(instance), adapter, &options).await
     }
 
@@ -295,31 +359,69 @@ impl Gpu {
         adapter: wgpu::Adapter,
         options: &GpuOptions,
     ) -> Result<Gpu> {
-        let subgroups = options.subgroups;
         let info = adapter.get_info();
-        #[allow(unused_mut)]
+        let browser = info.backend == wgpu::Backend::BrowserWebGpu;
         let mut features = adapter.features() & (OPTIONAL_FEATURES - options.without);
         let mut limits = adapter.limits();
         if let Some(max) = options.max_workgroups_per_dimension {
             limits.max_compute_workgroups_per_dimension = limits.max_compute_workgroups_per_dimension.min(max.max(1));
         }
-        let descriptor = wgpu::DeviceDescriptor {
-            label: Some("kernels"),
-            required_features: features,
-            required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
-            memory_hints: wgpu::MemoryHints::Performance,
-            trace: wgpu::Trace::Off,
+        let coop = CoopPlan::new(&adapter, browser, features, options);
+        // Asked for with tensor cores first where planned; if the device refuses them, again
+        // without (the portable variants still run).
+        let mut coop_off = coop.off.clone();
+        let mut attempts: Vec<bool> = if coop.enabled.is_empty() { vec![false] } else { vec![true, false] };
+        let (device, queue, coop_enabled) = loop {
+            let with_coop = attempts.remove(0);
+            let required =
+                if with_coop { features | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX } else { features };
+            let descriptor = wgpu::DeviceDescriptor {
+                label: Some("kernels"),
+                required_features: required,
+                required_limits: limits.clone(),
+                experimental_features: if with_coop {
+                    // SAFETY: wgpu marks its experimental features `unsafe` because their
+                    // implementation may still have bugs that reach undefined behaviour from
+                    // safe code. The one asked for here, cooperative matrices, switches naga's
+                    // SPIR-V for the modules that use them to the Vulkan memory model, and naga
+                    // 30 does not emit the availability/visibility operations that model
+                    // formally needs around workgroup memory (wgpu issue 8805): a driver may
+                    // then legally reorder a coop kernel's workgroup-memory traffic across its
+                    // barriers and produce wrong numbers. It is accepted because (a) it is asked
+                    // for only where the adapter lists a configuration WGSL can express, and
+                    // only kernels that declare cooperative-matrix variants use it (every other
+                    // module compiles as before); (b) on the H200 (driver 580) about 60 coop
+                    // kernel designs with workgroup staging and barriers gave correct results,
+                    // and the library's coop kernels are checked against float64 references;
+                    // (c) `KERNELS_COOPERATIVE_MATRIX=0` / `GpuOptions::cooperative_matrix`
+                    // turn it off, leaving the portable variants.
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                } else {
+                    wgpu::ExperimentalFeatures::disabled()
+                },
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            };
+            #[cfg(not(target_arch = "wasm32"))]
+            let request = adapter.request_device(&descriptor);
+            // wgpu's WebGPU backend neither asks for nor reports `subgroups`: ask for it here.
+            #[cfg(target_arch = "wasm32")]
+            let request = {
+                let wanted: &[&str] =
+                    if options.without.contains(wgpu::Features::SUBGROUP) { &[] } else { &["subgroups"] };
+                crate::web::requesting_features(wanted, || adapter.request_device(&descriptor))
+            };
+            match request.await {
+                Ok((device, queue)) => break (device, queue, with_coop),
+                Err(e) if !attempts.is_empty() => {
+                    coop_off = Some(format!("the device refused them: {e}"));
+                }
+                Err(e) => return Err(Error::Device(e.to_string())),
+            }
         };
-        #[cfg(not(target_arch = "wasm32"))]
-        let request = adapter.request_device(&descriptor);
-        // wgpu's WebGPU backend neither asks for nor reports `subgroups`: ask for it here.
-        #[cfg(target_arch = "wasm32")]
-        let request = {
-            let wanted: &[&str] = if options.without.contains(wgpu::Features::SUBGROUP) { &[] } else { &["subgroups"] };
-            crate::web::requesting_features(wanted, || adapter.request_device(&descriptor))
-        };
-        let (device, queue) = request.await.map_err(|e| Error::Device(e.to_string()))?;
+        if coop_enabled {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
         #[cfg(target_arch = "wasm32")]
         if crate::web::device_has(&device, "subgroups") {
             features |= wgpu::Features::SUBGROUP;
@@ -331,13 +433,29 @@ impl Gpu {
                 v.push(e.to_string());
             }
         }));
-        let lost = errors.clone();
+        let lost: Arc<OnceLock<String>> = Arc::default();
+        let sink = lost.clone();
         device.set_device_lost_callback(move |reason, message| {
-            if let Ok(mut v) = lost.lock() {
-                v.push(format!("device lost ({reason:?}): {message}"));
-            }
+            let reason = match reason {
+                wgpu::DeviceLostReason::Destroyed => "destroyed".to_string(),
+                other => format!("{other:?}"),
+            };
+            let _ = sink.set(if message.is_empty() { reason } else { format!("{reason}: {message}") });
         });
-        let use_subgroups = subgroups && features.contains(wgpu::Features::SUBGROUP);
+        let caps = Capabilities {
+            subgroups: options.subgroups && features.contains(wgpu::Features::SUBGROUP),
+            f16: features.contains(wgpu::Features::SHADER_F16),
+            coop: if coop_enabled { coop.enabled.clone() } else { Vec::new() },
+        };
+        // Features the adapter has that the options turned off (for error messages).
+        let offered = adapter.features();
+        let mut disabled = Vec::new();
+        if offered.contains(wgpu::Features::SUBGROUP) && !caps.subgroups {
+            disabled.push("SUBGROUP");
+        }
+        if offered.contains(wgpu::Features::SHADER_F16) && !caps.f16 {
+            disabled.push("SHADER_F16");
+        }
         let report = AdapterReport {
             name: info.name.clone(),
             backend: format!("{:?}", info.backend),
@@ -345,13 +463,17 @@ impl Gpu {
             driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
             subgroup_min_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_min_size } else { 0 },
             subgroup_max_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_max_size } else { 0 },
-            subgroups: use_subgroups,
-            f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroups: caps.subgroups,
+            f16: caps.f16,
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             max_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
             max_storage_binding: limits.max_storage_buffer_binding_size,
             max_buffer_size: limits.max_buffer_size,
             max_workgroup_memory: limits.max_compute_workgroup_storage_size,
+            cooperative_matrix: coop_enabled,
+            cooperative_matrix_configs: coop.expressible,
+            cooperative_matrix_other: coop.other,
+            cooperative_matrix_off: if coop_enabled { None } else { coop_off },
         };
         Ok(Gpu {
             inner: Arc::new(Inner {
@@ -360,14 +482,16 @@ impl Gpu {
                 device: ManuallyDrop::new(device),
                 queue: ManuallyDrop::new(queue),
                 adapter: ManuallyDrop::new(adapter),
-                pipelines: ManuallyDrop::new(PipelineCache::default()),
-                uniform_pool: ManuallyDrop::new(Arc::default()),
+                pipelines: ManuallyDrop::new(PipelineCache::new(options.pipeline_cache_capacity)),
+                uniform_pool: Arc::default(),
                 features,
                 limits,
-                use_subgroups,
-                browser: info.backend == wgpu::Backend::BrowserWebGpu,
+                caps,
+                disabled,
+                browser,
                 report,
                 errors,
+                lost,
             }),
         })
     }
@@ -404,32 +528,96 @@ impl Gpu {
 
     /// Whether kernels run their subgroup variants.
     pub fn uses_subgroups(&self) -> bool {
-        self.inner.use_subgroups
+        self.inner.caps.subgroups
     }
 
-    /// Blocks until all submitted work has finished; reports errors wgpu raised meanwhile.
+    /// The cooperative-matrix configurations (tensor cores) enabled on this device: kernels run
+    /// a variant that uses them when each configuration it uses is listed. Empty when tensor
+    /// cores are off or absent (always in a browser).
+    pub fn cooperative_matrices(&self) -> &[CoopConfig] {
+        &self.inner.caps.coop
+    }
+
+    /// Blocks until all submitted work has finished. Reports a lost device, and errors wgpu
+    /// raised outside the runtime's own calls (through [`Gpu::device`], [`Gpu::queue`] or
+    /// [`Buffer::raw`](crate::Buffer::raw)); each runtime call reports its own errors itself.
     /// Not on the web: use [`Gpu::wait_async`] there.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn wait(&self) -> Result<()> {
-        self.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        self.alive()?;
+        self.poll_wait()?;
         self.take_errors()
     }
 
-    /// Waits, without blocking a thread, until all submitted work has finished; reports errors
-    /// wgpu raised meanwhile. The form of [`Gpu::wait`] for the web.
+    /// Waits, without blocking a thread, until all submitted work has finished; reports what
+    /// [`Gpu::wait`] reports, and on the web every error wgpu raised meanwhile (a browser
+    /// reports them asynchronously). The form of [`Gpu::wait`] for the web.
     pub async fn wait_async(&self) -> Result<()> {
+        self.alive()?;
         let (tx, rx) = futures_channel::oneshot::channel();
         self.inner.queue.on_submitted_work_done(move || {
             let _ = tx.send(());
         });
         // Native backends run the callback while polled; a browser runs it by itself.
         #[cfg(not(target_arch = "wasm32"))]
-        self.inner.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
-        rx.await.map_err(|_| Error::Gpu("the queue never reported its work done".into()))?;
+        self.poll_wait()?;
+        let done = rx.await;
+        self.alive()?;
+        done.map_err(|_| Error::Gpu("the queue never reported its work done".into()))?;
         self.take_errors()
     }
 
-    /// Returns (and clears) errors wgpu reported outside any call.
+    /// Polls until the queue is idle; a device lost meanwhile is reported as such.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn poll_wait(&self) -> Result<()> {
+        let polled = self.inner.device.poll(wgpu::PollType::wait_indefinitely());
+        self.alive()?;
+        polled.map(|_| ()).map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))
+    }
+
+    /// `Err(DeviceLost)` once the device is lost: every call checks this first.
+    pub(crate) fn alive(&self) -> Result<()> {
+        match self.inner.lost.get() {
+            Some(message) => Err(Error::DeviceLost { message: message.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `f` inside wgpu error scopes (out of memory, validation, internal) and returns the
+    /// first error that what `f` did raised. wgpu keeps error scopes per thread (its `std`
+    /// feature: `ErrorSinkRaw::scopes` is keyed by thread id), so errors of calls on other
+    /// threads never land here, and these never reach other threads' calls. On the web scopes
+    /// resolve asynchronously: there `f` runs unscoped and its errors reach the uncaptured
+    /// handler, reported by [`Gpu::wait_async`].
+    pub(crate) fn scoped<R>(&self, f: impl FnOnce() -> R) -> (R, Option<String>) {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let device = &self.inner.device;
+            let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+            let out = f();
+            // Popped innermost first; natively the futures are ready at once.
+            let internal = pollster::block_on(internal.pop());
+            let validation = pollster::block_on(validation.pop());
+            let oom = pollster::block_on(oom.pop());
+            (out, validation.or(oom).or(internal).map(|e| one_line(&e.to_string())))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            (f(), None)
+        }
+    }
+
+    /// The error for a wgpu error raised during `during`: the lost device if it is lost by now.
+    pub(crate) fn wgpu_error(&self, during: impl FnOnce() -> String, message: String) -> Error {
+        match self.alive() {
+            Err(lost) => lost,
+            Ok(()) => Error::Wgpu { during: during(), message },
+        }
+    }
+
+    /// Returns (and clears) errors wgpu reported outside the runtime's scopes.
     pub(crate) fn take_errors(&self) -> Result<()> {
         let mut errors = self.inner.errors.lock().map_err(|_| Error::Gpu("error log poisoned".into()))?;
         if errors.is_empty() {
@@ -445,19 +633,74 @@ impl Gpu {
 mod tests {
     use super::*;
 
-    fn info(name: &str, backend: wgpu::Backend) -> wgpu::AdapterInfo {
-        let mut i = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, backend);
-        i.name = name.into();
-        i
+    #[test]
+    fn the_lifecycle_lock_is_not_taken_twice_by_one_thread() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let outer = lifecycle();
+            let inner = lifecycle();
+            let nested = inner.0.is_none();
+            drop(inner);
+            // Still held after the nested guard is gone: another thread cannot take it.
+            let still_held = std::thread::scope(|s| s.spawn(|| LIFECYCLE.try_lock().is_err()).join().unwrap());
+            drop(outer);
+            let released = std::thread::scope(|s| s.spawn(|| LIFECYCLE.try_lock().is_ok()).join().unwrap());
+            let _ = tx.send((nested, still_held, released, lifecycle().0.is_some()));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the lifecycle lock deadlocked");
+        assert_eq!(got, (true, true, true, true));
+    }
+
+    fn report() -> AdapterReport {
+        AdapterReport {
+            name: "GPU".into(),
+            backend: "Vulkan".into(),
+            device_type: "DiscreteGpu".into(),
+            driver: String::new(),
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            subgroups: true,
+            f16: true,
+            timestamps: true,
+            max_workgroups_per_dimension: 65535,
+            max_storage_binding: 1 << 30,
+            max_buffer_size: 1 << 40,
+            max_workgroup_memory: 48 << 10,
+            cooperative_matrix: false,
+            cooperative_matrix_configs: Vec::new(),
+            cooperative_matrix_other: Vec::new(),
+            cooperative_matrix_off: None,
+        }
     }
 
     #[test]
-    fn adapter_selection_by_backend_name_or_both() {
-        let lavapipe = info("llvmpipe (LLVM 15.0.6, 256 bits)", wgpu::Backend::Vulkan);
-        assert!(matches(&lavapipe, "vulkan"));
-        assert!(matches(&lavapipe, "LLVMpipe"));
-        assert!(matches(&lavapipe, "vulkan:llvm"));
-        assert!(!matches(&lavapipe, "gl:llvm"));
-        assert!(!matches(&lavapipe, "nvidia"));
+    fn the_report_says_whether_tensor_cores_are_on() {
+        let c16 = CoopConfig { m: 16, n: 16, k: 16, ab: CoopScalar::F16, cr: CoopScalar::F32 };
+        let none = report().to_string();
+        assert!(none.ends_with("; tensor cores: none"), "{none}");
+        assert!(none.contains("48 KiB workgroup memory"), "{none}");
+
+        let mut on = report();
+        on.cooperative_matrix = true;
+        on.cooperative_matrix_configs = vec![c16];
+        on.cooperative_matrix_other = vec!["16×8×16 (A/B F16, C F32)".into()];
+        let text = on.to_string();
+        assert!(
+            text.contains(
+                "; tensor cores: on (16×16×16 (A/B f16, C f32)) (also offered, not expressible in WGSL: 16×8×16"
+            ),
+            "{text}"
+        );
+
+        let mut off = on.clone();
+        off.cooperative_matrix = false;
+        off.cooperative_matrix_off = Some("turned off by KERNELS_COOPERATIVE_MATRIX=0".into());
+        let text = off.to_string();
+        assert!(
+            text.contains(
+                "; tensor cores: off (turned off by KERNELS_COOPERATIVE_MATRIX=0; offered: 16×16×16 (A/B f16, C f32))"
+            ),
+            "{text}"
+        );
     }
 }

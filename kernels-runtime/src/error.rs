@@ -5,9 +5,9 @@
 #[non_exhaustive]
 pub enum Error {
     /// No adapter matched.
-    #[error("no GPU adapter{}: available adapters: {}", wanted.as_ref().map(|w| format!(" matches KERNELS_ADAPTER={w:?}")).unwrap_or_default(), if available.is_empty() { "none (on Linux without a GPU, install Mesa's lavapipe: `apt-get install mesa-vulkan-drivers`)".to_string() } else { available.join(", ") })]
+    #[error("no GPU adapter{}: available adapters: {}", wanted.as_ref().map(|w| format!(" matches {w}")).unwrap_or_default(), if available.is_empty() { "none (on Linux without a GPU, install Mesa's lavapipe: `apt-get install mesa-vulkan-drivers`)".to_string() } else { available.join(", ") })]
     NoAdapter {
-        /// What was asked for.
+        /// What was asked for, and where: `KERNELS_ADAPTER="…"` or `GpuOptions::adapter("…")`.
         wanted: Option<String>,
         /// What exists.
         available: Vec<String>,
@@ -15,15 +15,18 @@ pub enum Error {
     /// The device could not be created.
     #[error("cannot open the GPU device: {0}")]
     Device(String),
-    /// The kernel needs a feature the device lacks.
-    #[error("kernel `{kernel}` needs the `{feature}` feature, which the adapter `{adapter}` does not offer")]
+    /// The kernel needs a feature the device lacks (or the options turned off).
+    #[error("kernel `{kernel}` needs the `{feature}` feature{reason}")]
     MissingFeature {
         /// `module::kernel`
         kernel: String,
-        /// `SUBGROUP` or `SHADER_F16`
+        /// `SUBGROUP`, `SHADER_F16`, `EXPERIMENTAL_COOPERATIVE_MATRIX`, …
         feature: &'static str,
         /// Adapter name.
         adapter: String,
+        /// The rest of the message: the configurations needed, and whether the adapter lacks
+        /// the feature or the options turned it off.
+        reason: String,
     },
     /// A `@requires` check failed.
     #[error("kernel `{kernel}`: `{requirement}` does not hold ({detail})")]
@@ -100,9 +103,12 @@ pub enum Error {
         binding: String,
     },
     /// A buffer larger than the device allows.
-    #[error("a buffer of {bytes} bytes is over this device's limit of {limit} bytes")]
+    #[error(
+        "a buffer of {} bytes is over this device's limit of {limit} bytes",
+        if *bytes == u64::MAX { format!("more than {bytes}") } else { bytes.to_string() }
+    )]
     BufferTooLarge {
-        /// Requested size.
+        /// Requested size (`u64::MAX`: more than a `u64` counts).
         bytes: u64,
         /// `max_buffer_size`.
         limit: u64,
@@ -121,9 +127,47 @@ pub enum Error {
         /// wgpu's message.
         message: String,
     },
-    /// An error reported by wgpu outside any call (validation, out of memory, device lost).
+    /// wgpu rejected what a call did (validation, out of memory, internal error), e.g. a buffer
+    /// destroyed through its raw handle. Only the call that caused it gets it.
+    #[error("{during}: wgpu reported: {message}")]
+    Wgpu {
+        /// What the call was doing (`kernel \`m::k\``, `creating a buffer of 64 bytes`, …).
+        during: String,
+        /// wgpu's message.
+        message: String,
+    },
+    /// A submission failed; names every kernel it held.
+    #[error("submitting {}: wgpu reported: {message}", describe_kernels(kernels))]
+    Submit {
+        /// `module::kernel` of each kernel in the submission, in first-use order.
+        kernels: Vec<String>,
+        /// wgpu's message.
+        message: String,
+    },
+    /// The device is lost (driver reset, out of memory, `destroy`): every call on this context
+    /// fails from then on. Open a new [`Gpu`](crate::Gpu).
+    #[error("the GPU device is lost ({message}); open a new Gpu")]
+    DeviceLost {
+        /// Why, as wgpu said.
+        message: String,
+    },
+    /// An error reported by wgpu outside the runtime's calls (through the raw wgpu handles), or
+    /// a failure of the runtime's plumbing.
     #[error("GPU error: {0}")]
     Gpu(String),
+}
+
+/// "kernels `a::b`, `c::d`" (at most 8 named), or what a submission without kernels held.
+fn describe_kernels(kernels: &[String]) -> String {
+    match kernels {
+        [] => "a submission of copies and clears".to_string(),
+        [one] => format!("kernel `{one}`"),
+        many => {
+            let named: Vec<String> = many.iter().take(8).map(|k| format!("`{k}`")).collect();
+            let more = if many.len() > 8 { format!(" and {} more", many.len() - 8) } else { String::new() };
+            format!("kernels {}{more}", named.join(", "))
+        }
+    }
 }
 
 /// `Result` with the runtime's error.

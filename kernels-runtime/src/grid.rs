@@ -18,10 +18,10 @@ pub enum Grid {
 /// The dispatch for `n` workgroups: `(n, 1, 1)` up to `max` (the device's
 /// `max_compute_workgroups_per_dimension`), otherwise two dimensions.
 ///
-/// Past the limit the grid is `(x, y, 1)` with `y = ⌈n / max⌉` and `x = ⌈n / y⌉`: the same
-/// contract as the original engine's `(max, ⌈n / max⌉, 1)` (kernels recover a linear index from
-/// `num_workgroups.x` and ignore indices ≥ n), but it launches at most `y - 1` idle workgroups
-/// instead of up to `max - 1`. Past `max²` workgroups it is an error.
+/// Past the limit the grid is `(x, y, 1)` with `y = ⌈n / max⌉` and `x = ⌈n / y⌉`: kernels
+/// recover a linear index as `wid.x + wid.y · num_workgroups.x` and ignore indices ≥ n, and at
+/// most `y - 1` workgroups are idle (where `(max, ⌈n / max⌉, 1)` would idle up to `max - 1`).
+/// Past `max²` workgroups it is an error.
 pub fn dispatch_1d(n: u64, max: u32) -> Option<[u32; 3]> {
     let max = max as u64;
     if n <= max {

@@ -95,6 +95,31 @@ pub struct CoopConfig {
     pub cr: CoopScalar,
 }
 
+impl CoopScalar {
+    /// The WGSL type name.
+    pub fn wgsl(self) -> &'static str {
+        match self {
+            CoopScalar::F16 => "f16",
+            CoopScalar::F32 => "f32",
+        }
+    }
+}
+
+impl CoopConfig {
+    /// Whether naga 30 can express it in WGSL: square 8×8×8 or 16×16×16 (`coop_mat8x8`,
+    /// `coop_mat16x16`), elements `f16` or `f32`. Adapters also list shapes such as 16×8×16,
+    /// which no WGSL type names.
+    pub fn expressible_in_wgsl(&self) -> bool {
+        self.m == self.n && self.n == self.k && matches!(self.m, 8 | 16)
+    }
+}
+
+impl std::fmt::Display for CoopConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}×{}×{} (A/B {}, C {})", self.m, self.n, self.k, self.ab.wgsl(), self.cr.wgsl())
+    }
+}
+
 /// One compiled form of a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VariantDef {
@@ -155,7 +180,8 @@ impl KernelDef {
         self.workgroup_size.iter().map(|&d| d as u64).product()
     }
 
-    /// Whether any variant needs f16.
+    /// Whether every variant needs f16, so that the kernel cannot run without `SHADER_F16`
+    /// (a kernel whose tensor-core variant uses f16 but whose fallback does not is `false`).
     pub fn needs_f16(&self) -> bool {
         self.variants.iter().all(|v| v.f16)
     }

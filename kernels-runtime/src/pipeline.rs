@@ -4,7 +4,9 @@
 use crate::context::Gpu;
 use crate::error::{Error, Result};
 use crate::kernel::{BindingKind, KernelDef, VariantDef};
+use crate::variant::{Unmet, select};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub(crate) struct Compiled {
@@ -12,16 +14,78 @@ pub(crate) struct Compiled {
     pub(crate) overrides_empty: bool,
     pub(crate) pipeline: wgpu::ComputePipeline,
     pub(crate) layout: wgpu::BindGroupLayout,
-    #[allow(dead_code)]
-    pub(crate) variant: &'static VariantDef,
 }
 
 type Key = (usize, Vec<(&'static str, u64)>);
 type Slot = Arc<OnceLock<Result<Arc<Compiled>>>>;
 
-#[derive(Default)]
+/// Pipelines by (kernel, override values), least recently used dropped past the capacity: a
+/// library that compiles shapes in through `override` constants makes one pipeline per shape.
 pub(crate) struct PipelineCache {
-    map: Mutex<HashMap<Key, Slot>>,
+    state: Mutex<CacheState>,
+    capacity: usize,
+    built: AtomicU64,
+}
+
+#[derive(Default)]
+struct CacheState {
+    map: HashMap<Key, Entry>,
+    /// Incremented on every lookup; an entry's `used` is the tick of its last lookup.
+    tick: u64,
+    evicted: u64,
+}
+
+struct Entry {
+    slot: Slot,
+    used: u64,
+}
+
+impl PipelineCache {
+    pub(crate) fn new(capacity: usize) -> PipelineCache {
+        PipelineCache { state: Mutex::default(), capacity: capacity.max(1), built: AtomicU64::new(0) }
+    }
+
+    /// The slot of `key`, created (and the least recently used one dropped past the capacity)
+    /// if absent. A pipeline dropped from the cache lives on while a batch still holds it.
+    fn slot(&self, key: Key) -> Result<Slot> {
+        let mut state = self.state.lock().map_err(|_| Error::Gpu("pipeline cache poisoned".into()))?;
+        state.tick += 1;
+        let tick = state.tick;
+        if let Some(entry) = state.map.get_mut(&key) {
+            entry.used = tick;
+            return Ok(entry.slot.clone());
+        }
+        if state.map.len() >= self.capacity {
+            // A scan: this runs only when a pipeline is about to be built, which costs far more.
+            let oldest = state.map.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                state.map.remove(&oldest);
+                state.evicted += 1;
+            }
+        }
+        let slot = Slot::default();
+        state.map.insert(key, Entry { slot: slot.clone(), used: tick });
+        Ok(slot)
+    }
+
+    fn stats(&self) -> PipelineStats {
+        let (cached, evicted) = self.state.lock().map(|s| (s.map.len(), s.evicted)).unwrap_or((0, 0));
+        PipelineStats { cached, capacity: self.capacity, built: self.built.load(Ordering::Relaxed), evicted }
+    }
+}
+
+/// The state of a context's pipeline cache ([`Gpu::pipeline_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PipelineStats {
+    /// Pipelines held now.
+    pub cached: usize,
+    /// The most it holds ([`GpuOptions::pipeline_cache_capacity`](crate::GpuOptions)).
+    pub capacity: usize,
+    /// Pipelines built so far (a pipeline dropped and needed again is built again).
+    pub built: u64,
+    /// Pipelines dropped to stay within the capacity.
+    pub evicted: u64,
 }
 
 /// What [`Gpu::warm_up`] did.
@@ -36,16 +100,42 @@ pub struct WarmUp {
 }
 
 impl Gpu {
-    /// The variant of `kernel` this device runs.
+    /// The variant of `kernel` this device runs: the first whose subgroups, f16 and
+    /// cooperative-matrix configurations are all enabled. None is [`Error::MissingFeature`],
+    /// naming what the most portable variant lacks.
     pub fn variant_for(&self, kernel: &KernelDef) -> Result<&'static VariantDef> {
-        let f = self.inner.features;
-        let sg = self.inner.use_subgroups;
-        let f16 = f.contains(wgpu::Features::SHADER_F16);
-        if let Some(v) = kernel.variants.iter().find(|v| (!v.subgroups || sg) && (!v.f16 || f16) && v.coop.is_empty()) {
-            return Ok(v);
+        select(kernel, &self.inner.caps).map_err(|unmet| self.missing(kernel, unmet))
+    }
+
+    fn missing(&self, kernel: &KernelDef, unmet: Unmet) -> Error {
+        let report = &self.inner.report;
+        let adapter = &report.name;
+        let configs = unmet.configs.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        let mut reason = if configs.is_empty() { String::new() } else { format!(" ({})", configs.join(", ")) };
+        let coop = unmet.feature == "EXPERIMENTAL_COOPERATIVE_MATRIX";
+        let offered = unmet.configs.iter().all(|c| report.cooperative_matrix_configs.contains(c));
+        match (coop, &report.cooperative_matrix_off) {
+            _ if coop && self.inner.browser => reason.push_str(", which browsers (WebGPU) do not offer"),
+            (true, Some(why)) if offered => {
+                reason.push_str(&format!(", which is off on the adapter `{adapter}`: {why}"))
+            }
+            (false, _) if self.inner.disabled.contains(&unmet.feature) => {
+                let switch = if unmet.feature == "SUBGROUP" { "KERNELS_SUBGROUPS=0" } else { "KERNELS_F16=0" };
+                reason.push_str(&format!(", which is turned off on the adapter `{adapter}` ({switch} or GpuOptions)"))
+            }
+            _ => reason.push_str(&format!(", which the adapter `{adapter}` does not offer")),
         }
-        let feature = if kernel.variants.iter().all(|v| v.f16) && !f16 { "SHADER_F16" } else { "SUBGROUP" };
-        Err(Error::MissingFeature { kernel: kernel.qualified_name(), feature, adapter: self.inner.report.name.clone() })
+        Error::MissingFeature {
+            kernel: kernel.qualified_name(),
+            feature: unmet.feature,
+            adapter: adapter.clone(),
+            reason,
+        }
+    }
+
+    /// The state of the pipeline cache.
+    pub fn pipeline_stats(&self) -> PipelineStats {
+        self.inner.pipelines.stats()
     }
 
     pub(crate) fn pipeline(
@@ -59,8 +149,7 @@ impl Gpu {
     fn slot(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Slot> {
         let key: Key =
             (kernel as *const KernelDef as usize, overrides.iter().map(|(k, v)| (*k, v.to_bits())).collect());
-        let mut map = self.inner.pipelines.map.lock().map_err(|_| Error::Gpu("pipeline cache poisoned".into()))?;
-        Ok(map.entry(key).or_default().clone())
+        self.inner.pipelines.slot(key)
     }
 
     /// The variant to build, once the overrides are known to be complete.
@@ -148,7 +237,8 @@ impl Gpu {
             },
             cache: None,
         });
-        (Compiled { kernel, overrides_empty: overrides.is_empty(), pipeline, layout, variant }, module)
+        self.inner.pipelines.built.fetch_add(1, Ordering::Relaxed);
+        (Compiled { kernel, overrides_empty: overrides.is_empty(), pipeline, layout }, module)
     }
 
     /// Builds the pipeline of `kernel` (without override values) unless it is built already,

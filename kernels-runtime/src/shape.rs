@@ -101,7 +101,7 @@ fn count(kernel: &str, text: &str, v: N) -> Result<u64> {
 }
 
 /// `@grid threads(n)`
-pub fn threads(kernel: &str, text: &str, n: N, _workgroup_x: u32) -> Result<Grid> {
+pub fn threads(kernel: &str, text: &str, n: N) -> Result<Grid> {
     Ok(Grid::Threads(count(kernel, text, n)?))
 }
 

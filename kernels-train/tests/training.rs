@@ -182,11 +182,8 @@ fn an_interrupt_saves_a_checkpoint() {
 #[test]
 fn the_2d_fallback_changes_nothing() {
     let Some(gpu) = common::gpu() else { return };
-    let small = kernels::Gpu::with_options_blocking(kernels::GpuOptions {
-        max_workgroups_per_dimension: Some(16),
-        ..kernels::GpuOptions::from_env()
-    })
-    .unwrap();
+    let small =
+        kernels::Gpu::with_options_blocking(kernels::GpuOptions::from_env().max_workgroups_per_dimension(16)).unwrap();
     assert_eq!(small.limits().max_compute_workgroups_per_dimension, 16);
     let (m, t) = tiny();
     let run = |g: &kernels::Gpu| {

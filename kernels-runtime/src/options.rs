@@ -1,0 +1,282 @@
+//! How to open a [`Gpu`](crate::Gpu): the options, the adapter filter parsed once into typed
+//! values, and the one preference order among adapters.
+
+/// The default of [`GpuOptions::pipeline_cache_capacity`]: room for every kernel of the library
+/// and a few hundred shape-specialised pipelines.
+pub const DEFAULT_PIPELINE_CACHE_CAPACITY: usize = 512;
+
+/// How to open a [`Gpu`](crate::Gpu). Start from [`GpuOptions::default`] or
+/// [`GpuOptions::from_env`] and change what you need:
+///
+/// ```
+/// # use kernels_runtime::GpuOptions;
+/// let options = GpuOptions::from_env().adapter("vulkan:nvidia").subgroups(false).cooperative_matrix(false);
+/// assert!(!options.subgroups);
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct GpuOptions {
+    /// The adapter to pick ([`GpuOptions::adapter`]); `None` picks the most capable one.
+    pub adapter: Option<AdapterFilter>,
+    /// Use subgroup operations where the adapter has them. With `false`, kernels run their
+    /// tree-reduction variants (and kernels that have none report `SUBGROUP` as missing).
+    pub subgroups: bool,
+    /// Optional features not to enable even where the adapter has them, to run as a smaller
+    /// adapter would (`SHADER_F16` to test f16 errors, `SUBGROUP` to test the fallbacks).
+    pub without: wgpu::Features,
+    /// A lower `max_compute_workgroups_per_dimension` than the adapter's, to run as a smaller
+    /// device would: with a small value, every 1-D grid past it takes the 2-D fallback, which
+    /// tests use to exercise that path without gigabytes of data.
+    pub max_workgroups_per_dimension: Option<u32>,
+    /// Use tensor cores (`EXPERIMENTAL_COOPERATIVE_MATRIX`) where the adapter offers a
+    /// configuration WGSL can express. With `false`, kernels run their portable variants (and
+    /// kernels that have none report the feature as missing).
+    pub cooperative_matrix: bool,
+    /// How many pipelines (one per kernel and set of override values) the context keeps; past
+    /// it, the least recently used is dropped (and built again if called again).
+    pub pipeline_cache_capacity: usize,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            adapter: None,
+            subgroups: true,
+            without: wgpu::Features::empty(),
+            max_workgroups_per_dimension: None,
+            cooperative_matrix: true,
+            pipeline_cache_capacity: DEFAULT_PIPELINE_CACHE_CAPACITY,
+        }
+    }
+}
+
+impl GpuOptions {
+    /// The defaults, changed by the environment: `KERNELS_ADAPTER` (as
+    /// [`GpuOptions::adapter`]), `KERNELS_SUBGROUPS=0`, `KERNELS_F16=0` (adds `SHADER_F16` to
+    /// [`GpuOptions::without`]) and `KERNELS_COOPERATIVE_MATRIX=0`.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`GpuOptions::from_env`] over any source of variables.
+    pub(crate) fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
+        let off = |name: &str| var(name).is_some_and(|v| v.trim() == "0");
+        let mut options = GpuOptions {
+            adapter: var("KERNELS_ADAPTER").filter(|s| !s.trim().is_empty()).map(|s| AdapterFilter::parse(&s, true)),
+            subgroups: !off("KERNELS_SUBGROUPS"),
+            cooperative_matrix: !off("KERNELS_COOPERATIVE_MATRIX"),
+            ..GpuOptions::default()
+        };
+        if off("KERNELS_F16") {
+            options.without |= wgpu::Features::SHADER_F16;
+        }
+        options
+    }
+
+    /// Picks the adapter: a backend (`vulkan`, `metal`, `dx12`, `gl`, `webgpu`), a part of the
+    /// adapter's name (case-insensitive), or both as `backend:name`. A word that names a backend
+    /// is the backend.
+    pub fn adapter(mut self, wanted: &str) -> Self {
+        self.adapter = Some(AdapterFilter::parse(wanted, false));
+        self
+    }
+
+    /// Picks the most capable adapter (undoes [`GpuOptions::adapter`] and `KERNELS_ADAPTER`).
+    pub fn any_adapter(mut self) -> Self {
+        self.adapter = None;
+        self
+    }
+
+    /// Sets [`GpuOptions::subgroups`](#structfield.subgroups).
+    pub fn subgroups(mut self, on: bool) -> Self {
+        self.subgroups = on;
+        self
+    }
+
+    /// Adds `features` to [`GpuOptions::without`](#structfield.without).
+    pub fn without(mut self, features: wgpu::Features) -> Self {
+        self.without |= features;
+        self
+    }
+
+    /// Sets [`GpuOptions::max_workgroups_per_dimension`](#structfield.max_workgroups_per_dimension).
+    pub fn max_workgroups_per_dimension(mut self, max: u32) -> Self {
+        self.max_workgroups_per_dimension = Some(max);
+        self
+    }
+
+    /// Sets [`GpuOptions::cooperative_matrix`](#structfield.cooperative_matrix).
+    pub fn cooperative_matrix(mut self, on: bool) -> Self {
+        self.cooperative_matrix = on;
+        self
+    }
+
+    /// Sets [`GpuOptions::pipeline_cache_capacity`](#structfield.pipeline_cache_capacity)
+    /// (at least 1).
+    pub fn pipeline_cache_capacity(mut self, pipelines: usize) -> Self {
+        self.pipeline_cache_capacity = pipelines.max(1);
+        self
+    }
+}
+
+/// Which adapters to accept: a backend, a part of the name, or both; parsed once from text
+/// (`KERNELS_ADAPTER` or [`GpuOptions::adapter`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterFilter {
+    backend: Option<wgpu::Backend>,
+    /// Lower-cased.
+    name: Option<String>,
+    /// As written, for messages.
+    text: String,
+    from_env: bool,
+}
+
+impl AdapterFilter {
+    fn parse(text: &str, from_env: bool) -> AdapterFilter {
+        let backend_named = |word: &str| wgpu::Backend::ALL.into_iter().find(|b| b.to_str() == word.trim());
+        let lower = text.trim().to_lowercase();
+        let name = |part: &str| Some(part.trim().to_string()).filter(|p| !p.is_empty());
+        let (backend, name) = match lower.split_once(':') {
+            Some((b, n)) if backend_named(b).is_some() => (backend_named(b), name(n)),
+            _ => match backend_named(&lower) {
+                Some(b) => (Some(b), None),
+                None => (None, name(&lower)),
+            },
+        };
+        AdapterFilter { backend, name, text: text.trim().to_string(), from_env }
+    }
+
+    /// The backend asked for, if any.
+    pub fn backend(&self) -> Option<wgpu::Backend> {
+        self.backend
+    }
+
+    /// The part of the adapter's name asked for (lower case), if any.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// Whether this adapter passes.
+    pub fn matches(&self, info: &wgpu::AdapterInfo) -> bool {
+        self.backend.is_none_or(|b| b == info.backend)
+            && self.name.as_deref().is_none_or(|n| info.name.to_lowercase().contains(n))
+    }
+}
+
+/// Where the filter came from, as a user would write it: `KERNELS_ADAPTER="…"` or
+/// `GpuOptions::adapter("…")`.
+impl std::fmt::Display for AdapterFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.from_env {
+            write!(f, "KERNELS_ADAPTER={:?}", self.text)
+        } else {
+            write!(f, "GpuOptions::adapter({:?})", self.text)
+        }
+    }
+}
+
+/// The order adapters are preferred in, best first: real GPUs (discrete, integrated, virtual,
+/// other, CPU), then any backend over GL.
+pub(crate) fn preference(info: &wgpu::AdapterInfo) -> (u8, bool) {
+    let kind = match info.device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    };
+    (kind, info.backend == wgpu::Backend::Gl)
+}
+
+/// `name (backend)`, for the list of adapters in an error.
+pub(crate) fn describe(info: &wgpu::AdapterInfo) -> String {
+    format!("{} ({})", info.name, info.backend.to_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str, backend: wgpu::Backend) -> wgpu::AdapterInfo {
+        let mut i = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, backend);
+        i.name = name.into();
+        i
+    }
+
+    #[test]
+    fn the_filter_is_parsed_once_into_a_backend_and_a_name() {
+        let parse = |t| AdapterFilter::parse(t, false);
+        assert_eq!((parse("Vulkan").backend(), parse("Vulkan").name()), (Some(wgpu::Backend::Vulkan), None));
+        assert_eq!((parse("nvidia").backend(), parse("nvidia").name()), (None, Some("nvidia")));
+        let both = parse(" gl : LLVMpipe ");
+        assert_eq!((both.backend(), both.name()), (Some(wgpu::Backend::Gl), Some("llvmpipe")));
+        assert_eq!(parse("webgpu").backend(), Some(wgpu::Backend::BrowserWebGpu));
+        // Not a backend before the colon: all of it is a name part.
+        assert_eq!((parse("foo:bar").backend(), parse("foo:bar").name()), (None, Some("foo:bar")));
+        assert_eq!(parse("dx12:").name(), None);
+    }
+
+    #[test]
+    fn adapter_selection_by_backend_name_or_both() {
+        let lavapipe = info("llvmpipe (LLVM 15.0.6, 256 bits)", wgpu::Backend::Vulkan);
+        let parse = |t| AdapterFilter::parse(t, false);
+        assert!(parse("vulkan").matches(&lavapipe));
+        assert!(parse("LLVMpipe").matches(&lavapipe));
+        assert!(parse("vulkan:llvm").matches(&lavapipe));
+        assert!(!parse("gl:llvm").matches(&lavapipe));
+        assert!(!parse("nvidia").matches(&lavapipe));
+        assert!(!parse("gl").matches(&lavapipe));
+        assert!(parse("gl").matches(&info("llvmpipe", wgpu::Backend::Gl)));
+    }
+
+    #[test]
+    fn messages_say_where_the_filter_came_from() {
+        assert_eq!(AdapterFilter::parse("nvidia", true).to_string(), "KERNELS_ADAPTER=\"nvidia\"");
+        assert_eq!(AdapterFilter::parse(" nvidia ", false).to_string(), "GpuOptions::adapter(\"nvidia\")");
+    }
+
+    #[test]
+    fn real_gpus_first_then_anything_over_gl() {
+        let mut adapters = [
+            (wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan),
+            (wgpu::DeviceType::DiscreteGpu, wgpu::Backend::Gl),
+            (wgpu::DeviceType::IntegratedGpu, wgpu::Backend::Vulkan),
+            (wgpu::DeviceType::DiscreteGpu, wgpu::Backend::Vulkan),
+        ]
+        .map(|(t, b)| wgpu::AdapterInfo::new(t, b));
+        adapters.sort_by_key(preference);
+        let order: Vec<_> = adapters.iter().map(|i| (i.device_type, i.backend)).collect();
+        assert_eq!(
+            order,
+            [
+                (wgpu::DeviceType::DiscreteGpu, wgpu::Backend::Vulkan),
+                (wgpu::DeviceType::DiscreteGpu, wgpu::Backend::Gl),
+                (wgpu::DeviceType::IntegratedGpu, wgpu::Backend::Vulkan),
+                (wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan),
+            ]
+        );
+    }
+
+    #[test]
+    fn options_from_the_environment() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let default = GpuOptions::from_lookup(vars(&[]));
+        assert!(default.cooperative_matrix && default.subgroups && default.adapter.is_none());
+        assert_eq!(default.pipeline_cache_capacity, DEFAULT_PIPELINE_CACHE_CAPACITY);
+        let off = GpuOptions::from_lookup(vars(&[("KERNELS_COOPERATIVE_MATRIX", " 0 "), ("KERNELS_F16", "0")]));
+        assert!(!off.cooperative_matrix && off.subgroups);
+        assert_eq!(off.without, wgpu::Features::SHADER_F16);
+        let on = GpuOptions::from_lookup(vars(&[("KERNELS_COOPERATIVE_MATRIX", "1"), ("KERNELS_ADAPTER", " ")]));
+        assert!(on.cooperative_matrix && on.adapter.is_none());
+        let picked = GpuOptions::from_lookup(vars(&[("KERNELS_ADAPTER", "vulkan"), ("KERNELS_SUBGROUPS", "0")]));
+        assert_eq!(picked.adapter.as_ref().and_then(AdapterFilter::backend), Some(wgpu::Backend::Vulkan));
+        assert!(!picked.subgroups);
+        // The builder overrides what the environment said, and says so in messages.
+        let coded = picked.adapter("nvidia").subgroups(true).without(wgpu::Features::SUBGROUP);
+        assert_eq!(coded.adapter.as_ref().map(ToString::to_string).as_deref(), Some("GpuOptions::adapter(\"nvidia\")"));
+        assert!(coded.subgroups && coded.without == wgpu::Features::SUBGROUP);
+        assert!(coded.any_adapter().adapter.is_none());
+    }
+}

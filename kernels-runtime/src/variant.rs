@@ -1,0 +1,152 @@
+//! Which compiled form of a kernel a device runs: a pure function of the kernel's variants and
+//! what the device offers, so that it is unit-tested over synthetic kernels.
+
+use crate::kernel::{CoopConfig, KernelDef, VariantDef};
+
+/// What a device offers kernels (after the options have turned things off).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Capabilities {
+    /// `SUBGROUP` is enabled and subgroup variants are wanted.
+    pub(crate) subgroups: bool,
+    /// `SHADER_F16` is enabled.
+    pub(crate) f16: bool,
+    /// The cooperative-matrix configurations enabled (empty: tensor cores off, always so in a
+    /// browser).
+    pub(crate) coop: Vec<CoopConfig>,
+}
+
+/// Why no variant of a kernel can run: what the most portable variant still lacks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Unmet {
+    /// The wgpu feature's name.
+    pub(crate) feature: &'static str,
+    /// The cooperative-matrix configurations missing (for `EXPERIMENTAL_COOPERATIVE_MATRIX`).
+    pub(crate) configs: Vec<CoopConfig>,
+}
+
+/// What `variant` needs that `caps` does not offer, most basic first.
+fn unmet(variant: &VariantDef, caps: &Capabilities) -> Vec<Unmet> {
+    let mut out = Vec::new();
+    if variant.f16 && !caps.f16 {
+        out.push(Unmet { feature: "SHADER_F16", configs: Vec::new() });
+    }
+    if variant.subgroups && !caps.subgroups {
+        out.push(Unmet { feature: "SUBGROUP", configs: Vec::new() });
+    }
+    let missing: Vec<CoopConfig> = variant.coop.iter().filter(|c| !caps.coop.contains(c)).copied().collect();
+    if !missing.is_empty() {
+        out.push(Unmet { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", configs: missing });
+    }
+    out
+}
+
+/// The first variant (variants are listed preferred first) whose every need is offered: its
+/// subgroups, its f16, and each of its cooperative-matrix configurations. Without one, what the
+/// variant that lacks the least is missing (the most portable variant on ties, the last).
+pub(crate) fn select(kernel: &KernelDef, caps: &Capabilities) -> Result<&'static VariantDef, Unmet> {
+    let mut closest: Option<Vec<Unmet>> = None;
+    for variant in kernel.variants {
+        let missing = unmet(variant, caps);
+        if missing.is_empty() {
+            return Ok(variant);
+        }
+        if closest.as_ref().is_none_or(|c| missing.len() <= c.len()) {
+            closest = Some(missing);
+        }
+    }
+    Err(closest.and_then(|c| c.into_iter().next()).unwrap_or(Unmet { feature: "(a variant)", configs: Vec::new() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{CoopScalar, GridKind};
+
+    const C16: CoopConfig = CoopConfig { m: 16, n: 16, k: 16, ab: CoopScalar::F16, cr: CoopScalar::F32 };
+    const C8: CoopConfig = CoopConfig { m: 8, n: 8, k: 8, ab: CoopScalar::F16, cr: CoopScalar::F16 };
+
+    const fn variant(subgroups: bool, f16: bool, coop: &'static [CoopConfig], wgsl: &'static str) -> VariantDef {
+        VariantDef { subgroups, f16, coop, wgsl, browser_wgsl: wgsl }
+    }
+
+    const fn kernel(variants: &'static [VariantDef]) -> KernelDef {
+        KernelDef {
+            name: "k",
+            module: "m",
+            file: "m.wgsl",
+            line: 1,
+            doc: "",
+            workgroup_size: [64, 1, 1],
+            bindings: &[],
+            overrides: &[],
+            grid: GridKind::Caller,
+            grid_expr: "",
+            requires: &[],
+            variants,
+        }
+    }
+
+    /// Tensor cores with subgroups, subgroups alone, then the portable tree.
+    static LADDER: KernelDef = kernel(&[
+        variant(true, true, &[C16], "coop"),
+        variant(true, false, &[], "subgroups"),
+        variant(false, false, &[], "tree"),
+    ]);
+    /// Tensor cores or a plain f32 fallback.
+    static COOP_OR_PLAIN: KernelDef =
+        kernel(&[variant(false, true, &[C16], "coop"), variant(false, false, &[], "plain")]);
+    /// Tensor cores only, two configurations.
+    static COOP_ONLY: KernelDef = kernel(&[variant(false, true, &[C16, C8], "coop")]);
+
+    fn caps(subgroups: bool, f16: bool, coop: &[CoopConfig]) -> Capabilities {
+        Capabilities { subgroups, f16, coop: coop.to_vec() }
+    }
+
+    fn pick(k: &'static KernelDef, c: &Capabilities) -> &'static str {
+        select(k, c).map(|v| v.wgsl).unwrap_or("none")
+    }
+
+    #[test]
+    fn lavapipe_takes_the_fallbacks() {
+        // lavapipe: subgroups and f16, no cooperative matrices.
+        let lavapipe = caps(true, true, &[]);
+        assert_eq!(pick(&LADDER, &lavapipe), "subgroups");
+        assert_eq!(pick(&COOP_OR_PLAIN, &lavapipe), "plain");
+        assert_eq!(pick(&LADDER, &caps(false, true, &[])), "tree");
+    }
+
+    #[test]
+    fn tensor_cores_are_taken_where_every_configuration_is_offered() {
+        let h200 = caps(true, true, &[C16]);
+        assert_eq!(pick(&LADDER, &h200), "coop");
+        assert_eq!(pick(&COOP_OR_PLAIN, &h200), "coop");
+        // One of the two configurations is missing: not runnable.
+        assert_eq!(pick(&COOP_ONLY, &h200), "none");
+        assert_eq!(pick(&COOP_ONLY, &caps(false, true, &[C8, C16])), "coop");
+        // The coop variant also needs what its other flags say.
+        assert_eq!(pick(&LADDER, &caps(false, true, &[C16])), "tree");
+        assert_eq!(pick(&COOP_OR_PLAIN, &caps(true, false, &[C16])), "plain");
+    }
+
+    #[test]
+    fn a_coop_only_kernel_names_the_missing_configurations() {
+        let e = select(&COOP_ONLY, &caps(true, true, &[])).unwrap_err();
+        assert_eq!(e, Unmet { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", configs: vec![C16, C8] });
+        let e = select(&COOP_ONLY, &caps(true, true, &[C8])).unwrap_err();
+        assert_eq!(e.configs, vec![C16]);
+        // Without f16 that comes first.
+        let e = select(&COOP_ONLY, &caps(true, false, &[])).unwrap_err();
+        assert_eq!(e.feature, "SHADER_F16");
+    }
+
+    #[test]
+    fn the_closest_variant_explains_a_failure() {
+        static SUBGROUP_ONLY: KernelDef = kernel(&[variant(true, false, &[], "s")]);
+        static F16_FORMS: KernelDef = kernel(&[variant(true, true, &[], "s"), variant(false, true, &[], "t")]);
+        assert_eq!(select(&SUBGROUP_ONLY, &caps(false, true, &[])).unwrap_err().feature, "SUBGROUP");
+        // The tree form lacks only f16; the subgroup form lacks both.
+        assert_eq!(select(&F16_FORMS, &caps(false, false, &[])).unwrap_err().feature, "SHADER_F16");
+        static NONE: KernelDef = kernel(&[]);
+        assert!(select(&NONE, &caps(true, true, &[C16])).is_err());
+    }
+}
