@@ -6,7 +6,9 @@
 //! column. This is the one offset map of the macro.
 
 use crate::include::Includes;
+use crate::outline::{Outline, Role, identifiers};
 use crate::source::FileId;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 /// Where a piece of assembled text came from.
@@ -91,42 +93,145 @@ impl Assembled {
 }
 
 /// What a kernel's source is built from, for one variant: each file's processed text (same
-/// length as the original: processing only blanks bytes), by [`FileId`], and the include
-/// lines.
+/// length as the original: processing only blanks bytes) and the same with comments masked,
+/// the include lines, and the outline of each part whose declarations are kept only where
+/// reached, all by [`FileId`].
 #[derive(Clone, Copy, Debug)]
 pub struct Pieces<'a> {
     /// Processed text of every file.
     pub texts: &'a [String],
+    /// The same with comments masked.
+    pub codes: &'a [String],
     /// Include lines of every file.
     pub includes: &'a Includes,
+    /// The declarations of every file's shakeable part (the shared preamble, included files,
+    /// the kernel file's preamble); `None` for a file kept whole.
+    pub outlines: &'a [Option<Outline>],
 }
 
-/// Builds one kernel's source: `shared` (whole), a newline, then `parts` (ranges of files:
-/// the file preamble and the section), each with its includes expanded.
-pub fn assemble(pieces: Pieces<'_>, shared: Option<FileId>, parts: &[(FileId, Range<usize>)]) -> Assembled {
-    let mut b = Builder { pieces, out: Assembled::default(), inserted: Vec::new() };
+/// A declaration of the parts every kernel sees (the shared preamble, the file preamble and
+/// the files they include), and whether a kernel kept it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommonDecl {
+    /// Its file.
+    pub file: FileId,
+    /// Its text (with the comments before it).
+    pub range: Range<usize>,
+    /// The keyword that declares it (`fn`, `const`, …).
+    pub kind: &'static str,
+    /// The name it declares.
+    pub name: String,
+    /// The names it mentions.
+    pub refs: Vec<String>,
+    /// Whether the kernel keeps it.
+    pub kept: bool,
+}
+
+/// A kernel's source and what it was built from.
+#[derive(Clone, Debug, Default)]
+pub struct Built {
+    /// The source.
+    pub assembled: Assembled,
+    /// The named declarations every kernel sees, kept or not.
+    pub common: Vec<CommonDecl>,
+}
+
+/// Assembles a list of declarations as they are (for checking code no kernel uses).
+pub fn assemble_decls(pieces: Pieces<'_>, decls: &[(FileId, Range<usize>)]) -> Assembled {
+    let mut out = Assembled::default();
+    for (file, range) in decls {
+        out.push(&pieces.texts[*file][range.clone()], Origin::File { file: *file, start: range.start });
+        if !out.text.ends_with('\n') {
+            out.push("\n", Origin::Generated);
+        }
+    }
+    out
+}
+
+/// Builds one kernel's source: `shared`, a newline, the kernel file's `preamble`, then its
+/// `section`, each with its includes expanded. Declarations of the shared preamble, the file
+/// preamble and included files are kept only where the section, `roots` (names the kernel's
+/// annotations use) or a kept declaration names them; the section is kept whole.
+pub fn assemble(
+    pieces: Pieces<'_>,
+    shared: Option<FileId>,
+    kernel_file: FileId,
+    preamble: Range<usize>,
+    section: Range<usize>,
+    roots: &[String],
+) -> Built {
+    let mut b = Builder { pieces, items: Vec::new(), inserted: Vec::new(), common: true };
     if let Some(s) = shared {
         b.inserted.push(s);
-        b.part(s, 0..pieces.texts[s].len());
-        b.out.push("\n", Origin::Generated);
+        b.part(s, 0..pieces.texts[s].len(), false);
+        b.items.push(Item::Generated("\n"));
     }
-    for (file, range) in parts {
-        b.part(*file, range.clone());
-    }
-    b.out
+    b.part(kernel_file, preamble, false);
+    b.common = false;
+    b.part(kernel_file, section, true);
+    b.finish(roots)
+}
+
+enum Item {
+    Generated(&'static str),
+    /// Kept: its identifiers are roots.
+    Keep {
+        file: FileId,
+        range: Range<usize>,
+    },
+    /// Kept where its name is reached.
+    Named {
+        file: FileId,
+        range: Range<usize>,
+        kind: &'static str,
+        name: String,
+        refs: Vec<String>,
+        common: bool,
+    },
 }
 
 struct Builder<'a> {
     pieces: Pieces<'a>,
-    out: Assembled,
+    items: Vec<Item>,
     inserted: Vec<FileId>,
+    /// Whether the text being added is seen by every kernel (shared and file preamble).
+    common: bool,
 }
 
 impl Builder<'_> {
-    fn part(&mut self, file: FileId, range: Range<usize>) {
-        let text = &self.pieces.texts[file];
+    /// Adds `range` of `file`: whole, or declaration by declaration where the file is outlined.
+    fn part(&mut self, file: FileId, range: Range<usize>, whole: bool) {
+        let Some(outline) = self.pieces.outlines[file].as_ref().filter(|_| !whole) else {
+            let start = self.includes(file, range.clone());
+            self.items.push(Item::Keep { file, range: start..range.end });
+            return;
+        };
+        for d in outline.decls.iter().filter(|d| d.range.start >= range.start && d.range.end <= range.end) {
+            // Include lines sit in the comments before a declaration: they always count.
+            let start = self.includes(file, d.range.clone());
+            let rest = start..d.range.end;
+            match &d.role {
+                Role::Named(kind, name) => self.items.push(Item::Named {
+                    file,
+                    range: rest,
+                    kind,
+                    name: name.clone(),
+                    refs: d.refs.clone(),
+                    common: self.common,
+                }),
+                // Comments after the last declaration: no names, kept as they are.
+                Role::Always | Role::Trailing => self.items.push(Item::Keep { file, range: rest }),
+            }
+        }
+    }
+
+    /// Adds the text of `range` up to and including its last include line, with each included
+    /// file after its line; returns where the rest of `range` starts.
+    fn includes(&mut self, file: FileId, range: Range<usize>) -> usize {
+        let pieces = self.pieces;
+        let text = &pieces.texts[file];
         let mut cursor = range.start;
-        for inc in self.pieces.includes.of(file) {
+        for inc in pieces.includes.of(file) {
             if inc.line.start < range.start || inc.line.end > range.end {
                 continue;
             }
@@ -136,38 +241,123 @@ impl Builder<'_> {
             }
             // The include line stays (a comment), the file follows it.
             let after = text[inc.line.end..].find('\n').map_or(text.len(), |i| inc.line.end + i + 1).min(range.end);
-            self.out.push(&text[cursor..after], Origin::File { file, start: cursor });
+            self.items.push(Item::Keep { file, range: cursor..after });
             cursor = after;
-            if !self.out.text.ends_with('\n') {
-                self.out.push("\n", Origin::Generated);
+            if !text[..after].ends_with('\n') {
+                self.items.push(Item::Generated("\n"));
             }
             if !self.inserted.contains(&inc.target) {
                 self.inserted.push(inc.target);
-                self.part(inc.target, 0..self.pieces.texts[inc.target].len());
-                if !self.out.text.ends_with('\n') {
-                    self.out.push("\n", Origin::Generated);
+                self.part(inc.target, 0..pieces.texts[inc.target].len(), false);
+                if !pieces.texts[inc.target].ends_with('\n') {
+                    self.items.push(Item::Generated("\n"));
                 }
             }
         }
-        self.out.push(&text[cursor..range.end], Origin::File { file, start: cursor });
+        cursor
+    }
+
+    /// Keeps what is reached, in order.
+    fn finish(self, roots: &[String]) -> Built {
+        let Builder { pieces, items, .. } = self;
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut reached: HashSet<String> = roots.iter().cloned().collect();
+        let mut todo: Vec<String> = roots.to_vec();
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Item::Keep { file, range } => {
+                    for w in identifiers(&pieces.codes[*file][range.clone()]) {
+                        if reached.insert(w.clone()) {
+                            todo.push(w);
+                        }
+                    }
+                }
+                Item::Named { name, .. } => by_name.entry(name.as_str()).or_default().push(i),
+                Item::Generated(_) => {}
+            }
+        }
+        let mut kept = vec![false; items.len()];
+        while let Some(name) = todo.pop() {
+            for &i in by_name.get(name.as_str()).map_or(&[][..], Vec::as_slice) {
+                if kept[i] {
+                    continue;
+                }
+                kept[i] = true;
+                if let Item::Named { refs, .. } = &items[i] {
+                    for r in refs {
+                        if reached.insert(r.clone()) {
+                            todo.push(r.clone());
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = Built::default();
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Item::Generated(t) => out.assembled.push(t, Origin::Generated),
+                Item::Keep { file, range } => out
+                    .assembled
+                    .push(&pieces.texts[*file][range.clone()], Origin::File { file: *file, start: range.start }),
+                Item::Named { file, range, common, kind, name, refs } => {
+                    if *common {
+                        out.common.push(CommonDecl {
+                            file: *file,
+                            range: range.clone(),
+                            kind,
+                            name: name.clone(),
+                            refs: refs.clone(),
+                            kept: kept[i],
+                        });
+                    }
+                    if kept[i] {
+                        out.assembled.push(
+                            &pieces.texts[*file][range.clone()],
+                            Origin::File { file: *file, start: range.start },
+                        );
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outline::outline;
     use crate::source::{CallSite, SourceFile, Sources};
+    use crate::split::mask_comments;
+
+    fn built(
+        texts: &[String],
+        includes: &Includes,
+        outlined: &[bool],
+        kernel: FileId,
+        marker: usize,
+        section: Range<usize>,
+        shared: Option<FileId>,
+    ) -> Built {
+        let codes: Vec<String> = texts.iter().map(|t| mask_comments(t)).collect();
+        let outlines: Vec<Option<Outline>> = codes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| outlined[i].then(|| outline(c, if i == kernel { 0..marker } else { 0..c.len() })))
+            .collect();
+        let pieces = Pieces { texts, codes: &codes, includes, outlines: &outlines };
+        assemble(pieces, shared, kernel, 0..marker, section, &[])
+    }
 
     #[test]
     fn maps_each_file_back() {
         let shared = "const A = 1;\n";
-        let file = "const B = 2;\n// --- KERNEL: k ---\nfn k() {}\n";
+        let file = "const B = 2;\n// --- KERNEL: k ---\nfn k() { _ = A + B; }\n";
         let texts = vec![shared.to_string(), file.to_string()];
-        let includes = Includes::default();
         let sec_start = file.find("\nfn").unwrap();
-        let a =
-            assemble(Pieces { texts: &texts, includes: &includes }, Some(0), &[(1, 0..13), (1, sec_start..file.len())])
-                .prefixed("enable f16;\n");
+        let a = built(&texts, &Includes::default(), &[true, true], 1, 13, sec_start..file.len(), Some(0))
+            .assembled
+            .prefixed("enable f16;\n");
         assert_eq!(a.text, format!("enable f16;\n{shared}\n{}{}", &file[..13], &file[sec_start..]));
         assert_eq!(a.map(0), None, "the injected directive");
         assert_eq!(a.map(12), Some((0, 0)));
@@ -182,13 +372,32 @@ mod tests {
     }
 
     #[test]
+    fn keeps_what_the_section_reaches() {
+        let shared = "// Unused.\nfn unused() -> f32 { return 0.5h; }\n// Used.\nfn used() -> f32 { return HALF; }\nconst HALF: f32 = 0.5;\n";
+        let file = "const B = 2;\n// --- KERNEL: k ---\nfn k() { _ = used(); }\n";
+        let texts = vec![shared.to_string(), file.to_string()];
+        let sec_start = file.find("\nfn").unwrap();
+        let b = built(&texts, &Includes::default(), &[true, true], 1, 13, sec_start..file.len(), Some(0));
+        let t = &b.assembled.text;
+        assert!(t.contains("// Used.\nfn used()") && t.contains("const HALF"), "{t}");
+        assert!(!t.contains("unused") && !t.contains("const B"), "{t}");
+        let kept: Vec<(&str, bool)> = b.common.iter().map(|d| (d.name.as_str(), d.kept)).collect();
+        assert_eq!(kept, vec![("unused", false), ("used", true), ("HALF", true), ("B", false)]);
+        // Each kept byte maps back to where it came from.
+        let at = t.find("const HALF").unwrap();
+        assert_eq!(b.assembled.map(at), Some((0, shared.find("const HALF").unwrap())));
+        // A file kept whole keeps everything.
+        let b = built(&texts, &Includes::default(), &[false, false], 1, 13, sec_start..file.len(), Some(0));
+        assert!(b.assembled.text.contains("unused") && b.assembled.text.contains("const B"));
+    }
+
+    #[test]
     fn includes_are_inserted_once_after_their_line() {
         let dir = std::env::temp_dir().join(format!("kernels-assemble-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("lib")).unwrap();
-        std::fs::write(dir.join("lib/a.wgsl"), "fn a() {}\n//#include \"b.wgsl\"").unwrap();
+        std::fs::write(dir.join("lib/a.wgsl"), "fn a() { b(); }\n//#include \"b.wgsl\"").unwrap();
         std::fs::write(dir.join("lib/b.wgsl"), "fn b() {}").unwrap();
-        let kernel =
-            "//#include \"lib/a.wgsl\"\nconst X = 1;\n// --- KERNEL: k ---\n//#include \"lib/b.wgsl\"\nfn k() {}\n";
+        let kernel = "//#include \"lib/a.wgsl\"\nconst X = 1;\n// --- KERNEL: k ---\n//#include \"lib/b.wgsl\"\nfn k() { a(); _ = X; }\n";
         std::fs::write(dir.join("k.wgsl"), kernel).unwrap();
         let site = CallSite { manifest_dir: Some(dir.clone()), calling_file: None };
         let mut sources = Sources::default();
@@ -199,11 +408,7 @@ mod tests {
         let texts: Vec<String> = sources.iter().map(|(_, f)| f.text.clone()).collect();
         let marker = kernel.find("// --- KERNEL").unwrap();
         let section = kernel.find("\n//#include \"lib/b").unwrap();
-        let a = assemble(
-            Pieces { texts: &texts, includes: &includes },
-            None,
-            &[(k, 0..marker), (k, section..kernel.len())],
-        );
+        let a = built(&texts, &includes, &[true, true, true], k, marker, section..kernel.len(), None).assembled;
         assert_eq!(a.text.matches("fn b()").count(), 1, "b is inserted once:\n{}", a.text);
         assert!(a.text.find("fn a()").unwrap() < a.text.find("fn b()").unwrap());
         assert!(a.text.find("fn b()").unwrap() < a.text.find("const X").unwrap(), "after the include line");

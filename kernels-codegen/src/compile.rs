@@ -5,16 +5,18 @@
 //! input.
 
 use crate::annotate::{self, Notes};
-use crate::assemble::{Assembled, Pieces, assemble};
+use crate::assemble::{Assembled, Built, CommonDecl, Pieces, assemble, assemble_decls};
 use crate::diagnostic::Diagnostic;
 use crate::include::{self, Includes};
 use crate::input::Shared;
+use crate::outline::{self, Outline};
 use crate::reflect::{self, Interface};
 use crate::shape::{self, GridSource, Located, Shape};
 use crate::source::{CallSite, FileId, Location, SourceFile, Sources};
 use crate::split::{self, Conditions, Split, UsedConditions};
 use crate::validate::{self, CoopConfig, ENABLE_F16, RawError};
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::PathBuf;
 
@@ -69,6 +71,9 @@ pub struct File {
     pub display: String,
     /// Kernels in file order.
     pub kernels: Vec<Kernel>,
+    /// The constants of the shared and file preambles (and the files they include), for the
+    /// host: (name, Rust type, value as a Rust literal).
+    pub consts: Vec<(String, &'static str, String)>,
     /// Errors that concern the whole file.
     pub errors: Vec<Diagnostic>,
 }
@@ -182,7 +187,7 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
     let mut forms = Vec::new();
     for conditions in Conditions::combinations(used) {
         match texts(&sources, kernel_file, &split, &lifted, conditions) {
-            Ok(t) => forms.push((conditions, t)),
+            Ok(texts) => forms.push(Form::new(kernel_file, &split, conditions, texts)),
             Err(e) => {
                 // Every combination reports the same structural errors: report them once.
                 out.errors.extend(e);
@@ -192,10 +197,79 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
     }
 
     let ctx = Ctx { sources: &sources, includes: &includes, kernel_file, shared: shared_file, split: &split };
+    let mut dead = vec![DeadCode::default(); forms.len()];
     for section in &split.sections {
-        out.kernels.push(ctx.kernel(&forms, section));
+        out.kernels.push(ctx.kernel(&forms, section, &mut dead));
+    }
+    let mut values: Vec<(String, &'static str, String)> =
+        out.kernels.iter().filter_map(|k| k.interface.as_ref()).flat_map(|i| i.exported.iter().cloned()).collect();
+    for (form, dead) in forms.iter().zip(&dead) {
+        let (errors, unused_values) = ctx.check_unused(form, dead);
+        values.extend(unused_values);
+        for e in errors {
+            if !out.errors.contains(&e) {
+                out.errors.push(e);
+            }
+        }
+    }
+    // The host sees the constants every kernel could see: those of the common parts.
+    for d in dead.iter().flat_map(|d| &d.decls).filter(|d| d.kind == "const") {
+        if out.consts.iter().all(|c| c.0 != d.name)
+            && let Some(v) = values.iter().find(|v| v.0 == d.name)
+        {
+            out.consts.push(v.clone());
+        }
     }
     out
+}
+
+/// One variant's texts of every file, with what assembly needs: comments masked and the
+/// declarations of the parts kernels take only what they reach from.
+struct Form {
+    conditions: Conditions,
+    texts: Vec<String>,
+    codes: Vec<String>,
+    outlines: Vec<Option<Outline>>,
+}
+
+impl Form {
+    fn new(kernel_file: FileId, split: &Split, conditions: Conditions, texts: Vec<String>) -> Form {
+        let codes: Vec<String> = texts.iter().map(|t| split::mask_comments(t)).collect();
+        let outlines = codes
+            .iter()
+            .enumerate()
+            .map(|(id, code)| {
+                let range = if id == kernel_file { split.preamble.clone() } else { 0..code.len() };
+                Some(outline::outline(code, range))
+            })
+            .collect();
+        Form { conditions, texts, codes, outlines }
+    }
+
+    fn pieces<'a>(&'a self, includes: &'a Includes) -> Pieces<'a> {
+        Pieces { texts: &self.texts, codes: &self.codes, includes, outlines: &self.outlines }
+    }
+}
+
+/// The declarations every kernel sees, for one variant, and whether any kernel keeps each.
+#[derive(Clone, Debug, Default)]
+struct DeadCode {
+    decls: Vec<CommonDecl>,
+    index: HashMap<(FileId, usize), usize>,
+}
+
+impl DeadCode {
+    fn record(&mut self, decls: &[CommonDecl]) {
+        for d in decls {
+            match self.index.get(&(d.file, d.range.start)) {
+                Some(&i) => self.decls[i].kept |= d.kept,
+                None => {
+                    self.index.insert((d.file, d.range.start), self.decls.len());
+                    self.decls.push(d.clone());
+                }
+            }
+        }
+    }
 }
 
 /// Every file's text for one variant: directives lifted, the inactive `//#if` branches blanked.
@@ -242,12 +316,60 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn assemble(&self, texts: &[String], section: &split::Section) -> Assembled {
+    fn assemble(&self, form: &Form, section: &split::Section, roots: &[String]) -> Built {
         assemble(
-            Pieces { texts, includes: self.includes },
+            form.pieces(self.includes),
             self.shared,
-            &[(self.kernel_file, self.split.preamble.clone()), (self.kernel_file, section.body.clone())],
+            self.kernel_file,
+            self.split.preamble.clone(),
+            section.body.clone(),
+            roots,
         )
+    }
+
+    /// Checks, once, the declarations of the shared and file preambles (and what they include)
+    /// that no kernel uses, with what they need.
+    #[allow(clippy::type_complexity)]
+    fn check_unused(&self, form: &Form, dead: &DeadCode) -> (Vec<Diagnostic>, Vec<(String, &'static str, String)>) {
+        if dead.decls.iter().all(|d| d.kept) {
+            return (Vec::new(), Vec::new());
+        }
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, d) in dead.decls.iter().enumerate() {
+            by_name.entry(d.name.as_str()).or_default().push(i);
+        }
+        let mut take = vec![false; dead.decls.len()];
+        let mut todo: Vec<usize> = (0..dead.decls.len()).filter(|&i| !dead.decls[i].kept).collect();
+        while let Some(i) = todo.pop() {
+            if std::mem::replace(&mut take[i], true) {
+                continue;
+            }
+            for r in &dead.decls[i].refs {
+                todo.extend(by_name.get(r.as_str()).into_iter().flatten().copied().filter(|&j| !take[j]));
+            }
+        }
+        let decls: Vec<(FileId, Range<usize>)> =
+            dead.decls.iter().zip(&take).filter(|(_, t)| **t).map(|(d, _)| (d.file, d.range.clone())).collect();
+        let a = assemble_decls(form.pieces(self.includes), &decls);
+        let fallback = self.sources.get(self.kernel_file).locate(self.split.preamble.start..self.split.preamble.start);
+        match validate::check(&a.text, "") {
+            Ok(c) => (Vec::new(), reflect::constants(&c.module).1),
+            Err(failure) => {
+                let note = "in code of the shared or file preamble that no kernel of this file uses (checked once, on its own)";
+                let mut out = self.diagnostics(
+                    &a.prefixed(&failure.prefix),
+                    failure.errors,
+                    &fallback,
+                    "",
+                    form.conditions.describe(),
+                );
+                for d in &mut out {
+                    d.kernel = None;
+                    d.notes.push(note.to_string());
+                }
+                (out, Vec::new())
+            }
+        }
     }
 
     fn locate(&self, a: &Assembled, range: Option<Range<usize>>, fallback: &Location) -> Location {
@@ -341,7 +463,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn kernel(&self, forms: &[(Conditions, Vec<String>)], section: &split::Section) -> Kernel {
+    fn kernel(&self, forms: &[Form], section: &split::Section, dead: &mut [DeadCode]) -> Kernel {
         let name = section.name.clone();
         let file = self.sources.get(self.kernel_file);
         let marker = file.locate(section.marker.clone());
@@ -360,8 +482,14 @@ impl Ctx<'_> {
         // text equals a preferred one's is that variant.
         let mut checked: Vec<(Conditions, Assembled, validate::Checked)> = Vec::new();
         let mut seen: Vec<String> = Vec::new();
-        for (conditions, texts) in forms {
-            let a = self.assemble(texts, section);
+        // The names the annotations use must be in the source too (they are in comments).
+        let roots: Vec<String> = notes.annotations.iter().flat_map(|a| outline::identifiers(&a.expr)).collect();
+        let built: Vec<Built> = forms.iter().map(|f| self.assemble(f, section, &roots)).collect();
+        for (d, b) in dead.iter_mut().zip(&built) {
+            d.record(&b.common);
+        }
+        for (form, b) in forms.iter().zip(built) {
+            let (conditions, a) = (&form.conditions, b.assembled);
             if seen.contains(&a.text) {
                 continue;
             }

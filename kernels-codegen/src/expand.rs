@@ -83,7 +83,7 @@ struct Emitter<'a> {
 impl<'a> Emitter<'a> {
     fn new(file: &'a File, rt: TokenStream) -> Self {
         let kernels: Vec<&Kernel> = file.kernels.iter().collect();
-        let consts = shared_consts(&kernels);
+        let consts = file.consts.clone();
         let taken = |n: &str| consts.iter().any(|c| c.0 == n) || file.kernels.iter().any(|k| k.name == n);
         let registry = api_name("KERNELS", taken("KERNELS"));
         Emitter { rt, file, shared: shared_structs(&kernels), consts, registry }
@@ -131,7 +131,7 @@ impl<'a> Emitter<'a> {
             let id = ident(name);
             let ty = self.primitive(ty);
             let value: TokenStream = value.parse().unwrap_or_default();
-            let doc = format!("`const {name}` of the WGSL (shared preamble or file preamble).");
+            let doc = format!("`const {name}` of the WGSL (shared or file preamble).");
             quote!(#[doc = #doc] pub const #id: #ty = #value;)
         });
         let shared = self.shared.iter().map(|s| {
@@ -703,14 +703,6 @@ fn shared_structs(kernels: &[&Kernel]) -> Vec<StructDef> {
         }
     }
     seen.into_iter().filter(|(_, s)| *s).map(|(d, _)| d).collect()
-}
-
-/// Constants every kernel of the file sees with the same value (those of the shared and file
-/// preambles), for the host: block sizes the caller must know, tile shapes.
-fn shared_consts(kernels: &[&Kernel]) -> Vec<(String, &'static str, String)> {
-    let ifaces: Vec<&Interface> = kernels.iter().filter_map(|k| k.interface.as_ref()).collect();
-    let Some(first) = ifaces.first() else { return Vec::new() };
-    first.exported.iter().filter(|c| ifaces.iter().all(|i| i.exported.contains(c))).cloned().collect()
 }
 
 fn mentions(t: &HostType, names: &[String]) -> bool {

@@ -19,6 +19,7 @@ pub mod diagnostic;
 pub mod expand;
 pub mod include;
 pub mod input;
+pub mod outline;
 pub mod reflect;
 pub mod shape;
 pub mod source;

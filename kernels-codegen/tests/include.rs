@@ -187,7 +187,8 @@ fn included_files_take_part_in_variants() {
             "01_k.wgsl",
             "// --- KERNEL: k ---\n//#include \"lib/sum.wgsl\"\n//#if !subgroups\n//#include \"lib/extra.wgsl\"\n//#endif\n\
              @group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
-             @compute @workgroup_size(64) fn k(@builtin(local_invocation_index) i: u32) { x[i] = total(x[i]); }\n",
+             @compute @workgroup_size(64) fn k(@builtin(local_invocation_index) i: u32) {\n    x[i] = total(x[i]);\n\
+             //#if !subgroups\n    x[i] += extra();\n//#endif\n}\n",
         ),
     ]);
     let f = compile_in(&d, "01_k.wgsl");

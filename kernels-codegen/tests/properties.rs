@@ -103,12 +103,18 @@ proptest! {
         let s = split::split(&kf).unwrap();
         let sec = &s.sections[0];
         let texts = vec![shared.clone(), kernel.clone()];
+        let codes: Vec<String> = texts.iter().map(|t| split::mask_comments(t)).collect();
         let includes = Includes::default();
+        // Kept whole (no outlines): every line is there to map back.
         let a = assemble(
-            Pieces { texts: &texts, includes: &includes },
+            Pieces { texts: &texts, codes: &codes, includes: &includes, outlines: &[None, None] },
             Some(0),
-            &[(1, s.preamble.clone()), (1, sec.body.clone())],
+            1,
+            s.preamble.clone(),
+            sec.body.clone(),
+            &[],
         )
+        .assembled
         .prefixed("enable f16;\n");
         for (prefix, part, file, count, first_line) in [
             ("tag_s", 0, &sf, shared_lines, 1),

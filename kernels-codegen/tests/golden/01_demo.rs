@@ -16,7 +16,7 @@ pub mod r#demo {
     const _: &::core::primitive::str = ::core::include_str!(
         "$CRATE/tests/fixtures/00_shared.wgsl"
     );
-    ///`const WG` of the WGSL (shared preamble or file preamble).
+    ///`const WG` of the WGSL (shared or file preamble).
     pub const r#WG: ::core::primitive::u32 = 64;
     /// Structs that several kernels use; each kernel's module re-exports those it uses.
     #[doc(hidden)]
