@@ -5,38 +5,37 @@ extern crate self as kernels;
 pub use kernels_macro::kernels;
 pub use kernels_runtime::*;
 
-kernels!("shaders/00_infrastructure.wgsl");
-kernels!("shaders/01_embedding.wgsl");
-kernels!("shaders/02_norm.wgsl");
-kernels!("shaders/03_linear.wgsl");
-kernels!("shaders/04_rope.wgsl");
-kernels!("shaders/05_attention.wgsl");
-kernels!("shaders/06_activation.wgsl");
-kernels!("shaders/07_loss.wgsl");
-kernels!("shaders/08_cast.wgsl");
-kernels!("shaders/09_backward_ffn.wgsl");
-kernels!("shaders/10_backward_attention.wgsl");
-kernels!("shaders/12_optimizer.wgsl");
+/// The library's kernel files, listed once: each becomes a module through `kernels!` and
+/// every kernel of each is in [`all_kernels`], so a file cannot be left out of warm-up, the web
+/// export or the catalog.
+macro_rules! kernel_files {
+    ($($module:ident: $path:literal),* $(,)?) => {
+        $(kernels!($path, module = $module);)*
+
+        /// Every kernel of the library, for [`Gpu::warm_up`] and tools.
+        pub fn all_kernels() -> impl Iterator<Item = &'static &'static KernelDef> {
+            ::core::iter::empty()$(.chain($module::KERNELS))*
+        }
+    };
+}
+
+kernel_files! {
+    infrastructure: "shaders/00_infrastructure.wgsl",
+    embedding: "shaders/01_embedding.wgsl",
+    norm: "shaders/02_norm.wgsl",
+    linear: "shaders/03_linear.wgsl",
+    rope: "shaders/04_rope.wgsl",
+    attention: "shaders/05_attention.wgsl",
+    activation: "shaders/06_activation.wgsl",
+    loss: "shaders/07_loss.wgsl",
+    cast: "shaders/08_cast.wgsl",
+    backward_ffn: "shaders/09_backward_ffn.wgsl",
+    backward_attention: "shaders/10_backward_attention.wgsl",
+    optimizer: "shaders/12_optimizer.wgsl",
+}
 
 pub mod fast_attention;
 pub mod ops;
-
-/// Every kernel of the library, for [`Gpu::warm_up`] and tools.
-pub fn all_kernels() -> impl Iterator<Item = &'static &'static KernelDef> {
-    infrastructure::KERNELS
-        .iter()
-        .chain(embedding::KERNELS)
-        .chain(norm::KERNELS)
-        .chain(linear::KERNELS)
-        .chain(rope::KERNELS)
-        .chain(attention::KERNELS)
-        .chain(activation::KERNELS)
-        .chain(loss::KERNELS)
-        .chain(cast::KERNELS)
-        .chain(backward_ffn::KERNELS)
-        .chain(backward_attention::KERNELS)
-        .chain(optimizer::KERNELS)
-}
 
 /// The kernel catalog in Markdown (docs/KERNELS.md): every kernel of the library with what it
 /// computes, what it writes (overwrite or accumulate), its bindings and its grid.

@@ -1,16 +1,23 @@
-//! The pipeline for one kernel file: read → split → lift directives → pick variants →
-//! assemble → validate (naga + uniformity) → reflect, collecting every error with its original
-//! location. Nothing here panics on user input.
+//! The pipeline for one kernel file: read (with includes) → split → lift directives → pick
+//! variants → assemble → validate (naga, uniformity, SPIR-V) → reflect → shape annotations,
+//! collecting every error with its original location. Everything the macro emits is decided
+//! here; [`expand`](crate::expand) only turns it into tokens. Nothing here panics on user
+//! input.
 
 use crate::annotate::{self, Notes};
-use crate::assemble::{Assembled, Piece, assemble};
+use crate::assemble::{Assembled, Built, CommonDecl, Pieces, assemble, assemble_decls};
 use crate::diagnostic::Diagnostic;
+use crate::include::{self, Includes};
 use crate::input::Shared;
+use crate::outline::{self, Outline};
 use crate::reflect::{self, Interface};
-use crate::source::{CallSite, Location, Part, SourceFile};
+use crate::shape::{self, GridSource, Located, Shape};
+use crate::source::{CallSite, FileId, Location, SourceFile, Sources};
 use crate::split::{self, Conditions, Split, UsedConditions};
 use crate::validate::{self, CoopConfig, ENABLE_F16, RawError};
 
+use std::collections::HashMap;
+use std::ops::Range;
 use std::path::PathBuf;
 
 /// One compiled form of a kernel.
@@ -38,18 +45,18 @@ pub struct Variant {
 pub struct Kernel {
     /// Its name.
     pub name: String,
-    /// Doc text and annotations.
-    pub notes: Notes,
+    /// Doc text from its comments, one entry per line.
+    pub doc: Vec<String>,
     /// Its interface, when the source parsed.
     pub interface: Option<Interface>,
+    /// Its `@grid` and `@requires` annotations, checked against the interface.
+    pub shape: Shape,
     /// Variants, preferred first. Empty when the kernel has errors.
     pub variants: Vec<Variant>,
     /// Errors in this kernel.
     pub errors: Vec<Diagnostic>,
     /// Where its marker is.
     pub marker: Location,
-    /// Where each of `notes.annotations` is.
-    pub annotation_locations: Vec<Location>,
 }
 
 /// A kernel file after compilation.
@@ -57,12 +64,16 @@ pub struct Kernel {
 pub struct File {
     /// The generated module's name.
     pub module: String,
-    /// Files read (absolute), for rebuild tracking.
+    /// Files read (absolute): the kernel file, the shared preamble and every included file,
+    /// for rebuild tracking.
     pub read: Vec<PathBuf>,
     /// The kernel file as displayed.
     pub display: String,
     /// Kernels in file order.
     pub kernels: Vec<Kernel>,
+    /// The constants of the shared and file preambles (and the files they include), for the
+    /// host: (name, Rust type, value as a Rust literal).
+    pub consts: Vec<(String, &'static str, String)>,
     /// Errors that concern the whole file.
     pub errors: Vec<Diagnostic>,
 }
@@ -89,14 +100,15 @@ fn read(site: &CallSite, written: &str, what: &str) -> Result<SourceFile, Box<Di
 /// Compiles one kernel file.
 pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<String>) -> File {
     let mut out = File::default();
-    let file = match read(site, path, "kernel file") {
-        Ok(f) => f,
+    let mut sources = Sources::default();
+    let kernel_file = match read(site, path, "kernel file") {
+        Ok(f) => sources.add(f),
         Err(e) => {
             out.errors.push(*e);
             return out;
         }
     };
-    out.read.push(file.path.clone());
+    let file = sources.get(kernel_file).clone();
     out.display = file.display.clone();
     out.module = match module {
         Some(m) => m,
@@ -108,10 +120,10 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
             }
         },
     };
-    let shared = match shared {
+    let shared_file = match shared {
         Shared::None => None,
         Shared::Path(p) => match read(site, p, "shared preamble") {
-            Ok(f) => Some(f),
+            Ok(f) => Some(sources.add(f)),
             Err(e) => {
                 out.errors.push(*e);
                 return out;
@@ -127,7 +139,7 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
                 return out;
             }
             match read(site, &default.to_string_lossy(), "shared preamble") {
-                Ok(f) => Some(f),
+                Ok(f) => Some(sources.add(f)),
                 Err(e) => {
                     out.errors
                         .push((*e).note("to build without a shared preamble, write `kernels!(\"…\", shared = none)`"));
@@ -136,9 +148,12 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
             }
         }
     };
-    if let Some(s) = &shared {
-        out.read.push(s.path.clone());
-        out.errors.extend(split::check_shared(s));
+    let roots: Vec<FileId> = shared_file.into_iter().chain([kernel_file]).collect();
+    let (includes, include_errors) = include::load(site, &mut sources, &roots);
+    out.read = sources.iter().map(|(_, f)| f.path.clone()).collect();
+    out.errors.extend(include_errors);
+    if let Some(s) = shared_file {
+        out.errors.extend(split::check_shared(sources.get(s)));
     }
     let split = match split::split(&file) {
         Ok(s) => s,
@@ -148,33 +163,31 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         }
     };
 
-    // Directives: only at the very top of a file; lifted out.
-    // (Blanking keeps offsets, so the whole text can be edited in place.)
-    let mut file_text = file.text.clone();
-    if let Err(e) = split::take_directives(&file, split.preamble.clone(), &mut file_text, true) {
-        out.errors.extend(e);
-    }
-    for section in &split.sections {
-        if let Err(e) = split::take_directives(&file, section.body.clone(), &mut file_text, false) {
-            out.errors.extend(e);
+    // Directives: only at the very top of the kernel file and the shared preamble; lifted out
+    // (blanking keeps offsets, so whole texts are edited in place). Included files were
+    // checked when they were read.
+    let mut lifted: Vec<String> = sources.iter().map(|(_, f)| f.text.clone()).collect();
+    let mut lift = |id: FileId, range: Range<usize>, top: bool, errors: &mut Vec<Diagnostic>| {
+        if let Err(e) = split::lift_directives(sources.get(id), range, &mut lifted[id], top) {
+            errors.extend(e);
         }
+    };
+    lift(kernel_file, split.preamble.clone(), true, &mut out.errors);
+    for section in &split.sections {
+        lift(kernel_file, section.body.clone(), false, &mut out.errors);
     }
-    let mut shared_text = shared.as_ref().map(|s| s.text.clone());
-    if let (Some(s), Some(t)) = (&shared, &mut shared_text)
-        && let Err(e) = split::take_directives(s, 0..s.text.len(), t, true)
-    {
-        out.errors.extend(e);
+    if let Some(s) = shared_file {
+        lift(s, 0..sources.get(s).text.len(), true, &mut out.errors);
     }
     if !out.errors.is_empty() {
         return out;
     }
 
-    let used =
-        UsedConditions::of(&file.text).union(shared.as_ref().map(|s| UsedConditions::of(&s.text)).unwrap_or_default());
+    let used = sources.iter().fold(UsedConditions::default(), |u, (_, f)| u.union(UsedConditions::of(&f.text)));
     let mut forms = Vec::new();
     for conditions in Conditions::combinations(used) {
-        match texts(&file, &split, &file_text, shared.as_ref(), shared_text.as_deref(), conditions) {
-            Ok(t) => forms.push((conditions, t)),
+        match texts(&sources, kernel_file, &split, &lifted, conditions) {
+            Ok(texts) => forms.push(Form::new(kernel_file, &split, conditions, texts)),
             Err(e) => {
                 // Every combination reports the same structural errors: report them once.
                 out.errors.extend(e);
@@ -183,44 +196,111 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         }
     }
 
-    for (i, section) in split.sections.iter().enumerate() {
-        let ctx = Ctx { file: &file, shared: shared.as_ref(), split: &split, index: i };
-        out.kernels.push(ctx.kernel(&forms, section));
+    let ctx = Ctx { sources: &sources, includes: &includes, kernel_file, shared: shared_file, split: &split };
+    let mut dead = vec![DeadCode::default(); forms.len()];
+    for section in &split.sections {
+        out.kernels.push(ctx.kernel(&forms, section, &mut dead));
+    }
+    let mut values: Vec<(String, &'static str, String)> =
+        out.kernels.iter().filter_map(|k| k.interface.as_ref()).flat_map(|i| i.exported.iter().cloned()).collect();
+    for (form, dead) in forms.iter().zip(&dead) {
+        let (errors, unused_values) = ctx.check_unused(form, dead);
+        values.extend(unused_values);
+        for e in errors {
+            if !out.errors.contains(&e) {
+                out.errors.push(e);
+            }
+        }
+    }
+    // The host sees the constants every kernel could see: those of the common parts.
+    for d in dead.iter().flat_map(|d| &d.decls).filter(|d| d.kind == "const") {
+        if out.consts.iter().all(|c| c.0 != d.name)
+            && let Some(v) = values.iter().find(|v| v.0 == d.name)
+        {
+            out.consts.push(v.clone());
+        }
     }
     out
 }
 
-/// The processed text of every part for one variant.
-struct Texts {
-    shared: Option<String>,
-    preamble: String,
-    sections: Vec<String>,
+/// One variant's texts of every file, with what assembly needs: comments masked and the
+/// declarations of the parts kernels take only what they reach from.
+struct Form {
+    conditions: Conditions,
+    texts: Vec<String>,
+    codes: Vec<String>,
+    outlines: Vec<Option<Outline>>,
 }
 
-fn texts(
-    file: &SourceFile,
-    split: &Split,
-    file_text: &str,
-    shared: Option<&SourceFile>,
-    shared_text: Option<&str>,
-    conditions: Conditions,
-) -> Result<Texts, Vec<Diagnostic>> {
-    let mut errors = Vec::new();
-    let mut part = |src: &SourceFile, text: &str, range: std::ops::Range<usize>| {
-        let mut t = text[range.clone()].to_string();
-        if let Err(e) = split::apply_conditionals(src, range, &mut t, conditions) {
-            errors.extend(e);
+impl Form {
+    fn new(kernel_file: FileId, split: &Split, conditions: Conditions, texts: Vec<String>) -> Form {
+        let codes: Vec<String> = texts.iter().map(|t| split::mask_comments(t)).collect();
+        let outlines = codes
+            .iter()
+            .enumerate()
+            .map(|(id, code)| {
+                let range = if id == kernel_file { split.preamble.clone() } else { 0..code.len() };
+                Some(outline::outline(code, range))
+            })
+            .collect();
+        Form { conditions, texts, codes, outlines }
+    }
+
+    fn pieces<'a>(&'a self, includes: &'a Includes) -> Pieces<'a> {
+        Pieces { texts: &self.texts, codes: &self.codes, includes, outlines: &self.outlines }
+    }
+}
+
+/// The declarations every kernel sees, for one variant, and whether any kernel keeps each.
+#[derive(Clone, Debug, Default)]
+struct DeadCode {
+    decls: Vec<CommonDecl>,
+    index: HashMap<(FileId, usize), usize>,
+}
+
+impl DeadCode {
+    fn record(&mut self, decls: &[CommonDecl]) {
+        for d in decls {
+            match self.index.get(&(d.file, d.range.start)) {
+                Some(&i) => self.decls[i].kept |= d.kept,
+                None => {
+                    self.index.insert((d.file, d.range.start), self.decls.len());
+                    self.decls.push(d.clone());
+                }
+            }
         }
-        t
-    };
-    let shared = match (shared, shared_text) {
-        (Some(s), Some(t)) => Some(part(s, t, 0..t.len())),
-        _ => None,
-    };
-    let preamble = part(file, file_text, split.preamble.clone());
-    let sections = split.sections.iter().map(|s| part(file, file_text, s.body.clone())).collect();
+    }
+}
+
+/// Every file's text for one variant: directives lifted, the inactive `//#if` branches blanked.
+/// The kernel file's conditionals are applied part by part (a branch may not span a marker).
+fn texts(
+    sources: &Sources,
+    kernel_file: FileId,
+    split: &Split,
+    lifted: &[String],
+    conditions: Conditions,
+) -> Result<Vec<String>, Vec<Diagnostic>> {
+    let mut errors = Vec::new();
+    let mut out = Vec::with_capacity(lifted.len());
+    for (id, file) in sources.iter() {
+        let parts: Vec<Range<usize>> = if id == kernel_file {
+            std::iter::once(split.preamble.clone()).chain(split.sections.iter().map(|s| s.body.clone())).collect()
+        } else {
+            std::iter::once(0..file.text.len()).collect()
+        };
+        let mut text = lifted[id].clone();
+        for range in parts {
+            let mut part = text[range.clone()].to_string();
+            if let Err(e) = split::apply_conditionals(file, range.clone(), &mut part, conditions) {
+                errors.extend(e);
+            }
+            text.replace_range(range, &part);
+        }
+        out.push(text);
+    }
     if errors.is_empty() {
-        Ok(Texts { shared, preamble, sections })
+        Ok(out)
     } else {
         errors.dedup();
         Err(errors)
@@ -228,29 +308,74 @@ fn texts(
 }
 
 struct Ctx<'a> {
-    file: &'a SourceFile,
-    shared: Option<&'a SourceFile>,
+    sources: &'a Sources,
+    includes: &'a Includes,
+    kernel_file: FileId,
+    shared: Option<FileId>,
     split: &'a Split,
-    index: usize,
 }
 
 impl Ctx<'_> {
-    fn assemble(&self, t: &Texts, section: &split::Section) -> Assembled {
+    fn assemble(&self, form: &Form, section: &split::Section, roots: &[String]) -> Built {
         assemble(
-            "",
-            t.shared.as_deref().map(|text| Piece { text, src_start: 0 }),
-            Piece { text: &t.preamble, src_start: self.split.preamble.start },
-            Piece { text: &t.sections[self.index], src_start: section.body.start },
+            form.pieces(self.includes),
+            self.shared,
+            self.kernel_file,
+            self.split.preamble.clone(),
+            section.body.clone(),
+            roots,
         )
     }
 
-    fn locate(&self, a: &Assembled, range: Option<std::ops::Range<usize>>, fallback: &Location) -> Location {
+    /// Checks, once, the declarations of the shared and file preambles (and what they include)
+    /// that no kernel uses, with what they need.
+    #[allow(clippy::type_complexity)]
+    fn check_unused(&self, form: &Form, dead: &DeadCode) -> (Vec<Diagnostic>, Vec<(String, &'static str, String)>) {
+        if dead.decls.iter().all(|d| d.kept) {
+            return (Vec::new(), Vec::new());
+        }
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, d) in dead.decls.iter().enumerate() {
+            by_name.entry(d.name.as_str()).or_default().push(i);
+        }
+        let mut take = vec![false; dead.decls.len()];
+        let mut todo: Vec<usize> = (0..dead.decls.len()).filter(|&i| !dead.decls[i].kept).collect();
+        while let Some(i) = todo.pop() {
+            if std::mem::replace(&mut take[i], true) {
+                continue;
+            }
+            for r in &dead.decls[i].refs {
+                todo.extend(by_name.get(r.as_str()).into_iter().flatten().copied().filter(|&j| !take[j]));
+            }
+        }
+        let decls: Vec<(FileId, Range<usize>)> =
+            dead.decls.iter().zip(&take).filter(|(_, t)| **t).map(|(d, _)| (d.file, d.range.clone())).collect();
+        let a = assemble_decls(form.pieces(self.includes), &decls);
+        let fallback = self.sources.get(self.kernel_file).locate(self.split.preamble.start..self.split.preamble.start);
+        match validate::check(&a.text, "") {
+            Ok(c) => (Vec::new(), reflect::constants(&c.module).1),
+            Err(failure) => {
+                let note = "in code of the shared or file preamble that no kernel of this file uses (checked once, on its own)";
+                let mut out = self.diagnostics(
+                    &a.prefixed(&failure.prefix),
+                    failure.errors,
+                    &fallback,
+                    "",
+                    form.conditions.describe(),
+                );
+                for d in &mut out {
+                    d.kernel = None;
+                    d.notes.push(note.to_string());
+                }
+                (out, Vec::new())
+            }
+        }
+    }
+
+    fn locate(&self, a: &Assembled, range: Option<Range<usize>>, fallback: &Location) -> Location {
         range
             .and_then(|r| a.map_range(r))
-            .map(|(part, r)| match part {
-                Part::Shared => self.shared.map(|s| s.locate(r.clone())).unwrap_or_else(|| fallback.clone()),
-                _ => self.file.locate(r),
-            })
+            .map(|(file, r)| self.sources.get(file).locate(r))
             .unwrap_or_else(|| fallback.clone())
     }
 
@@ -287,6 +412,43 @@ impl Ctx<'_> {
             .collect()
     }
 
+    /// The `@grid` and `@requires` annotations as typed values (errors at their lines).
+    fn shape(&self, notes: &Notes, iface: &Interface, name: &str, errors: &mut Vec<Diagnostic>) -> Shape {
+        let file = self.sources.get(self.kernel_file);
+        let mut shape = Shape::default();
+        for a in &notes.annotations {
+            let location = file.locate(a.range.clone());
+            match a.kind.as_str() {
+                "requires" => match shape::requirement(&a.expr, iface) {
+                    Ok(r) => {
+                        shape.requires.push(Located { value: r, text: a.expr.clone(), location: location.clone() })
+                    }
+                    Err(e) => {
+                        errors.push(Diagnostic::at(location.clone(), format!("in `@requires`: {e}")).in_kernel(name))
+                    }
+                },
+                _ => {
+                    if shape.grid != GridSource::Caller {
+                        errors.push(Diagnostic::at(location.clone(), "more than one `@grid`").in_kernel(name));
+                        continue;
+                    }
+                    shape.grid = match shape::grid(&a.expr, iface) {
+                        Ok(g) => GridSource::Annotation(Box::new(Located {
+                            value: g,
+                            text: a.expr.clone(),
+                            location: location.clone(),
+                        })),
+                        Err(e) => {
+                            errors.push(Diagnostic::at(location.clone(), format!("in `@grid`: {e}")).in_kernel(name));
+                            GridSource::Invalid
+                        }
+                    };
+                }
+            }
+        }
+        shape
+    }
+
     fn variant(&self, conditions: Conditions, a: &Assembled, c: &validate::Checked) -> Variant {
         let body = &a.text;
         let enable_sg = if c.subgroups { "enable subgroups;\n" } else { "" };
@@ -301,16 +463,16 @@ impl Ctx<'_> {
         }
     }
 
-    fn kernel(&self, forms: &[(Conditions, Texts)], section: &split::Section) -> Kernel {
+    fn kernel(&self, forms: &[Form], section: &split::Section, dead: &mut [DeadCode]) -> Kernel {
         let name = section.name.clone();
-        let marker = self.file.locate(section.marker.clone());
-        let notes = annotate::notes(&self.file.text, section);
-        let annotation_locations = notes.annotations.iter().map(|a| self.file.locate(a.range.clone())).collect();
+        let file = self.sources.get(self.kernel_file);
+        let marker = file.locate(section.marker.clone());
+        let notes = annotate::notes(&file.text, section);
         let mut k = Kernel {
             name: name.clone(),
-            notes,
-            annotation_locations,
+            doc: notes.doc.clone(),
             interface: None,
+            shape: Shape::default(),
             variants: Vec::new(),
             errors: Vec::new(),
             marker: marker.clone(),
@@ -320,8 +482,14 @@ impl Ctx<'_> {
         // text equals a preferred one's is that variant.
         let mut checked: Vec<(Conditions, Assembled, validate::Checked)> = Vec::new();
         let mut seen: Vec<String> = Vec::new();
-        for (conditions, texts) in forms {
-            let a = self.assemble(texts, section);
+        // The names the annotations use must be in the source too (they are in comments).
+        let roots: Vec<String> = notes.annotations.iter().flat_map(|a| outline::identifiers(&a.expr)).collect();
+        let built: Vec<Built> = forms.iter().map(|f| self.assemble(f, section, &roots)).collect();
+        for (d, b) in dead.iter_mut().zip(&built) {
+            d.record(&b.common);
+        }
+        for (form, b) in forms.iter().zip(built) {
+            let (conditions, a) = (&form.conditions, b.assembled);
             if seen.contains(&a.text) {
                 continue;
             }
@@ -337,7 +505,7 @@ impl Ctx<'_> {
                 if let Some(m) = module {
                     let has_ep =
                         m.entry_points.iter().any(|ep| ep.name == name && ep.stage == naga::ShaderStage::Compute);
-                    if !has_ep || k.notes.entry.is_none() {
+                    if !has_ep || notes.entry.is_none() {
                         k.errors.push(
                             Diagnostic::at(marker.clone(), format!("no `@compute fn {name}` in the section of kernel `{name}`"))
                                 .label("this marker")
@@ -356,6 +524,9 @@ impl Ctx<'_> {
                         if let Some(m) = failure.module
                             && let Ok(i) = reflect::reflect(&m, None, &name)
                         {
+                            let mut errors = Vec::new();
+                            k.shape = self.shape(&notes, &i, &name, &mut errors);
+                            k.errors.extend(errors);
                             k.interface = Some(i);
                         }
                         // The other forms would repeat these errors.
@@ -365,15 +536,16 @@ impl Ctx<'_> {
                 Ok(c) => {
                     if first {
                         match reflect::reflect(&c.module, Some(&c.info), &name) {
-                            Ok(i) => k.interface = Some(i),
+                            Ok(i) => {
+                                let mut errors = Vec::new();
+                                k.shape = self.shape(&notes, &i, &name, &mut errors);
+                                k.errors.extend(errors);
+                                k.interface = Some(i);
+                            }
                             Err(e) => {
                                 if k.errors.is_empty() {
-                                    let loc = k
-                                        .notes
-                                        .entry
-                                        .clone()
-                                        .map(|r| self.file.locate(r))
-                                        .unwrap_or_else(|| marker.clone());
+                                    let loc =
+                                        notes.entry.clone().map(|r| file.locate(r)).unwrap_or_else(|| marker.clone());
                                     k.errors.push(Diagnostic::at(loc, e).in_kernel(&name));
                                 }
                             }

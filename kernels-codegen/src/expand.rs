@@ -1,119 +1,677 @@
-//! Stage 6: tokens. One `pub mod <file>` with one function per kernel, a companion module per
+//! Stage 8: tokens. One `pub mod <file>` with one function per kernel, a companion module per
 //! kernel (`<kernel>::WGSL`, `WORKGROUP_SIZE`, `KERNEL`, its types), the structs with WGSL
 //! layout, `include_str!` lines for rebuild tracking, and a `compile_error!` per error — all
-//! errors of the call, with the kernels that are fine still emitted.
+//! errors of the call, with the kernels that are fine still emitted. Everything was parsed and
+//! checked by [`compile`](crate::compile); this stage only emits.
+//!
+//! **Names.** Generated code cannot collide with names from the WGSL (kernels, bindings,
+//! structs, fields, constants, overrides) or the file, whatever they are:
+//!
+//! - a name from the WGSL is emitted as a raw identifier (`r#gen`, `r#matmul`), so every Rust
+//!   keyword of every edition, reserved ones included, is an ordinary name; the few Rust cannot
+//!   write even raw (`self`, `Self`, `super`, `crate`, `_`, which WGSL reserves anyway) become
+//!   `__u_<name>`;
+//! - WGSL identifiers cannot start with `__`, so every name the macro makes up for itself
+//!   (locals, padding fields, hidden modules) starts with `__k_`, and a WGSL name that must be
+//!   renamed (a binding parameter shadowed by a constant of the module) becomes `__u_<name>`;
+//! - the names of the public API (`KERNELS`, `Overrides`, the `rec`, `grid` and `overrides`
+//!   parameters) are used as they are unless a WGSL name takes them in their namespace, then
+//!   they become `__k_<name>`;
+//! - each kind of item has its own place: structs live in hidden `__k_structs` modules and are
+//!   re-exported into the companion modules that use them (and, for structs several kernels
+//!   share, at file level unless a kernel's module has that name), so a struct and a kernel of
+//!   the same name never meet; the file module has no implicit prelude (`#[no_implicit_prelude]`) and
+//!   generated code spells every path and primitive type in full (`::core::primitive::u32`),
+//!   so a WGSL name like `None`, `u8` or `Option` shadows nothing the code needs.
 
 use crate::compile::{File, Kernel, Variant};
 use crate::reflect::{Access, HostScalar, HostType, Interface, StructDef};
-use crate::shape;
+use crate::shape::{self, GridSource};
 use crate::validate::CoopScalar;
-use proc_macro2::{Ident, Span, TokenStream};
+use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
 
-/// Paths in generated code go through the facade crate's hidden module.
-fn rt() -> TokenStream {
-    quote!(::kernels)
-}
-
-/// A Rust identifier for a WGSL name (raw if it is a Rust keyword).
+/// The Rust identifier for a name from the WGSL or the file system: raw, so that keywords of
+/// every edition (`gen`, `try`, `type`, …) are plain names. Names Rust cannot write even raw
+/// become `__u_<name>` (WGSL reserves those words).
 pub fn ident(name: &str) -> Ident {
-    if syn::parse_str::<Ident>(name).is_ok() {
-        Ident::new(name, Span::call_site())
-    } else if syn::parse_str::<Ident>(&format!("r#{name}")).is_ok() {
+    if syn::parse_str::<Ident>(&format!("r#{name}")).is_ok() {
         Ident::new_raw(name, Span::call_site())
     } else {
-        format_ident!("{}_", name.replace(|c: char| !c.is_alphanumeric() && c != '_', "_"))
+        let clean: String = name.chars().map(|c| if c.is_alphanumeric() || c == '_' { c } else { '_' }).collect();
+        format_ident!("__u_{}", clean)
     }
 }
 
-fn scalar_tokens(s: HostScalar) -> TokenStream {
-    let rt = rt();
-    match s {
-        HostScalar::F32 => quote!(f32),
-        HostScalar::U32 => quote!(u32),
-        HostScalar::I32 => quote!(i32),
-        HostScalar::F16 => quote!(#rt::f16),
-    }
+/// A name of the generated API: `word` unless a WGSL name takes it, then `__k_<word>`.
+fn api_name(word: &str, taken: bool) -> Ident {
+    if taken { format_ident!("__k_{}", word) } else { format_ident!("{}", word) }
 }
 
-fn type_tokens(t: &HostType, struct_path: &dyn Fn(&str) -> TokenStream) -> TokenStream {
-    match t {
-        HostType::Scalar(s) => scalar_tokens(*s),
-        HostType::Array(inner, n) => {
-            let inner = type_tokens(inner, struct_path);
-            let n = *n as usize;
-            quote!([#inner; #n])
-        }
-        HostType::Struct(name) => struct_path(name),
+/// Expands a compiled file. `span` is the path literal's (every `compile_error!` points at it);
+/// `runtime` is the path generated code names the runtime by (`::kernels`).
+pub fn expand(file: &File, span: Span, runtime: &syn::Path) -> TokenStream {
+    let errors: Vec<TokenStream> = file
+        .all_errors()
+        .map(|d| {
+            let msg = d.render();
+            quote::quote_spanned!(span=> ::core::compile_error!(#msg);)
+        })
+        .collect();
+    if file.module.is_empty() {
+        return quote!(#(#errors)*);
     }
-}
-
-fn struct_tokens(s: &StructDef) -> TokenStream {
-    let rt = rt();
-    let name = ident(&s.name);
-    let mut fields = Vec::new();
-    let mut ctor_args = Vec::new();
-    let mut ctor_fields = Vec::new();
-    let mut asserts = Vec::new();
-    let mut pad = 0usize;
-    for f in &s.fields {
-        let size = f.size as usize;
-        let offset = f.offset as usize;
-        match (&f.name, &f.ty) {
-            (Some(n), Some(ty)) => {
-                let id = ident(n);
-                let ty = type_tokens(ty, &|n| {
-                    let i = ident(n);
-                    quote!(#i)
-                });
-                let doc = format!("`{n}`: offset {offset}, {size} bytes.");
-                fields.push(quote!(#[doc = #doc] pub #id: #ty));
-                ctor_args.push(quote!(#id: #ty));
-                ctor_fields.push(quote!(#id));
-                asserts.push(quote!(assert!(::core::mem::offset_of!(#name, #id) == #offset);));
-            }
-            _ => {
-                let id = format_ident!("_pad{}", pad);
-                pad += 1;
-                fields.push(quote!(#[doc(hidden)] pub #id: [u8; #size]));
-                ctor_fields.push(quote!(#id: [0u8; #size]));
-            }
-        }
-    }
-    let size = s.size as usize;
-    let doc =
-        format!("`struct {}` with its WGSL layout: {size} bytes, padding explicit (`_padN` fields are zero).", s.name);
+    let e = Emitter::new(file, quote!(#runtime));
+    let module = e.module();
     quote! {
-        #[doc = #doc]
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, PartialEq)]
-        pub struct #name { #(#fields,)* }
-
-        impl #name {
-            /// Builds the value with its padding zeroed.
-            #[allow(clippy::too_many_arguments)]
-            pub const fn new(#(#ctor_args),*) -> Self {
-                Self { #(#ctor_fields),* }
-            }
-        }
-
-        impl ::core::default::Default for #name {
-            fn default() -> Self {
-                #rt::__private::bytemuck::Zeroable::zeroed()
-            }
-        }
-
-        // SAFETY: `repr(C)`, every field is `Pod`, and the assertions below prove the fields
-        // tile the struct exactly (padding is explicit), so there are no uninitialised bytes.
-        unsafe impl #rt::__private::bytemuck::Zeroable for #name {}
-        // SAFETY: as above.
-        unsafe impl #rt::__private::bytemuck::Pod for #name {}
-
-        const _: () = {
-            assert!(::core::mem::size_of::<#name>() == #size);
-            #(#asserts)*
-        };
+        #(#errors)*
+        #module
     }
+}
+
+struct Emitter<'a> {
+    rt: TokenStream,
+    file: &'a File,
+    /// Structs identical in every kernel that uses them: `__k_structs` of the file module.
+    shared: Vec<StructDef>,
+    /// Constants every kernel sees with the same value: (name, Rust type, value).
+    consts: Vec<(String, &'static str, String)>,
+    /// The list of the file's kernels.
+    registry: Ident,
+}
+
+impl<'a> Emitter<'a> {
+    fn new(file: &'a File, rt: TokenStream) -> Self {
+        let kernels: Vec<&Kernel> = file.kernels.iter().collect();
+        let consts = file.consts.clone();
+        let taken = |n: &str| consts.iter().any(|c| c.0 == n) || file.kernels.iter().any(|k| k.name == n);
+        let registry = api_name("KERNELS", taken("KERNELS"));
+        Emitter { rt, file, shared: shared_structs(&kernels), consts, registry }
+    }
+
+    /// A primitive type, spelled so that no WGSL struct name shadows it.
+    fn primitive(&self, name: &str) -> TokenStream {
+        let id = format_ident!("{}", name);
+        quote!(::core::primitive::#id)
+    }
+
+    fn scalar(&self, s: HostScalar) -> TokenStream {
+        let rt = &self.rt;
+        match s {
+            HostScalar::F32 => self.primitive("f32"),
+            HostScalar::U32 => self.primitive("u32"),
+            HostScalar::I32 => self.primitive("i32"),
+            HostScalar::F16 => quote!(#rt::f16),
+        }
+    }
+
+    fn ty(&self, t: &HostType, struct_path: &dyn Fn(&str) -> TokenStream) -> TokenStream {
+        match t {
+            HostType::Scalar(s) => self.scalar(*s),
+            HostType::Array(inner, n) => {
+                let inner = self.ty(inner, struct_path);
+                let n = *n as usize;
+                quote!([#inner; #n])
+            }
+            HostType::Struct(name) => struct_path(name),
+        }
+    }
+
+    /// The whole file module.
+    fn module(&self) -> TokenStream {
+        let rt = &self.rt;
+        let module = ident(&self.file.module);
+        let includes = self.file.read.iter().map(|p| {
+            let p = p.to_string_lossy().into_owned();
+            quote!(
+                const _: &::core::primitive::str = ::core::include_str!(#p);
+            )
+        });
+        let consts = self.consts.iter().map(|(name, ty, value)| {
+            let id = ident(name);
+            let ty = self.primitive(ty);
+            let value: TokenStream = value.parse().unwrap_or_default();
+            let doc = format!("`const {name}` of the WGSL (shared or file preamble).");
+            quote!(#[doc = #doc] pub const #id: #ty = #value;)
+        });
+        let shared = self.shared.iter().map(|s| {
+            self.struct_def(s, &|n| {
+                let i = ident(n);
+                quote!(#i)
+            })
+        });
+        // Shared structs also at file level, where no kernel's module has the name.
+        let shared_aliases =
+            self.shared.iter().filter(|s| !self.file.kernels.iter().any(|k| k.name == s.name)).map(|s| {
+                let i = ident(&s.name);
+                quote!(pub use self::__k_structs::#i;)
+            });
+        let kernels = self.file.kernels.iter().filter_map(|k| self.kernel(k));
+        let registry = self.file.kernels.iter().filter(|k| k.errors.is_empty() && k.interface.is_some()).map(|k| {
+            let name = ident(&k.name);
+            quote!(&#name::KERNEL)
+        });
+        let name = &self.registry;
+        let doc = format!("Kernels of `{}`, generated by `kernels!`.", self.file.display);
+        let warm_up = format!(
+            "Every kernel of this file, for [`Gpu::warm_up`]({}::Gpu::warm_up) and tools.",
+            rt.to_string().replace(' ', "")
+        );
+        quote! {
+            #[doc = #doc]
+            #[no_implicit_prelude]
+            #[allow(
+                non_snake_case,
+                non_camel_case_types,
+                non_upper_case_globals,
+                unused_parens,
+                clippy::too_many_arguments,
+                clippy::needless_borrow,
+                clippy::identity_op
+            )]
+            pub mod #module {
+                // Rebuild when a file the macro read changes.
+                #(#includes)*
+
+                #(#consts)*
+
+                /// Structs that several kernels use; each kernel's module re-exports those it uses.
+                #[doc(hidden)]
+                pub mod __k_structs {
+                    #(#shared)*
+                }
+                #(#shared_aliases)*
+
+                #(#kernels)*
+
+                #[doc = #warm_up]
+                pub static #name: &[&#rt::KernelDef] = &[#(#registry),*];
+            }
+        }
+    }
+
+    /// A struct with WGSL layout. `struct_path` names the structs its fields use.
+    fn struct_def(&self, s: &StructDef, struct_path: &dyn Fn(&str) -> TokenStream) -> TokenStream {
+        let rt = &self.rt;
+        let name = ident(&s.name);
+        let u8_t = self.primitive("u8");
+        let mut fields = Vec::new();
+        let mut ctor_args = Vec::new();
+        let mut ctor_fields = Vec::new();
+        let mut asserts = Vec::new();
+        let mut pad = 0usize;
+        for f in &s.fields {
+            let size = f.size as usize;
+            let offset = f.offset as usize;
+            match (&f.name, &f.ty) {
+                (Some(n), Some(ty)) => {
+                    let id = ident(n);
+                    let ty = self.ty(ty, struct_path);
+                    let doc = format!("`{n}`: offset {offset}, {size} bytes.");
+                    fields.push(quote!(#[doc = #doc] pub #id: #ty));
+                    ctor_args.push(quote!(#id: #ty));
+                    ctor_fields.push(quote!(#id));
+                    asserts.push(quote!(::core::assert!(::core::mem::offset_of!(#name, #id) == #offset);));
+                }
+                _ => {
+                    let id = format_ident!("__k_pad{}", pad);
+                    pad += 1;
+                    fields.push(quote!(#[doc(hidden)] pub #id: [#u8_t; #size]));
+                    ctor_fields.push(quote!(#id: [0; #size]));
+                }
+            }
+        }
+        let size = s.size as usize;
+        let doc = format!(
+            "`struct {}` with its WGSL layout: {size} bytes, padding explicit (`__k_padN` fields are zero).",
+            s.name
+        );
+        quote! {
+            #[doc = #doc]
+            #[repr(C)]
+            #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::cmp::PartialEq)]
+            pub struct #name { #(#fields,)* }
+
+            impl #name {
+                /// Builds the value with its padding zeroed.
+                #[allow(clippy::too_many_arguments)]
+                pub const fn new(#(#ctor_args),*) -> Self {
+                    Self { #(#ctor_fields),* }
+                }
+            }
+
+            impl ::core::default::Default for #name {
+                fn default() -> Self {
+                    #rt::__private::bytemuck::Zeroable::zeroed()
+                }
+            }
+
+            // SAFETY: `repr(C)`, every field is `Pod`, and the assertions below prove the fields
+            // tile the struct exactly (padding is explicit), so there are no uninitialised bytes.
+            unsafe impl #rt::__private::bytemuck::Zeroable for #name {}
+            // SAFETY: as above.
+            unsafe impl #rt::__private::bytemuck::Pod for #name {}
+
+            const _: () = {
+                ::core::assert!(::core::mem::size_of::<#name>() == #size);
+                #(#asserts)*
+            };
+        }
+    }
+
+    /// One kernel: its function and its companion module.
+    fn kernel(&self, k: &Kernel) -> Option<TokenStream> {
+        let iface = k.interface.as_ref()?;
+        let rt = &self.rt;
+        let name = ident(&k.name);
+        let sig = self.signature(k, iface);
+        let doc = self.docs(k, iface);
+        let body = self.body(k, iface, &sig);
+        let companion = self.companion(k, iface, &sig);
+        let (rec, params) = (&sig.rec, &sig.params);
+        let companion_doc =
+            format!("Companion of [`{}`](fn@super::{}): its source, workgroup size and types.", k.name, ident(&k.name));
+        Some(quote! {
+            #[doc = #doc]
+            pub fn #name(#rec: impl #rt::Record, #(#params),*) -> ::core::result::Result<(), #rt::Error> {
+                #body
+            }
+
+            #[doc = #companion_doc]
+            pub mod #name {
+                #companion
+            }
+        })
+    }
+
+    /// The function's parameters and the matching runtime arguments.
+    fn signature(&self, k: &Kernel, iface: &Interface) -> Signature {
+        let rt = &self.rt;
+        let kname = ident(&k.name);
+        let binding_named = |w: &str| iface.bindings.iter().any(|b| b.name == w);
+        // A parameter named like a constant or static of the module would be a pattern.
+        let module_value = |n: &str| self.consts.iter().any(|c| c.0 == n) || self.registry == n;
+        let struct_path = |n: &str| {
+            let i = ident(n);
+            quote!(#kname::#i)
+        };
+        let mut sig = Signature {
+            rec: api_name("rec", binding_named("rec")),
+            grid: None,
+            overrides: None,
+            overrides_type: api_name("Overrides", iface.structs.iter().any(|s| s.name == "Overrides")),
+            bindings: Vec::new(),
+            params: Vec::new(),
+            args: Vec::new(),
+        };
+        for b in &iface.bindings {
+            let id = if module_value(&b.name) { format_ident!("__u_{}", b.name) } else { ident(&b.name) };
+            let ty = self.ty(&b.ty, &struct_path);
+            match b.access {
+                Access::Read => {
+                    sig.params.push(quote!(#id: &#rt::Buffer<#ty>));
+                    sig.args.push(quote!(#rt::__private::Arg::storage(#id, false)));
+                }
+                Access::ReadWrite => {
+                    sig.params.push(quote!(#id: &mut #rt::Buffer<#ty>));
+                    sig.args.push(quote!(#rt::__private::Arg::storage(&*#id, true)));
+                }
+                Access::Uniform => {
+                    sig.params.push(quote!(#id: #ty));
+                    sig.args.push(quote!(#rt::__private::Arg::uniform(#rt::__private::bytemuck::bytes_of(&#id))));
+                }
+            }
+            sig.bindings.push((b.name.clone(), id));
+        }
+        if k.shape.grid == GridSource::Caller {
+            let g = api_name("grid", binding_named("grid"));
+            sig.params.push(quote!(#g: #rt::Grid));
+            sig.grid = Some(g);
+        }
+        if !iface.overrides.is_empty() {
+            let o = api_name("overrides", binding_named("overrides"));
+            let ty = &sig.overrides_type;
+            sig.params.push(quote!(#o: #kname::#ty));
+            sig.overrides = Some(o);
+        }
+        sig
+    }
+
+    /// The parameter of binding `name`.
+    fn param<'s>(&self, sig: &'s Signature, name: &str) -> &'s Ident {
+        &sig.bindings.iter().find(|(n, _)| n == name).expect("shape expressions name checked bindings").1
+    }
+
+    /// Code that evaluates a shape expression to `Option<i128>`.
+    fn shape_expr(&self, e: &shape::Expr, sig: &Signature) -> TokenStream {
+        let rt = &self.rt;
+        let i128_t = self.primitive("i128");
+        match e {
+            shape::Expr::Int(v) => {
+                let v = Literal::i128_suffixed(*v);
+                quote!(::core::option::Option::Some(#v))
+            }
+            shape::Expr::Len { binding } => {
+                let p = self.param(sig, binding);
+                quote!(::core::option::Option::Some(#p.len() as #i128_t))
+            }
+            shape::Expr::Uniform { binding, path } => {
+                let mut access = {
+                    let p = self.param(sig, binding);
+                    quote!(#p)
+                };
+                for step in path {
+                    access = match step {
+                        shape::Step::Field(f) => {
+                            let f = ident(f);
+                            quote!(#access.#f)
+                        }
+                        shape::Step::Component(i) => {
+                            let i = *i as usize;
+                            quote!(#access[#i])
+                        }
+                    };
+                }
+                quote!(::core::option::Option::Some(#access as #i128_t))
+            }
+            shape::Expr::Binary { op, left, right } => {
+                let f = format_ident!("{}", op.runtime_name());
+                let (l, r) = (self.shape_expr(left, sig), self.shape_expr(right, sig));
+                quote!(#rt::__private::shape::#f(#l, #r))
+            }
+        }
+    }
+
+    /// The function body: checks, grid, overrides, then the call. A kernel with errors gets a
+    /// body that panics (its errors are already compile errors; the signature keeps call sites
+    /// from failing too).
+    fn body(&self, k: &Kernel, iface: &Interface, sig: &Signature) -> TokenStream {
+        let rt = &self.rt;
+        let kname = ident(&k.name);
+        if !k.errors.is_empty() || k.variants.is_empty() {
+            let name = &k.name;
+            return quote!(::core::unimplemented!("kernel `{}` did not compile", #name));
+        }
+        let qualified = format!("{}::{}", self.file.module, k.name);
+        let checks = k.shape.requires.iter().map(|r| {
+            let req = &r.value;
+            let (l, rr) = (self.shape_expr(&req.left, sig), self.shape_expr(&req.right, sig));
+            let cmp = format_ident!("{}", req.cmp.runtime_name());
+            let (text, lt, rtext) = (&r.text, &req.left_text, &req.right_text);
+            quote! {
+                #rt::__private::shape::require(#qualified, #text, #lt, #l, #rtext, #rr, #rt::__private::shape::#cmp)?;
+            }
+        });
+        let grid = match (&k.shape.grid, &sig.grid) {
+            (GridSource::Annotation(g), _) => {
+                let text = &g.text;
+                match &g.value {
+                    shape::Grid::Threads(n) => {
+                        let n = self.shape_expr(n, sig);
+                        quote!(#rt::__private::shape::threads(#qualified, #text, #n)?)
+                    }
+                    shape::Grid::Workgroups(n) => {
+                        let n = self.shape_expr(n, sig);
+                        quote!(#rt::__private::shape::workgroups(#qualified, #text, #n)?)
+                    }
+                    shape::Grid::Explicit(v) => {
+                        let [x, y, z] = [0, 1, 2].map(|i| self.shape_expr(&v[i], sig));
+                        quote!(#rt::__private::shape::explicit(#qualified, #text, [#x, #y, #z])?)
+                    }
+                }
+            }
+            (_, Some(g)) => quote!(#g),
+            (_, None) => return quote!(::core::unimplemented!()),
+        };
+        let str_t = self.primitive("str");
+        let f64_t = self.primitive("f64");
+        let overrides = match &sig.overrides {
+            Some(param) => {
+                let pushes = iface.overrides.iter().map(|o| {
+                    let id = ident(&o.name);
+                    let key = o.id.map(|i| i.to_string()).unwrap_or_else(|| o.name.clone());
+                    let value = if o.ty == "bool" { quote!(if v { 1.0 } else { 0.0 }) } else { quote!(v as #f64_t) };
+                    quote! {
+                        if let ::core::option::Option::Some(v) = #param.#id { __k_overrides.push((#key, #value)); }
+                    }
+                });
+                quote! {
+                    let mut __k_overrides: ::std::vec::Vec<(&'static #str_t, #f64_t)> = ::std::vec::Vec::new();
+                    #(#pushes)*
+                }
+            }
+            None => quote!(let __k_overrides: [(&'static #str_t, #f64_t); 0] = [];),
+        };
+        let (rec, args) = (&sig.rec, &sig.args);
+        quote! {
+            #(#checks)*
+            let __k_grid: #rt::Grid = #grid;
+            #overrides
+            #rt::Record::record(#rec, #rt::__private::Call {
+                kernel: &#kname::KERNEL,
+                grid: __k_grid,
+                args: &[#(#args),*],
+                overrides: &__k_overrides,
+            })
+        }
+    }
+
+    /// The function's doc text: the WGSL comments, then what the macro knows.
+    fn docs(&self, k: &Kernel, iface: &Interface) -> String {
+        let [wx, wy, wz] = iface.workgroup_size;
+        let mut doc = k.doc.join("\n");
+        if !doc.is_empty() {
+            doc.push_str("\n\n");
+        }
+        let bindings: Vec<String> = iface
+            .bindings
+            .iter()
+            .map(|b| match b.access {
+                Access::Read => format!("`{}`: read-only storage `{}`", b.name, b.wgsl),
+                Access::ReadWrite => format!("`{}`: read-write storage `{}`", b.name, b.wgsl),
+                Access::Uniform => format!("`{}`: uniform `{}`", b.name, b.wgsl),
+            })
+            .collect();
+        let grid = match &k.shape.grid {
+            GridSource::Annotation(g) => format!("`{}`, computed from the arguments", g.text),
+            _ => "given by the caller".to_string(),
+        };
+        doc.push_str(&format!(
+            "# Kernel\n- source: `{}`, line {} (`{}::WGSL` holds the assembled WGSL)\n- workgroup size: {wx}×{wy}×{wz}; grid: {grid}\n- bindings: {}\n",
+            k.marker.file,
+            k.marker.line,
+            k.name,
+            bindings.join("; ")
+        ));
+        if !k.shape.requires.is_empty() {
+            let checks: Vec<String> = k.shape.requires.iter().map(|r| format!("`{}`", r.text)).collect();
+            doc.push_str(&format!("- checked before dispatch: {}\n", checks.join(", ")));
+        }
+        doc.push_str(&format!("- features: {}\n", features_doc(&k.variants)));
+        doc.push_str(
+            "\n# Errors\nReturns an error, without dispatching, if a `@requires` check fails, a buffer is \
+             shorter than its binding needs, the grid is over the device's limits, or the adapter lacks a \
+             feature the kernel needs.",
+        );
+        doc
+    }
+
+    /// The companion module's items: its types, and (for a kernel that compiled) its sources and
+    /// `KernelDef`.
+    fn companion(&self, k: &Kernel, iface: &Interface, sig: &Signature) -> TokenStream {
+        let is_shared = |n: &str| self.shared.iter().any(|d| d.name == n);
+        let own: Vec<TokenStream> = iface
+            .structs
+            .iter()
+            .filter(|s| !is_shared(&s.name))
+            .map(|s| {
+                self.struct_def(s, &|n| {
+                    let i = ident(n);
+                    if is_shared(n) { quote!(super::super::__k_structs::#i) } else { quote!(#i) }
+                })
+            })
+            .collect();
+        let reexports = iface.structs.iter().map(|s| {
+            let i = ident(&s.name);
+            if is_shared(&s.name) {
+                quote!(pub use super::__k_structs::#i;)
+            } else {
+                quote!(pub use self::__k_structs::#i;)
+            }
+        });
+        let overrides = if iface.overrides.is_empty() {
+            quote!()
+        } else {
+            let fields = iface.overrides.iter().map(|o| {
+                let id = ident(&o.name);
+                let ty = self.primitive(o.ty);
+                let doc = format!(
+                    "`override {}: {}`{}",
+                    o.name,
+                    o.ty,
+                    if o.has_default { " (has a default)" } else { " (required)" }
+                );
+                quote!(#[doc = #doc] pub #id: ::core::option::Option<#ty>)
+            });
+            let ty = &sig.overrides_type;
+            quote! {
+                /// Values for the kernel's `override` constants; `None` keeps the WGSL default.
+                #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::default::Default, ::core::cmp::PartialEq)]
+                pub struct #ty { #(#fields,)* }
+            }
+        };
+        let sources = if k.errors.is_empty() && !k.variants.is_empty() { self.sources(k, iface) } else { quote!() };
+        let own = if own.is_empty() {
+            quote!()
+        } else {
+            quote! {
+                /// The structs only this kernel uses.
+                #[doc(hidden)]
+                pub mod __k_structs {
+                    #(#own)*
+                }
+            }
+        };
+        quote! {
+            #own
+            #(#reexports)*
+            #overrides
+            #sources
+        }
+    }
+
+    /// The sources and the `KernelDef` of a kernel that compiled.
+    fn sources(&self, k: &Kernel, iface: &Interface) -> TokenStream {
+        let rt = &self.rt;
+        let str_t = self.primitive("str");
+        let u32_t = self.primitive("u32");
+        let variants = k.variants.iter().map(|v| {
+            let (s, f, w, b) = (v.subgroups, v.f16, &v.wgsl, &v.browser_wgsl);
+            let coop = v.coop.iter().map(|c| {
+                let (m, n, kk) = (c.m, c.n, c.k);
+                let scalar = |s: CoopScalar| match s {
+                    CoopScalar::F16 => quote!(#rt::CoopScalar::F16),
+                    CoopScalar::F32 => quote!(#rt::CoopScalar::F32),
+                };
+                let (ab, cr) = (scalar(c.ab), scalar(c.cr));
+                quote!(#rt::CoopConfig { m: #m, n: #n, k: #kk, ab: #ab, cr: #cr })
+            });
+            quote!(#rt::VariantDef { subgroups: #s, f16: #f, coop: &[#(#coop),*], wgsl: #w, browser_wgsl: #b })
+        });
+        let bindings = iface.bindings.iter().map(|b| {
+            let (group, binding, name, wgsl, stride, min) =
+                (b.group, b.binding, &b.name, &b.wgsl, b.stride, b.min_elems);
+            let kind = match b.access {
+                Access::Read => quote!(#rt::BindingKind::Read),
+                Access::ReadWrite => quote!(#rt::BindingKind::ReadWrite),
+                Access::Uniform => quote!(#rt::BindingKind::Uniform),
+            };
+            quote! {
+                #rt::BindingDef {
+                    group: #group, binding: #binding, name: #name, kind: #kind, wgsl_type: #wgsl,
+                    stride: #stride, min_elems: #min,
+                }
+            }
+        });
+        let overrides = iface.overrides.iter().map(|o| {
+            let key = o.id.map(|i| i.to_string()).unwrap_or_else(|| o.name.clone());
+            let (name, ty, has_default) = (&o.name, o.ty, o.has_default);
+            quote!(#rt::OverrideDef { name: #name, key: #key, ty: #ty, has_default: #has_default })
+        });
+        let (grid_kind, grid_text) = match &k.shape.grid {
+            GridSource::Annotation(g) => (
+                match g.value {
+                    shape::Grid::Threads(_) => quote!(#rt::GridKind::Threads),
+                    shape::Grid::Workgroups(_) => quote!(#rt::GridKind::Workgroups),
+                    shape::Grid::Explicit(_) => quote!(#rt::GridKind::Explicit),
+                },
+                g.text.clone(),
+            ),
+            _ => (quote!(#rt::GridKind::Caller), String::new()),
+        };
+        let requires = k.shape.requires.iter().map(|r| &r.text);
+        let wgsl = &k.variants[0].wgsl;
+        let browser = k.variants.iter().find(|v| v.coop.is_empty()).map_or("", |v| v.browser_wgsl.as_str());
+        let fallback = match k.variants.iter().skip(1).find(|v| !v.subgroups && v.coop.is_empty()) {
+            Some(v) => {
+                let w = &v.wgsl;
+                quote!(::core::option::Option::Some(#w))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        let [wx, wy, wz] = iface.workgroup_size;
+        let (kname, module, file, line, doc) =
+            (&k.name, &self.file.module, &k.marker.file, k.marker.line as u32, k.doc.join("\n"));
+        quote! {
+            /// The workgroup size, from `@workgroup_size`.
+            pub const WORKGROUP_SIZE: [#u32_t; 3] = [#wx, #wy, #wz];
+            /// The assembled source of the preferred variant, as wgpu takes it (with the
+            /// `enable` directives it needs; it may use subgroups or cooperative matrices).
+            pub const WGSL: &#str_t = #wgsl;
+            /// The source of the portable variant, for adapters without subgroups or
+            /// cooperative matrices: the first variant that needs neither (it may need
+            /// `SHADER_F16`), where that is not [`WGSL`]; `None` where `WGSL` is already
+            /// portable or the kernel has no such variant.
+            pub const WGSL_WITHOUT_SUBGROUPS: ::core::option::Option<&#str_t> = #fallback;
+            /// The source for a browser's WebGPU: the browser form of the first variant without
+            /// cooperative matrices (WebGPU has none), with `enable subgroups;` where it uses
+            /// subgroups; empty if every variant uses cooperative matrices.
+            pub const BROWSER_WGSL: &#str_t = #browser;
+            /// Everything the runtime knows about this kernel.
+            pub static KERNEL: #rt::KernelDef = #rt::KernelDef {
+                name: #kname,
+                module: #module,
+                file: #file,
+                line: #line,
+                doc: #doc,
+                workgroup_size: [#wx, #wy, #wz],
+                bindings: &[#(#bindings),*],
+                overrides: &[#(#overrides),*],
+                grid: #grid_kind,
+                grid_expr: #grid_text,
+                requires: &[#(#requires),*],
+                variants: &[#(#variants),*],
+            };
+        }
+    }
+}
+
+/// The parameters of one kernel's function.
+struct Signature {
+    /// The recorder parameter (`rec`).
+    rec: Ident,
+    /// The grid parameter, when the caller passes the grid.
+    grid: Option<Ident>,
+    /// The overrides parameter, when the kernel has overrides.
+    overrides: Option<Ident>,
+    /// The name of the companion's overrides struct.
+    overrides_type: Ident,
+    /// (WGSL binding name, parameter) in binding order.
+    bindings: Vec<(String, Ident)>,
+    /// Every parameter after `rec`, with its type.
+    params: Vec<TokenStream>,
+    /// The runtime arguments, in binding order.
+    args: Vec<TokenStream>,
 }
 
 /// Struct definitions shared by every kernel that uses them go to the file module; names
@@ -146,417 +704,12 @@ fn shared_structs(kernels: &[&Kernel]) -> Vec<StructDef> {
     seen.into_iter().filter(|(_, s)| *s).map(|(d, _)| d).collect()
 }
 
-/// Constants every kernel of the file sees with the same value (those of the shared and file
-/// preambles), for the host: block sizes the caller must know, tile shapes.
-fn shared_consts(kernels: &[&Kernel]) -> Vec<(String, &'static str, String)> {
-    let ifaces: Vec<&Interface> = kernels.iter().filter_map(|k| k.interface.as_ref()).collect();
-    let Some(first) = ifaces.first() else { return Vec::new() };
-    first
-        .exported
-        .iter()
-        .filter(|c| ifaces.iter().all(|i| i.exported.contains(c)))
-        .filter(|c| syn::parse_str::<Ident>(&c.0).is_ok())
-        .cloned()
-        .collect()
-}
-
 fn mentions(t: &HostType, names: &[String]) -> bool {
     match t {
         HostType::Struct(n) => names.contains(n),
         HostType::Array(t, _) => mentions(t, names),
         HostType::Scalar(_) => false,
     }
-}
-
-/// Expands a compiled file. `span` is the path literal's.
-pub fn expand(file: &File, span: Span) -> TokenStream {
-    let rt = rt();
-    let errors: Vec<TokenStream> = file
-        .all_errors()
-        .map(|d| {
-            let msg = d.render();
-            quote::quote_spanned!(span=> ::core::compile_error!(#msg);)
-        })
-        .collect();
-    if file.module.is_empty() {
-        return quote!(#(#errors)*);
-    }
-    let module = ident(&file.module);
-    let includes = file.read.iter().map(|p| {
-        let p = p.to_string_lossy().into_owned();
-        quote!(
-            const _: &str = ::core::include_str!(#p);
-        )
-    });
-    let kernels: Vec<&Kernel> = file.kernels.iter().collect();
-    let shared = shared_structs(&kernels);
-    let shared_defs = shared.iter().map(struct_tokens);
-    let consts = shared_consts(&kernels).into_iter().map(|(name, ty, value)| {
-        let id = ident(&name);
-        let ty = format_ident!("{}", ty);
-        let value: TokenStream = value.parse().unwrap_or_default();
-        let doc = format!("`const {name}` of the WGSL (shared preamble or file preamble).");
-        quote!(#[doc = #doc] pub const #id: #ty = #value;)
-    });
-    let mut items = Vec::new();
-    let mut registry = Vec::new();
-    let mut annotation_errors = Vec::new();
-    for k in &kernels {
-        let Some(iface) = &k.interface else { continue };
-        match kernel_tokens(file, k, iface, &shared) {
-            Ok(t) => {
-                items.push(t);
-                if k.errors.is_empty() {
-                    let name = ident(&k.name);
-                    registry.push(quote!(&#name::KERNEL));
-                }
-            }
-            Err(e) => annotation_errors.extend(e),
-        }
-    }
-    let annotation_errors = annotation_errors.into_iter().map(|d| {
-        let msg = d.render();
-        quote::quote_spanned!(span=> ::core::compile_error!(#msg);)
-    });
-    let doc = format!("Kernels of `{}`, generated by `kernels!`.", file.display);
-    quote! {
-        #(#errors)*
-        #(#annotation_errors)*
-        #[doc = #doc]
-        #[allow(clippy::too_many_arguments, clippy::needless_borrow, clippy::identity_op, unused_parens)]
-        pub mod #module {
-            // Rebuild when a file the macro read changes.
-            #(#includes)*
-
-            #(#consts)*
-
-            #(#shared_defs)*
-
-            #(#items)*
-
-            /// Every kernel of this file, for [`Gpu::warm_up`](::kernels::Gpu::warm_up) and tools.
-            pub static KERNELS: &[&#rt::KernelDef] = &[#(#registry),*];
-        }
-    }
-}
-
-fn kernel_tokens(
-    file: &File,
-    k: &Kernel,
-    iface: &Interface,
-    shared: &[StructDef],
-) -> Result<TokenStream, Vec<crate::diagnostic::Diagnostic>> {
-    let rt = rt();
-    let name = ident(&k.name);
-    let kname = &k.name;
-    let qualified = format!("{}::{}", file.module, k.name);
-    let mut diags = Vec::new();
-
-    // Names we add must not collide with binding names.
-    let taken = |n: &str| iface.bindings.iter().any(|b| b.name == n);
-    let own = |n: &str| {
-        if taken(n) { format_ident!("{}_", n) } else { format_ident!("{}", n) }
-    };
-    let rec = own("rec");
-    let grid_param = own("grid");
-    let overrides_param = own("overrides");
-
-    let struct_path = |n: &str| {
-        let i = ident(n);
-        quote!(#name::#i)
-    };
-    let rust_name = |n: &str| ident(n);
-
-    // Parameters and arguments.
-    let mut params = Vec::new();
-    let mut args = Vec::new();
-    let mut binding_defs = Vec::new();
-    let mut binding_docs = Vec::new();
-    for b in &iface.bindings {
-        let id = ident(&b.name);
-        let ty = type_tokens(&b.ty, &struct_path);
-        let (gb, bb, bname, wgsl) = (b.group, b.binding, &b.name, &b.wgsl);
-        let stride = b.stride;
-        let min_elems = b.min_elems;
-        let (kind, doc) = match b.access {
-            Access::Read => {
-                params.push(quote!(#id: &#rt::Buffer<#ty>));
-                args.push(quote!(#rt::__private::Arg::storage(#id, false)));
-                (quote!(#rt::BindingKind::Read), format!("`{bname}`: read-only storage `{wgsl}`"))
-            }
-            Access::ReadWrite => {
-                params.push(quote!(#id: &mut #rt::Buffer<#ty>));
-                args.push(quote!(#rt::__private::Arg::storage(&*#id, true)));
-                (quote!(#rt::BindingKind::ReadWrite), format!("`{bname}`: read-write storage `{wgsl}`"))
-            }
-            Access::Uniform => {
-                params.push(quote!(#id: #ty));
-                args.push(quote!(#rt::__private::Arg::uniform(#rt::__private::bytemuck::bytes_of(&#id))));
-                (quote!(#rt::BindingKind::Uniform), format!("`{bname}`: uniform `{wgsl}`"))
-            }
-        };
-        binding_docs.push(doc);
-        binding_defs.push(quote! {
-            #rt::BindingDef {
-                group: #gb, binding: #bb, name: #bname, kind: #kind, wgsl_type: #wgsl,
-                stride: #stride, min_elems: #min_elems,
-            }
-        });
-    }
-
-    // Annotations.
-    let mut checks = Vec::new();
-    let mut requires_text = Vec::new();
-    let mut grid_expr: Option<TokenStream> = None;
-    let mut grid_text = String::from("given by the caller");
-    let mut grid_kind = quote!(#rt::GridKind::Caller);
-    for (a, loc) in k.notes.annotations.iter().zip(&k.annotation_locations) {
-        let ann_loc = |_: &std::ops::Range<usize>| loc.clone();
-        match a.kind.as_str() {
-            "requires" => match shape::requirement(&a.expr, iface, &rust_name) {
-                Ok((l, r, op, lt, rtext)) => {
-                    let op_id = format_ident!("{}", op);
-                    let text = a.expr.clone();
-                    checks.push(quote! {
-                        #rt::__private::shape::require(#qualified, #text, #lt, #l, #rtext, #r, #rt::__private::shape::#op_id)?;
-                    });
-                    requires_text.push(a.expr.clone());
-                }
-                Err(e) => diags.push(
-                    crate::diagnostic::Diagnostic::at(ann_loc(&a.range), format!("in `@requires`: {e}"))
-                        .in_kernel(kname),
-                ),
-            },
-            "grid" => {
-                if grid_expr.is_some() {
-                    diags.push(
-                        crate::diagnostic::Diagnostic::at(ann_loc(&a.range), "more than one `@grid`").in_kernel(kname),
-                    );
-                    continue;
-                }
-                match shape::grid(&a.expr, iface, &rust_name) {
-                    Ok(shape::Grid::Threads(n)) => {
-                        let [_, y, z] = iface.workgroup_size;
-                        if y != 1 || z != 1 {
-                            diags.push(crate::diagnostic::Diagnostic::at(ann_loc(&a.range), "`threads(n)` needs a one-dimensional workgroup (`@workgroup_size(x)`), since the kernel recovers its index with `flat_id`").in_kernel(kname));
-                        }
-                        let text = a.expr.clone();
-                        grid_expr = Some(quote!(#rt::__private::shape::threads(#qualified, #text, #n)?));
-                        grid_kind = quote!(#rt::GridKind::Threads);
-                    }
-                    Ok(shape::Grid::Workgroups(n)) => {
-                        let text = a.expr.clone();
-                        grid_expr = Some(quote!(#rt::__private::shape::workgroups(#qualified, #text, #n)?));
-                        grid_kind = quote!(#rt::GridKind::Workgroups);
-                    }
-                    Ok(shape::Grid::Explicit(v)) => {
-                        let text = a.expr.clone();
-                        let (x, y) = (&v[0], &v[1]);
-                        let z = v.get(2).cloned().unwrap_or(quote!(::core::option::Option::Some(1i128)));
-                        grid_expr = Some(quote!(#rt::__private::shape::explicit(#qualified, #text, [#x, #y, #z])?));
-                        grid_kind = quote!(#rt::GridKind::Explicit);
-                    }
-                    Err(e) => {
-                        diags.push(
-                            crate::diagnostic::Diagnostic::at(ann_loc(&a.range), format!("in `@grid`: {e}"))
-                                .in_kernel(kname),
-                        );
-                        grid_expr = Some(quote!(::core::unimplemented!()));
-                    }
-                }
-                grid_text = format!("`{}`, computed from the arguments", a.expr);
-            }
-            _ => {}
-        }
-    }
-    let grid_value = match grid_expr {
-        Some(g) => g,
-        None => {
-            params.push(quote!(#grid_param: #rt::Grid));
-            quote!(#grid_param)
-        }
-    };
-
-    // Overrides.
-    let mut override_fields = Vec::new();
-    let mut override_pushes = Vec::new();
-    let mut override_defs = Vec::new();
-    for o in &iface.overrides {
-        let id = ident(&o.name);
-        let ty = format_ident!("{}", o.ty);
-        let key = o.id.map(|i| i.to_string()).unwrap_or_else(|| o.name.clone());
-        let oname = &o.name;
-        let oty = o.ty;
-        let has_default = o.has_default;
-        let doc = format!(
-            "`override {}: {}`{}",
-            o.name,
-            o.ty,
-            if o.has_default { " (has a default)" } else { " (required)" }
-        );
-        override_fields.push(quote!(#[doc = #doc] pub #id: ::core::option::Option<#ty>));
-        let value = if o.ty == "bool" { quote!(if v { 1.0 } else { 0.0 }) } else { quote!(v as f64) };
-        override_pushes.push(quote! {
-            if let ::core::option::Option::Some(v) = #overrides_param.#id { __k_overrides.push((#key, #value)); }
-        });
-        override_defs.push(quote!(#rt::OverrideDef { name: #oname, key: #key, ty: #oty, has_default: #has_default }));
-    }
-    let has_overrides = !iface.overrides.is_empty();
-    if has_overrides {
-        params.push(quote!(#overrides_param: #name::Overrides));
-    }
-    let overrides_code = if has_overrides {
-        quote! {
-            let mut __k_overrides: ::std::vec::Vec<(&'static str, f64)> = ::std::vec::Vec::new();
-            #(#override_pushes)*
-        }
-    } else {
-        quote!(let __k_overrides: [(&'static str, f64); 0] = [];)
-    };
-    let overrides_struct = if has_overrides {
-        quote! {
-            /// Values for the kernel's `override` constants; `None` keeps the WGSL default.
-            #[derive(Clone, Copy, Debug, Default, PartialEq)]
-            pub struct Overrides { #(#override_fields,)* }
-        }
-    } else {
-        quote!()
-    };
-
-    // Structs: shared ones are re-exported, the rest defined here.
-    let mut struct_items = Vec::new();
-    for s in &iface.structs {
-        if shared.iter().any(|d| d.name == s.name) {
-            let i = ident(&s.name);
-            struct_items.push(quote!(pub use super::#i;));
-        } else {
-            struct_items.push(struct_tokens(s));
-        }
-    }
-
-    // Docs.
-    let [wx, wy, wz] = iface.workgroup_size;
-    let mut doc = k.notes.doc.join("\n");
-    if !doc.is_empty() {
-        doc.push_str("\n\n");
-    }
-    doc.push_str(&format!(
-        "# Kernel\n- source: `{}`, line {} (`{}::WGSL` holds the assembled WGSL)\n- workgroup size: {wx}×{wy}×{wz}; grid: {grid_text}\n- bindings: {}\n",
-        k.marker.file,
-        k.marker.line,
-        k.name,
-        binding_docs.join("; ")
-    ));
-    if !requires_text.is_empty() {
-        doc.push_str(&format!(
-            "- checked before dispatch: {}\n",
-            requires_text.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")
-        ));
-    }
-    doc.push_str(&format!("- features: {}\n", features_doc(&k.variants)));
-    doc.push_str(
-        "\n# Errors\nReturns an error, without dispatching, if a `@requires` check fails, a buffer is \
-         shorter than its binding needs, the grid is over the device's limits, or the adapter lacks a \
-         feature the kernel needs.",
-    );
-
-    let ok = k.errors.is_empty() && diags.is_empty();
-    let body = if ok {
-        quote! {
-            #(#checks)*
-            let __k_grid: #rt::Grid = #grid_value;
-            #overrides_code
-            #rt::Record::record(#rec, #rt::__private::Call {
-                kernel: &#name::KERNEL,
-                grid: __k_grid,
-                args: &[#(#args),*],
-                overrides: &__k_overrides,
-            })
-        }
-    } else {
-        quote!(::core::unimplemented!("kernel `{}` did not compile", #kname))
-    };
-
-    let companion = if ok {
-        let variants = k.variants.iter().map(|v| {
-            let (s, f, w, b) = (v.subgroups, v.f16, &v.wgsl, &v.browser_wgsl);
-            let coop = v.coop.iter().map(|c| {
-                let (m, n, kk) = (c.m, c.n, c.k);
-                let scalar = |s: CoopScalar| match s {
-                    CoopScalar::F16 => quote!(#rt::CoopScalar::F16),
-                    CoopScalar::F32 => quote!(#rt::CoopScalar::F32),
-                };
-                let (ab, cr) = (scalar(c.ab), scalar(c.cr));
-                quote!(#rt::CoopConfig { m: #m, n: #n, k: #kk, ab: #ab, cr: #cr })
-            });
-            quote!(#rt::VariantDef { subgroups: #s, f16: #f, coop: &[#(#coop),*], wgsl: #w, browser_wgsl: #b })
-        });
-        let wgsl = &k.variants[0].wgsl;
-        let browser = k.variants.iter().find(|v| v.coop.is_empty()).map_or("", |v| v.browser_wgsl.as_str());
-        let fallback = match k.variants.iter().skip(1).find(|v| !v.subgroups && v.coop.is_empty()) {
-            Some(v) => {
-                let w = &v.wgsl;
-                quote!(::core::option::Option::Some(#w))
-            }
-            None => quote!(::core::option::Option::None),
-        };
-        let file_display = &k.marker.file;
-        let line = k.marker.line as u32;
-        let module_name = &file.module;
-        let kdoc = k.notes.doc.join("\n");
-        let grid_src =
-            k.notes.annotations.iter().find(|a| a.kind == "grid").map(|a| a.expr.clone()).unwrap_or_default();
-        quote! {
-            /// The workgroup size, from `@workgroup_size`.
-            pub const WORKGROUP_SIZE: [u32; 3] = [#wx, #wy, #wz];
-            /// The assembled source of the preferred variant, as wgpu takes it (with the
-            /// `enable` directives it needs; it may use subgroups or cooperative matrices).
-            pub const WGSL: &str = #wgsl;
-            /// The source of the portable variant, for adapters without subgroups or
-            /// cooperative matrices: the first variant that needs neither (it may need
-            /// `SHADER_F16`), where that is not [`WGSL`]; `None` where `WGSL` is already
-            /// portable or the kernel has no such variant.
-            pub const WGSL_WITHOUT_SUBGROUPS: ::core::option::Option<&str> = #fallback;
-            /// The source for a browser's WebGPU: the browser form of the first variant without
-            /// cooperative matrices (WebGPU has none), with `enable subgroups;` where it uses
-            /// subgroups; empty if every variant uses cooperative matrices.
-            pub const BROWSER_WGSL: &str = #browser;
-            /// Everything the runtime knows about this kernel.
-            pub static KERNEL: #rt::KernelDef = #rt::KernelDef {
-                name: #kname,
-                module: #module_name,
-                file: #file_display,
-                line: #line,
-                doc: #kdoc,
-                workgroup_size: [#wx, #wy, #wz],
-                bindings: &[#(#binding_defs),*],
-                overrides: &[#(#override_defs),*],
-                grid: #grid_kind,
-                grid_expr: #grid_src,
-                requires: &[#(#requires_text),*],
-                variants: &[#(#variants),*],
-            };
-        }
-    } else {
-        quote!()
-    };
-
-    let companion_doc = format!("Companion of [`{kname}`](fn@super::{kname}): its source, workgroup size and types.");
-    let diags_ok = diags.is_empty();
-    let out = quote! {
-        #[doc = #doc]
-        pub fn #name(#rec: impl #rt::Record, #(#params),*) -> ::core::result::Result<(), #rt::Error> {
-            #body
-        }
-
-        #[doc = #companion_doc]
-        pub mod #name {
-            #(#struct_items)*
-            #overrides_struct
-            #companion
-        }
-    };
-    if diags_ok { Ok(out) } else { Err(diags) }
 }
 
 /// The `features` line of a kernel's docs: what each variant needs, preferred first.

@@ -4,6 +4,7 @@
 //! kernels!("shaders/03_linear.wgsl")
 //! kernels!("shaders/03_linear.wgsl", shared = "shaders/common.wgsl")
 //! kernels!("shaders/03_linear.wgsl", shared = none, module = linear_algebra)
+//! kernels!("shaders/03_linear.wgsl", crate = ::my_gpu)   // a crate re-exporting the runtime
 //! ```
 
 use proc_macro2::Span;
@@ -32,6 +33,9 @@ pub struct Input {
     pub shared: Shared,
     /// An explicit module name.
     pub module: Option<Ident>,
+    /// The path generated code names the runtime by: `::kernels` unless `crate = path` says
+    /// otherwise (a crate that re-exports `kernels_runtime` with `pub use kernels_runtime::*;`).
+    pub runtime: syn::Path,
 }
 
 impl Parse for Input {
@@ -42,11 +46,32 @@ impl Parse for Input {
                 "expected the kernel file's path as a string literal, like `kernels!(\"shaders/03_linear.wgsl\")`",
             )
         })?;
-        let mut out = Input { path: lit.value(), span: lit.span(), shared: Shared::Default, module: None };
+        let mut out = Input {
+            path: lit.value(),
+            span: lit.span(),
+            shared: Shared::Default,
+            module: None,
+            runtime: syn::parse_quote!(::kernels),
+        };
         while !input.is_empty() {
             input.parse::<Token![,]>()?;
             if input.is_empty() {
                 break;
+            }
+            if input.peek(Token![crate]) {
+                input.parse::<Token![crate]>()?;
+                input.parse::<Token![=]>()?;
+                let path: syn::Path = input.parse()?;
+                let absolute =
+                    path.leading_colon.is_some() || path.segments.first().is_some_and(|s| s.ident == "crate");
+                if !absolute {
+                    return Err(syn::Error::new_spanned(
+                        &path,
+                        "`crate = ` takes an absolute path to the runtime, like `::my_gpu` or `crate::gpu`",
+                    ));
+                }
+                out.runtime = path;
+                continue;
             }
             let key: Ident = input.parse()?;
             input.parse::<Token![=]>()?;
@@ -67,7 +92,7 @@ impl Parse for Input {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown option `{key}`; the options are `shared = \"path\" | none` and `module = name`"
+                            "unknown option `{key}`; the options are `shared = \"path\" | none`, `module = name` and `crate = path::to::runtime`"
                         ),
                     ));
                 }
@@ -90,6 +115,13 @@ mod tests {
         let i: Input = syn::parse_str(r#""a.wgsl", shared = "s.wgsl","#).unwrap();
         assert_eq!(i.shared, Shared::Path("s.wgsl".into()));
         assert!(syn::parse_str::<Input>(r#""a.wgsl", color = red"#).is_err());
+        let i: Input = syn::parse_str(r#""a.wgsl", crate = ::my_gpu::rt"#).unwrap();
+        let rt = &i.runtime;
+        assert_eq!(quote::quote!(#rt).to_string(), quote::quote!(::my_gpu::rt).to_string());
+        let i: Input = syn::parse_str(r#""a.wgsl""#).unwrap();
+        let rt = &i.runtime;
+        assert_eq!(quote::quote!(#rt).to_string(), ":: kernels");
+        assert!(syn::parse_str::<Input>(r#""a.wgsl", crate = my_gpu"#).is_err(), "relative paths are refused");
         assert!(syn::parse_str::<Input>("a").is_err());
     }
 }

@@ -2,20 +2,24 @@
 //! in the loop and reused by tools.
 //!
 //! The stages, in the order data flows through them:
-//! [`input`] (the macro's arguments) → [`source`] (resolve, read, line tables) → [`split`]
-//! (markers, directives, `//#if subgroups` / `//#if coop` variants) → [`assemble`] (shared
-//! preamble + file preamble + section, with a map back to the files) → [`validate`] (naga, plus
-//! [`uniformity`] for subgroup, cooperative-matrix and barrier operations, and naga's SPIR-V
-//! backend) → [`reflect`] (bindings, layouts, workgroup size) → [`annotate`] and [`shape`]
-//! (docs, `@grid` and `@requires`) → [`expand`](mod@expand) (tokens). [`compile`] runs the
-//! stages for one file and collects every error with its original location.
+//! [`input`] (the macro's arguments) → [`source`] (resolve, read, line tables) → [`include`]
+//! (`//#include` lines: every file read once) → [`split`] (markers, directives, `//#if`
+//! variants) → [`assemble`] (shared preamble + file preamble + section, includes expanded, with
+//! one map back to the files) → [`validate`] (naga, plus [`uniformity`] for subgroup,
+//! cooperative-matrix and barrier operations, and naga's SPIR-V backend) → [`reflect`]
+//! (bindings, layouts, workgroup size) → [`annotate`] and [`shape`] (docs, `@grid` and
+//! `@requires` as typed values) → [`expand`](mod@expand) (tokens). [`compile`] runs the stages
+//! up to [`shape`] for one file and collects every error with its original location;
+//! [`expand`](mod@expand) only emits what it decided.
 
 pub mod annotate;
 pub mod assemble;
 pub mod compile;
 pub mod diagnostic;
 pub mod expand;
+pub mod include;
 pub mod input;
+pub mod outline;
 pub mod reflect;
 pub mod shape;
 pub mod source;
@@ -24,6 +28,7 @@ pub mod uniformity;
 pub mod validate;
 
 use proc_macro2::TokenStream;
+use syn::ext::IdentExt;
 
 pub use source::CallSite;
 
@@ -34,6 +39,7 @@ pub fn expand(input: TokenStream, site: &CallSite) -> TokenStream {
         Ok(i) => i,
         Err(e) => return e.to_compile_error(),
     };
-    let file = compile::compile(site, &input.path, &input.shared, input.module.as_ref().map(|m| m.to_string()));
-    expand::expand(&file, input.span)
+    let module = input.module.as_ref().map(|m| m.unraw().to_string());
+    let file = compile::compile(site, &input.path, &input.shared, module);
+    expand::expand(&file, input.span, &input.runtime)
 }

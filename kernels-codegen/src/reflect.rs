@@ -242,6 +242,14 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
             has_default: o.init.is_some(),
         });
     }
+    let (consts, exported) = constants(module);
+    Ok(Interface { workgroup_size: ep.workgroup_size, bindings, structs: r.structs, overrides, consts, exported })
+}
+
+/// The module-scope constants with a literal value: integers (for shape expressions), and
+/// `u32`/`i32`/`f32`/`bool` ones as (name, Rust type, value as a Rust literal) for the host.
+#[allow(clippy::type_complexity)]
+pub fn constants(module: &Module) -> (Vec<(String, i128)>, Vec<(String, &'static str, String)>) {
     let mut consts = Vec::new();
     let mut exported = Vec::new();
     for (_, c) in module.constants.iter() {
@@ -270,7 +278,7 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
             }
         }
     }
-    Ok(Interface { workgroup_size: ep.workgroup_size, bindings, structs: r.structs, overrides, consts, exported })
+    (consts, exported)
 }
 
 fn wgsl_name(module: &Module, ty: Handle<Type>) -> String {

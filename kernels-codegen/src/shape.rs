@@ -1,52 +1,257 @@
-//! Annotations as code: `// @requires len(x) >= p.m * p.k` becomes a check in the generated
-//! function, `// @grid threads(p.n)` the grid it dispatches. The expressions are a small
-//! integer language over the kernel's arguments:
+//! Stage 7: the shape annotations as typed values. `// @requires len(x) >= p.m * p.k` becomes
+//! a [`Requirement`] checked before dispatch, `// @grid threads(p.n)` the [`Grid`] the
+//! function dispatches. The expressions are a small integer language over a kernel's
+//! arguments, checked here against its interface, so that emitting code from them cannot
+//! fail:
 //!
-//! - `len(x)`: elements in storage binding `x`;
-//! - `p.n`, `p.dims.x`: integer fields (and vector components) of a uniform `p`; `n` for a
-//!   uniform that is a plain integer;
-//! - module-scope integer constants (`WG`, `TILE`), integer literals;
-//! - `+ - * / %`, `ceil_div(a, b)`, `min(a, b)`, `max(a, b)`, parentheses;
+//! - `len(x)`: the number of elements of storage binding `x` ([`Expr::Len`]);
+//! - `p.n`, `p.dims.x`: an integer field (or vector component) of uniform `p`, or `n` for a
+//!   uniform that is a plain integer ([`Expr::Uniform`]);
+//! - integer literals and module-scope integer constants, folded to their value ([`Expr::Int`]);
+//! - `+ - * / %`, `ceil_div(a, b)`, `min(a, b)`, `max(a, b)`, parentheses ([`Expr::Binary`]);
 //! - `@requires` is one comparison (`>=`, `>`, `<=`, `<`, `==`, `!=`);
 //! - `@grid` is `threads(n)` (1-D over n invocations), `workgroups(n)` (1-D over n
-//!   workgroups, with the 2-D fallback past the per-dimension limit) or `workgroups(x, y)` /
-//!   `workgroups(x, y, z)` (an explicit grid, checked against the limits).
+//!   workgroups) — both with the 2-D fallback past the per-dimension limit — or
+//!   `workgroups(x, y)` / `workgroups(x, y, z)` (an explicit grid, checked against the limits).
 //!
-//! Arithmetic is done in `i128` with overflow and division by zero reported as errors.
+//! **Semantics** (the generated Rust, `kernels_runtime::shape`, and any other evaluator — a
+//! JavaScript host with `BigInt` — must agree): values are `i128`; every leaf fits (u32, i32,
+//! lengths); `+ - *` fail on overflow; `/` and `%` truncate toward zero (Rust's and `BigInt`'s
+//! `/` and `%`) and fail on a zero divisor; `ceil_div(a, b)` is ⌈a / b⌉ and fails unless
+//! `a >= 0` and `b > 0`; `min`/`max` as usual. A failure anywhere makes the whole expression
+//! fail: a `@requires` with a failing side is not met, a `@grid` with a failing size is an
+//! error. A grid size must be non-negative (and fit in `u32` per explicit dimension).
+//! [`Expr::eval`] is the reference implementation.
 
-use crate::reflect::{Access, HostScalar, HostType, Interface, StructDef};
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
-use syn::{BinOp, Expr, Lit};
+use crate::reflect::{Access, HostType, Interface};
+use crate::source::Location;
+use syn::{BinOp, Lit};
 
-/// A translated expression: code that evaluates to `Option<i128>`.
-pub struct Code {
-    /// The tokens.
-    pub tokens: TokenStream,
+/// An integer expression of a shape annotation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expr {
+    /// A literal or a module-scope constant, by value.
+    Int(i128),
+    /// `len(binding)`: elements in a storage binding.
+    Len {
+        /// The binding's WGSL name.
+        binding: String,
+    },
+    /// An integer read from a uniform: the uniform itself (`path` empty) or a field path.
+    Uniform {
+        /// The uniform binding's WGSL name.
+        binding: String,
+        /// Fields and vector components from the uniform's value down to an integer.
+        path: Vec<Step>,
+    },
+    /// An operation on two integers.
+    Binary {
+        /// Which.
+        op: Op,
+        /// The first operand.
+        left: Box<Expr>,
+        /// The second operand.
+        right: Box<Expr>,
+    },
+}
+
+/// One step from a uniform's value to an integer inside it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// A struct field, by its WGSL name.
+    Field(String),
+    /// A vector component (`x`/`r` = 0, `y`/`g` = 1, `z`/`b` = 2, `w`/`a` = 3).
+    Component(u32),
+}
+
+/// A binary operation (see the module docs for the exact semantics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b`, truncated toward zero
+    Div,
+    /// `a % b`, with the sign of `a`
+    Rem,
+    /// `ceil_div(a, b)`: ⌈a / b⌉ for `a >= 0`, `b > 0`
+    CeilDiv,
+    /// `min(a, b)`
+    Min,
+    /// `max(a, b)`
+    Max,
+}
+
+impl Op {
+    /// The name of the `kernels_runtime::shape` function that computes it.
+    pub fn runtime_name(self) -> &'static str {
+        match self {
+            Op::Add => "add",
+            Op::Sub => "sub",
+            Op::Mul => "mul",
+            Op::Div => "div",
+            Op::Rem => "rem",
+            Op::CeilDiv => "ceil_div",
+            Op::Min => "min",
+            Op::Max => "max",
+        }
+    }
+
+    /// Applies the operation; `None` is a failure (overflow, division by zero, a negative
+    /// `ceil_div` operand).
+    pub fn apply(self, a: i128, b: i128) -> Option<i128> {
+        match self {
+            Op::Add => a.checked_add(b),
+            Op::Sub => a.checked_sub(b),
+            Op::Mul => a.checked_mul(b),
+            Op::Div => a.checked_div(b),
+            Op::Rem => a.checked_rem(b),
+            Op::CeilDiv => (a >= 0 && b > 0).then(|| a / b + i128::from(a % b != 0)),
+            Op::Min => Some(a.min(b)),
+            Op::Max => Some(a.max(b)),
+        }
+    }
+}
+
+/// The comparison of a `@requires`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    /// `>=`
+    Ge,
+    /// `>`
+    Gt,
+    /// `<=`
+    Le,
+    /// `<`
+    Lt,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+}
+
+impl Cmp {
+    /// The name of the `kernels_runtime::shape` function that computes it.
+    pub fn runtime_name(self) -> &'static str {
+        match self {
+            Cmp::Ge => "ge",
+            Cmp::Gt => "gt",
+            Cmp::Le => "le",
+            Cmp::Lt => "lt",
+            Cmp::Eq => "eq",
+            Cmp::Ne => "ne",
+        }
+    }
+
+    /// Whether `a` compares to `b` this way.
+    pub fn holds(self, a: i128, b: i128) -> bool {
+        match self {
+            Cmp::Ge => a >= b,
+            Cmp::Gt => a > b,
+            Cmp::Le => a <= b,
+            Cmp::Lt => a < b,
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+        }
+    }
+}
+
+impl Expr {
+    /// Evaluates the expression; `len` and `uniform` give the leaves' values. `None` is a
+    /// failure.
+    pub fn eval(
+        &self,
+        len: &dyn Fn(&str) -> Option<i128>,
+        uniform: &dyn Fn(&str, &[Step]) -> Option<i128>,
+    ) -> Option<i128> {
+        match self {
+            Expr::Int(v) => Some(*v),
+            Expr::Len { binding } => len(binding),
+            Expr::Uniform { binding, path } => uniform(binding, path),
+            Expr::Binary { op, left, right } => op.apply(left.eval(len, uniform)?, right.eval(len, uniform)?),
+        }
+    }
+}
+
+/// A checked `@requires`: `left cmp right`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Requirement {
+    /// The left side.
+    pub left: Expr,
+    /// The comparison.
+    pub cmp: Cmp,
+    /// The right side.
+    pub right: Expr,
+    /// The left side as written (tidied), for messages.
+    pub left_text: String,
+    /// The right side as written (tidied), for messages.
+    pub right_text: String,
+}
+
+/// A checked `@grid`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Grid {
+    /// `threads(n)`: ⌈n / workgroup size⌉ workgroups, 1-D with the 2-D fallback.
+    Threads(Expr),
+    /// `workgroups(n)`: n workgroups, 1-D with the 2-D fallback.
+    Workgroups(Expr),
+    /// `workgroups(x, y[, z])`: this grid (`z` is 1 when not written).
+    Explicit([Expr; 3]),
+}
+
+/// An annotation's value with the annotation's text and place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located<T> {
+    /// The checked value.
+    pub value: T,
+    /// The expression as written after `@grid` / `@requires`.
+    pub text: String,
+    /// The annotation line.
+    pub location: Location,
+}
+
+/// How a kernel's grid is chosen.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum GridSource {
+    /// No `@grid`: the caller passes one.
+    #[default]
+    Caller,
+    /// From a `@grid` annotation.
+    Annotation(Box<Located<Grid>>),
+    /// A `@grid` annotation with an error (reported): the function takes no grid argument and
+    /// its body is not emitted.
+    Invalid,
+}
+
+/// Everything the annotations of one kernel say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shape {
+    /// The grid.
+    pub grid: GridSource,
+    /// The `@requires` checks, in order.
+    pub requires: Vec<Located<Requirement>>,
 }
 
 /// Translates an expression against a kernel's interface.
-pub fn expr(e: &Expr, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2::Ident) -> Result<Code, String> {
-    let k = quote!(::kernels::__private::shape);
-    let tokens = match e {
-        Expr::Paren(p) => return expr(&p.expr, iface, rust_name),
-        Expr::Group(g) => return expr(&g.expr, iface, rust_name),
-        Expr::Lit(l) => match &l.lit {
-            Lit::Int(i) => {
-                let v: i128 = i.base10_parse().map_err(|e| e.to_string())?;
-                quote!(::core::option::Option::Some(#v))
-            }
+pub fn expr(e: &syn::Expr, iface: &Interface) -> Result<Expr, String> {
+    Ok(match e {
+        syn::Expr::Paren(p) => return expr(&p.expr, iface),
+        syn::Expr::Group(g) => return expr(&g.expr, iface),
+        syn::Expr::Lit(l) => match &l.lit {
+            Lit::Int(i) => Expr::Int(i.base10_parse().map_err(|e| e.to_string())?),
             _ => return Err("only integer literals are allowed".into()),
         },
-        Expr::Path(p) => {
+        syn::Expr::Path(p) => {
             let name = p.path.get_ident().ok_or("expected a name")?.to_string();
             if let Some((_, v)) = iface.consts.iter().find(|(n, _)| *n == name) {
-                quote!(::core::option::Option::Some(#v))
+                Expr::Int(*v)
             } else if let Some(b) = iface.bindings.iter().find(|b| b.name == name) {
                 match (&b.access, &b.ty) {
                     (Access::Uniform, HostType::Scalar(s)) if s.is_integer() => {
-                        let id = rust_name(&name);
-                        quote!(::core::option::Option::Some(#id as i128))
+                        Expr::Uniform { binding: name, path: Vec::new() }
                     }
                     (Access::Uniform, _) => {
                         return Err(format!(
@@ -61,62 +266,58 @@ pub fn expr(e: &Expr, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2
                 ));
             }
         }
-        Expr::Field(_) => {
-            let (root, path) = field_path(e)?;
+        syn::Expr::Field(_) => {
+            let (root, names) = field_path(e)?;
             let b = iface
                 .bindings
                 .iter()
                 .find(|b| b.name == root && b.access == Access::Uniform)
                 .ok_or_else(|| format!("`{root}` is not a uniform of this kernel"))?;
             let mut ty = b.ty.clone();
-            let root_id = rust_name(&root);
-            let mut access = quote!(#root_id);
-            for part in &path {
+            let mut path = Vec::new();
+            for part in &names {
                 match &ty {
                     HostType::Struct(sname) => {
-                        let s: &StructDef = iface.structs.iter().find(|s| &s.name == sname).ok_or("unknown struct")?;
+                        let s = iface.structs.iter().find(|s| &s.name == sname).ok_or("unknown struct")?;
                         let f = s
                             .fields
                             .iter()
                             .find(|f| f.name.as_deref() == Some(part.as_str()))
                             .ok_or_else(|| format!("`{sname}` has no field `{part}`"))?;
-                        let fid = rust_name(part);
-                        access = quote!(#access.#fid);
                         ty = f.ty.clone().ok_or("padding")?;
+                        path.push(Step::Field(part.clone()));
                     }
                     HostType::Array(inner, n) => {
                         let i = match part.as_str() {
-                            "x" | "r" => 0usize,
+                            "x" | "r" => 0,
                             "y" | "g" => 1,
                             "z" | "b" => 2,
                             "w" | "a" => 3,
                             _ => return Err(format!("`.{part}` is not a vector component")),
                         };
-                        if i as u32 >= *n {
+                        if i >= *n {
                             return Err(format!("`.{part}` is past the vector's end"));
                         }
-                        access = quote!(#access[#i]);
                         ty = (**inner).clone();
+                        path.push(Step::Component(i));
                     }
                     HostType::Scalar(_) => return Err(format!("`.{part}` on a scalar")),
                 }
             }
             match ty {
-                HostType::Scalar(s) if s.is_integer() => quote!(::core::option::Option::Some(#access as i128)),
-                HostType::Scalar(HostScalar::F32 | HostScalar::F16) => {
-                    return Err("only integer fields can be used in shapes".into());
-                }
+                HostType::Scalar(s) if s.is_integer() => Expr::Uniform { binding: root, path },
+                HostType::Scalar(_) => return Err("only integer fields can be used in shapes".into()),
                 _ => return Err("name an integer field, not a struct or vector".into()),
             }
         }
-        Expr::Call(c) => {
+        syn::Expr::Call(c) => {
             let f = match &*c.func {
-                Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()).unwrap_or_default(),
+                syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()).unwrap_or_default(),
                 _ => String::new(),
             };
-            let args: Vec<&Expr> = c.args.iter().collect();
+            let args: Vec<&syn::Expr> = c.args.iter().collect();
             match (f.as_str(), args.as_slice()) {
-                ("len", [Expr::Path(p)]) => {
+                ("len", [syn::Expr::Path(p)]) => {
                     let name = p.path.get_ident().ok_or("expected a buffer name")?.to_string();
                     let b = iface
                         .bindings
@@ -126,14 +327,15 @@ pub fn expr(e: &Expr, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2
                     if b.access == Access::Uniform {
                         return Err(format!("`{name}` is a uniform; `len` takes a storage buffer"));
                     }
-                    let id = rust_name(&name);
-                    quote!(::core::option::Option::Some(#id.len() as i128))
+                    Expr::Len { binding: name }
                 }
                 ("ceil_div" | "min" | "max", [a, b]) => {
-                    let a = expr(a, iface, rust_name)?.tokens;
-                    let b = expr(b, iface, rust_name)?.tokens;
-                    let f = format_ident!("{f}");
-                    quote!(#k::#f(#a, #b))
+                    let op = match f.as_str() {
+                        "ceil_div" => Op::CeilDiv,
+                        "min" => Op::Min,
+                        _ => Op::Max,
+                    };
+                    Expr::Binary { op, left: Box::new(expr(a, iface)?), right: Box::new(expr(b, iface)?) }
                 }
                 _ => {
                     return Err(format!(
@@ -142,32 +344,28 @@ pub fn expr(e: &Expr, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2
                 }
             }
         }
-        Expr::Binary(b) => {
-            let f = match b.op {
-                BinOp::Add(_) => "add",
-                BinOp::Sub(_) => "sub",
-                BinOp::Mul(_) => "mul",
-                BinOp::Div(_) => "div",
-                BinOp::Rem(_) => "rem",
+        syn::Expr::Binary(b) => {
+            let op = match b.op {
+                BinOp::Add(_) => Op::Add,
+                BinOp::Sub(_) => Op::Sub,
+                BinOp::Mul(_) => Op::Mul,
+                BinOp::Div(_) => Op::Div,
+                BinOp::Rem(_) => Op::Rem,
                 _ => return Err("comparisons belong only at the top of a `@requires`".into()),
             };
-            let l = expr(&b.left, iface, rust_name)?.tokens;
-            let r = expr(&b.right, iface, rust_name)?.tokens;
-            let f = format_ident!("{f}");
-            quote!(#k::#f(#l, #r))
+            Expr::Binary { op, left: Box::new(expr(&b.left, iface)?), right: Box::new(expr(&b.right, iface)?) }
         }
         _ => {
             return Err(
                 "unsupported expression: use integers, names, `len(x)`, `+ - * / %`, `ceil_div`, `min`, `max`".into()
             );
         }
-    };
-    Ok(Code { tokens })
+    })
 }
 
-fn field_path(e: &Expr) -> Result<(String, Vec<String>), String> {
+fn field_path(e: &syn::Expr) -> Result<(String, Vec<String>), String> {
     match e {
-        Expr::Field(f) => {
+        syn::Expr::Field(f) => {
             let (root, mut path) = field_path(&f.base)?;
             match &f.member {
                 syn::Member::Named(n) => path.push(n.to_string()),
@@ -175,34 +373,38 @@ fn field_path(e: &Expr) -> Result<(String, Vec<String>), String> {
             }
             Ok((root, path))
         }
-        Expr::Path(p) => Ok((p.path.get_ident().ok_or("expected a name")?.to_string(), Vec::new())),
+        syn::Expr::Path(p) => Ok((p.path.get_ident().ok_or("expected a name")?.to_string(), Vec::new())),
         _ => Err("expected `uniform.field`".into()),
     }
 }
 
-/// A parsed `@requires`: the comparison's two sides and operator.
-pub fn requirement(
-    text: &str,
-    iface: &Interface,
-    rust_name: &dyn Fn(&str) -> proc_macro2::Ident,
-) -> Result<(TokenStream, TokenStream, &'static str, String, String), String> {
-    let e: Expr = syn::parse_str(text).map_err(|e| format!("cannot parse `{text}`: {e}"))?;
-    let Expr::Binary(b) = &e else {
+fn parse(text: &str) -> Result<syn::Expr, String> {
+    syn::parse_str(text).map_err(|e| format!("cannot parse `{text}`: {e}"))
+}
+
+/// Parses and checks a `@requires`.
+pub fn requirement(text: &str, iface: &Interface) -> Result<Requirement, String> {
+    let e = parse(text)?;
+    let syn::Expr::Binary(b) = &e else {
         return Err("a `@requires` is one comparison, like `len(x) >= p.n`".into());
     };
-    let op = match b.op {
-        BinOp::Ge(_) => "ge",
-        BinOp::Gt(_) => "gt",
-        BinOp::Le(_) => "le",
-        BinOp::Lt(_) => "lt",
-        BinOp::Eq(_) => "eq",
-        BinOp::Ne(_) => "ne",
+    let cmp = match b.op {
+        BinOp::Ge(_) => Cmp::Ge,
+        BinOp::Gt(_) => Cmp::Gt,
+        BinOp::Le(_) => Cmp::Le,
+        BinOp::Lt(_) => Cmp::Lt,
+        BinOp::Eq(_) => Cmp::Eq,
+        BinOp::Ne(_) => Cmp::Ne,
         _ => return Err("a `@requires` is one comparison, like `len(x) >= p.n`".into()),
     };
-    let l = expr(&b.left, iface, rust_name)?.tokens;
-    let r = expr(&b.right, iface, rust_name)?.tokens;
     let (left, right) = (&b.left, &b.right);
-    Ok((l, r, op, tidy(&quote!(#left).to_string()), tidy(&quote!(#right).to_string())))
+    Ok(Requirement {
+        left: expr(left, iface)?,
+        cmp,
+        right: expr(right, iface)?,
+        left_text: tidy(&quote::quote!(#left).to_string()),
+        right_text: tidy(&quote::quote!(#right).to_string()),
+    })
 }
 
 /// Token text back to how a person writes it: `len (x)` → `len(x)`, `p . n` → `p.n`.
@@ -210,31 +412,147 @@ fn tidy(s: &str) -> String {
     s.replace(" . ", ".").replace(" (", "(").replace("( ", "(").replace(" )", ")").replace(" ,", ",")
 }
 
-/// The kinds of grid an annotation can give.
-pub enum Grid {
-    /// `threads(n)`
-    Threads(TokenStream),
-    /// `workgroups(n)`
-    Workgroups(TokenStream),
-    /// `workgroups(x, y[, z])`
-    Explicit(Vec<TokenStream>),
-}
-
-/// Parses a `@grid`.
-pub fn grid(text: &str, iface: &Interface, rust_name: &dyn Fn(&str) -> proc_macro2::Ident) -> Result<Grid, String> {
-    let e: Expr = syn::parse_str(text).map_err(|e| format!("cannot parse `{text}`: {e}"))?;
-    let Expr::Call(c) = &e else {
-        return Err("a `@grid` is `threads(n)`, `workgroups(n)` or `workgroups(x, y[, z])`".into());
-    };
+/// Parses and checks a `@grid`.
+pub fn grid(text: &str, iface: &Interface) -> Result<Grid, String> {
+    let usage = "a `@grid` is `threads(n)`, `workgroups(n)` or `workgroups(x, y[, z])`";
+    let e = parse(text)?;
+    let syn::Expr::Call(c) = &e else { return Err(usage.into()) };
     let f = match &*c.func {
-        Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()).unwrap_or_default(),
+        syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()).unwrap_or_default(),
         _ => String::new(),
     };
-    let args = c.args.iter().map(|a| expr(a, iface, rust_name).map(|c| c.tokens)).collect::<Result<Vec<_>, _>>()?;
+    let mut args = c.args.iter().map(|a| expr(a, iface)).collect::<Result<Vec<_>, _>>()?;
     match (f.as_str(), args.len()) {
-        ("threads", 1) => Ok(Grid::Threads(args.into_iter().next().unwrap_or_default())),
-        ("workgroups", 1) => Ok(Grid::Workgroups(args.into_iter().next().unwrap_or_default())),
-        ("workgroups", 2 | 3) => Ok(Grid::Explicit(args)),
-        _ => Err("a `@grid` is `threads(n)`, `workgroups(n)` or `workgroups(x, y[, z])`".into()),
+        ("threads", 1) => {
+            let [_, y, z] = iface.workgroup_size;
+            if y != 1 || z != 1 {
+                return Err("`threads(n)` needs a one-dimensional workgroup (`@workgroup_size(x)`), since the \
+                     kernel recovers its index with `flat_id`"
+                    .into());
+            }
+            Ok(Grid::Threads(args.remove(0)))
+        }
+        ("workgroups", 1) => Ok(Grid::Workgroups(args.remove(0))),
+        ("workgroups", 2 | 3) => {
+            let z = if args.len() == 3 { args.remove(2) } else { Expr::Int(1) };
+            let y = args.remove(1);
+            Ok(Grid::Explicit([args.remove(0), y, z]))
+        }
+        _ => Err(usage.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reflect::{Binding, Field, HostScalar, StructDef};
+
+    fn iface() -> Interface {
+        let u32t = || Some(HostType::Scalar(HostScalar::U32));
+        Interface {
+            workgroup_size: [64, 1, 1],
+            bindings: vec![
+                Binding {
+                    group: 0,
+                    binding: 0,
+                    name: "x".into(),
+                    access: Access::ReadWrite,
+                    ty: HostType::Scalar(HostScalar::F32),
+                    wgsl: "array<f32>".into(),
+                    stride: 4,
+                    min_elems: 0,
+                    runtime_sized: true,
+                },
+                Binding {
+                    group: 0,
+                    binding: 1,
+                    name: "p".into(),
+                    access: Access::Uniform,
+                    ty: HostType::Struct("P".into()),
+                    wgsl: "P".into(),
+                    stride: 16,
+                    min_elems: 1,
+                    runtime_sized: false,
+                },
+            ],
+            structs: vec![StructDef {
+                name: "P".into(),
+                size: 16,
+                fields: vec![
+                    Field { name: Some("n".into()), ty: u32t(), offset: 0, size: 4 },
+                    Field {
+                        name: Some("scale".into()),
+                        ty: Some(HostType::Scalar(HostScalar::F32)),
+                        offset: 4,
+                        size: 4,
+                    },
+                    Field {
+                        name: Some("dims".into()),
+                        ty: Some(HostType::Array(Box::new(HostType::Scalar(HostScalar::U32)), 2)),
+                        offset: 8,
+                        size: 8,
+                    },
+                ],
+            }],
+            consts: vec![("TILE".into(), 16)],
+            ..Interface::default()
+        }
+    }
+
+    #[test]
+    fn typed_trees() {
+        let i = iface();
+        let r = requirement("len(x) >= ceil_div(p.n, TILE) * p.dims.y", &i).unwrap();
+        assert_eq!(r.cmp, Cmp::Ge);
+        assert_eq!(r.left, Expr::Len { binding: "x".into() });
+        assert_eq!(r.left_text, "len(x)");
+        assert_eq!(r.right_text, "ceil_div(p.n, TILE) * p.dims.y");
+        let Expr::Binary { op: Op::Mul, left, right } = &r.right else { panic!("{:?}", r.right) };
+        assert_eq!(
+            **right,
+            Expr::Uniform { binding: "p".into(), path: vec![Step::Field("dims".into()), Step::Component(1)] }
+        );
+        let Expr::Binary { op: Op::CeilDiv, right: tile, .. } = &**left else { panic!() };
+        assert_eq!(**tile, Expr::Int(16));
+        assert_eq!(
+            grid("workgroups(p.n, 2)", &i).unwrap(),
+            Grid::Explicit([
+                Expr::Uniform { binding: "p".into(), path: vec![Step::Field("n".into())] },
+                Expr::Int(2),
+                Expr::Int(1)
+            ])
+        );
+        for (bad, why) in [
+            ("len(p) > 1", "is a uniform"),
+            ("p.scale > 1", "only integer fields"),
+            ("p.dims.z > 1", "past the vector's end"),
+            ("x > 1", "storage buffer"),
+            ("q > 1", "unknown name"),
+            ("len(x)", "one comparison"),
+            ("len(x) > 1 + (2 > 1)", "comparisons belong"),
+        ] {
+            let e = requirement(bad, &i).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert!(grid("threads(1, 2)", &i).is_err());
+    }
+
+    #[test]
+    fn evaluation_follows_the_documented_semantics() {
+        let i = iface();
+        let uniform = |_: &str, path: &[Step]| match path {
+            [Step::Field(n)] if n == "n" => Some(10),
+            [Step::Field(_), Step::Component(1)] => Some(3),
+            _ => None,
+        };
+        let eval = |text: &str| expr(&syn::parse_str(text).unwrap(), &i).unwrap().eval(&|_| Some(7), &uniform);
+        assert_eq!(eval("ceil_div(p.n, 4)"), Some(3));
+        assert_eq!(eval("p.n / 4 + p.n % 4"), Some(4));
+        assert_eq!(eval("(0 - p.n) / 4"), Some(-2), "truncates toward zero");
+        assert_eq!(eval("(0 - p.n) % 4"), Some(-2), "has the dividend's sign");
+        assert_eq!(eval("p.n / (p.dims.y - 3)"), None, "division by zero fails");
+        assert_eq!(eval("ceil_div(0 - 1, 2)"), None, "ceil_div of a negative fails");
+        assert_eq!(eval("min(len(x), p.dims.y) * max(1, TILE)"), Some(48));
+        assert_eq!(eval("170141183460469231731687303715884105727 + 1"), None, "overflow fails");
     }
 }

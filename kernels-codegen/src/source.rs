@@ -1,17 +1,49 @@
-//! Stage 1: the files a kernel file is built from, read once, with line tables
-//! for mapping byte offsets back to `file:line:column`.
+//! Stage 1: the files a kernel file is built from (the kernel file, the shared preamble and
+//! the files they `//#include`), each read once into a [`Sources`] table, with line tables for
+//! mapping byte offsets back to `file:line:column`.
 
 use std::path::{Path, PathBuf};
 
-/// Which of a kernel's three parts a byte of assembled source came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Part {
-    /// The shared preamble (`00_shared.wgsl`).
-    Shared,
-    /// The kernel file's text before its first marker.
-    FilePreamble,
-    /// The kernel's own section, after its marker.
-    Section,
+/// A file's index in [`Sources`].
+pub type FileId = usize;
+
+/// Every file one `kernels!` call read, each once.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    files: Vec<SourceFile>,
+}
+
+impl Sources {
+    /// Adds a file; its id is its position.
+    pub fn add(&mut self, file: SourceFile) -> FileId {
+        self.files.push(file);
+        self.files.len() - 1
+    }
+
+    /// The file with id `id`.
+    pub fn get(&self, id: FileId) -> &SourceFile {
+        &self.files[id]
+    }
+
+    /// The id of the file read from `path`, if it was read.
+    pub fn find(&self, path: &Path) -> Option<FileId> {
+        self.files.iter().position(|f| f.path == path)
+    }
+
+    /// How many files were read.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether no file was read.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The files in the order they were read.
+    pub fn iter(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
+        self.files.iter().enumerate()
+    }
 }
 
 /// One source file the macro read.
@@ -162,7 +194,7 @@ impl CallSite {
 }
 
 /// Removes `.` and `..` components without touching the file system.
-fn normalize(path: &Path) -> PathBuf {
+pub fn normalize(path: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = PathBuf::new();
     for component in path.components() {

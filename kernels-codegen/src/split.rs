@@ -8,8 +8,8 @@ use crate::diagnostic::Diagnostic;
 use crate::source::SourceFile;
 use std::ops::Range;
 
-/// The marker that starts a kernel, exactly as the original engine's regex
-/// `^// --- KERNEL: (\S+) ---$` (multi-line) matches it.
+/// The marker that starts a kernel: a whole line `// --- KERNEL: <name> ---`, the name without
+/// whitespace (the regular expression `^// --- KERNEL: (\S+) ---$`, multi-line).
 const MARKER_PREFIX: &str = "// --- KERNEL: ";
 const MARKER_SUFFIX: &str = " ---";
 
@@ -87,7 +87,7 @@ pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
 
     let mut sections: Vec<Section> = Vec::new();
     for (i, (name, marker)) in markers.iter().enumerate() {
-        // Like the original engine: the section starts right after the marker text.
+        // The section starts right after the marker text (its line break included).
         let body_start = marker.end;
         let end = markers.get(i + 1).map(|m| m.1.start).unwrap_or(text.len());
         if syn::parse_str::<syn::Ident>(name).is_err() || name.starts_with("r#") {
@@ -188,59 +188,50 @@ pub fn find_word(code: &str, word: &str) -> Vec<Range<usize>> {
 /// `kernels!` writes the directives each kernel needs itself.
 pub const KNOWN_EXTENSIONS: [&str; 3] = ["f16", "subgroups", "wgpu_cooperative_matrix"];
 
-/// An extension named by an `enable` directive.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Directive {
-    /// The extension names (`enable f16, subgroups;` gives two).
-    pub names: Vec<String>,
-    /// The directive's byte range.
-    pub range: Range<usize>,
-}
-
-/// Lifts the `enable` directives at the very top of a part out of it (they are blanked, and
-/// the macro injects what each kernel needs), and reports any `enable` or `requires` directive
-/// that is not at the very top. With `lift == false` (kernel sections) every directive is an
-/// error: a section never starts a file.
-pub fn take_directives(
+/// Blanks the `enable` directives at the very top of a part (the macro injects what each
+/// kernel needs itself) and reports any `enable` or `requires` directive that is not at the
+/// very top, and unknown extensions. With `lift == false` (kernel sections, included files)
+/// every directive is an error: such text never starts a kernel's source.
+pub fn lift_directives(
     file: &SourceFile,
     part: Range<usize>,
     text: &mut String,
     lift: bool,
-) -> Result<Vec<Directive>, Vec<Diagnostic>> {
+) -> Result<(), Vec<Diagnostic>> {
     let code = mask_comments(&file.text[part.clone()]);
-    let mut found = Vec::new();
     let mut errors = Vec::new();
     let mut pos = 0;
     // The leading block: whitespace and comments (already spaces), then directives.
-    #[allow(clippy::while_immutable_condition)] // `lift` is fixed; the loop ends at the first non-directive
-    while lift {
-        let rest = &code[pos..];
-        let skip = rest.len() - rest.trim_start().len();
-        pos += skip;
-        let rest = &code[pos..];
-        let is_directive = ["enable", "requires"]
-            .iter()
-            .any(|w| rest.starts_with(w) && !rest.as_bytes().get(w.len()).copied().is_some_and(is_ident_byte));
-        if !is_directive {
-            break;
+    if lift {
+        loop {
+            let rest = &code[pos..];
+            pos += rest.len() - rest.trim_start().len();
+            let rest = &code[pos..];
+            let is_directive = ["enable", "requires"]
+                .iter()
+                .any(|w| rest.starts_with(w) && !rest.as_bytes().get(w.len()).copied().is_some_and(is_ident_byte));
+            let Some(semi) = rest.find(';').filter(|_| is_directive) else { break };
+            let body = &rest[..semi];
+            let (kind, list) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
+            let range = part.start + pos..part.start + pos + semi + 1;
+            if kind == "requires" {
+                errors.push(
+                    Diagnostic::at(file.locate(range.clone()), "`requires` directives are not supported")
+                        .label("remove this directive"),
+                );
+            }
+            for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if kind == "enable" && !KNOWN_EXTENSIONS.contains(&name) {
+                    errors.push(
+                        Diagnostic::at(file.locate(range.clone()), format!("unsupported extension `{name}`")).note(
+                            "kernels! knows `f16`, `subgroups` and `wgpu_cooperative_matrix`, and adds each to the kernels that need it",
+                        ),
+                    );
+                }
+            }
+            blank(text, range);
+            pos += semi + 1;
         }
-        let Some(semi) = rest.find(';') else { break };
-        let body = &rest[..semi];
-        let (kind, list) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
-        let range = part.start + pos..part.start + pos + semi + 1;
-        if kind == "requires" {
-            errors.push(
-                Diagnostic::at(file.locate(range.clone()), "`requires` directives are not supported")
-                    .label("remove this directive"),
-            );
-        } else {
-            found.push(Directive {
-                names: list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-                range: range.clone(),
-            });
-        }
-        blank(text, range.start..range.end);
-        pos += semi + 1;
     }
     for word in ["enable", "requires"] {
         for hit in find_word(&code[pos..], word) {
@@ -250,24 +241,14 @@ pub fn take_directives(
                     .label("not at the top")
                     .note(
                         "WGSL requires directives before everything else, and a kernel's source is the \
-                     shared preamble + the file preamble + its section: kernels! writes the `enable` \
-                     directives each kernel needs at the very top, so leave them out (or put them \
-                     at the very top of a file)",
+                     shared preamble + the file preamble + its section (+ included files): kernels! writes \
+                     the `enable` directives each kernel needs at the very top, so leave them out (or put \
+                     them at the very top of a kernel file or the shared preamble)",
                     ),
             );
         }
     }
-    for d in &found {
-        for name in &d.names {
-            if !KNOWN_EXTENSIONS.contains(&name.as_str()) {
-                errors.push(
-                    Diagnostic::at(file.locate(d.range.clone()), format!("unsupported extension `{name}`"))
-                        .note("kernels! knows `f16`, `subgroups` and `wgpu_cooperative_matrix`, and adds each to the kernels that need it"),
-                );
-            }
-        }
-    }
-    if errors.is_empty() { Ok(found) } else { Err(errors) }
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
 }
 
 /// Replaces a byte range with spaces, keeping line breaks (so offsets and lines stay put).
@@ -398,7 +379,8 @@ pub fn apply_conditionals(
         let trimmed = content.trim();
         let line_range = offset..offset + content.len();
         let here = range.start + line_range.start..range.start + line_range.end;
-        if let Some(directive) = trimmed.strip_prefix("//#") {
+        if let Some(directive) = trimmed.strip_prefix("//#").filter(|_| crate::include::include_path(trimmed).is_none())
+        {
             let directive = directive.trim();
             match directive.split_whitespace().collect::<Vec<_>>().as_slice() {
                 ["if", cond] => match (conditions.value(cond), &open) {
@@ -423,7 +405,7 @@ pub fn apply_conditionals(
                 }
                 _ => errors.push(
                     Diagnostic::at(file.locate(here.clone()), format!("unknown directive `//#{directive}`"))
-                        .note("the directives are `//#if <condition>`, `//#else` and `//#endif`, with the conditions `coop`, `!coop`, `subgroups` and `!subgroups`"),
+                        .note("the directives are `//#include \"file\"`, `//#if <condition>`, `//#else` and `//#endif`, with the conditions `coop`, `!coop`, `subgroups` and `!subgroups`"),
                 ),
             }
         } else if let Some((cond, in_else, _)) = &open {
@@ -508,28 +490,30 @@ mod tests {
         let t = "// c\nenable f16;\nenable subgroups, f16;\nconst a = 1;\n";
         let f = file(t);
         let mut text = t.to_string();
-        let d = take_directives(&f, 0..t.len(), &mut text, true).unwrap();
-        assert_eq!(d.len(), 2);
-        assert_eq!(d[1].names, vec!["subgroups", "f16"]);
+        lift_directives(&f, 0..t.len(), &mut text, true).unwrap();
         assert_eq!(text.len(), t.len());
         assert!(!text.contains("enable"));
         assert!(text.ends_with("const a = 1;\n"));
+        let t = "enable f16, wat;\n";
+        let mut text = t.to_string();
+        let e = lift_directives(&file(t), 0..t.len(), &mut text, true).unwrap_err();
+        assert!(e[0].message.contains("unsupported extension `wat`"));
 
         let t = "const a = 1;\n  enable f16;\n// enable x; is fine in a comment\n";
         let f = file(t);
         let mut text = t.to_string();
-        let e = take_directives(&f, 0..t.len(), &mut text, true).unwrap_err();
+        let e = lift_directives(&f, 0..t.len(), &mut text, true).unwrap_err();
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].location.as_ref().unwrap().line, 2);
         assert_eq!(e[0].location.as_ref().unwrap().column, 3);
         // `enabled` is just a word.
         let t = "const enabled_x = 1;\n";
         let mut text = t.to_string();
-        assert!(take_directives(&file(t), 0..t.len(), &mut text, true).unwrap().is_empty());
+        lift_directives(&file(t), 0..t.len(), &mut text, true).unwrap();
         // In a section nothing is lifted.
         let t = "enable f16;\n";
         let mut text = t.to_string();
-        assert!(take_directives(&file(t), 0..t.len(), &mut text, false).is_err());
+        assert!(lift_directives(&file(t), 0..t.len(), &mut text, false).is_err());
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! conditionals, comment masking or the whole compile panic; and every byte of an assembled
 //! kernel maps back to the file and line it came from.
 
-use kernels_codegen::assemble::{Piece, assemble};
-use kernels_codegen::source::{CallSite, Part, SourceFile};
+use kernels_codegen::assemble::{Pieces, assemble};
+use kernels_codegen::include::Includes;
+use kernels_codegen::source::{CallSite, SourceFile};
 use kernels_codegen::{annotate, compile, input::Shared, split};
 use proptest::prelude::*;
 
@@ -50,7 +51,7 @@ proptest! {
         let masked = split::mask_comments(&text);
         prop_assert_eq!(masked.len(), text.len());
         let mut t = text.clone();
-        let _ = split::take_directives(&f, 0..text.len(), &mut t, true);
+        let _ = split::lift_directives(&f, 0..text.len(), &mut t, true);
         prop_assert_eq!(t.len(), text.len());
         let mut t = text.clone();
         let _ = split::apply_conditionals(&f, 0..text.len(), &mut t, split::Conditions { coop: true, subgroups: true });
@@ -78,7 +79,7 @@ proptest! {
             prop_assert!(!e.message.is_empty());
             let _ = e.render();
         }
-        let _ = kernels_codegen::expand::expand(&out, proc_macro2::Span::call_site());
+        let _ = kernels_codegen::expand::expand(&out, proc_macro2::Span::call_site(), &syn::parse_quote!(::kernels));
     }
 
     /// Tag every line with its origin, assemble, and check that each tag maps back to the
@@ -101,16 +102,24 @@ proptest! {
         let kf = SourceFile::new("k".into(), "k.wgsl".into(), kernel.clone());
         let s = split::split(&kf).unwrap();
         let sec = &s.sections[0];
+        let texts = vec![shared.clone(), kernel.clone()];
+        let codes: Vec<String> = texts.iter().map(|t| split::mask_comments(t)).collect();
+        let includes = Includes::default();
+        // Kept whole (no outlines): every line is there to map back.
         let a = assemble(
-            "enable f16;\n",
-            Some(Piece { text: &shared, src_start: 0 }),
-            Piece { text: &kernel[s.preamble.clone()], src_start: s.preamble.start },
-            Piece { text: &kernel[sec.body.clone()], src_start: sec.body.start },
-        );
+            Pieces { texts: &texts, codes: &codes, includes: &includes, outlines: &[None, None] },
+            Some(0),
+            1,
+            s.preamble.clone(),
+            sec.body.clone(),
+            &[],
+        )
+        .assembled
+        .prefixed("enable f16;\n");
         for (prefix, part, file, count, first_line) in [
-            ("tag_s", Part::Shared, &sf, shared_lines, 1),
-            ("tag_p", Part::FilePreamble, &kf, pre_lines, 1),
-            ("tag_k", Part::Section, &kf, sec_lines, pre_lines + 2),
+            ("tag_s", 0, &sf, shared_lines, 1),
+            ("tag_p", 1, &kf, pre_lines, 1),
+            ("tag_k", 1, &kf, sec_lines, pre_lines + 2),
         ] {
             for i in 0..count {
                 let tag = format!("{prefix}{i};");

@@ -14,7 +14,10 @@ use proc_macro::TokenStream;
 /// `Cargo.toml` is); a path starting with `./` or `../` is relative to the file holding the
 /// call. The shared preamble is `00_shared.wgsl` beside the kernel file unless
 /// `shared = "path"` or `shared = none` says otherwise; `module = name` overrides the module
-/// name. See the `kernels` crate for the format and the generated API.
+/// name; `crate = ::path` names the runtime for a crate that re-exports it
+/// (`pub use kernels_runtime::*;`) instead of depending on `kernels`. Files the kernel files
+/// `//#include` are read and tracked too. See the `kernels` crate for the format and the
+/// generated API.
 #[proc_macro]
 pub fn kernels(input: TokenStream) -> TokenStream {
     let site = kernels_codegen::CallSite {
