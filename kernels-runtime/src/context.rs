@@ -53,7 +53,7 @@ pub struct AdapterReport {
     /// The cooperative-matrix configurations the adapter offers that WGSL can express (with
     /// tensor cores on, exactly those kernels may use).
     pub cooperative_matrix_configs: Vec<CoopConfig>,
-    /// Configurations the adapter offers that WGSL cannot express (e.g. `16×8×16 f16/f32`).
+    /// Configurations the adapter offers that WGSL cannot express (e.g. `16×8×16 (A/B f16, C f32)`).
     pub cooperative_matrix_other: Vec<String>,
     /// Why tensor cores are off although the adapter offers configurations (turned off by the
     /// options, `SHADER_F16` off, or the device refused them).
@@ -246,9 +246,16 @@ impl CoopPlan {
                         plan.expressible.push(c)
                     }
                 }
-                _ => plan
-                    .other
-                    .push(format!("{}×{}×{} (A/B {:?}, C {:?})", p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type)),
+                _ => {
+                    let name = |t: wgpu::CooperativeScalarType| match t {
+                        wgpu::CooperativeScalarType::F16 => "f16",
+                        wgpu::CooperativeScalarType::F32 => "f32",
+                        wgpu::CooperativeScalarType::I32 => "i32",
+                        wgpu::CooperativeScalarType::U32 => "u32",
+                    };
+                    let (ab, cr) = (name(p.ab_type), name(p.cr_type));
+                    plan.other.push(format!("{}×{}×{} (A/B {ab}, C {cr})", p.m_size, p.n_size, p.k_size))
+                }
             }
         }
         if plan.expressible.is_empty() {
@@ -276,8 +283,8 @@ impl CoopPlan {
 }
 
 impl Gpu {
-    /// Opens the best adapter, honouring `KERNELS_ADAPTER` and `KERNELS_SUBGROUPS`. Not on the
-    /// web, where nothing may block: use [`Gpu::with_options`] there.
+    /// Opens the best adapter, honouring the `KERNELS_*` variables ([`GpuOptions::from_env`]).
+    /// Not on the web, where nothing may block: use [`Gpu::with_options`] there.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new() -> Result<Gpu> {
         pollster::block_on(Self::with_options(GpuOptions::from_env()))
@@ -683,7 +690,7 @@ mod tests {
         let mut on = report();
         on.cooperative_matrix = true;
         on.cooperative_matrix_configs = vec![c16];
-        on.cooperative_matrix_other = vec!["16×8×16 (A/B F16, C F32)".into()];
+        on.cooperative_matrix_other = vec!["16×8×16 (A/B f16, C f32)".into()];
         let text = on.to_string();
         assert!(
             text.contains(
