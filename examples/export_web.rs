@@ -4,21 +4,25 @@
 //!
 //! `cargo run --example export_web -- DIR` writes
 //!
-//! - `DIR/<module>/<kernel>.wgsl`: the preferred variant (with `enable subgroups;` where it uses
-//!   subgroups, `enable f16;` where it uses f16), and `DIR/<module>/<kernel>.no-subgroups.wgsl`
-//!   for kernels that also have a variant without subgroups;
+//! - `DIR/<module>/<kernel>.wgsl`: the preferred browser variant (with `enable subgroups;` where
+//!   it uses subgroups, `enable f16;` where it uses f16), and
+//!   `DIR/<module>/<kernel>.no-subgroups.wgsl` for kernels that also have a variant without
+//!   subgroups. Variants that use cooperative matrices (tensor cores) are native only — WebGPU
+//!   has no cooperative matrices — so they are left out; the kernel's fallback is exported;
 //! - `DIR/manifest.json`: per kernel its bindings (kind, WebGPU buffer binding type, WGSL type,
 //!   bytes per element or of the uniform, fewest elements), workgroup size, grid (`kind`:
 //!   `threads` = one invocation per item, `workgroups` = one workgroup per item, both 1-D with
 //!   the 2-D fallback past `maxComputeWorkgroupsPerDimension`; `explicit`; `caller`) and its
 //!   `@grid` expression, `@requires` checks, required WebGPU features (`subgroups`,
-//!   `shader-f16`), variants in order of preference, override constants and doc text.
+//!   `shader-f16`), browser variants in order of preference, the native-only variants that were
+//!   left out (`native_only_variants`: the cooperative-matrix configurations each uses),
+//!   override constants and doc text.
 //!
 //! A host picks the first variant whose `features` its device has, creates a bind group layout
 //! from `bindings` (all in group 0) and dispatches per `grid`. The data come from
 //! `kernels::all_kernels()`.
 
-use kernels::{BindingKind, KernelDef, VariantDef};
+use kernels::{BindingKind, CoopScalar, KernelDef, VariantDef};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -37,10 +41,17 @@ fn features(v: &VariantDef) -> Vec<&'static str> {
     out
 }
 
-/// The file of variant `index` of `kernel`, relative to the export directory.
+/// The variants a browser can run, preferred first: those without cooperative matrices.
+pub fn web_variants(kernel: &KernelDef) -> Vec<&'static VariantDef> {
+    kernel.variants.iter().filter(|v| v.coop.is_empty()).collect()
+}
+
+/// The file of browser variant `index` (into [`web_variants`]) of `kernel`, relative to the
+/// export directory.
 pub fn variant_file(kernel: &KernelDef, index: usize) -> String {
-    let first = &kernel.variants[0];
-    let v = &kernel.variants[index];
+    let web = web_variants(kernel);
+    let first = web[0];
+    let v = web[index];
     let suffix = if index == 0 {
         String::new()
     } else if first.subgroups && !v.subgroups && first.f16 == v.f16 {
@@ -100,11 +111,37 @@ fn kernel_json(k: &KernelDef) -> String {
             )
         })
         .collect();
-    let variants: Vec<String> = k
-        .variants
+    let web = web_variants(k);
+    let variants: Vec<String> = web
         .iter()
         .enumerate()
         .map(|(i, v)| format!("{{\"file\": {}, \"features\": {}}}", string(&variant_file(k, i)), strings(features(v))))
+        .collect();
+    let native_only: Vec<String> = k
+        .variants
+        .iter()
+        .filter(|v| !v.coop.is_empty())
+        .map(|v| {
+            let scalar = |s: CoopScalar| match s {
+                CoopScalar::F16 => "f16",
+                CoopScalar::F32 => "f32",
+            };
+            let configs: Vec<String> = v
+                .coop
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{{\"m\": {}, \"n\": {}, \"k\": {}, \"ab\": {}, \"cr\": {}}}",
+                        c.m,
+                        c.n,
+                        c.k,
+                        string(scalar(c.ab)),
+                        string(scalar(c.cr))
+                    )
+                })
+                .collect();
+            format!("{{\"cooperative_matrix\": [{}], \"features\": {}}}", configs.join(", "), strings(features(v)))
+        })
         .collect();
     let overrides: Vec<String> = k
         .overrides
@@ -119,14 +156,14 @@ fn kernel_json(k: &KernelDef) -> String {
             )
         })
         .collect();
-    // Features every variant needs (what a device must have to run the kernel at all).
+    // Features every browser variant needs (what a device must have to run the kernel at all).
     let required: Vec<&str> = ["subgroups", "shader-f16"]
         .into_iter()
-        .filter(|f| k.variants.iter().all(|v| features(v).contains(f)))
+        .filter(|f| !web.is_empty() && web.iter().all(|v| features(v).contains(f)))
         .collect();
     let [x, y, z] = k.workgroup_size;
     format!(
-        "    {{\n      \"module\": {}, \"name\": {}, \"qualified_name\": {},\n      \"source\": {{\"file\": {}, \"line\": {}}},\n      \"doc\": {},\n      \"workgroup_size\": [{x}, {y}, {z}],\n      \"grid\": {{\"kind\": {}, \"expr\": {}}},\n      \"requires\": {},\n      \"features\": {},\n      \"variants\": [{}],\n      \"bindings\": [\n        {}\n      ],\n      \"overrides\": [{}]\n    }}",
+        "    {{\n      \"module\": {}, \"name\": {}, \"qualified_name\": {},\n      \"source\": {{\"file\": {}, \"line\": {}}},\n      \"doc\": {},\n      \"workgroup_size\": [{x}, {y}, {z}],\n      \"grid\": {{\"kind\": {}, \"expr\": {}}},\n      \"requires\": {},\n      \"features\": {},\n      \"variants\": [{}],\n      \"native_only_variants\": [{}],\n      \"bindings\": [\n        {}\n      ],\n      \"overrides\": [{}]\n    }}",
         string(k.module),
         string(k.name),
         string(&k.qualified_name()),
@@ -138,6 +175,7 @@ fn kernel_json(k: &KernelDef) -> String {
         strings(k.requires.iter().copied()),
         strings(required),
         variants.join(", "),
+        native_only.join(", "),
         bindings.join(",\n        "),
         overrides.join(", "),
     )
@@ -154,7 +192,7 @@ pub fn manifest<'k>(kernels: impl IntoIterator<Item = &'k &'static KernelDef>) -
 pub fn export(dir: &Path) -> std::io::Result<usize> {
     let kernels: Vec<&&'static KernelDef> = kernels::all_kernels().collect();
     for k in &kernels {
-        for (i, v) in k.variants.iter().enumerate() {
+        for (i, v) in web_variants(k).into_iter().enumerate() {
             let path = dir.join(variant_file(k, i));
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)?;

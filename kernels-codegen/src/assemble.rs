@@ -56,6 +56,20 @@ pub fn assemble(prefix: &str, shared: Option<Piece<'_>>, preamble: Piece<'_>, se
 }
 
 impl Assembled {
+    /// The same source with `prefix` (injected `enable` directives) in front: the text naga
+    /// saw, with every segment moved along, so its spans map back with the same lookup.
+    pub fn prefixed(&self, prefix: &str) -> Assembled {
+        let shift = prefix.len();
+        Assembled {
+            text: format!("{prefix}{}", self.text),
+            segments: self
+                .segments
+                .iter()
+                .map(|s| Segment { dst: s.dst.start + shift..s.dst.end + shift, ..s.clone() })
+                .collect(),
+        }
+    }
+
     /// Maps an offset of the assembled text to (part, offset in that part's file).
     /// Offsets in injected text map to `None`.
     pub fn map(&self, offset: usize) -> Option<(Part, usize)> {

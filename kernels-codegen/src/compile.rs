@@ -8,21 +8,28 @@ use crate::diagnostic::Diagnostic;
 use crate::input::Shared;
 use crate::reflect::{self, Interface};
 use crate::source::{CallSite, Location, Part, SourceFile};
-use crate::split::{self, Split};
-use crate::validate::{self, F16_PREFIX, RawError};
+use crate::split::{self, Conditions, Split, UsedConditions};
+use crate::validate::{self, CoopConfig, ENABLE_F16, RawError};
 
 use std::path::PathBuf;
 
 /// One compiled form of a kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Variant {
+    /// The `//#if` conditions it was built with.
+    pub conditions: Conditions,
     /// Uses subgroup operations (needs `SUBGROUP`).
     pub subgroups: bool,
     /// Uses f16 (needs `SHADER_F16`).
     pub f16: bool,
-    /// The source for wgpu (no `enable subgroups;`: naga 30 rejects it).
+    /// The cooperative-matrix configurations it uses; empty when it uses none. A variant that
+    /// uses any needs `EXPERIMENTAL_COOPERATIVE_MATRIX`, and has no browser form.
+    pub coop: Vec<CoopConfig>,
+    /// The source for wgpu (no `enable subgroups;`: naga 30 rejects it; `enable f16;` and
+    /// `enable wgpu_cooperative_matrix;` where used).
     pub wgsl: String,
-    /// The source for a browser (with `enable subgroups;` where used, as WebGPU requires).
+    /// The source for a browser (with `enable subgroups;` where used, as WebGPU requires);
+    /// empty for a variant that uses cooperative matrices, which WebGPU does not have.
     pub browser_wgsl: String,
 }
 
@@ -162,30 +169,23 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         return out;
     }
 
-    let conditional =
-        split::has_conditionals(&file.text) || shared.as_ref().is_some_and(|s| split::has_conditionals(&s.text));
-    let with = match texts(&file, &split, &file_text, shared.as_ref(), shared_text.as_deref(), true) {
-        Ok(t) => t,
-        Err(e) => {
-            out.errors.extend(e);
-            return out;
-        }
-    };
-    let without = if conditional {
-        match texts(&file, &split, &file_text, shared.as_ref(), shared_text.as_deref(), false) {
-            Ok(t) => Some(t),
+    let used =
+        UsedConditions::of(&file.text).union(shared.as_ref().map(|s| UsedConditions::of(&s.text)).unwrap_or_default());
+    let mut forms = Vec::new();
+    for conditions in Conditions::combinations(used) {
+        match texts(&file, &split, &file_text, shared.as_ref(), shared_text.as_deref(), conditions) {
+            Ok(t) => forms.push((conditions, t)),
             Err(e) => {
+                // Every combination reports the same structural errors: report them once.
                 out.errors.extend(e);
                 return out;
             }
         }
-    } else {
-        None
-    };
+    }
 
     for (i, section) in split.sections.iter().enumerate() {
         let ctx = Ctx { file: &file, shared: shared.as_ref(), split: &split, index: i };
-        out.kernels.push(ctx.kernel(&with, without.as_ref(), section));
+        out.kernels.push(ctx.kernel(&forms, section));
     }
     out
 }
@@ -203,12 +203,12 @@ fn texts(
     file_text: &str,
     shared: Option<&SourceFile>,
     shared_text: Option<&str>,
-    subgroups: bool,
+    conditions: Conditions,
 ) -> Result<Texts, Vec<Diagnostic>> {
     let mut errors = Vec::new();
     let mut part = |src: &SourceFile, text: &str, range: std::ops::Range<usize>| {
         let mut t = text[range.clone()].to_string();
-        if let Err(e) = split::apply_conditionals(src, range, &mut t, subgroups) {
+        if let Err(e) = split::apply_conditionals(src, range, &mut t, conditions) {
             errors.extend(e);
         }
         t
@@ -222,7 +222,6 @@ fn texts(
     if errors.is_empty() {
         Ok(Texts { shared, preamble, sections })
     } else {
-        // Each variant reports the same structural errors: report them once.
         errors.dedup();
         Err(errors)
     }
@@ -261,7 +260,7 @@ impl Ctx<'_> {
         raw: Vec<RawError>,
         marker: &Location,
         name: &str,
-        variant_note: Option<&str>,
+        variant_note: Option<String>,
     ) -> Vec<Diagnostic> {
         raw.into_iter()
             .map(|e| {
@@ -280,29 +279,29 @@ impl Ctx<'_> {
                         None => d = d.note(note),
                     }
                 }
-                if let Some(v) = variant_note {
-                    d = d.note(v.to_string());
+                if let Some(v) = &variant_note {
+                    d = d.note(v.clone());
                 }
                 d
             })
             .collect()
     }
 
-    fn variant(&self, a: &Assembled, checked: &validate::Checked, subgroups_variant: bool) -> Variant {
+    fn variant(&self, conditions: Conditions, a: &Assembled, c: &validate::Checked) -> Variant {
         let body = &a.text;
-        let f16 = checked.f16;
-        let enable_f16 = if f16 { F16_PREFIX } else { "" };
-        let subgroups = checked.subgroups && subgroups_variant;
-        let enable_sg = if subgroups { "enable subgroups;\n" } else { "" };
+        let enable_sg = if c.subgroups { "enable subgroups;\n" } else { "" };
+        let enable_f16 = if c.f16 { ENABLE_F16 } else { "" };
         Variant {
-            subgroups,
-            f16,
-            wgsl: format!("{enable_f16}{body}"),
-            browser_wgsl: format!("{enable_f16}{enable_sg}{body}"),
+            conditions,
+            subgroups: c.subgroups,
+            f16: c.f16,
+            coop: c.coop_configs.clone(),
+            wgsl: format!("{}{body}", c.prefix),
+            browser_wgsl: if c.coop { String::new() } else { format!("{enable_f16}{enable_sg}{body}") },
         }
     }
 
-    fn kernel(&self, with: &Texts, without: Option<&Texts>, section: &split::Section) -> Kernel {
+    fn kernel(&self, forms: &[(Conditions, Texts)], section: &split::Section) -> Kernel {
         let name = section.name.clone();
         let marker = self.file.locate(section.marker.clone());
         let notes = annotate::notes(&self.file.text, section);
@@ -316,76 +315,112 @@ impl Ctx<'_> {
             errors: Vec::new(),
             marker: marker.clone(),
         };
-        let a = self.assemble(with, section);
-        let checked = validate::check(&a.text);
-        let module = match &checked {
-            Ok(c) => Some(&c.module),
-            Err(f) => f.module.as_deref(),
-        };
-        // The marker's entry point must be in its own section.
-        if let Some(m) = module {
-            let has_ep = m.entry_points.iter().any(|ep| ep.name == name && ep.stage == naga::ShaderStage::Compute);
-            if !has_ep || k.notes.entry.is_none() {
-                k.errors.push(
-                    Diagnostic::at(marker.clone(), format!("no `@compute fn {name}` in the section of kernel `{name}`"))
-                        .label("this marker")
-                        .note("each kernel's section (from its marker to the next) must define a compute entry point with the marker's name")
-                        .in_kernel(&name),
-                );
+
+        // Every combination of the `//#if` conditions, preferred first; a combination whose
+        // text equals a preferred one's is that variant.
+        let mut checked: Vec<(Conditions, Assembled, validate::Checked)> = Vec::new();
+        let mut seen: Vec<String> = Vec::new();
+        for (conditions, texts) in forms {
+            let a = self.assemble(texts, section);
+            if seen.contains(&a.text) {
+                continue;
             }
-        }
-        match checked {
-            Err(failure) => {
-                k.errors.extend(self.diagnostics(&a, failure.errors, &marker, &name, None));
-                if let Some(m) = failure.module
-                    && let Ok(i) = reflect::reflect(&m, None, &name)
-                {
-                    k.interface = Some(i);
-                }
-            }
-            Ok(c) => {
-                match reflect::reflect(&c.module, Some(&c.info), &name) {
-                    Ok(i) => k.interface = Some(i),
-                    Err(e) => {
-                        if k.errors.is_empty() {
-                            let loc =
-                                k.notes.entry.clone().map(|r| self.file.locate(r)).unwrap_or_else(|| marker.clone());
-                            k.errors.push(Diagnostic::at(loc, e).in_kernel(&name));
-                        }
+            seen.push(a.text.clone());
+            let first = seen.len() == 1;
+            let result = validate::check(&a.text, &name);
+            if first {
+                let module = match &result {
+                    Ok(c) => Some(&c.module),
+                    Err(f) => f.module.as_deref(),
+                };
+                // The marker's entry point must be in its own section.
+                if let Some(m) = module {
+                    let has_ep =
+                        m.entry_points.iter().any(|ep| ep.name == name && ep.stage == naga::ShaderStage::Compute);
+                    if !has_ep || k.notes.entry.is_none() {
+                        k.errors.push(
+                            Diagnostic::at(marker.clone(), format!("no `@compute fn {name}` in the section of kernel `{name}`"))
+                                .label("this marker")
+                                .note("each kernel's section (from its marker to the next) must define a compute entry point with the marker's name")
+                                .in_kernel(&name),
+                        );
                     }
                 }
-                let main = self.variant(&a, &c, true);
-                let mut variants = vec![main];
-                if c.subgroups
-                    && let Some(t) = without
-                {
-                    let b = self.assemble(t, section);
-                    match validate::check(&b.text) {
-                        Ok(cb) if !cb.subgroups => {
-                            let v = self.variant(&b, &cb, false);
-                            if !c.reaches_subgroups {
-                                // The kernel never calls the subgroup code it includes:
-                                // one variant that runs everywhere.
-                                variants = vec![v];
-                            } else if v.wgsl != variants[0].wgsl {
-                                variants.push(v);
+            }
+            match result {
+                Err(failure) => {
+                    let a = a.prefixed(&failure.prefix);
+                    let note = if first { None } else { conditions.describe() };
+                    k.errors.extend(self.diagnostics(&a, failure.errors, &marker, &name, note));
+                    if first {
+                        if let Some(m) = failure.module
+                            && let Ok(i) = reflect::reflect(&m, None, &name)
+                        {
+                            k.interface = Some(i);
+                        }
+                        // The other forms would repeat these errors.
+                        return k;
+                    }
+                }
+                Ok(c) => {
+                    if first {
+                        match reflect::reflect(&c.module, Some(&c.info), &name) {
+                            Ok(i) => k.interface = Some(i),
+                            Err(e) => {
+                                if k.errors.is_empty() {
+                                    let loc = k
+                                        .notes
+                                        .entry
+                                        .clone()
+                                        .map(|r| self.file.locate(r))
+                                        .unwrap_or_else(|| marker.clone());
+                                    k.errors.push(Diagnostic::at(loc, e).in_kernel(&name));
+                                }
                             }
                         }
-                        // Still uses subgroups without them: the kernel needs SUBGROUP.
-                        Ok(_) => {}
-                        Err(failure) => k.errors.extend(self.diagnostics(
-                            &b,
-                            failure.errors,
-                            &marker,
-                            &name,
-                            Some("in the variant without subgroups (`//#if !subgroups` / `//#else` branches)"),
-                        )),
                     }
-                }
-                if k.errors.is_empty() {
-                    k.variants = variants;
+                    checked.push((*conditions, a, c));
                 }
             }
+        }
+
+        // A form built with a condition on whose entry point reaches nothing of it is the form
+        // with the condition off, needing more: drop it where that form exists.
+        let exists = |c: Conditions| checked.iter().any(|(x, _, _)| *x == c);
+        let useful: Vec<bool> = checked
+            .iter()
+            .map(|(cond, _, c)| {
+                let idle_coop = cond.coop && c.coop && !c.reaches_coop && exists(Conditions { coop: false, ..*cond });
+                let idle_sg = cond.subgroups
+                    && c.subgroups
+                    && !c.reaches_subgroups
+                    && exists(Conditions { subgroups: false, ..*cond });
+                !idle_coop && !idle_sg
+            })
+            .collect();
+        // The runtime takes the first variant the device can run, so a variant that needs all
+        // an earlier one needs (and maybe more) would never run.
+        let mut variants: Vec<(Variant, validate::Needs, &Assembled, &validate::Checked)> = Vec::new();
+        for ((cond, a, c), useful) in checked.iter().zip(useful) {
+            let needs = validate::Needs { subgroups: c.subgroups, f16: c.f16, coop: c.coop };
+            let dominated = variants.iter().any(|(_, n, _, _)| {
+                (!n.subgroups || needs.subgroups) && (!n.f16 || needs.f16) && (!n.coop || needs.coop)
+            });
+            if useful && !dominated {
+                variants.push((self.variant(*cond, a, c), needs, a, c));
+            }
+        }
+        // What wgpu does with each variant on Vulkan, now rather than at pipeline creation
+        // (for kernels without other errors: a missing entry point has nothing to write).
+        let clean = k.errors.is_empty();
+        for (v, needs, a, c) in variants.iter().filter(|_| clean) {
+            if let Err(e) = validate::spirv(c, &name, *needs) {
+                let note = v.conditions.describe();
+                k.errors.extend(self.diagnostics(&a.prefixed(&c.prefix), vec![e], &marker, &name, note));
+            }
+        }
+        if k.errors.is_empty() {
+            k.variants = variants.into_iter().map(|(v, _, _, _)| v).collect();
         }
         k
     }

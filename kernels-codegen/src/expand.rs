@@ -3,9 +3,10 @@
 //! layout, `include_str!` lines for rebuild tracking, and a `compile_error!` per error — all
 //! errors of the call, with the kernels that are fine still emitted.
 
-use crate::compile::{File, Kernel};
+use crate::compile::{File, Kernel, Variant};
 use crate::reflect::{Access, HostScalar, HostType, Interface, StructDef};
 use crate::shape;
+use crate::validate::CoopScalar;
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
@@ -452,15 +453,7 @@ fn kernel_tokens(
             requires_text.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")
         ));
     }
-    let features = match k.variants.as_slice() {
-        [v] if v.subgroups => "needs `SUBGROUP`".to_string(),
-        [v, w] if v.subgroups && !w.subgroups => {
-            "subgroup fast path; a tree-reduction variant runs without `SUBGROUP`".into()
-        }
-        _ => "no optional features".into(),
-    };
-    let f16 = if k.variants.iter().any(|v| v.f16) { "; needs `SHADER_F16`" } else { "" };
-    doc.push_str(&format!("- features: {features}{f16}\n"));
+    doc.push_str(&format!("- features: {}\n", features_doc(&k.variants)));
     doc.push_str(
         "\n# Errors\nReturns an error, without dispatching, if a `@requires` check fails, a buffer is \
          shorter than its binding needs, the grid is over the device's limits, or the adapter lacks a \
@@ -487,11 +480,20 @@ fn kernel_tokens(
     let companion = if ok {
         let variants = k.variants.iter().map(|v| {
             let (s, f, w, b) = (v.subgroups, v.f16, &v.wgsl, &v.browser_wgsl);
-            quote!(#rt::VariantDef { subgroups: #s, f16: #f, coop: &[], wgsl: #w, browser_wgsl: #b })
+            let coop = v.coop.iter().map(|c| {
+                let (m, n, kk) = (c.m, c.n, c.k);
+                let scalar = |s: CoopScalar| match s {
+                    CoopScalar::F16 => quote!(#rt::CoopScalar::F16),
+                    CoopScalar::F32 => quote!(#rt::CoopScalar::F32),
+                };
+                let (ab, cr) = (scalar(c.ab), scalar(c.cr));
+                quote!(#rt::CoopConfig { m: #m, n: #n, k: #kk, ab: #ab, cr: #cr })
+            });
+            quote!(#rt::VariantDef { subgroups: #s, f16: #f, coop: &[#(#coop),*], wgsl: #w, browser_wgsl: #b })
         });
         let wgsl = &k.variants[0].wgsl;
-        let browser = &k.variants[0].browser_wgsl;
-        let fallback = match k.variants.get(1) {
+        let browser = k.variants.iter().find(|v| v.coop.is_empty()).map_or("", |v| v.browser_wgsl.as_str());
+        let fallback = match k.variants.iter().skip(1).find(|v| !v.subgroups && v.coop.is_empty()) {
             Some(v) => {
                 let w = &v.wgsl;
                 quote!(::core::option::Option::Some(#w))
@@ -507,11 +509,17 @@ fn kernel_tokens(
         quote! {
             /// The workgroup size, from `@workgroup_size`.
             pub const WORKGROUP_SIZE: [u32; 3] = [#wx, #wy, #wz];
-            /// The assembled source wgpu runs (preferred variant).
+            /// The assembled source of the preferred variant, as wgpu takes it (with the
+            /// `enable` directives it needs; it may use subgroups or cooperative matrices).
             pub const WGSL: &str = #wgsl;
-            /// The source of the variant for adapters without subgroups, if the kernel has one.
+            /// The source of the portable variant, for adapters without subgroups or
+            /// cooperative matrices: the first variant that needs neither (it may need
+            /// `SHADER_F16`), where that is not [`WGSL`]; `None` where `WGSL` is already
+            /// portable or the kernel has no such variant.
             pub const WGSL_WITHOUT_SUBGROUPS: ::core::option::Option<&str> = #fallback;
-            /// The source for a browser's WebGPU (with `enable subgroups;` where used).
+            /// The source for a browser's WebGPU: the browser form of the first variant without
+            /// cooperative matrices (WebGPU has none), with `enable subgroups;` where it uses
+            /// subgroups; empty if every variant uses cooperative matrices.
             pub const BROWSER_WGSL: &str = #browser;
             /// Everything the runtime knows about this kernel.
             pub static KERNEL: #rt::KernelDef = #rt::KernelDef {
@@ -549,4 +557,42 @@ fn kernel_tokens(
         }
     };
     if diags_ok { Ok(out) } else { Err(diags) }
+}
+
+/// The `features` line of a kernel's docs: what each variant needs, preferred first.
+fn features_doc(variants: &[Variant]) -> String {
+    let needs = |v: &Variant| {
+        let mut out: Vec<String> = v
+            .coop
+            .iter()
+            .map(|c| {
+                let s = |s: CoopScalar| match s {
+                    CoopScalar::F16 => "f16",
+                    CoopScalar::F32 => "f32",
+                };
+                format!("cooperative matrices {}×{}×{} ({} A/B, {} C)", c.m, c.n, c.k, s(c.ab), s(c.cr))
+            })
+            .collect();
+        if v.subgroups {
+            out.push("`SUBGROUP`".into());
+        }
+        if v.f16 {
+            out.push("`SHADER_F16`".into());
+        }
+        if out.is_empty() { "no optional features".to_string() } else { out.join(", ") }
+    };
+    match variants {
+        [] => "none (the kernel did not compile)".into(),
+        [v] if v.coop.is_empty() && !v.subgroups && !v.f16 => "no optional features".into(),
+        [v] => format!("needs {}", needs(v)),
+        _ => format!(
+            "variants, preferred first (the first the device supports runs): {}",
+            variants
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("({}) {}", i + 1, needs(v)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    }
 }

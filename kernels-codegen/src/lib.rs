@@ -3,11 +3,12 @@
 //!
 //! The stages, in the order data flows through them:
 //! [`input`] (the macro's arguments) → [`source`] (resolve, read, line tables) → [`split`]
-//! (markers, directives, `//#if subgroups` variants) → [`assemble`] (shared preamble + file
-//! preamble + section, with a map back to the files) → [`validate`] (naga, plus
-//! [`uniformity`] for subgroup operations) → [`reflect`] (bindings, layouts, workgroup size) →
-//! [`annotate`] and [`shape`] (docs, `@grid` and `@requires`) → [`expand`](mod@expand) (tokens). [`compile`]
-//! runs the stages for one file and collects every error with its original location.
+//! (markers, directives, `//#if subgroups` / `//#if coop` variants) → [`assemble`] (shared
+//! preamble + file preamble + section, with a map back to the files) → [`validate`] (naga, plus
+//! [`uniformity`] for subgroup, cooperative-matrix and barrier operations, and naga's SPIR-V
+//! backend) → [`reflect`] (bindings, layouts, workgroup size) → [`annotate`] and [`shape`]
+//! (docs, `@grid` and `@requires`) → [`expand`](mod@expand) (tokens). [`compile`] runs the
+//! stages for one file and collects every error with its original location.
 
 pub mod annotate;
 pub mod assemble;

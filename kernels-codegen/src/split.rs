@@ -1,7 +1,8 @@
 //! Stage 2: the source format. Markers split a kernel file into its file preamble and one
-//! section per kernel; leading `enable` directives are lifted out; `//#if subgroups` blocks
-//! select a variant. Everything here keeps byte offsets intact (removed text becomes spaces),
-//! so locations found later in a part map straight back to the original file.
+//! section per kernel; leading `enable` directives are lifted out; `//#if subgroups` and
+//! `//#if coop` blocks select a variant. Everything here keeps byte offsets intact (removed
+//! text becomes spaces), so locations found later in a part map straight back to the original
+//! file.
 
 use crate::diagnostic::Diagnostic;
 use crate::source::SourceFile;
@@ -183,6 +184,10 @@ pub fn find_word(code: &str, word: &str) -> Vec<Range<usize>> {
         .collect()
 }
 
+/// The extensions an `enable` directive at the top of a file may name. They are lifted out:
+/// `kernels!` writes the directives each kernel needs itself.
+pub const KNOWN_EXTENSIONS: [&str; 3] = ["f16", "subgroups", "wgpu_cooperative_matrix"];
+
 /// An extension named by an `enable` directive.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Directive {
@@ -254,10 +259,10 @@ pub fn take_directives(
     }
     for d in &found {
         for name in &d.names {
-            if name != "f16" && name != "subgroups" {
+            if !KNOWN_EXTENSIONS.contains(&name.as_str()) {
                 errors.push(
                     Diagnostic::at(file.locate(d.range.clone()), format!("unsupported extension `{name}`"))
-                        .note("kernels! knows `f16` and `subgroups`"),
+                        .note("kernels! knows `f16`, `subgroups` and `wgpu_cooperative_matrix`, and adds each to the kernels that need it"),
                 );
             }
         }
@@ -276,13 +281,103 @@ pub fn blank(text: &mut String, range: Range<usize>) {
     *text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
 }
 
-/// The conditional lines: `//#if subgroups`, `//#if !subgroups`, `//#else`, `//#endif`.
+/// The values of the `//#if` conditions for one variant of a kernel.
 ///
-/// WGSL has no preprocessor; this one exists so that the shared preamble can carry a subgroup
-/// reduction and a tree reduction for adapters without subgroups. It only ever blanks lines,
-/// so line numbers are unchanged.
-pub fn has_conditionals(text: &str) -> bool {
-    text.lines().any(|l| l.trim_start().starts_with("//#"))
+/// WGSL has no preprocessor; this one exists so that a kernel (or a preamble it uses) can carry
+/// a fast form for adapters with an optional feature and a portable form for the rest:
+/// `//#if subgroups` (subgroup operations) and `//#if coop` (cooperative matrices, that is
+/// tensor cores), each with its negation, `//#else` and `//#endif`. Conditionals only ever
+/// blank lines, so offsets and line numbers are unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Conditions {
+    /// `//#if coop` holds.
+    pub coop: bool,
+    /// `//#if subgroups` holds.
+    pub subgroups: bool,
+}
+
+/// The condition names `//#if` knows.
+pub const CONDITION_NAMES: [&str; 2] = ["coop", "subgroups"];
+
+impl Conditions {
+    /// The value of a condition as written after `//#if` (`coop`, `!subgroups`, …).
+    pub fn value(self, written: &str) -> Option<bool> {
+        let (negated, name) = match written.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, written),
+        };
+        let v = match name {
+            "coop" => self.coop,
+            "subgroups" => self.subgroups,
+            _ => return None,
+        };
+        Some(v != negated)
+    }
+
+    /// The combinations of the conditions that `used` names, preferred first: cooperative
+    /// matrices before none, then subgroups before none. A condition no text tests keeps the
+    /// value `true` (it changes nothing).
+    pub fn combinations(used: UsedConditions) -> Vec<Conditions> {
+        let coop: &[bool] = if used.coop { &[true, false] } else { &[true] };
+        let subgroups: &[bool] = if used.subgroups { &[true, false] } else { &[true] };
+        coop.iter().flat_map(|&c| subgroups.iter().map(move |&s| Conditions { coop: c, subgroups: s })).collect()
+    }
+
+    /// How a message names this variant, if it is not the preferred one: "the variant without
+    /// cooperative matrices (`//#if !coop` / `//#else` branches)".
+    pub fn describe(self) -> Option<String> {
+        let off: Vec<(&str, &str)> =
+            [(self.coop, "cooperative matrices", "coop"), (self.subgroups, "subgroups", "subgroups")]
+                .into_iter()
+                .filter(|(on, _, _)| !on)
+                .map(|(_, what, name)| (what, name))
+                .collect();
+        if off.is_empty() {
+            return None;
+        }
+        let what: Vec<&str> = off.iter().map(|(w, _)| *w).collect();
+        let branches: Vec<String> = off.iter().map(|(_, n)| format!("`//#if !{n}`")).collect();
+        Some(format!(
+            "in the variant without {} ({} / `//#else` branches)",
+            what.join(" and without "),
+            branches.join(", ")
+        ))
+    }
+}
+
+/// Which conditions some text tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsedConditions {
+    /// `//#if coop` or `//#if !coop` appears.
+    pub coop: bool,
+    /// `//#if subgroups` or `//#if !subgroups` appears.
+    pub subgroups: bool,
+}
+
+impl UsedConditions {
+    /// The conditions tested by `//#if` lines of `text` (unknown ones are reported by
+    /// [`apply_conditionals`]).
+    pub fn of(text: &str) -> UsedConditions {
+        let mut used = UsedConditions::default();
+        for line in text.lines() {
+            let Some(rest) = line.trim().strip_prefix("//#") else { continue };
+            let mut words = rest.split_whitespace();
+            if words.next() != Some("if") {
+                continue;
+            }
+            match words.next().map(|w| w.trim_start_matches('!')) {
+                Some("coop") => used.coop = true,
+                Some("subgroups") => used.subgroups = true,
+                _ => {}
+            }
+        }
+        used
+    }
+
+    /// Both sets together.
+    pub fn union(self, other: UsedConditions) -> UsedConditions {
+        UsedConditions { coop: self.coop || other.coop, subgroups: self.subgroups || other.subgroups }
+    }
 }
 
 /// Blanks the lines a variant leaves out. `range` is the part of `file` that `text` covers
@@ -291,10 +386,9 @@ pub fn apply_conditionals(
     file: &SourceFile,
     range: Range<usize>,
     text: &mut String,
-    subgroups: bool,
+    conditions: Conditions,
 ) -> Result<(), Vec<Diagnostic>> {
     let mut errors = Vec::new();
-    // (active, line range of the #if)
     let mut open: Option<(bool, bool, Range<usize>)> = None; // (condition, in_else, if line)
     let mut to_blank = Vec::new();
     let mut offset = 0;
@@ -307,24 +401,17 @@ pub fn apply_conditionals(
         if let Some(directive) = trimmed.strip_prefix("//#") {
             let directive = directive.trim();
             match directive.split_whitespace().collect::<Vec<_>>().as_slice() {
-                ["if", cond] => {
-                    let value = match *cond {
-                        "subgroups" => Some(subgroups),
-                        "!subgroups" => Some(!subgroups),
-                        _ => None,
-                    };
-                    match (value, &open) {
-                        (_, Some(_)) => errors.push(
-                            Diagnostic::at(file.locate(here.clone()), "nested `//#if` is not supported")
-                                .label("inside another `//#if`"),
-                        ),
-                        (None, None) => errors.push(
-                            Diagnostic::at(file.locate(here.clone()), format!("unknown condition `{cond}`"))
-                                .note("the conditions are `subgroups` and `!subgroups`"),
-                        ),
-                        (Some(v), None) => open = Some((v, false, here.clone())),
-                    }
-                }
+                ["if", cond] => match (conditions.value(cond), &open) {
+                    (_, Some(_)) => errors.push(
+                        Diagnostic::at(file.locate(here.clone()), "nested `//#if` is not supported")
+                            .label("inside another `//#if`"),
+                    ),
+                    (None, None) => errors.push(
+                        Diagnostic::at(file.locate(here.clone()), format!("unknown condition `{cond}`"))
+                            .note("the conditions are `coop`, `subgroups` and their negations `!coop`, `!subgroups`"),
+                    ),
+                    (Some(v), None) => open = Some((v, false, here.clone())),
+                },
                 ["else"] => match &mut open {
                     Some((_, in_else, _)) if !*in_else => *in_else = true,
                     _ => errors.push(Diagnostic::at(file.locate(here.clone()), "`//#else` without `//#if`")),
@@ -336,7 +423,7 @@ pub fn apply_conditionals(
                 }
                 _ => errors.push(
                     Diagnostic::at(file.locate(here.clone()), format!("unknown directive `//#{directive}`"))
-                        .note("the directives are `//#if subgroups`, `//#if !subgroups`, `//#else` and `//#endif`"),
+                        .note("the directives are `//#if <condition>`, `//#else` and `//#endif`, with the conditions `coop`, `!coop`, `subgroups` and `!subgroups`"),
                 ),
             }
         } else if let Some((cond, in_else, _)) = &open {
@@ -449,21 +536,56 @@ mod tests {
     fn conditionals_blank_the_inactive_branch() {
         let t = "a\n//#if subgroups\nsg\n//#else\ntree\n//#endif\nb\n";
         let f = file(t);
+        let on = Conditions { coop: true, subgroups: true };
         let mut with = t.to_string();
-        apply_conditionals(&f, 0..t.len(), &mut with, true).unwrap();
+        apply_conditionals(&f, 0..t.len(), &mut with, on).unwrap();
         assert!(with.contains("sg") && !with.contains("tree"));
         let mut without = t.to_string();
-        apply_conditionals(&f, 0..t.len(), &mut without, false).unwrap();
+        apply_conditionals(&f, 0..t.len(), &mut without, Conditions { subgroups: false, ..on }).unwrap();
         assert!(!without.contains("sg") && without.contains("tree"));
         assert_eq!(with.len(), t.len());
         assert_eq!(with.lines().count(), t.lines().count());
 
         let t = "//#if subgroups\nx\n";
         let mut s = t.to_string();
-        let e = apply_conditionals(&file(t), 0..t.len(), &mut s, true).unwrap_err();
+        let e = apply_conditionals(&file(t), 0..t.len(), &mut s, on).unwrap_err();
         assert!(e[0].message.contains("without `//#endif`"));
         let t = "//#if wat\n//#endif\n";
         let mut s = t.to_string();
-        assert!(apply_conditionals(&file(t), 0..t.len(), &mut s, true).is_err());
+        assert!(apply_conditionals(&file(t), 0..t.len(), &mut s, on).is_err());
+    }
+
+    #[test]
+    fn coop_conditions_and_their_combinations() {
+        let t = "//#if coop\ntensor\n//#else\nportable\n//#endif\n//#if !subgroups\ntree\n//#endif\n";
+        let used = UsedConditions::of(t);
+        assert_eq!(used, UsedConditions { coop: true, subgroups: true });
+        let combos = Conditions::combinations(used);
+        let as_pairs: Vec<(bool, bool)> = combos.iter().map(|c| (c.coop, c.subgroups)).collect();
+        assert_eq!(as_pairs, vec![(true, true), (true, false), (false, true), (false, false)]);
+        let texts: Vec<String> = combos
+            .iter()
+            .map(|&c| {
+                let mut s = t.to_string();
+                apply_conditionals(&file(t), 0..t.len(), &mut s, c).unwrap();
+                s.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with("//#"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        assert_eq!(texts, vec!["tensor", "tensor tree", "portable", "portable tree"]);
+        // Only the conditions a text tests make variants.
+        let only_coop = Conditions::combinations(UsedConditions::of("//#if !coop\nx\n//#endif\n"));
+        assert_eq!(only_coop.len(), 2);
+        assert!(only_coop[0].coop && !only_coop[1].coop);
+        assert_eq!(Conditions::combinations(UsedConditions::default()).len(), 1);
+        assert_eq!(Conditions { coop: true, subgroups: true }.describe(), None);
+        let d = Conditions { coop: false, subgroups: false }.describe().unwrap();
+        assert!(
+            d.contains("cooperative matrices") && d.contains("`//#if !coop`") && d.contains("`//#if !subgroups`"),
+            "{d}"
+        );
     }
 }

@@ -1,8 +1,11 @@
-//! Uniform control flow for subgroup operations and barriers.
+//! Uniform control flow for subgroup operations, cooperative-matrix operations and barriers.
 //!
 //! WGSL requires subgroup operations, barriers and `workgroupUniformLoad` to run in uniform
 //! control flow. naga (30) does not check this for subgroup operations, but Chrome's compiler
-//! does, and on real hardware a reduction in divergent control flow gives wrong sums. This pass
+//! does, and on real hardware a reduction in divergent control flow gives wrong sums.
+//! Cooperative-matrix loads, stores and products (`coopLoad`, `coopStore`, `coopMultiplyAdd`)
+//! are subgroup-wide too; naga checks the `if`s around them but not loop bounds, so they are
+//! treated like barriers here. This pass
 //! follows the WGSL uniformity analysis closely enough for compute kernels:
 //!
 //! - uniform values: constants, `workgroup_id`, `num_workgroups`, `subgroup_size`,
@@ -305,7 +308,24 @@ impl Analyzer<'_> {
     fn statement(&mut self, stmt: &Statement, span: Span, cf: Taint) -> Flow {
         use Statement as S;
         match *stmt {
-            S::Emit(_) => Flow::default(),
+            S::Emit(ref range) => {
+                // Cooperative-matrix loads and products run across the subgroup, like
+                // subgroup operations (naga checks `if` conditions for them, not loops).
+                for e in range.clone() {
+                    if matches!(
+                        self.func.expressions[e],
+                        Expression::CooperativeLoad { .. } | Expression::CooperativeMultiplyAdd { .. }
+                    ) {
+                        let at = self.span(e);
+                        self.require(
+                            cf,
+                            "cooperative-matrix operation".into(),
+                            if at.is_defined() { at } else { span },
+                        );
+                    }
+                }
+                Flow::default()
+            }
             S::Block(ref b) => self.block(b, cf),
             S::If { condition, ref accept, ref reject } => {
                 let inner = cf.join(self.condition(condition));
@@ -365,6 +385,10 @@ impl Analyzer<'_> {
             }
             S::SubgroupBallot { .. } | S::SubgroupGather { .. } | S::SubgroupCollectiveOperation { .. } => {
                 self.require(cf, "subgroup operation".into(), span);
+                Flow::default()
+            }
+            S::CooperativeStore { .. } => {
+                self.require(cf, "cooperative-matrix operation".into(), span);
                 Flow::default()
             }
             S::Store { pointer, value } => {

@@ -1,24 +1,62 @@
 //! Stage 4: naga parses and validates each assembled kernel; errors come back as offsets into
-//! the assembled text, to be mapped to the original files by the caller.
+//! the text naga saw (the kernel's `enable` directives + its body), to be mapped to the
+//! original files by the caller. The same stage learns what the kernel needs (f16, subgroups,
+//! cooperative matrices) and runs naga's SPIR-V backend on it ([`spirv`]), so that a backend
+//! failure is a compile error rather than a panic at pipeline creation.
 
 use crate::uniformity;
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
+use naga::{Block, Expression, Handle, Module, Statement, TypeInner};
 use std::ops::Range;
 
-/// The capabilities kernels may use: those the runtime asks the device for.
-pub const CAPABILITIES: Capabilities = Capabilities::SUBGROUP.union(Capabilities::SHADER_FLOAT16);
+/// The capabilities kernels may use: those the runtime may ask the device for.
+pub const CAPABILITIES: Capabilities =
+    Capabilities::SUBGROUP.union(Capabilities::SHADER_FLOAT16).union(Capabilities::COOPERATIVE_MATRIX);
 
-/// The directive every kernel is first parsed with; it is left out of the emitted source of
-/// kernels that turn out not to use f16 (declaring it would make them need `SHADER_F16`).
-pub const F16_PREFIX: &str = "enable f16;\n";
+/// The directive a kernel that uses f16 gets at the top of its source (it makes the kernel
+/// need `SHADER_F16`, so only kernels that need it get it).
+pub const ENABLE_F16: &str = "enable f16;\n";
+
+/// The directive a kernel that uses cooperative-matrix types or builtins gets (native only:
+/// naga rejects coop types without it, and WebGPU has no such extension).
+pub const ENABLE_COOP: &str = "enable wgpu_cooperative_matrix;\n";
+
+/// The element type of a cooperative matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CoopScalar {
+    /// `f16`
+    F16,
+    /// `f32`
+    F32,
+}
+
+/// A cooperative-matrix configuration: an `m`×`k` A times a `k`×`n` B plus an `m`×`n` C, A/B
+/// elements of type `ab`, C and result elements of type `cr` (the terms of wgpu's
+/// `CooperativeMatrixProperties`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CoopConfig {
+    /// Rows of A and C.
+    pub m: u32,
+    /// Columns of B and C.
+    pub n: u32,
+    /// Columns of A, rows of B.
+    pub k: u32,
+    /// Element type of A and B.
+    pub ab: CoopScalar,
+    /// Element type of C and the result.
+    pub cr: CoopScalar,
+}
 
 /// A kernel that parsed and validated.
 #[derive(Debug)]
 pub struct Checked {
-    /// The IR.
+    /// The IR (of `prefix` + body).
     pub module: naga::Module,
     /// naga's analysis of it.
     pub info: ModuleInfo,
+    /// The `enable` directives the body needed to parse ([`ENABLE_F16`], [`ENABLE_COOP`]), in
+    /// that order; spans in `module` are offsets into `prefix` + body.
+    pub prefix: String,
     /// Whether it uses f16 (needs `SHADER_F16` and `enable f16;`).
     pub f16: bool,
     /// Whether its text uses subgroup operations or built-ins (needs `SUBGROUP`).
@@ -26,6 +64,15 @@ pub struct Checked {
     /// Whether the entry point actually reaches them (a kernel may include subgroup helpers
     /// from the shared preamble without calling them).
     pub reaches_subgroups: bool,
+    /// Whether its text uses cooperative matrices (needs `enable wgpu_cooperative_matrix;` and
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX`).
+    pub coop: bool,
+    /// Whether the entry point reaches a value of a cooperative-matrix type.
+    pub reaches_coop: bool,
+    /// The configurations the entry point uses, sorted: one per distinct `coopMultiplyAdd`
+    /// (m×n×k from its operands, A/B and C element types); a kernel that reaches coop types
+    /// without multiplying gets one `size³` configuration per element type it uses.
+    pub coop_configs: Vec<CoopConfig>,
 }
 
 /// Why a kernel did not check: the errors, and the module when it parsed.
@@ -33,17 +80,20 @@ pub struct Checked {
 pub struct Failure {
     /// The parsed module (absent on a parse error).
     pub module: Option<Box<naga::Module>>,
+    /// The directives in front of the body when the errors were found (their spans are
+    /// offsets into `prefix` + body).
+    pub prefix: String,
     /// What is wrong.
     pub errors: Vec<RawError>,
 }
 
 impl Failure {
-    fn new(module: Option<naga::Module>, errors: Vec<RawError>) -> Failure {
-        Failure { module: module.map(Box::new), errors }
+    fn new(module: Option<naga::Module>, prefix: String, errors: Vec<RawError>) -> Failure {
+        Failure { module: module.map(Box::new), prefix, errors }
     }
 }
 
-/// An error with spans in the assembled text.
+/// An error with spans in the text naga saw.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RawError {
     /// The primary span and its label.
@@ -54,75 +104,90 @@ pub struct RawError {
     pub notes: Vec<(Option<Range<usize>>, String)>,
 }
 
-/// Parses and validates a kernel's source (without any `enable` line). If it only parses with
-/// `enable f16;` in front, it uses f16 and the directive becomes part of its source. Spans in
-/// errors are offsets into `body`. On a parse error no module exists; on a validation error the
-/// parsed module is returned too (so the kernel's interface can still be emitted).
-pub fn check(body: &str) -> Result<Checked, Failure> {
+/// The text of a caught panic.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// Parses and validates a kernel's source (without any `enable` line) and reads what its entry
+/// point `entry` needs. A body that only parses with `enable f16;` or
+/// `enable wgpu_cooperative_matrix;` in front uses f16 or cooperative matrices, and the
+/// directive becomes part of its source ([`Checked::prefix`]). On a parse error no module
+/// exists; on a validation error the parsed module is returned too (so the kernel's interface
+/// can still be emitted).
+pub fn check(body: &str, entry: &str) -> Result<Checked, Failure> {
     // A panic inside naga must not become "proc macro panicked" without a location.
-    match std::panic::catch_unwind(|| check_inner(body)) {
+    match std::panic::catch_unwind(|| check_inner(body, entry)) {
         Ok(r) => r,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            Err(Failure::new(
-                None,
-                vec![RawError {
-                    primary: None,
-                    message: format!(
-                        "naga panicked on this kernel ({what}); please report it with the kernel's source"
-                    ),
-                    notes: Vec::new(),
-                }],
-            ))
+        Err(panic) => Err(Failure::new(
+            None,
+            String::new(),
+            vec![RawError {
+                primary: None,
+                message: format!(
+                    "naga panicked on this kernel ({}); please report it with the kernel's source",
+                    panic_text(&*panic)
+                ),
+                notes: Vec::new(),
+            }],
+        )),
+    }
+}
+
+/// The directives, in their fixed order.
+fn prefix(f16: bool, coop: bool) -> String {
+    format!("{}{}", if f16 { ENABLE_F16 } else { "" }, if coop { ENABLE_COOP } else { "" })
+}
+
+/// Parses `body`, adding each directive naga says is missing (at most two retries).
+fn parse(body: &str) -> Result<(naga::Module, bool, bool), Failure> {
+    let (mut f16, mut coop) = (false, false);
+    loop {
+        let p = prefix(f16, coop);
+        let text = format!("{p}{body}");
+        match naga::front::wgsl::parse_str(&text) {
+            Ok(m) => return Ok((m, f16, coop)),
+            Err(e) => {
+                let message = e.message();
+                if !f16 && message.contains("`f16` enable extension is not enabled") {
+                    f16 = true;
+                } else if !coop && message.contains("`wgpu_cooperative_matrix` enable extension is not enabled") {
+                    coop = true;
+                } else {
+                    return Err(Failure::new(None, p, vec![parse_error(&e)]));
+                }
+            }
         }
     }
 }
 
-fn check_inner(body: &str) -> Result<Checked, Failure> {
-    let (module, f16) = match naga::front::wgsl::parse_str(body) {
-        Ok(m) => (m, false),
-        Err(plain) => {
-            let with = format!("{F16_PREFIX}{body}");
-            match naga::front::wgsl::parse_str(&with) {
-                Ok(m) => (m, true),
-                // Report what is wrong with the text as it will run: with the directive, so
-                // that f16 code is not blamed for a directive the user cannot write.
-                Err(e) => {
-                    let err = if plain.message().contains("f16") { parse_error(&e) } else { parse_error(&plain) };
-                    let shift = if plain.message().contains("f16") { F16_PREFIX.len() } else { 0 };
-                    return Err(Failure::new(None, vec![err.shifted(shift)]));
-                }
-            }
-        }
-    };
-    let shift = if f16 { F16_PREFIX.len() } else { 0 };
+fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
+    let (module, f16, coop) = parse(body)?;
+    let prefix = prefix(f16, coop);
     let info = match validator(CAPABILITIES).validate(&module) {
         Ok(info) => info,
-        Err(e) => return Err(Failure::new(Some(module), vec![validation_error(&e).shifted(shift)])),
+        Err(e) => return Err(Failure::new(Some(module), prefix, vec![validation_error(&e)])),
     };
     let uniformity = uniformity::check(&module);
     if !uniformity.is_empty() {
         let errors = uniformity
             .into_iter()
-            .map(|u| {
-                RawError {
-                    primary: u.span.to_range().map(|r| (r, "needs every invocation of the workgroup here".to_string())),
-                    message: u.message,
-                    notes: vec![(
-                        u.cause.and_then(|c| c.to_range()),
-                        "control flow depends on this non-uniform value (WGSL's uniformity rules; \
-                         Chrome rejects such shaders and GPUs give wrong results)"
-                            .to_string(),
-                    )],
-                }
-                .shifted(shift)
+            .map(|u| RawError {
+                primary: u.span.to_range().map(|r| (r, "needs every invocation of the workgroup here".to_string())),
+                message: u.message,
+                notes: vec![(
+                    u.cause.and_then(|c| c.to_range()),
+                    "control flow depends on this non-uniform value (WGSL's uniformity rules; \
+                     Chrome rejects such shaders and GPUs give wrong results)"
+                        .to_string(),
+                )],
             })
             .collect();
-        return Err(Failure::new(Some(module), errors));
+        return Err(Failure::new(Some(module), prefix, errors));
     }
     let subgroups = validator(CAPABILITIES - Capabilities::SUBGROUP).validate(&module).is_err();
     let reaches_subgroups = subgroups && {
@@ -130,18 +195,324 @@ fn check_inner(body: &str) -> Result<Checked, Failure> {
         naga::compact::compact(&mut used, naga::compact::KeepUnused::No);
         validator(CAPABILITIES - Capabilities::SUBGROUP).validate(&used).is_err()
     };
-    Ok(Checked { module, info, f16, subgroups, reaches_subgroups })
+    let (reaches_coop, coop_configs) = if coop { coop_use(&module, &info, entry) } else { (false, Vec::new()) };
+    Ok(Checked { module, info, prefix, f16, subgroups, reaches_subgroups, coop, reaches_coop, coop_configs })
 }
 
-impl RawError {
-    /// Moves spans back by `by` bytes (spans inside the first `by` bytes are dropped).
-    fn shifted(mut self, by: usize) -> RawError {
-        let shift = |r: Range<usize>| (r.start >= by).then(|| r.start - by..r.end.saturating_sub(by));
-        self.primary = self.primary.and_then(|(r, l)| shift(r).map(|r| (r, l)));
-        for (r, _) in &mut self.notes {
-            *r = r.clone().and_then(shift);
+/// The functions the entry point `entry` calls, directly or not (not the entry point itself).
+fn reachable_functions(module: &Module, entry: &str) -> Option<(usize, Vec<Handle<naga::Function>>)> {
+    fn calls(block: &Block, out: &mut Vec<Handle<naga::Function>>) {
+        for stmt in block.iter() {
+            match stmt {
+                Statement::Call { function, .. } if !out.contains(function) => out.push(*function),
+                Statement::Block(b) => calls(b, out),
+                Statement::If { accept, reject, .. } => {
+                    calls(accept, out);
+                    calls(reject, out);
+                }
+                Statement::Switch { cases, .. } => cases.iter().for_each(|c| calls(&c.body, out)),
+                Statement::Loop { body, continuing, .. } => {
+                    calls(body, out);
+                    calls(continuing, out);
+                }
+                _ => {}
+            }
         }
-        self
+    }
+    let index = module.entry_points.iter().position(|ep| ep.name == entry && ep.stage == naga::ShaderStage::Compute)?;
+    let mut found = Vec::new();
+    calls(&module.entry_points[index].function.body, &mut found);
+    let mut i = 0;
+    while i < found.len() {
+        let f = found[i];
+        calls(&module.functions[f].body, &mut found);
+        i += 1;
+    }
+    Some((index, found))
+}
+
+/// Whether the entry point reaches cooperative-matrix values, and the configurations the
+/// kernel uses (see [`Checked::coop_configs`]).
+fn coop_use(module: &Module, info: &ModuleInfo, entry: &str) -> (bool, Vec<CoopConfig>) {
+    let Some((index, functions)) = reachable_functions(module, entry) else { return (false, Vec::new()) };
+    let reached = std::iter::once((&module.entry_points[index].function, info.get_entry_point(index)))
+        .chain(functions.iter().map(|&f| (&module.functions[f], &info[f])));
+    let (reaches, configs) = coop_configs(module, reached);
+    if !configs.is_empty() {
+        return (reaches, configs);
+    }
+    // The text needs the directive, so the variant needs the feature even where the entry
+    // point reaches no coop value: name the configurations of the whole module.
+    let all = module
+        .entry_points
+        .iter()
+        .enumerate()
+        .map(|(i, ep)| (&ep.function, info.get_entry_point(i)))
+        .chain(module.functions.iter().map(|(h, f)| (f, &info[h])));
+    let (_, mut configs) = coop_configs(module, all);
+    if configs.is_empty() {
+        configs = module.types.iter().filter_map(|(_, t)| plain_config(&t.inner)).collect();
+        configs.sort();
+        configs.dedup();
+    }
+    (reaches, configs)
+}
+
+fn coop_scalar(s: naga::Scalar) -> CoopScalar {
+    if s.width == 2 { CoopScalar::F16 } else { CoopScalar::F32 }
+}
+
+/// The `size³` configuration of a coop type, for kernels that never multiply.
+fn plain_config(t: &TypeInner) -> Option<CoopConfig> {
+    match *t {
+        TypeInner::CooperativeMatrix { columns, scalar, .. } => {
+            let n = columns as u32;
+            Some(CoopConfig { m: n, n, k: n, ab: coop_scalar(scalar), cr: coop_scalar(scalar) })
+        }
+        _ => None,
+    }
+}
+
+/// Whether `functions` hold a value of a coop type, and their configurations: one per distinct
+/// `coopMultiplyAdd`, or, without any, the `size³` configuration of each coop type used.
+fn coop_configs<'a>(
+    module: &Module,
+    functions: impl Iterator<Item = (&'a naga::Function, &'a naga::valid::FunctionInfo)>,
+) -> (bool, Vec<CoopConfig>) {
+    let mut reached = false;
+    let mut configs = Vec::new();
+    let mut plain = Vec::new();
+    for (function, finfo) in functions {
+        let ty = |e: Handle<Expression>| finfo[e].ty.inner_with(&module.types).clone();
+        for (handle, expr) in function.expressions.iter() {
+            if let Some(c) = plain_config(&ty(handle)) {
+                reached = true;
+                plain.push(c);
+            }
+            if let Expression::CooperativeMultiplyAdd { a, b, c } = *expr
+                && let (
+                    TypeInner::CooperativeMatrix { rows: m, columns: k, scalar: ab, .. },
+                    TypeInner::CooperativeMatrix { columns: n, .. },
+                    TypeInner::CooperativeMatrix { scalar: cr, .. },
+                ) = (ty(a), ty(b), ty(c))
+            {
+                configs.push(CoopConfig {
+                    m: m as u32,
+                    n: n as u32,
+                    k: k as u32,
+                    ab: coop_scalar(ab),
+                    cr: coop_scalar(cr),
+                });
+            }
+        }
+    }
+    if configs.is_empty() {
+        configs = plain;
+    }
+    configs.sort();
+    configs.dedup();
+    (reached, configs)
+}
+
+/// What a variant needs from the device, which is what naga's SPIR-V backend is allowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Needs {
+    /// `SUBGROUP`.
+    pub subgroups: bool,
+    /// `SHADER_F16`.
+    pub f16: bool,
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX`.
+    pub coop: bool,
+}
+
+/// Runs naga's SPIR-V backend on a checked kernel, the way wgpu's Vulkan backend does at
+/// pipeline creation: overrides processed for entry point `entry` (those without a default
+/// get the value 1), then `naga::back::spv::write_vec` with options close to wgpu-hal 30's on a
+/// Vulkan 1.3 device (SPIR-V 1.6, the capabilities a device with `needs` gives, cooperative
+/// matrices with the Vulkan memory model, bounds checks as on a robust-buffer-access-2 device,
+/// loop bounding and division checks on, release flags), under `catch_unwind`. An error or a
+/// panic comes back as a [`RawError`] with a hint; for naga 30.0.2's "Expression \[N\] is not
+/// cached" panic on `coopStore`/`coopStoreT` the error points at the store.
+pub fn spirv(checked: &Checked, entry: &str, needs: Needs) -> Result<(), RawError> {
+    use naga::back::spv;
+    let module = &checked.module;
+    let mut constants = naga::back::PipelineConstants::default();
+    for (_, o) in module.overrides.iter() {
+        if o.init.is_none() {
+            let key = o.id.map(|id| id.to_string()).or_else(|| o.name.clone()).unwrap_or_default();
+            constants.insert(key, 1.0);
+        }
+    }
+    let Ok((processed, info)) = naga::back::pipeline_constants::process_overrides(
+        module,
+        &checked.info,
+        Some((naga::ShaderStage::Compute, entry)),
+        &constants,
+    ) else {
+        // Only our stand-in values can be wrong here; the runtime processes the real ones.
+        return Ok(());
+    };
+    let mut capabilities = vec![
+        spv::Capability::Shader,
+        spv::Capability::Matrix,
+        spv::Capability::Sampled1D,
+        spv::Capability::Image1D,
+        spv::Capability::ImageQuery,
+        spv::Capability::DerivativeControl,
+        spv::Capability::StorageImageExtendedFormats,
+        spv::Capability::DotProductInputAllKHR,
+        spv::Capability::DotProductInput4x8BitKHR,
+        spv::Capability::DotProductInput4x8BitPackedKHR,
+        spv::Capability::DotProductKHR,
+        spv::Capability::Int8,
+    ];
+    if needs.subgroups {
+        capabilities.extend([
+            spv::Capability::GroupNonUniform,
+            spv::Capability::GroupNonUniformVote,
+            spv::Capability::GroupNonUniformArithmetic,
+            spv::Capability::GroupNonUniformBallot,
+            spv::Capability::GroupNonUniformShuffle,
+            spv::Capability::GroupNonUniformShuffleRelative,
+            spv::Capability::GroupNonUniformQuad,
+        ]);
+    }
+    if needs.f16 {
+        capabilities.push(spv::Capability::Float16);
+    }
+    if needs.coop {
+        capabilities.push(spv::Capability::CooperativeMatrixKHR);
+        capabilities.push(spv::Capability::VulkanMemoryModel);
+    }
+    let binding_map = processed
+        .global_variables
+        .iter()
+        .filter_map(|(_, v)| v.binding)
+        .map(|rb| (rb, spv::BindingInfo { descriptor_set: rb.group, binding: rb.binding, binding_array_size: None }))
+        .collect();
+    let options = spv::Options {
+        lang_version: (1, 6),
+        flags: spv::WriterFlags::LABEL_VARYINGS | spv::WriterFlags::FORCE_POINT_SIZE,
+        fake_missing_bindings: false,
+        binding_map,
+        capabilities: Some(capabilities.into_iter().collect()),
+        bounds_check_policies: naga::proc::BoundsCheckPolicies {
+            index: naga::proc::BoundsCheckPolicy::Restrict,
+            buffer: naga::proc::BoundsCheckPolicy::Unchecked,
+            image_load: naga::proc::BoundsCheckPolicy::Unchecked,
+            binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
+        },
+        zero_initialize_workgroup_memory: spv::ZeroInitializeWorkgroupMemoryMode::Native,
+        force_loop_bounding: true,
+        ray_query_initialization_tracking: true,
+        trace_ray_argument_validation: true,
+        use_storage_input_output_16: false,
+        debug_info: None,
+        task_dispatch_limits: None,
+        mesh_shader_primitive_indices_clamp: true,
+        emit_int_div_checks: true,
+    };
+    let pipeline = spv::PipelineOptions { entry_point: entry.to_string(), shader_stage: naga::ShaderStage::Compute };
+    let written = std::panic::catch_unwind(|| spv::write_vec(&processed, &info, &options, Some(&pipeline)));
+    let (what, panicked) = match written {
+        Ok(Ok(_)) => return Ok(()),
+        Ok(Err(e)) => (e.to_string(), false),
+        Err(panic) => (panic_text(&*panic), true),
+    };
+    let uncached = panicked && what.contains("is not cached");
+    let primary = if uncached { uncached_store(&processed, entry, &what) } else { None };
+    let mut notes = Vec::new();
+    if uncached {
+        notes.push((
+            None,
+            "hint: naga 30.0.2's SPIR-V writer cannot take an inline expression as the index or the stride of \
+             `coopStore`/`coopStoreT` (its validator accepts it); bind both to `let`s first: \
+             `let at = row * ld + col; let ld_c = ld; coopStore(acc, &c[at], ld_c);`"
+                .to_string(),
+        ));
+    } else {
+        notes.push((
+            None,
+            "hint: this is a naga backend failure on code its validator accepted; rewrite the statement \
+             (binding subexpressions to `let`s often avoids it) and report it to naga with the kernel's source"
+                .to_string(),
+        ));
+    }
+    notes.push((None, "wgpu would hit this when it creates the kernel's pipeline on Vulkan".to_string()));
+    Err(RawError {
+        primary: primary.map(|r| (r, "naga's SPIR-V writer fails here".to_string())),
+        message: if panicked {
+            format!("naga's SPIR-V backend panicked on this kernel: {what}")
+        } else {
+            format!("naga's SPIR-V backend rejects this kernel: {what}")
+        },
+        notes,
+    })
+}
+
+/// Where a "not cached" panic comes from: the `coopStore` whose pointer index or stride is the
+/// expression the panic names, else the first `coopStore` with an index or stride that is
+/// not a named `let`, a literal or a constant.
+fn uncached_store(module: &Module, entry: &str, panic: &str) -> Option<Range<usize>> {
+    let named: Option<usize> = panic
+        .split_once("Expression [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .and_then(|(n, _)| n.trim().parse().ok());
+    let (index, functions) = reachable_functions(module, entry)?;
+    let bodies =
+        std::iter::once(&module.entry_points[index].function).chain(functions.iter().map(|&f| &module.functions[f]));
+    let mut exact = None;
+    let mut likely = None;
+    for function in bodies {
+        let mut stores = Vec::new();
+        collect_stores(&function.body, &mut stores);
+        for (data, span) in stores {
+            let mut operands = vec![data.stride];
+            let mut p = data.pointer;
+            loop {
+                match function.expressions[p] {
+                    Expression::Access { base, index } => {
+                        operands.push(index);
+                        p = base;
+                    }
+                    Expression::AccessIndex { base, .. } => p = base,
+                    _ => break,
+                }
+            }
+            let inline = |h: Handle<Expression>| {
+                !function.named_expressions.contains_key(&h)
+                    && !matches!(
+                        function.expressions[h],
+                        Expression::Literal(_) | Expression::Constant(_) | Expression::Override(_)
+                    )
+            };
+            if exact.is_none() && named.is_some_and(|n| operands.iter().any(|h| h.index() == n)) {
+                exact = span.to_range();
+            }
+            if likely.is_none() && operands.iter().any(|&h| inline(h)) {
+                likely = span.to_range();
+            }
+        }
+    }
+    exact.or(likely)
+}
+
+fn collect_stores(block: &Block, out: &mut Vec<(naga::CooperativeData, naga::Span)>) {
+    for (stmt, span) in block.span_iter() {
+        match stmt {
+            Statement::CooperativeStore { data, .. } => out.push((*data, *span)),
+            Statement::Block(b) => collect_stores(b, out),
+            Statement::If { accept, reject, .. } => {
+                collect_stores(accept, out);
+                collect_stores(reject, out);
+            }
+            Statement::Switch { cases, .. } => cases.iter().for_each(|c| collect_stores(&c.body, out)),
+            Statement::Loop { body, continuing, .. } => {
+                collect_stores(body, out);
+                collect_stores(continuing, out);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -208,27 +579,27 @@ mod tests {
 
     #[test]
     fn detects_f16_and_subgroups() {
-        let c = check(OK).unwrap();
+        let c = check(OK, "k").unwrap();
         assert!(!c.f16 && !c.subgroups);
         let f16 = OK.replace("x[g.x] = 1.0;", "x[g.x] = f32(f16(1.0));");
-        assert!(check(&f16).unwrap().f16);
+        assert!(check(&f16, "k").unwrap().f16);
         let sg = OK.replace("x[g.x] = 1.0;", "x[g.x] = subgroupAdd(1.0);");
-        let c = check(&sg).unwrap();
+        let c = check(&sg, "k").unwrap();
         assert!(c.subgroups && c.reaches_subgroups && !c.f16);
         let unused = format!("fn helper() -> f32 {{ return subgroupAdd(1.0); }}\n{OK}");
-        let c = check(&unused).unwrap();
+        let c = check(&unused, "k").unwrap();
         assert!(c.subgroups && !c.reaches_subgroups);
     }
 
     #[test]
     fn reports_parse_and_validation_errors_with_spans() {
         let bad = OK.replace("x[g.x] = 1.0;", "x[g.x] = 1.0");
-        let f = check(&bad).unwrap_err();
+        let f = check(&bad, "k").unwrap_err();
         let (m, e) = (f.module, f.errors);
         assert!(m.is_none());
         assert!(e[0].primary.is_some());
         let bad = OK.replace("array<f32>", "array<bool>").replace("1.0", "true");
-        let f = check(&bad).unwrap_err();
+        let f = check(&bad, "k").unwrap_err();
         let (m, e) = (f.module, f.errors);
         assert!(m.is_some(), "only the validator sees this");
         let (range, _) = e[0].primary.clone().unwrap();
@@ -239,12 +610,12 @@ mod tests {
     #[test]
     fn subgroup_op_in_divergent_branch_is_rejected() {
         let bad = OK.replace("x[g.x] = 1.0;", "if (g.x == 0u) { x[0] = subgroupAdd(1.0); }");
-        let e = check(&bad).unwrap_err().errors;
+        let e = check(&bad, "k").unwrap_err().errors;
         assert!(e[0].message.contains("non-uniform control flow"), "{e:?}");
         let (range, _) = e[0].primary.clone().unwrap();
         assert!(bad[range].contains("subgroupAdd"));
         // Uniform condition: fine.
         let good = OK.replace("x[g.x] = 1.0;", "if (arrayLength(&x) > 3u) { x[g.x] = subgroupAdd(1.0); }");
-        check(&good).unwrap();
+        check(&good, "k").unwrap();
     }
 }

@@ -53,7 +53,7 @@ proptest! {
         let _ = split::take_directives(&f, 0..text.len(), &mut t, true);
         prop_assert_eq!(t.len(), text.len());
         let mut t = text.clone();
-        let _ = split::apply_conditionals(&f, 0..text.len(), &mut t, true);
+        let _ = split::apply_conditionals(&f, 0..text.len(), &mut t, split::Conditions { coop: true, subgroups: true });
         prop_assert_eq!(t.lines().count(), text.lines().count());
         if let Ok(s) = split::split(&f) {
             for section in &s.sections {

@@ -131,9 +131,12 @@ pub struct VariantDef {
     /// needs `EXPERIMENTAL_COOPERATIVE_MATRIX` and each configuration offered by the adapter;
     /// it has no browser form.
     pub coop: &'static [CoopConfig],
-    /// Source for wgpu.
+    /// Source for wgpu, with the `enable` directives it needs (`f16`,
+    /// `wgpu_cooperative_matrix`).
     pub wgsl: &'static str,
-    /// Source for a browser (`enable subgroups;` included where used).
+    /// Source for a browser (`enable subgroups;` included where used). Empty for a variant
+    /// that uses cooperative matrices (`coop` not empty): WebGPU has none, so such a variant is
+    /// native only and a browser runs the kernel's next variant.
     pub browser_wgsl: &'static str,
 }
 

@@ -214,7 +214,8 @@ fn describe_variant(subgroups: bool, f16: bool) -> String {
 
 /// What is wrong with the `enable` directives of a kernel's browser sources, if anything.
 fn directive_problem(kernel: &KernelDef) -> Option<String> {
-    for v in kernel.variants {
+    // Variants with cooperative matrices are native only (no browser source).
+    for v in kernel.variants.iter().filter(|v| v.coop.is_empty()) {
         let has = |directive: &str| v.browser_wgsl.lines().any(|l| l.trim() == directive);
         if has("enable f16;") != v.f16 {
             return Some(format!(

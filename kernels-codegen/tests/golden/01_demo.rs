@@ -149,11 +149,17 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
         pub use super::Dims;
         /// The workgroup size, from `@workgroup_size`.
         pub const WORKGROUP_SIZE: [u32; 3] = [64u32, 1u32, 1u32];
-        /// The assembled source wgpu runs (preferred variant).
+        /// The assembled source of the preferred variant, as wgpu takes it (with the
+        /// `enable` directives it needs; it may use subgroups or cooperative matrices).
         pub const WGSL: &str = "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n";
-        /// The source of the variant for adapters without subgroups, if the kernel has one.
+        /// The source of the portable variant, for adapters without subgroups or
+        /// cooperative matrices: the first variant that needs neither (it may need
+        /// `SHADER_F16`), where that is not [`WGSL`]; `None` where `WGSL` is already
+        /// portable or the kernel has no such variant.
         pub const WGSL_WITHOUT_SUBGROUPS: ::core::option::Option<&str> = ::core::option::Option::None;
-        /// The source for a browser's WebGPU (with `enable subgroups;` where used).
+        /// The source for a browser's WebGPU: the browser form of the first variant without
+        /// cooperative matrices (WebGPU has none), with `enable subgroups;` where it uses
+        /// subgroups; empty if every variant uses cooperative matrices.
         pub const BROWSER_WGSL: &str = "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n";
         /// Everything the runtime knows about this kernel.
         pub static KERNEL: ::kernels::KernelDef = ::kernels::KernelDef {
@@ -249,11 +255,17 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
         }
         /// The workgroup size, from `@workgroup_size`.
         pub const WORKGROUP_SIZE: [u32; 3] = [64u32, 1u32, 1u32];
-        /// The assembled source wgpu runs (preferred variant).
+        /// The assembled source of the preferred variant, as wgpu takes it (with the
+        /// `enable` directives it needs; it may use subgroups or cooperative matrices).
         pub const WGSL: &str = "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Caller-chosen grid, a struct element type and an override.\nstruct Point { p: vec3<f32>, w: f32 }\noverride GAIN: f32 = 1.0;\n@group(0) @binding(0) var<storage, read> pts: array<Point>;\n@group(0) @binding(1) var<storage, read_write> out: array<f32>;\n@group(0) @binding(2) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn points(@builtin(global_invocation_id) gid: vec3<u32>) {\n    out[gid.x] = GAIN * pts[gid.x].w * f32(d.rows);\n}\n";
-        /// The source of the variant for adapters without subgroups, if the kernel has one.
+        /// The source of the portable variant, for adapters without subgroups or
+        /// cooperative matrices: the first variant that needs neither (it may need
+        /// `SHADER_F16`), where that is not [`WGSL`]; `None` where `WGSL` is already
+        /// portable or the kernel has no such variant.
         pub const WGSL_WITHOUT_SUBGROUPS: ::core::option::Option<&str> = ::core::option::Option::None;
-        /// The source for a browser's WebGPU (with `enable subgroups;` where used).
+        /// The source for a browser's WebGPU: the browser form of the first variant without
+        /// cooperative matrices (WebGPU has none), with `enable subgroups;` where it uses
+        /// subgroups; empty if every variant uses cooperative matrices.
         pub const BROWSER_WGSL: &str = "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Caller-chosen grid, a struct element type and an override.\nstruct Point { p: vec3<f32>, w: f32 }\noverride GAIN: f32 = 1.0;\n@group(0) @binding(0) var<storage, read> pts: array<Point>;\n@group(0) @binding(1) var<storage, read_write> out: array<f32>;\n@group(0) @binding(2) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn points(@builtin(global_invocation_id) gid: vec3<u32>) {\n    out[gid.x] = GAIN * pts[gid.x].w * f32(d.rows);\n}\n";
         /// Everything the runtime knows about this kernel.
         pub static KERNEL: ::kernels::KernelDef = ::kernels::KernelDef {
