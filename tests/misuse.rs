@@ -514,3 +514,53 @@ fn no_adapter_names_the_option_that_asked() {
     assert!(!msg.contains("KERNELS_ADAPTER"), "{msg}");
     assert!(!available.is_empty() && available.iter().all(|a| msg.contains(a.as_str())), "{msg}");
 }
+
+mod coop {
+    kernels::kernels!("tests/shaders/coop_probe.wgsl", shared = none);
+}
+
+/// Kernels the macro gives a tensor-core variant: where 16×16×16 (f16 A/B, f32 C) is enabled
+/// the coop variant runs, elsewhere (lavapipe, `cooperative_matrix(false)`) the portable one;
+/// either way the tile is right. A kernel with no fallback is `MissingFeature` there.
+#[test]
+fn macro_coop_variants_run_where_offered_and_fall_back_elsewhere() {
+    use coop::coop_probe::{tile, tile_coop_only};
+    let c16 = kernels::CoopConfig { m: 16, n: 16, k: 16, ab: kernels::CoopScalar::F16, cr: kernels::CoopScalar::F32 };
+    assert_eq!(tile::KERNEL.variants[0].coop, &[c16], "the macro declares the configuration");
+    let check = |gpu: &Gpu, what: &str| {
+        if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
+            eprintln!("{what}: no SHADER_F16, nothing to run");
+            return;
+        }
+        let offered = gpu.cooperative_matrices().contains(&c16);
+        assert_eq!(!gpu.variant_for(&tile::KERNEL).unwrap().coop.is_empty(), offered, "{what}");
+        let mut rng = common::rng(what);
+        let xs: Vec<kernels::f16> =
+            common::uniform(&mut rng, 512, -2.0, 2.0).into_iter().map(kernels::f16::from_f32).collect();
+        let (av, bv) = xs.split_at(256);
+        let (a, b) = (gpu.upload(av).unwrap(), gpu.upload(bv).unwrap());
+        let want: Vec<f64> = (0..256)
+            .map(|e| (0..16).map(|k| av[(e / 16) * 16 + k].to_f64() * bv[k * 16 + e % 16].to_f64()).sum())
+            .collect();
+        let mut c = gpu.filled(256, f32::NAN).unwrap();
+        tile(gpu, &a, &b, &mut c, Grid::Workgroups(1)).unwrap();
+        common::assert_close(&format!("{what}: tile"), &c.read(gpu).unwrap(), &want, 1e-6);
+        let mut c = gpu.filled(256, f32::NAN).unwrap();
+        match tile_coop_only(gpu, &a, &b, &mut c, Grid::Workgroups(1)) {
+            Ok(()) => {
+                assert!(offered, "{what}: a coop-only kernel ran without tensor cores");
+                common::assert_close(&format!("{what}: coop only"), &c.read(gpu).unwrap(), &want, 1e-6);
+            }
+            Err(e) => {
+                assert!(!offered, "{what}: {e}");
+                assert!(matches!(e, Error::MissingFeature { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", .. }), "{e:?}");
+                assert!(e.to_string().contains("16×16×16 (A/B f16, C f32)"), "{e}");
+                assert!(c.read(gpu).unwrap().iter().all(|v| v.is_nan()), "{what}: nothing ran");
+            }
+        }
+    };
+    let Some(gpu) = gpu() else { return };
+    check(&gpu, "coop tile");
+    let Some(off) = gpu_with(GpuOptions::from_env().cooperative_matrix(false)) else { return };
+    check(&off, "coop tile, tensor cores off");
+}

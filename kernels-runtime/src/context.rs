@@ -6,6 +6,7 @@ use crate::kernel::{CoopConfig, CoopScalar};
 use crate::options::{GpuOptions, describe, preference};
 use crate::pipeline::PipelineCache;
 use crate::variant::Capabilities;
+use smallvec::SmallVec;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -53,7 +54,7 @@ pub struct AdapterReport {
     /// The cooperative-matrix configurations the adapter offers that WGSL can express (with
     /// tensor cores on, exactly those kernels may use).
     pub cooperative_matrix_configs: Vec<CoopConfig>,
-    /// Configurations the adapter offers that WGSL cannot express (e.g. `16×8×16 f16/f32`).
+    /// Configurations the adapter offers that WGSL cannot express (e.g. `16×8×16 (A/B f16, C f32)`).
     pub cooperative_matrix_other: Vec<String>,
     /// Why tensor cores are off although the adapter offers configurations (turned off by the
     /// options, `SHADER_F16` off, or the device refused them).
@@ -205,6 +206,21 @@ pub(crate) fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
+/// Every kind of wgpu error, validation first (the most telling when several arise).
+pub(crate) const ALL_ERRORS: &[wgpu::ErrorFilter] =
+    &[wgpu::ErrorFilter::Validation, wgpu::ErrorFilter::OutOfMemory, wgpu::ErrorFilter::Internal];
+
+/// The output of a future that is ready at once (wgpu-core's error scopes), without the
+/// allocations of a general executor; one that is not is blocked on.
+#[cfg(not(target_arch = "wasm32"))]
+fn ready_now<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    match future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => pollster::block_on(future),
+    }
+}
+
 /// wgpu's multi-line error text ("Validation Error\n\nCaused by:\n  In …\n    …") on one line.
 #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 fn one_line(text: &str) -> String {
@@ -246,9 +262,16 @@ impl CoopPlan {
                         plan.expressible.push(c)
                     }
                 }
-                _ => plan
-                    .other
-                    .push(format!("{}×{}×{} (A/B {:?}, C {:?})", p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type)),
+                _ => {
+                    let name = |t: wgpu::CooperativeScalarType| match t {
+                        wgpu::CooperativeScalarType::F16 => "f16",
+                        wgpu::CooperativeScalarType::F32 => "f32",
+                        wgpu::CooperativeScalarType::I32 => "i32",
+                        wgpu::CooperativeScalarType::U32 => "u32",
+                    };
+                    let (ab, cr) = (name(p.ab_type), name(p.cr_type));
+                    plan.other.push(format!("{}×{}×{} (A/B {ab}, C {cr})", p.m_size, p.n_size, p.k_size))
+                }
             }
         }
         if plan.expressible.is_empty() {
@@ -276,8 +299,8 @@ impl CoopPlan {
 }
 
 impl Gpu {
-    /// Opens the best adapter, honouring `KERNELS_ADAPTER` and `KERNELS_SUBGROUPS`. Not on the
-    /// web, where nothing may block: use [`Gpu::with_options`] there.
+    /// Opens the best adapter, honouring the `KERNELS_*` variables ([`GpuOptions::from_env`]).
+    /// Not on the web, where nothing may block: use [`Gpu::with_options`] there.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new() -> Result<Gpu> {
         pollster::block_on(Self::with_options(GpuOptions::from_env()))
@@ -590,18 +613,28 @@ impl Gpu {
     /// resolve asynchronously: there `f` runs unscoped and its errors reach the uncaptured
     /// handler, reported by [`Gpu::wait_async`].
     pub(crate) fn scoped<R>(&self, f: impl FnOnce() -> R) -> (R, Option<String>) {
+        self.scoped_by(ALL_ERRORS, f)
+    }
+
+    /// [`Gpu::scoped`] catching only the errors `filters` name (the others reach the uncaptured
+    /// handler): each scope costs two locks of wgpu's error sink, which a call in a batch of
+    /// hundreds notices.
+    pub(crate) fn scoped_by<R>(&self, filters: &[wgpu::ErrorFilter], f: impl FnOnce() -> R) -> (R, Option<String>) {
         #[cfg(not(target_arch = "wasm32"))]
         {
             let device = &self.inner.device;
-            let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-            let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+            let scopes: SmallVec<[wgpu::ErrorScopeGuard; 3]> =
+                filters.iter().map(|&filter| device.push_error_scope(filter)).collect();
             let out = f();
-            // Popped innermost first; natively the futures are ready at once.
-            let internal = pollster::block_on(internal.pop());
-            let validation = pollster::block_on(validation.pop());
-            let oom = pollster::block_on(oom.pop());
-            (out, validation.or(oom).or(internal).map(|e| one_line(&e.to_string())))
+            // Popped innermost first (natively the futures are ready at once); the first filter's
+            // error wins.
+            let mut first = None;
+            for scope in scopes.into_iter().rev() {
+                if let Some(e) = ready_now(scope.pop()) {
+                    first = Some(e);
+                }
+            }
+            (out, first.map(|e| one_line(&e.to_string())))
         }
         #[cfg(target_arch = "wasm32")]
         {
@@ -683,7 +716,7 @@ mod tests {
         let mut on = report();
         on.cooperative_matrix = true;
         on.cooperative_matrix_configs = vec![c16];
-        on.cooperative_matrix_other = vec!["16×8×16 (A/B F16, C F32)".into()];
+        on.cooperative_matrix_other = vec!["16×8×16 (A/B f16, C f32)".into()];
         let text = on.to_string();
         assert!(
             text.contains(
