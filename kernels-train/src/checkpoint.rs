@@ -7,6 +7,7 @@
 
 use crate::Error;
 use crate::config::ModelConfig;
+use crate::model::Tensors;
 use crate::params;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use std::collections::HashMap;
@@ -24,12 +25,12 @@ pub struct Checkpoint {
     pub step: u64,
     /// The seed the run started from (batches are drawn from it and the step).
     pub seed: u64,
-    /// Parameters in [`params::shapes`] order.
-    pub params: Vec<Vec<f32>>,
-    /// AdamW first moments, same order.
-    pub m: Vec<Vec<f32>>,
-    /// AdamW second moments, same order.
-    pub v: Vec<Vec<f32>>,
+    /// The parameters.
+    pub params: Tensors,
+    /// AdamW first moments.
+    pub m: Tensors,
+    /// AdamW second moments.
+    pub v: Tensors,
     /// (step, training loss).
     pub train_history: Vec<(usize, f32)>,
     /// (step, validation loss).
@@ -72,8 +73,8 @@ fn history(h: &[(usize, f32)]) -> Vec<f32> {
 
 /// Writes `c` to `path` atomically (temporary file, then rename).
 pub fn save(path: &Path, c: &Checkpoint) -> Result<(), Error> {
-    let shapes = params::shapes(&c.model);
-    if c.params.len() != shapes.len() || c.m.len() != shapes.len() || c.v.len() != shapes.len() {
+    let layout = params::layout(&c.model);
+    if [&c.params, &c.m, &c.v].iter().any(|t| t.layers.len() != layout.layers.len()) {
         return Err(Error::Checkpoint("parameter count does not match the model".into()));
     }
     let train = history(&c.train_history);
@@ -82,10 +83,10 @@ pub fn save(path: &Path, c: &Checkpoint) -> Result<(), Error> {
     fn view(data: &[f32], shape: Vec<usize>) -> Result<TensorView<'_>, Error> {
         TensorView::new(Dtype::F32, shape, bytemuck::cast_slice(data)).map_err(|e| Error::Checkpoint(e.to_string()))
     }
-    for (i, (name, shape)) in shapes.iter().enumerate() {
-        views.push((name.clone(), view(&c.params[i], shape.clone())?));
-        views.push((format!("optim.m.{name}"), view(&c.m[i], shape.clone())?));
-        views.push((format!("optim.v.{name}"), view(&c.v[i], shape.clone())?));
+    for (((p, w), m), v) in layout.iter().zip(c.params.iter()).zip(c.m.iter()).zip(c.v.iter()) {
+        views.push((p.name.clone(), view(w, p.shape.clone())?));
+        views.push((format!("optim.m.{}", p.name), view(m, p.shape.clone())?));
+        views.push((format!("optim.v.{}", p.name), view(v, p.shape.clone())?));
     }
     views.push(("history.train".into(), view(&train, vec![c.train_history.len(), 2])?));
     views.push(("history.validation".into(), view(&val, vec![c.val_history.len(), 2])?));
@@ -150,13 +151,11 @@ pub fn load(path: &Path) -> Result<Checkpoint, Error> {
         }
         floats(&t, name)
     };
-    let shapes = params::shapes(&model);
-    let (mut p, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
-    for (name, shape) in &shapes {
-        p.push(get(name, shape)?);
-        m.push(get(&format!("optim.m.{name}"), shape)?);
-        v.push(get(&format!("optim.v.{name}"), shape)?);
-    }
+    let layout = params::layout(&model);
+    let tensors = |prefix: &str| -> Result<Tensors, Error> {
+        layout.as_ref().try_map(|p| get(&format!("{prefix}{}", p.name), &p.shape))
+    };
+    let (p, m, v) = (tensors("")?, tensors("optim.m.")?, tensors("optim.v.")?);
     let hist = |name: &str| -> Result<Vec<(usize, f32)>, Error> {
         let t = st.tensor(name).map_err(|_| Error::Checkpoint(format!("lacks `{name}`")))?;
         Ok(floats(&t, name)?.chunks(2).map(|c| (c[0] as usize, c[1])).collect())
@@ -211,8 +210,8 @@ mod tests {
             model: model.clone(),
             step: 17,
             seed: 3,
-            m: init.iter().map(|p| p.iter().map(|x| x * 0.5).collect()).collect(),
-            v: init.iter().map(|p| p.iter().map(|x| x * x).collect()).collect(),
+            m: init.as_ref().map(|p| p.iter().map(|x| x * 0.5).collect()),
+            v: init.as_ref().map(|p| p.iter().map(|x| x * x).collect()),
             params: init,
             train_history: vec![(0, 5.5), (1, 5.0)],
             val_history: vec![(1, 5.1)],

@@ -72,7 +72,7 @@ fn resume_is_bitwise_identical_to_an_uninterrupted_run() {
         second.step(true).unwrap();
     }
     let (a, b) = (whole.checkpoint().unwrap(), second.checkpoint().unwrap());
-    let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let bits = |v: &kernels_train::model::Tensors| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&a.params), bits(&b.params), "weights differ");
     assert_eq!(bits(&a.m), bits(&b.m), "first moments differ");
     assert_eq!(bits(&a.v), bits(&b.v), "second moments differ");
