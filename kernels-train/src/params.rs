@@ -272,19 +272,35 @@ pub fn shapes(c: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     layout(c).into_vec().into_iter().map(|p| (p.name, p.shape)).collect()
 }
 
+/// A zeroed host vector of `n` floats, or an error (not an abort) when memory runs out.
+pub fn host_vec(n: usize, what: &str) -> Result<Vec<f32>, Error> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::Config(format!("{what}: cannot allocate {:.1} MiB of host memory", n as f64 * 4.0 / (1 << 20) as f64))
+    })?;
+    v.resize(n, 0.0);
+    Ok(v)
+}
+
 /// Initial values: norms 1; matrices N(0, 0.02²), the output projections (`wo`, `w2`) scaled by
 /// 1/√(2·layers) so the residual stream's variance does not grow with depth. Each tensor draws
-/// from its own stream of the seed.
-pub fn init(c: &ModelConfig, seed: u64) -> ModelWeights<Vec<f32>> {
-    layout(c).map(|p| {
-        let n = p.elements();
+/// from its own stream of the seed. Host memory is allocated fallibly (an error, not an abort).
+pub fn init(c: &ModelConfig, seed: u64) -> Result<ModelWeights<Vec<f32>>, Error> {
+    layout(c).try_map(|p| {
+        let mut w = host_vec(p.elements(), &p.name)?;
         let std = match p.kind {
-            Kind::Norm => return vec![1.0; n],
+            Kind::Norm => {
+                w.fill(1.0);
+                return Ok(w);
+            }
             Kind::Embedding | Kind::Projection => 0.02,
             Kind::OutputProjection => 0.02 / (2.0 * c.layers as f64).sqrt(),
         };
         let mut rng = Rng::for_step(seed, 1000 + p.index as u64, 0);
-        (0..n).map(|_| (rng.normal() * std) as f32).collect()
+        for x in &mut w {
+            *x = (rng.normal() * std) as f32;
+        }
+        Ok(w)
     })
 }
 

@@ -6,13 +6,11 @@ mod common;
 
 use clap::Parser;
 use kernels_train::checkpoint;
-use kernels_train::cli::{self, Args};
+use kernels_train::cli::{self, Args, Stop};
 use kernels_train::config::{ModelConfig, TrainConfig};
 use kernels_train::data::Corpus;
 use kernels_train::trainer::Trainer;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 fn tiny() -> (ModelConfig, TrainConfig) {
     let m = ModelConfig::new(32, 2, 4, 2, 16);
@@ -83,7 +81,7 @@ fn resume_is_bitwise_identical_to_an_uninterrupted_run() {
 fn cli(args: &[&str]) -> Result<(), cli::Failure> {
     let mut all = vec!["train", "--quiet"];
     all.extend_from_slice(args);
-    cli::run(Args::try_parse_from(all).expect("valid flags"), Arc::new(AtomicBool::new(false)))
+    cli::run(Args::try_parse_from(all).expect("valid flags"), &Stop::new())
 }
 
 #[test]
@@ -170,7 +168,7 @@ fn an_interrupt_saves_a_checkpoint() {
     ])
     .unwrap();
     // Ctrl-C already pressed: the run stops before its first step, saves, and says so.
-    let e = cli::run(args, Arc::new(AtomicBool::new(true))).unwrap_err();
+    let e = cli::run(args, &Stop::after(cli::SIGINT)).unwrap_err();
     assert_eq!(e.code, 130);
     assert!(e.message.contains("--resume"), "{}", e.message);
     assert_eq!(checkpoint::load(&ck).unwrap().step, 0);

@@ -3,7 +3,7 @@
 use crate::config::{ModelConfig, TrainConfig};
 use crate::model::Attention;
 use clap::{Parser, ValueEnum};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Model sizes.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -75,9 +75,16 @@ pub struct Args {
     /// A UTF-8 text file to train on (default: this project's own text, built in).
     #[arg(long)]
     pub data: Option<PathBuf>,
-    /// Where the checkpoint goes (the loss curve goes beside it, `.svg`).
+    /// Where the checkpoint goes (the loss curve goes beside it, `.loss.svg`; a diverged
+    /// state, never over it, to `.diverged.safetensors`).
     #[arg(long, default_value = "checkpoints/model.safetensors")]
     pub checkpoint: PathBuf,
+    /// Also save the checkpoint every N steps during the run.
+    #[arg(long)]
+    pub checkpoint_every: Option<usize>,
+    /// Save the checkpoint every M minutes of training (0: only at the end and when stopped).
+    #[arg(long, default_value_t = 10.0)]
+    pub checkpoint_minutes: f64,
     /// Continue the run saved at --checkpoint.
     #[arg(long)]
     pub resume: bool,
@@ -163,6 +170,27 @@ pub fn train_config(a: &Args) -> TrainConfig {
     }
 }
 
+/// Checks the flags that need more than their type; every message names the flag.
+pub(super) fn check(a: &Args) -> Result<(), String> {
+    for (flag, value) in [
+        ("--log-every", Some(a.log_every)),
+        ("--eval-every", a.eval_every),
+        ("--eval-batches", Some(a.eval_batches)),
+        ("--checkpoint-every", a.checkpoint_every),
+    ] {
+        if value == Some(0) {
+            return Err(format!("{flag} must be at least 1"));
+        }
+    }
+    if !(a.checkpoint_minutes.is_finite() && a.checkpoint_minutes >= 0.0) {
+        return Err(format!("--checkpoint-minutes {} must be a number of minutes, 0 or more", a.checkpoint_minutes));
+    }
+    if !a.temperature.is_finite() {
+        return Err(format!("--temperature {} must be finite (0: greedy)", a.temperature));
+    }
+    Ok(())
+}
+
 pub(super) fn model_flags_given(a: &Args) -> bool {
     a.layers.is_some()
         || a.dim.is_some()
@@ -170,10 +198,4 @@ pub(super) fn model_flags_given(a: &Args) -> bool {
         || a.kv_heads.is_some()
         || a.ffn.is_some()
         || a.seq_len.is_some()
-}
-
-/// `model.safetensors` → `model.loss.svg`.
-pub fn curve_path(checkpoint: &Path) -> PathBuf {
-    let stem = checkpoint.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
-    checkpoint.with_file_name(format!("{stem}.loss.svg"))
 }

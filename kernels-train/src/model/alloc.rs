@@ -75,7 +75,76 @@ pub(super) struct Optimizer {
     pub stats: B,
 }
 
+/// Every buffer's size class (what, elements), for [`Model::check_fits`]: the parameter
+/// tensors (gradients and moments have their shapes), the activations and the scratch.
+fn buffer_sizes(cfg: &ModelConfig, batch: usize, fast: bool) -> Vec<(String, u64)> {
+    let u = |n: usize| n as u64;
+    let rows = u(batch) * u(cfg.seq_len);
+    let (d, f, hq, kv) = (u(cfg.dim), u(cfg.ffn_hidden), u(cfg.heads * cfg.head_dim()), u(cfg.kv_dim()));
+    let mut out: Vec<(String, u64)> = params::layout(cfg)
+        .into_vec()
+        .into_iter()
+        .map(|p| (format!("the weight {} {:?}", p.name, p.shape), p.shape.iter().map(|&n| u(n)).product()))
+        .collect();
+    let mut wgrad = 0;
+    for p in params::layout(cfg).iter() {
+        if let [out_dim, in_dim] = p.shape[..] {
+            wgrad = wgrad.max(u(weight_grad_scratch_len(batch * cfg.seq_len, in_dim, out_dim)));
+        }
+    }
+    let heads_rows = u(batch) * u(cfg.heads) * u(cfg.seq_len);
+    out.extend([
+        (format!("the activations [batch·seq_len = {rows}, dim = {d}]"), rows * d),
+        (format!("the feed-forward activations [batch·seq_len = {rows}, ffn = {f}]"), rows * f),
+        (format!("the attention activations [batch·seq_len = {rows}, {}]", hq.max(kv)), rows * hq.max(kv)),
+        (format!("the logits [batch·seq_len = {rows}, vocab = {}]", cfg.vocab), rows * u(cfg.vocab)),
+        ("the attention statistics [batch, heads, seq_len]".to_string(), heads_rows),
+        ("the split weight-gradient scratch".to_string(), wgrad),
+    ]);
+    if fast {
+        let probs = u(fast_params(cfg, batch, cfg.seq_len).probs_len());
+        out.push(("the fast attention path's probabilities [batch, heads, seq_len, seq_len]".to_string(), probs));
+    }
+    out
+}
+
 impl Model {
+    /// Checks, before anything is allocated, that every buffer of a model of this shape fits
+    /// the device: one storage binding (`max_storage_buffer_binding_size`), one buffer
+    /// (`max_buffer_size`), and the kernels' 32-bit element counts. The error names the buffer
+    /// and the limit.
+    pub fn check_fits(gpu: &Gpu, cfg: &ModelConfig, batch: usize, attention: Attention) -> Result<(), Error> {
+        cfg.validate()?;
+        if batch == 0 || batch > crate::config::MAX_WIDTH {
+            return Err(Error::Config(format!("a batch of {batch} sequences is out of bounds")));
+        }
+        let fast = attention.resolve(gpu, cfg, batch)? == Attention::Fast;
+        let r = gpu.report();
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        for (what, elements) in buffer_sizes(cfg, batch, fast) {
+            let bytes = elements.saturating_mul(4);
+            let over = |limit: &str, value: u64| {
+                Err(Error::Config(format!(
+                    "{what} needs {:.1} MiB, over this device's {limit} ({:.1} MiB): use a smaller --dim, --ffn, --batch or --seq-len",
+                    mib(bytes),
+                    mib(value)
+                )))
+            };
+            if bytes > r.max_storage_binding {
+                return over("max_storage_buffer_binding_size", r.max_storage_binding);
+            }
+            if bytes > r.max_buffer_size {
+                return over("max_buffer_size", r.max_buffer_size);
+            }
+            if elements > u32::MAX as u64 {
+                return Err(Error::Config(format!(
+                    "{what} has {elements} elements, over the kernels' 32-bit counts (4294967295): use a smaller --dim, --ffn, --batch or --seq-len"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// [`Model::new`] with a chosen attention path.
     pub fn with_attention(
         gpu: &Gpu,
@@ -85,7 +154,7 @@ impl Model {
         moments: Option<(&Tensors, &Tensors)>,
         attention: Attention,
     ) -> Result<Model, Error> {
-        cfg.validate()?;
+        Model::check_fits(gpu, cfg, batch, attention)?;
         let attention = attention.resolve(gpu, cfg, batch)?;
         let fast = attention == Attention::Fast;
         let layout = params::layout(cfg);
