@@ -277,6 +277,12 @@ fn an_unwritable_directory_is_found_before_training() {
     }
     std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+    // A directory no one can create files in, root included.
+    #[cfg(target_os = "linux")]
+    {
+        let e = Destination::open(Path::new("/proc/self/model.safetensors")).unwrap_err();
+        assert!(matches!(e, Error::Checkpoint(_)) && e.to_string().contains("cannot write in /proc/self"), "{e}");
+    }
 }
 
 #[test]

@@ -95,7 +95,7 @@ pub(super) fn partial_prefix(path: &Path) -> String {
 }
 
 /// Writes a file atomically and durably: `fill` writes the contents into a new temporary file
-/// beside `path` ([`partial_name`]), which is flushed to disk, renamed over `path`, and the
+/// beside `path` (`.NAME.partial-PID-N`), which is flushed to disk, renamed over `path`, and the
 /// directory flushed after the rename. On any failure the temporary file is removed and `path`
 /// is as it was; the error ([`Error::Save`]) names the path and the system's reason (e.g. "No
 /// space left on device").
