@@ -88,7 +88,7 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     let dest = if args.profile {
         None
     } else {
-        if args.resume && !args.checkpoint.is_file() {
+        if args.resume && !args.checkpoint.exists() {
             return Err(usage(format!(
                 "there is no checkpoint at {} to resume (--checkpoint names it)",
                 args.checkpoint.display()

@@ -73,10 +73,10 @@ impl Saves<'_> {
     /// where.
     fn diverged(&self, ck: &crate::checkpoint::Checkpoint, why: String) -> Error {
         let record = match self.dest.save_diverged(ck) {
-            Ok(to) => format!("the diverged state is in {} (for inspection; --resume refuses it)", to.display()),
+            Ok(to) => format!("the diverged state is in {} (to inspect, not to resume)", to.display()),
             Err(e) => format!("the diverged state was not kept either ({e})"),
         };
-        Error::Diverged(format!("{why}: try a lower --lr. {}; {record}", self.kept()))
+        Error::Diverged(format!("{why} (try a lower --lr); {}; {record}", self.kept()))
     }
 
     /// What the checkpoint path holds now.
