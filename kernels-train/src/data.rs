@@ -64,7 +64,10 @@ impl Corpus {
         }
         // The first MiB; a character cut at its end is not an error.
         if std::str::from_utf8(&bytes[..bytes.len().min(1 << 20)]).is_err_and(|e| e.error_len().is_some()) {
-            eprintln!("warning: {} does not look like UTF-8 text; training on its bytes anyway", path.display());
+            crate::note(format!(
+                "warning: {} does not look like UTF-8 text; training on its bytes anyway",
+                path.display()
+            ));
         }
         Ok(Corpus::from_bytes(bytes, &path.display().to_string()))
     }

@@ -13,6 +13,13 @@ pub mod rng;
 pub mod sample;
 pub mod trainer;
 
+/// A line on stderr. A stderr that cannot be written (a full disk under a redirect, a closed
+/// pipe) is no reason to stop a run, so unlike `eprintln!` this never panics.
+pub(crate) fn note(line: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// What can go wrong, with messages a user can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

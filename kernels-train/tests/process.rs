@@ -230,3 +230,30 @@ fn a_save_that_fails_at_the_end_keeps_the_state_elsewhere() {
     assert!(checkpoint::load(&moved.join("m.safetensors")).unwrap().step >= last_good.step);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Logs redirected to a full disk (`/dev/full`: every write fails with "No space left on
+/// device") do not stop a run: it trains and saves; only output that cannot be written is a
+/// failure (exit code 1), after the checkpoint is saved.
+#[test]
+fn a_full_disk_under_the_logs_does_not_stop_a_run() {
+    let Some(_gpu) = common::gpu() else { return };
+    let dir = tmp("full-logs");
+    let ck = dir.join("m.safetensors");
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let run = |stdout: Stdio, extra: &[&str]| {
+        Command::new(TRAINER)
+            .args(SMALL)
+            .args(["--checkpoint", ck.to_str().unwrap(), "--log-every", "1", "--eval-every", "1"])
+            .args(["--sample-bytes", "4"])
+            .args(extra)
+            .stdout(stdout)
+            .stderr(full())
+            .status()
+            .unwrap()
+    };
+    assert_eq!(run(Stdio::null(), &["--steps", "3"]).code(), Some(0));
+    assert_eq!(checkpoint::load(&ck).unwrap().step, 3);
+    assert_eq!(run(Stdio::from(full()), &["--resume", "--steps", "5"]).code(), Some(exit::FAILED));
+    assert_eq!(checkpoint::load(&ck).unwrap().step, 5);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -100,8 +100,11 @@ impl Destination {
     }
 
     /// Removes the temporary files of this checkpoint, its loss curve and its diverged state
-    /// (under the lock, no other run is writing them); returns how many.
+    /// (under the lock, no other run is writing them; without one, nothing); returns how many.
     fn clean(&self) -> usize {
+        if self.lock.is_none() {
+            return 0;
+        }
         let dir = dir_of(&self.path);
         let prefixes: Vec<String> = [self.path.clone(), curve_path(&self.path), diverged_path(&self.path)]
             .iter()

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Writes `c` to `path` atomically and durably; refuses a state holding a NaN or an infinity
 /// ([`Error::Diverged`]): a checkpoint written here is always finite.
 pub fn save(path: &Path, c: &Checkpoint) -> Result<(), Error> {
+    c.model.validate()?;
     if let Some(what) = c.non_finite() {
         return Err(Error::Diverged(format!("{what}; not written to {}", path.display())));
     }
@@ -19,6 +20,7 @@ pub fn save(path: &Path, c: &Checkpoint) -> Result<(), Error> {
 /// Writes `c` to `path` atomically and durably, finite or not (for the record of a diverged
 /// run; [`save`] is the one for checkpoints).
 pub fn save_diverged(path: &Path, c: &Checkpoint) -> Result<(), Error> {
+    c.model.validate()?;
     let (train, val) = (history(&c.train_history), history(&c.val_history));
     let (header, data) = encode(c, &train, &val)?;
     write_atomic(path, |w| {

@@ -14,6 +14,5 @@ pub(super) fn run(args: &Args, gpu: &Gpu, prompt: &str) -> Result<(), Failure> {
     })?;
     let mut model = Model::with_attention(gpu, &ck.model, 1, &ck.params, None, train_config(args).attention)?;
     let text = generate(&mut model, prompt.as_bytes(), args.sample_bytes, args.temperature, args.top_k, args.seed)?;
-    println!("{}{}", prompt, String::from_utf8_lossy(&text));
-    Ok(())
+    super::output(format!("{}{}", prompt, String::from_utf8_lossy(&text)))
 }

@@ -102,10 +102,10 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
         }
         let dest = Destination::open(&args.checkpoint)?;
         if let Some(e) = dest.lock_error() {
-            eprintln!(
+            crate::note(format!(
                 "warning: cannot lock {} ({e}): nothing stops another run from writing the same checkpoint",
                 args.checkpoint.display()
-            );
+            ));
         }
         if dest.removed() > 0 {
             say.line(format!("removed {} temporary file(s) left by an interrupted save", dest.removed()));
@@ -125,13 +125,23 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     }
 }
 
+/// Writes the program's output (a sample, a profile) to stdout; a stdout that cannot take it
+/// is a failure with code 1, not a panic.
+fn output(text: String) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|_| out.flush())
+        .map_err(|e| Failure { code: exit::FAILED, message: format!("cannot write the output: {e}") })
+}
+
 /// Progress lines on stderr, unless `--quiet`.
 struct Say(bool);
 
 impl Say {
     fn line(&self, s: String) {
         if !self.0 {
-            eprintln!("{s}");
+            crate::note(s);
         }
     }
 }
@@ -142,10 +152,10 @@ pub fn main() {
     let args = Args::parse();
     let stop = Stop::new();
     if let Err(e) = signals::install(&stop) {
-        eprintln!("warning: {e}; Ctrl-C, SIGTERM and SIGHUP will not save a checkpoint");
+        crate::note(format!("warning: {e}; Ctrl-C, SIGTERM and SIGHUP will not save a checkpoint"));
     }
     if let Err(f) = run(args, &stop) {
-        eprintln!("error: {}", f.message);
+        crate::note(format!("error: {}", f.message));
         std::process::exit(f.code);
     }
 }

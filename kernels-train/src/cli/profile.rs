@@ -11,14 +11,14 @@ pub(super) fn run(mut trainer: Trainer) -> Result<(), Failure> {
     let (x, y) = trainer.corpus.train_batch(t.seed, trainer.step, t.batch, seq_len);
     trainer.model.train_step(&x, &y, t.batch, &t, trainer.step)?;
     let p = trainer.model.profile_step(&x, &y, t.batch, &t, trainer.step)?;
-    println!(
+    let mut report = format!(
         "one step: {} dispatches, {:.3} ms of GPU time from first to last, {:.1}% idle between dispatches",
         p.dispatches.len(),
         p.span_ns() / 1e6,
         100.0 * p.idle_fraction()
     );
     for (name, ns, count) in p.by_kernel().iter().take(15) {
-        println!("  {name:44} {count:5} × {:9.3} ms = {:8.3} ms", ns / *count as f64 / 1e6, ns / 1e6);
+        report += &format!("\n  {name:44} {count:5} × {:9.3} ms = {:8.3} ms", ns / *count as f64 / 1e6, ns / 1e6);
     }
-    Ok(())
+    super::output(report)
 }

@@ -110,7 +110,7 @@ pub fn install(stop: &Stop) -> Result<(), String> {
         if !stop.request(SIGINT) {
             std::process::exit(128 + SIGINT);
         }
-        eprintln!("\nCtrl-C: saving a checkpoint after this step (press again to quit at once)");
+        crate::note("\nCtrl-C: saving a checkpoint after this step (press again to quit at once)");
     })
     .map_err(|e| e.to_string())
 }

@@ -169,7 +169,7 @@ pub(super) fn run(
                 last_val.unwrap_or(f32::NAN)
             );
             // Printed even when the bar is hidden (not a terminal, or --quiet).
-            bar.suspend(|| eprintln!("{line}"));
+            bar.suspend(|| crate::note(&line));
         }
         let due = every_steps.is_some_and(|n| trainer.step - saves.last.0 >= n)
             || every_time.is_some_and(|t| saves.last.1.elapsed() >= t);
@@ -177,11 +177,11 @@ pub(super) fn run(
             match saves.save(&mut trainer, say) {
                 Ok(()) => {}
                 Err(e @ Error::Save(_)) => bar.suspend(|| {
-                    eprintln!(
+                    crate::note(format!(
                         "warning: no periodic checkpoint at step {}: {e}; training goes on and tries again at the next one ({})",
                         trainer.step,
                         saves.kept()
-                    )
+                    ))
                 }),
                 Err(e) => {
                     bar.abandon();
@@ -227,6 +227,5 @@ pub(super) fn run(
         });
     }
     let sample = trainer.generate(b"\n", args.sample_bytes.min(400), args.temperature, args.top_k, args.seed)?;
-    println!("--- sample ---\n{}\n--------------", String::from_utf8_lossy(&sample));
-    Ok(())
+    super::output(format!("--- sample ---\n{}\n--------------", String::from_utf8_lossy(&sample)))
 }
