@@ -2,8 +2,8 @@
 //!
 //! `cargo run --release --example train` trains a small model on this project's own text
 //! (about four minutes on a 2-core CPU adapter); `--preset gpt2-small` is for real GPUs; `--data FILE`
-//! trains on any text; `--resume` continues a checkpoint; `--generate "prompt"` samples from
-//! one. `--help` lists everything. The work is in `kernels-train` (`kernels_train::cli`).
+//! trains on any text; `--resume` continues a checkpoint (Ctrl-C, SIGTERM and SIGHUP save one);
+//! `--generate "prompt"` samples from one. `--help` lists everything. The work is in `kernels-train` (`kernels_train::cli`).
 
 fn main() {
     kernels_train::cli::main();

@@ -3,6 +3,12 @@
 
 use crate::Error;
 
+/// Largest number of transformer blocks [`ModelConfig::validate`] accepts.
+pub const MAX_LAYERS: usize = 1024;
+/// Largest width (model, feed-forward, vocabulary) or sequence length [`ModelConfig::validate`]
+/// accepts; what fits a device is checked against its limits when the model is allocated.
+pub const MAX_WIDTH: usize = 1 << 24;
+
 /// The model's shape. Vocabulary: bytes (256).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
@@ -35,7 +41,7 @@ impl ModelConfig {
             layers,
             heads,
             kv_heads,
-            ffn_hidden: (8 * dim).div_ceil(3).div_ceil(32) * 32,
+            ffn_hidden: dim.saturating_mul(8).div_ceil(3).div_ceil(32).saturating_mul(32),
             seq_len,
             norm_eps: 1e-5,
             rope_base: 10000.0,
@@ -52,11 +58,26 @@ impl ModelConfig {
         self.kv_heads * self.head_dim()
     }
 
-    /// Checks the shape; every message says what to change.
+    /// Checks the shape; every message says what to change. Also bounds every field (so a
+    /// damaged or crafted checkpoint cannot ask for absurd sizes), before anything is allocated.
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |m: String| Err(Error::Config(m));
         if self.dim == 0 || self.layers == 0 || self.heads == 0 || self.kv_heads == 0 || self.seq_len == 0 {
             return bad("dim, layers, heads, kv heads and sequence length must all be at least 1".into());
+        }
+        for (what, value, max) in [
+            ("vocabulary", self.vocab, MAX_WIDTH),
+            ("model width", self.dim, MAX_WIDTH),
+            ("layers", self.layers, MAX_LAYERS),
+            ("feed-forward width", self.ffn_hidden, MAX_WIDTH),
+            ("sequence length", self.seq_len, MAX_WIDTH),
+        ] {
+            if value > max {
+                return bad(format!("the {what} {value} is over this trainer's bound {max}"));
+            }
+        }
+        if self.vocab != 256 {
+            return bad(format!("the vocabulary is {}: this trainer reads bytes (256)", self.vocab));
         }
         if !self.dim.is_multiple_of(self.heads) {
             return bad(format!("heads ({}) must divide the model width ({})", self.heads, self.dim));
@@ -72,6 +93,12 @@ impl ModelConfig {
         }
         if self.ffn_hidden == 0 {
             return bad("the feed-forward width must be at least 1".into());
+        }
+        if !(self.norm_eps.is_finite() && self.norm_eps > 0.0 && self.norm_eps <= 1.0) {
+            return bad(format!("the RMSNorm epsilon {} must be in (0, 1]", self.norm_eps));
+        }
+        if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
+            return bad(format!("the RoPE base {} must be finite and above 1", self.rope_base));
         }
         Ok(())
     }
@@ -153,6 +180,18 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.beta1) || !(0.0..1.0).contains(&self.beta2) {
             return Err(Error::Config("betas must be in [0, 1)".into()));
         }
+        if !(self.eps.is_finite() && self.eps > 0.0) {
+            return Err(Error::Config(format!("the AdamW epsilon {} must be finite and above 0", self.eps)));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return Err(Error::Config(format!(
+                "the weight decay {} must be finite and not negative",
+                self.weight_decay
+            )));
+        }
+        if !self.clip.is_finite() {
+            return Err(Error::Config(format!("the gradient clip {} must be finite (0 turns it off)", self.clip)));
+        }
         Ok(())
     }
 }
@@ -182,5 +221,40 @@ mod tests {
         c.heads = 4;
         c.kv_heads = 3;
         assert!(c.validate().unwrap_err().to_string().contains("kv heads (3) must divide heads (4)"));
+        c.kv_heads = 2;
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn absurd_or_non_finite_fields_are_refused() {
+        let ok = ModelConfig::new(64, 2, 4, 2, 32);
+        type Change = fn(&mut ModelConfig);
+        let cases: [(&str, Change); 9] = [
+            ("at least 1", |c| c.heads = 0),
+            ("at least 1", |c| c.seq_len = 0),
+            ("layers 100000000 is over", |c| c.layers = 100_000_000),
+            ("model width", |c| c.dim = usize::MAX),
+            ("sequence length", |c| c.seq_len = 1 << 40),
+            ("reads bytes", |c| c.vocab = 255),
+            ("epsilon", |c| c.norm_eps = f32::NAN),
+            ("epsilon", |c| c.norm_eps = 0.0),
+            ("RoPE base", |c| c.rope_base = f32::INFINITY),
+        ];
+        for (want, change) in cases {
+            let mut c = ok.clone();
+            change(&mut c);
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(want), "{c:?}: {e}");
+        }
+        let t = TrainConfig::default();
+        t.validate().unwrap();
+        for bad in [
+            TrainConfig { weight_decay: f32::NAN, ..t.clone() },
+            TrainConfig { eps: 0.0, ..t.clone() },
+            TrainConfig { clip: f32::INFINITY, ..t.clone() },
+            TrainConfig { lr: f32::INFINITY, ..t.clone() },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! Training text as byte tokens: a file memory-mapped (any size, read in place), or the
-//! project's own text built into the program. The last part is held out for validation.
+//! Training text as byte tokens: a file read into memory once (so nothing another process does
+//! to the file later can reach the run), or the project's own text built into the program. The
+//! last part is held out for validation.
 
 use crate::Error;
 use crate::rng::Rng;
@@ -23,14 +24,9 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("kernels-runtime/src/pipeline.rs", include_str!("../../kernels-runtime/src/pipeline.rs")),
 ];
 
-enum Bytes {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
-}
-
 /// Byte tokens, split into a training part and a held-out tail.
 pub struct Corpus {
-    bytes: Bytes,
+    bytes: Vec<u8>,
     split: usize,
     /// Where the text came from (for messages).
     pub source: String,
@@ -56,33 +52,29 @@ impl Corpus {
     /// In-memory bytes.
     pub fn from_bytes(bytes: Vec<u8>, source: &str) -> Corpus {
         let split = split_point(bytes.len());
-        Corpus { bytes: Bytes::Owned(bytes), split, source: source.to_string() }
+        Corpus { bytes, split, source: source.to_string() }
     }
 
-    /// A file, memory-mapped (never read whole into memory).
+    /// A file, read whole into memory. (It was memory-mapped once; a file truncated by another
+    /// process while the run read it then ended the run with SIGBUS.)
     pub fn open(path: &Path) -> Result<Corpus, Error> {
-        let file =
-            std::fs::File::open(path).map_err(|e| Error::Data(format!("cannot open {}: {e}", path.display())))?;
-        let len = file.metadata().map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?.len();
-        if len == 0 {
+        let bytes = std::fs::read(path).map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
+        if bytes.is_empty() {
             return Err(Error::Data(format!("{} is empty: nothing to train on", path.display())));
         }
-        // SAFETY: the map is read-only; if another process truncates the file while we train,
-        // reads past the new end fault — the documented hazard of memory-mapped input.
-        let map = unsafe { memmap2::Mmap::map(&file) }
-            .map_err(|e| Error::Data(format!("cannot map {}: {e}", path.display())))?;
-        if std::str::from_utf8(&map[..map.len().min(1 << 20)]).is_err() {
-            eprintln!("warning: {} does not look like UTF-8 text; training on its bytes anyway", path.display());
+        // The first MiB; a character cut at its end is not an error.
+        if std::str::from_utf8(&bytes[..bytes.len().min(1 << 20)]).is_err_and(|e| e.error_len().is_some()) {
+            crate::note(format!(
+                "warning: {} does not look like UTF-8 text; training on its bytes anyway",
+                path.display()
+            ));
         }
-        Ok(Corpus { split: split_point(map.len()), bytes: Bytes::Mapped(map), source: path.display().to_string() })
+        Ok(Corpus::from_bytes(bytes, &path.display().to_string()))
     }
 
     /// All bytes.
     pub fn bytes(&self) -> &[u8] {
-        match &self.bytes {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(v) => v,
-        }
+        &self.bytes
     }
 
     /// Length in bytes.

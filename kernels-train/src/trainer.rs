@@ -34,7 +34,10 @@ impl Trainer {
         cfg.validate()?;
         train.validate()?;
         corpus.check(cfg.seq_len)?;
-        let weights = params::init(cfg, train.seed);
+        // Before the host copy of the weights is made: a model too large for the device is an
+        // error naming the limit, not an allocation abort.
+        Model::check_fits(gpu, cfg, train.batch, train.attention)?;
+        let weights = params::init(cfg, train.seed)?;
         let model = Model::with_attention(gpu, cfg, train.batch, &weights, None, train.attention)?;
         Ok(Trainer { model, corpus, train: train.clone(), step: 0, train_history: Vec::new(), val_history: Vec::new() })
     }
@@ -42,6 +45,9 @@ impl Trainer {
     /// Continues a run from a checkpoint (its model shape and seed; `train` gives the rest).
     pub fn resume(gpu: &Gpu, ck: Checkpoint, train: &TrainConfig, corpus: Corpus) -> Result<Trainer, Error> {
         ck.model.validate()?;
+        if let Some(what) = ck.non_finite() {
+            return Err(Error::Diverged(format!("the checkpoint cannot be resumed: {what}")));
+        }
         let train = TrainConfig { seed: ck.seed, ..train.clone() };
         train.validate()?;
         corpus.check(ck.model.seq_len)?;
@@ -99,9 +105,34 @@ impl Trainer {
         })
     }
 
-    /// Writes a checkpoint (atomically).
-    pub fn save(&self, path: &Path) -> Result<(), Error> {
-        checkpoint::save(path, &self.checkpoint()?)
+    /// Why the current state (`ck`, from [`Trainer::checkpoint`]) must not be written over a
+    /// checkpoint (`None`: it may): a weight or moment is NaN or infinite, or the loss is: that
+    /// of the last forward pass, or that of the current weights on the first validation batch
+    /// (one forward pass, evaluated here; the training state is not changed).
+    pub fn divergence(&mut self, ck: &Checkpoint) -> Result<Option<String>, Error> {
+        if let Some(what) = ck.non_finite() {
+            return Ok(Some(format!("at step {}, {what}", self.step)));
+        }
+        let last = self.model.read_loss()?;
+        if !last.is_finite() {
+            return Ok(Some(format!("the loss is {last} at step {}", self.step)));
+        }
+        let (x, y) = self.corpus.validation_batch(0, 1, self.train.batch, self.model.cfg.seq_len);
+        let now = self.model.eval_loss(&x, &y, self.train.batch)?;
+        if !now.is_finite() {
+            return Ok(Some(format!("the weights of step {} give a loss of {now}", self.step)));
+        }
+        Ok(None)
+    }
+
+    /// Writes a checkpoint (atomically and durably); a diverged state is refused
+    /// ([`Trainer::divergence`], [`Error::Diverged`]) and `path` left as it was.
+    pub fn save(&mut self, path: &Path) -> Result<(), Error> {
+        let ck = self.checkpoint()?;
+        if let Some(why) = self.divergence(&ck)? {
+            return Err(Error::Diverged(format!("{why}; {} not written", path.display())));
+        }
+        checkpoint::save(path, &ck)
     }
 
     /// Continues `prompt` by `n` bytes, sampled with `temperature` and `top_k`.

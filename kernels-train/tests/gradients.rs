@@ -21,25 +21,15 @@ fn loss_and_every_gradient_match_float64() {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
     eprintln!("seed {seed}");
     let mut rng = Rng::new(seed);
-    let weights: Vec<Vec<f32>> =
-        params::shapes(&cfg)
-            .iter()
-            .map(|(name, shape)| {
-                let n: usize = shape.iter().product();
-                (0..n)
-                    .map(|_| {
-                        if params::decays(name) {
-                            (rng.normal() * 0.3) as f32
-                        } else {
-                            1.0 + (rng.normal() * 0.2) as f32
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
+    let weights = params::layout(&cfg).map(|p| {
+        (0..p.elements())
+            .map(|_| if p.decays() { (rng.normal() * 0.3) as f32 } else { 1.0 + (rng.normal() * 0.2) as f32 })
+            .collect::<Vec<f32>>()
+    });
     let tokens: Vec<u32> = (0..batch * cfg.seq_len).map(|_| rng.below(256) as u32).collect();
     let targets: Vec<u32> = (0..batch * cfg.seq_len).map(|_| rng.below(256) as u32).collect();
 
+    // The reference takes the tensors in checkpoint order.
     let w64: Vec<Vec<f64>> = weights.iter().map(|w| w.iter().map(|&x| x as f64).collect()).collect();
     let loss_ref = reference::loss(&cfg, &w64, &tokens, &targets, batch);
     let grads_ref = reference::gradients(&cfg, &w64, &tokens, &targets, batch, 1e-5);

@@ -5,14 +5,13 @@
 mod common;
 
 use clap::Parser;
+use kernels_train::Error;
 use kernels_train::checkpoint;
-use kernels_train::cli::{self, Args};
+use kernels_train::cli::{self, Args, Stop, exit};
 use kernels_train::config::{ModelConfig, TrainConfig};
 use kernels_train::data::Corpus;
 use kernels_train::trainer::Trainer;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 fn tiny() -> (ModelConfig, TrainConfig) {
     let m = ModelConfig::new(32, 2, 4, 2, 16);
@@ -72,7 +71,7 @@ fn resume_is_bitwise_identical_to_an_uninterrupted_run() {
         second.step(true).unwrap();
     }
     let (a, b) = (whole.checkpoint().unwrap(), second.checkpoint().unwrap());
-    let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let bits = |v: &kernels_train::model::Tensors| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&a.params), bits(&b.params), "weights differ");
     assert_eq!(bits(&a.m), bits(&b.m), "first moments differ");
     assert_eq!(bits(&a.v), bits(&b.v), "second moments differ");
@@ -83,7 +82,7 @@ fn resume_is_bitwise_identical_to_an_uninterrupted_run() {
 fn cli(args: &[&str]) -> Result<(), cli::Failure> {
     let mut all = vec!["train", "--quiet"];
     all.extend_from_slice(args);
-    cli::run(Args::try_parse_from(all).expect("valid flags"), Arc::new(AtomicBool::new(false)))
+    cli::run(Args::try_parse_from(all).expect("valid flags"), &Stop::new())
 }
 
 #[test]
@@ -130,7 +129,7 @@ fn user_mistakes_give_clear_errors() {
     assert!(checkpoint::save(&blocked, &c).is_err());
     assert!(blocked.join("inside").exists());
     assert!(
-        std::fs::read_dir(&dir).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().contains(".tmp")),
+        std::fs::read_dir(&dir).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().contains(".partial-")),
         "temporary left behind"
     );
 
@@ -170,7 +169,7 @@ fn an_interrupt_saves_a_checkpoint() {
     ])
     .unwrap();
     // Ctrl-C already pressed: the run stops before its first step, saves, and says so.
-    let e = cli::run(args, Arc::new(AtomicBool::new(true))).unwrap_err();
+    let e = cli::run(args, &Stop::after(cli::SIGINT)).unwrap_err();
     assert_eq!(e.code, 130);
     assert!(e.message.contains("--resume"), "{}", e.message);
     assert_eq!(checkpoint::load(&ck).unwrap().step, 0);
@@ -195,4 +194,139 @@ fn the_2d_fallback_changes_nothing() {
     let (a, b) = (run(&gpu), run(&small));
     assert_eq!(a.0, b.0, "losses differ");
     assert!(a.1 == b.1, "weights differ");
+}
+
+/// A tiny model's flags, for runs of the command line.
+const SMALL: [&str; 12] =
+    ["--dim", "16", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seq-len", "8", "--batch", "2"];
+
+fn small(args: &[&str]) -> Vec<String> {
+    SMALL.iter().chain(args).map(|s| s.to_string()).collect()
+}
+
+fn cli_owned(args: &[String]) -> Result<(), cli::Failure> {
+    cli(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// issue 15 T1: a resumed run whose loss becomes NaN leaves the checkpoint it resumed from as it
+/// was (byte for byte, loadable, finite), writes its diverged state beside it, says so, and
+/// exits with code 3; the diverged state cannot be resumed.
+#[test]
+fn a_diverging_resume_keeps_the_good_checkpoint() {
+    let Some(_gpu) = common::gpu() else { return };
+    let dir = tmp("diverge");
+    let ck = dir.join("m.safetensors");
+    let ckp = ck.to_str().unwrap();
+    cli_owned(&small(&["--steps", "4", "--checkpoint", ckp, "--sample-bytes", "4"])).unwrap();
+    let good = std::fs::read(&ck).unwrap();
+
+    let e = cli(&["--resume", "--checkpoint", ckp, "--steps", "40", "--lr", "1e30", "--log-every", "1"]).unwrap_err();
+    eprintln!("{}", e.message);
+    assert_eq!(e.code, exit::DIVERGED, "{}", e.message);
+    assert!(e.message.contains("(step 4), is kept") && e.message.contains("m.diverged.safetensors"), "{}", e.message);
+    assert_eq!(std::fs::read(&ck).unwrap(), good, "the good checkpoint was replaced");
+    let kept = checkpoint::load(&ck).unwrap();
+    assert_eq!((kept.step, kept.non_finite()), (4, None));
+
+    let diverged = checkpoint::diverged_path(&ck);
+    let record = checkpoint::load(&diverged).unwrap();
+    assert!(record.step > 4);
+    assert!(record.train_history.last().is_some_and(|h| !h.1.is_finite()), "{:?}", record.train_history);
+    // Resuming the record fails as a divergence: refused outright when it holds a NaN or an
+    // infinity, diverging again at once otherwise.
+    let e = cli(&["--resume", "--checkpoint", diverged.to_str().unwrap(), "--steps", "60"]).unwrap_err();
+    assert_eq!(e.code, exit::DIVERGED, "{}", e.message);
+    if record.non_finite().is_some() {
+        assert!(e.message.contains("cannot be resumed"), "{}", e.message);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// issue 15 T3: a destination that cannot take a checkpoint fails before training, with a
+/// usage code (a save that fails at the end: `tests/process.rs`).
+#[test]
+fn unusable_destinations_fail_before_training() {
+    let Some(_gpu) = common::gpu() else { return };
+    let dir = tmp("destination");
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let under_file = file.join("m.safetensors");
+    let e = cli_owned(&small(&["--steps", "2", "--checkpoint", under_file.to_str().unwrap()])).unwrap_err();
+    assert!(e.code == exit::USAGE && e.message.contains("is a file, not a directory"), "{}", e.message);
+    let e = cli_owned(&small(&["--steps", "2", "--overwrite", "--checkpoint", dir.to_str().unwrap()])).unwrap_err();
+    assert!(e.code == exit::USAGE && e.message.contains("is a directory"), "{}", e.message);
+    let e = cli(&["--resume", "--checkpoint", dir.join("none.safetensors").to_str().unwrap()]).unwrap_err();
+    assert!(e.code == exit::USAGE && e.message.contains("no checkpoint at"), "{}", e.message);
+
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// issue 15 T4 from the command line: a checkpoint with one flipped bit in its tensor data is
+/// refused by --resume and --generate with exit code 5; restored, it works again.
+#[test]
+fn damaged_checkpoints_are_refused_by_resume_and_generate() {
+    let Some(_gpu) = common::gpu() else { return };
+    let dir = tmp("damaged");
+    let ck = dir.join("m.safetensors");
+    let ckp = ck.to_str().unwrap();
+    cli_owned(&small(&["--steps", "2", "--checkpoint", ckp, "--sample-bytes", "4"])).unwrap();
+    let good = std::fs::read(&ck).unwrap();
+    let mut bad = good.clone();
+    let at = good.len() - 1000;
+    bad[at] ^= 0x10;
+    std::fs::write(&ck, &bad).unwrap();
+    for args in [&["--resume", "--steps", "3"][..], &["--generate", "fn "][..]] {
+        let e = cli(&[args, &["--checkpoint", ckp]].concat()).unwrap_err();
+        assert!(e.code == exit::CORRUPT && e.message.contains("checksum"), "{args:?}: {}", e.message);
+    }
+    std::fs::write(&ck, &good).unwrap();
+    cli(&["--resume", "--steps", "3", "--checkpoint", ckp, "--sample-bytes", "4"]).unwrap();
+    assert_eq!(checkpoint::load(&ck).unwrap().step, 3);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// issue 15 T5: crafted flags end in clear errors, not panics or allocation aborts.
+#[test]
+fn crafted_flags_are_errors_not_aborts() {
+    let Some(_gpu) = common::gpu() else { return };
+    let dir = tmp("crafted-flags");
+    let ckp = dir.join("m.safetensors");
+    let ckp = ckp.to_str().unwrap();
+    for (args, want) in [
+        (small(&["--eval-every", "0"]), "--eval-every must be at least 1"),
+        (small(&["--checkpoint-every", "0"]), "--checkpoint-every must be at least 1"),
+        (small(&["--checkpoint-minutes", "NaN"]), "--checkpoint-minutes"),
+        (small(&["--weight-decay", "NaN"]), "weight decay"),
+        (vec!["--dim".into(), "65536".into()], "head width"),
+        (
+            vec!["--dim", "65536", "--heads", "256", "--kv-heads", "256"].into_iter().map(String::from).collect(),
+            "over this device's max_storage_buffer_binding_size",
+        ),
+        (
+            SMALL[..10].iter().chain(&["--batch", "200000"]).map(|s| s.to_string()).collect(),
+            "over this device's max_storage_buffer_binding_size",
+        ),
+    ] {
+        let mut args = args;
+        args.extend(["--checkpoint".to_string(), ckp.to_string()]);
+        let e = cli_owned(&args).unwrap_err();
+        eprintln!("{args:?}: {}", e.message);
+        assert!(e.code == exit::USAGE && e.message.contains(want), "{args:?}: {}", e.message);
+    }
+    assert!(!std::path::Path::new(ckp).exists());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A run's `Error`s map to the documented exit codes.
+#[test]
+fn errors_map_to_the_documented_exit_codes() {
+    let code = |e: Error| cli::Failure::from(e).code;
+    assert_eq!(code(Error::Config(String::new())), 2);
+    assert_eq!(code(Error::Data(String::new())), 2);
+    assert_eq!(code(Error::Checkpoint(String::new())), 2);
+    assert_eq!(code(Error::Diverged(String::new())), 3);
+    assert_eq!(code(Error::Save(String::new())), 4);
+    assert_eq!(code(Error::Corrupt(String::new())), 5);
+    assert_eq!(code(Error::Busy(String::new())), 6);
+    assert_eq!(code(Error::Gpu(kernels::Error::LengthMismatch { detail: String::new() })), 1);
 }

@@ -1,0 +1,309 @@
+use super::*;
+use crate::params;
+use crate::rng::Rng;
+use std::path::{Path, PathBuf};
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kt-ckpt-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn sample(seed: u64) -> Checkpoint {
+    let model = ModelConfig::new(8, 1, 2, 1, 4);
+    let init = params::init(&model, seed).unwrap();
+    Checkpoint {
+        model,
+        step: 17,
+        seed,
+        m: init.as_ref().map(|p| p.iter().map(|x| x * 0.5).collect()),
+        v: init.as_ref().map(|p| p.iter().map(|x| x * x).collect()),
+        params: init,
+        train_history: vec![(0, 5.5), (1, 5.0)],
+        val_history: vec![(1, 5.1)],
+    }
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn round_trip_and_atomic_write() {
+    let c = sample(3);
+    let dir = scratch_dir("round-trip");
+    let path = dir.join("model.safetensors");
+    save(&path, &c).unwrap();
+    assert_eq!(load(&path).unwrap(), c);
+    // The file is plain safetensors with the weights under their names.
+    let bytes = std::fs::read(&path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    assert_eq!(st.tensor("layers.0.attention.wq.weight").unwrap().shape(), &[8, 8]);
+    // Leftover temporaries are not left behind.
+    assert_eq!(names_in(&dir), ["model.safetensors"]);
+    let mut other = c.model.clone();
+    other.dim = 16;
+    assert!(check_compatible(&c.model, &other).unwrap_err().to_string().contains("dim 8 (checkpoint) vs 16 (asked)"));
+    assert!(matches!(load(&dir.join("missing.safetensors")), Err(Error::Checkpoint(_))));
+    std::fs::write(dir.join("junk.safetensors"), b"not a checkpoint").unwrap();
+    assert!(matches!(load(&dir.join("junk.safetensors")), Err(Error::Corrupt(_))));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_non_finite_state_is_never_saved_as_a_checkpoint() {
+    let dir = scratch_dir("non-finite");
+    let path = dir.join("model.safetensors");
+    let good = sample(4);
+    save(&path, &good).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for poison in [f32::NAN, f32::INFINITY] {
+        for which in 0..3 {
+            let mut bad = good.clone();
+            let t = match which {
+                0 => &mut bad.params.layers[0].w2,
+                1 => &mut bad.m.embedding,
+                _ => &mut bad.v.final_norm,
+            };
+            t[1] = poison;
+            let e = save(&path, &bad).unwrap_err();
+            assert!(matches!(e, Error::Diverged(_)), "{e}");
+            assert_eq!(std::fs::read(&path).unwrap(), before, "the good checkpoint was touched");
+            // The diverged record is written, elsewhere, and reads back as it was.
+            let elsewhere = diverged_path(&path);
+            save_diverged(&elsewhere, &bad).unwrap();
+            let back = load(&elsewhere).unwrap();
+            assert!(back.non_finite().is_some());
+        }
+    }
+    assert_eq!(names_in(&dir), ["model.diverged.safetensors", "model.safetensors"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every bit of the header (length prefix, JSON, padding) and a random sample of the data's
+/// bits, flipped one at a time: each damaged file is refused as damaged or unreadable, or reads
+/// back exactly as saved; never a panic, never different values.
+#[test]
+fn single_bit_flips_are_rejected_or_harmless() {
+    let dir = scratch_dir("bit-flips");
+    let path = dir.join("model.safetensors");
+    let c = sample(5);
+    save(&path, &c).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let header_end = 8 + u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("seed {seed}");
+    let mut rng = Rng::new(seed);
+    let mut bits: Vec<usize> = (0..header_end * 8).collect();
+    bits.extend((0..3000).map(|_| header_end * 8 + rng.below(((good.len() - header_end) * 8) as u64) as usize));
+    let (mut rejected, mut same) = (0, 0);
+    let mut bytes = good.clone();
+    for bit in bits {
+        bytes[bit / 8] ^= 1 << (bit % 8);
+        let result = read::decode(&bytes, "flipped");
+        bytes[bit / 8] ^= 1 << (bit % 8);
+        match result {
+            Err(Error::Corrupt(_) | Error::Checkpoint(_)) => rejected += 1,
+            Err(e) => panic!("bit {bit}: unexpected error kind: {e}"),
+            Ok(back) => {
+                assert_eq!(back, c, "bit {bit} (byte {}) changed the checkpoint silently", bit / 8);
+                same += 1;
+            }
+        }
+    }
+    eprintln!("{rejected} flips rejected, {same} harmless (header {header_end} bytes, file {})", good.len());
+    assert!(rejected > 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A file whose checksum is right but whose metadata is absurd (as a crafted file would be) is
+/// refused before anything is allocated for it.
+#[test]
+fn crafted_metadata_is_refused_before_allocation() {
+    let dir = scratch_dir("crafted");
+    let path = dir.join("model.safetensors");
+    let c = sample(6);
+    save(&path, &c).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let n = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let data = &good[8 + n..];
+    let header: serde_json::Value = serde_json::from_slice(&good[8..8 + n]).unwrap();
+    // Re-signs a changed header: the checksum is recomputed, so only the bounds can refuse it.
+    let craft = |change: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| -> Result<Checkpoint, Error> {
+        let mut h = header.as_object().unwrap().clone();
+        change(&mut h);
+        let meta: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(h["__metadata__"].clone()).unwrap();
+        let st_tensors: Vec<(String, Vec<usize>, std::ops::Range<usize>)> = h
+            .iter()
+            .filter(|(k, _)| k.as_str() != "__metadata__")
+            .map(|(k, v)| {
+                let shape = serde_json::from_value(v["shape"].clone()).unwrap();
+                let o: Vec<usize> = serde_json::from_value(v["data_offsets"].clone()).unwrap();
+                (k.clone(), shape, o[0]..o[1])
+            })
+            .collect();
+        let sum = checksum(
+            &meta,
+            st_tensors.iter().map(|(name, shape, r)| TensorBytes {
+                name,
+                dtype: "F32",
+                shape,
+                data: data.get(r.clone()).unwrap_or(&[]),
+            }),
+        );
+        let mut meta = meta;
+        meta.insert("checksum".into(), sum);
+        h.insert("__metadata__".into(), serde_json::json!(meta));
+        let mut hb = serde_json::to_vec(&h).unwrap();
+        hb.resize(hb.len().next_multiple_of(8), b' ');
+        let mut file = (hb.len() as u64).to_le_bytes().to_vec();
+        file.extend(hb);
+        file.extend(data);
+        std::fs::write(&path, file).unwrap();
+        load(&path)
+    };
+    let set_config = |key: &'static str, value: serde_json::Value| {
+        move |h: &mut serde_json::Map<String, serde_json::Value>| {
+            let meta = h["__metadata__"].as_object_mut().unwrap();
+            let mut cfg: serde_json::Value = serde_json::from_str(meta["config"].as_str().unwrap()).unwrap();
+            cfg[key] = value.clone();
+            meta.insert("config".into(), cfg.to_string().into());
+        }
+    };
+    // Unchanged, it loads: the re-signing is faithful.
+    assert_eq!(craft(&|_| {}).unwrap(), c);
+    for (what, result) in [
+        ("heads 0", craft(&set_config("heads", 0.into()))),
+        ("layers 100000000", craft(&set_config("layers", 100_000_000.into()))),
+        ("layers 2 (tensors for 1)", craft(&set_config("layers", 2.into()))),
+        ("norm_eps NaN", craft(&set_config("norm_eps", "NaN".into()))),
+        ("norm_eps -1", craft(&set_config("norm_eps", (-1.0).into()))),
+        ("rope_base 0", craft(&set_config("rope_base", 0.0.into()))),
+        ("seq_len 2^40", craft(&set_config("seq_len", (1u64 << 40).into()))),
+        (
+            "step 2^40",
+            craft(&|h| {
+                h["__metadata__"]["step"] = "1099511627776".into();
+            }),
+        ),
+        (
+            "seed not a number",
+            craft(&|h| {
+                h["__metadata__"]["seed"] = "x".into();
+            }),
+        ),
+        (
+            "history of odd length",
+            craft(&|h| {
+                h["history.validation"]["shape"] = serde_json::json!([2]);
+            }),
+        ),
+        (
+            "history step past the run",
+            craft(&|h| {
+                h["__metadata__"]["step"] = "0".into();
+            }),
+        ),
+    ] {
+        let e = result.expect_err(what);
+        assert!(matches!(e, Error::Corrupt(_)), "{what}: {e}");
+        eprintln!("{what}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn destinations_are_probed_locked_and_cleaned() {
+    let dir = scratch_dir("destination");
+    let path = dir.join("sub").join("model.safetensors");
+    // The directory is created; stale temporaries of killed saves are removed; others stay.
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/.model.safetensors.partial-99999-0"), vec![0u8; 4096]).unwrap();
+    std::fs::write(dir.join("sub/.model.loss.svg.partial-99999-3"), b"<svg").unwrap();
+    std::fs::write(dir.join("sub/.other.safetensors.partial-1-0"), b"x").unwrap();
+    let d = Destination::open(&path).unwrap();
+    assert_eq!(d.removed(), 2);
+    assert!(d.lock_error().is_none(), "{:?}", d.lock_error());
+    assert_eq!(names_in(&dir.join("sub")), [".model.safetensors.lock", ".other.safetensors.partial-1-0"]);
+    // A second holder is refused while the first lives, and says who holds it.
+    let e = Destination::open(&path).unwrap_err();
+    assert!(matches!(e, Error::Busy(_)), "{e}");
+    assert!(e.to_string().contains(&format!("process {}", std::process::id())), "{e}");
+    d.save(&sample(7)).unwrap();
+    d.write_curve("<svg/>").unwrap();
+    drop(d);
+    let d = Destination::open(&path).unwrap();
+    assert_eq!(load(d.path()).unwrap(), sample(7));
+    drop(d);
+
+    // Paths that cannot take a checkpoint fail before any training, saying why.
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    for (path, want) in [
+        (file.join("model.safetensors"), "it is a file, not a directory"),
+        (file.join("deeper/model.safetensors"), "it is a file, not a directory"),
+        (dir.clone(), "is a directory"),
+        (dir.join("sub/.."), "names no file"),
+    ] {
+        let e = Destination::open(&path).unwrap_err();
+        assert!(matches!(e, Error::Checkpoint(_)) && e.to_string().contains(want), "{}: {e}", path.display());
+    }
+    std::fs::create_dir_all(dir.join("blocked.loss.svg")).unwrap();
+    let e = Destination::open(&dir.join("blocked.safetensors")).unwrap_err();
+    assert!(e.to_string().contains("blocked.loss.svg is a directory"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A directory without write permission (not for root, which may write anyway: then the case
+/// is skipped, and said so).
+#[cfg(unix)]
+#[test]
+fn an_unwritable_directory_is_found_before_training() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("read-only");
+    let ro = dir.join("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    if std::fs::write(ro.join("x"), b"x").is_ok() {
+        eprintln!("SKIPPED: this user writes into a read-only directory (root)");
+    } else {
+        let e = Destination::open(&ro.join("model.safetensors")).unwrap_err();
+        assert!(e.to_string().contains("cannot write in"), "{e}");
+    }
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A directory no one can create files in, root included.
+    #[cfg(target_os = "linux")]
+    {
+        let e = Destination::open(Path::new("/proc/self/model.safetensors")).unwrap_err();
+        assert!(matches!(e, Error::Checkpoint(_)) && e.to_string().contains("cannot write in /proc/self"), "{e}");
+    }
+}
+
+#[test]
+fn a_failed_write_leaves_the_old_file_and_no_temporary() {
+    let dir = scratch_dir("failed-write");
+    let path = dir.join("model.safetensors");
+    let c = sample(8);
+    save(&path, &c).unwrap();
+    // A disk that fills up halfway through the write.
+    let e = write_atomic(&path, |w| {
+        w.write_all(b"partial")?;
+        Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device"))
+    })
+    .unwrap_err();
+    assert!(matches!(e, Error::Save(_)) && e.to_string().contains("No space left"), "{e}");
+    assert_eq!(load(&path).unwrap(), c);
+    // The target replaced by a directory: the rename fails.
+    let blocked = dir.join("blocked.safetensors");
+    std::fs::create_dir_all(blocked.join("inside")).unwrap();
+    assert!(save(&blocked, &c).is_err());
+    assert!(blocked.join("inside").exists());
+    assert_eq!(names_in(&dir), ["blocked.safetensors", "model.safetensors"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,201 @@
+//! The flags, the presets, and the model and training settings they ask for.
+
+use crate::config::{ModelConfig, TrainConfig};
+use crate::model::Attention;
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+
+/// Model sizes.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Preset {
+    /// 2 layers, width 64, batch 8: trains in about four minutes on a 2-core CPU adapter (lavapipe).
+    Tiny,
+    /// GPT-2 small's shape (12 layers, width 768, 12 heads, context 1024): for real GPUs.
+    Gpt2Small,
+}
+
+/// Train a LLaMA-style byte-level language model on the GPU, or sample from one.
+#[derive(Parser, Debug)]
+#[command(name = "train", version, about, long_about = None)]
+pub struct Args {
+    /// Model size: the defaults of the flags below.
+    #[arg(long, value_enum, default_value = "tiny")]
+    pub preset: Preset,
+    /// Transformer blocks.
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// Model width.
+    #[arg(long)]
+    pub dim: Option<usize>,
+    /// Query heads (must divide --dim).
+    #[arg(long)]
+    pub heads: Option<usize>,
+    /// Key/value heads (must divide --heads).
+    #[arg(long)]
+    pub kv_heads: Option<usize>,
+    /// SwiGLU width (default ⅔·4·dim rounded up to 32).
+    #[arg(long)]
+    pub ffn: Option<usize>,
+    /// Context length in bytes.
+    #[arg(long)]
+    pub seq_len: Option<usize>,
+    /// Sequences per step.
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Training steps (in total, counting those of a resumed run).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Peak learning rate.
+    #[arg(long)]
+    pub lr: Option<f32>,
+    /// Final learning rate of the cosine decay.
+    #[arg(long)]
+    pub min_lr: Option<f32>,
+    /// Warm-up steps.
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// Decoupled weight decay.
+    #[arg(long, default_value_t = 0.1)]
+    pub weight_decay: f32,
+    /// Global gradient-norm clip (0: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub clip: f32,
+    /// Seed of the weights and of the batches.
+    #[arg(long, default_value_t = 1234)]
+    pub seed: u64,
+    /// Steps between validation losses.
+    #[arg(long)]
+    pub eval_every: Option<usize>,
+    /// Validation batches per evaluation.
+    #[arg(long, default_value_t = 4)]
+    pub eval_batches: usize,
+    /// Steps between reads of the training loss (each read waits for the GPU).
+    #[arg(long, default_value_t = 10)]
+    pub log_every: usize,
+    /// A UTF-8 text file to train on (default: this project's own text, built in).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Where the checkpoint goes (the loss curve goes beside it, `.loss.svg`; a diverged
+    /// state, never over it, to `.diverged.safetensors`).
+    #[arg(long, default_value = "checkpoints/model.safetensors")]
+    pub checkpoint: PathBuf,
+    /// Also save the checkpoint every N steps during the run.
+    #[arg(long)]
+    pub checkpoint_every: Option<usize>,
+    /// Save the checkpoint every M minutes of training (0: only at the end and when stopped).
+    #[arg(long, default_value_t = 10.0)]
+    pub checkpoint_minutes: f64,
+    /// Continue the run saved at --checkpoint.
+    #[arg(long)]
+    pub resume: bool,
+    /// Replace an existing checkpoint with a new run.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Sample from the checkpoint, continuing this prompt, and exit.
+    #[arg(long)]
+    pub generate: Option<String>,
+    /// Bytes to sample.
+    #[arg(long, default_value_t = 300)]
+    pub sample_bytes: usize,
+    /// Sampling temperature (0: greedy).
+    #[arg(long, default_value_t = 0.8)]
+    pub temperature: f32,
+    /// Sample among the k most likely bytes (0: all).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Time one step on the GPU (timestamps around every dispatch) and print where it went.
+    #[arg(long)]
+    pub profile: bool,
+    /// No progress bar (for logs).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Attention path: `fast` (batched products over materialised probabilities, a
+    /// [batch, heads, seq, seq] workspace per layer), `streaming` (no workspace, slower), or
+    /// `auto` (fast when its workspaces fit).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub attention: AttentionArg,
+}
+
+/// The `--attention` values.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum AttentionArg {
+    /// Fast when it fits.
+    Auto,
+    /// Materialised probabilities.
+    Fast,
+    /// Streaming kernels.
+    Streaming,
+}
+
+/// The model shape the flags ask for (preset defaults, flags on top).
+pub fn model_config(a: &Args) -> ModelConfig {
+    let (layers, dim, heads, kv, seq) = match a.preset {
+        Preset::Tiny => (2, 64, 4, 2, 64),
+        Preset::Gpt2Small => (12, 768, 12, 12, 1024),
+    };
+    let mut c = ModelConfig::new(
+        a.dim.unwrap_or(dim),
+        a.layers.unwrap_or(layers),
+        a.heads.unwrap_or(heads),
+        a.kv_heads.unwrap_or(kv),
+        a.seq_len.unwrap_or(seq),
+    );
+    if let Some(f) = a.ffn {
+        c.ffn_hidden = f;
+    }
+    c
+}
+
+/// The training settings the flags ask for.
+pub fn train_config(a: &Args) -> TrainConfig {
+    let (batch, steps, lr, min_lr, warmup) = match a.preset {
+        Preset::Tiny => (8, 150, 4e-3, 4e-4, 15),
+        Preset::Gpt2Small => (8, 2000, 6e-4, 6e-5, 100),
+    };
+    TrainConfig {
+        batch: a.batch.unwrap_or(batch),
+        steps: a.steps.unwrap_or(steps),
+        lr: a.lr.unwrap_or(lr),
+        min_lr: a.min_lr.unwrap_or(min_lr),
+        warmup: a.warmup.unwrap_or(warmup),
+        weight_decay: a.weight_decay,
+        clip: a.clip,
+        seed: a.seed,
+        attention: match a.attention {
+            AttentionArg::Auto => Attention::Auto,
+            AttentionArg::Fast => Attention::Fast,
+            AttentionArg::Streaming => Attention::Streaming,
+        },
+        ..TrainConfig::default()
+    }
+}
+
+/// Checks the flags that need more than their type; every message names the flag.
+pub(super) fn check(a: &Args) -> Result<(), String> {
+    for (flag, value) in [
+        ("--log-every", Some(a.log_every)),
+        ("--eval-every", a.eval_every),
+        ("--eval-batches", Some(a.eval_batches)),
+        ("--checkpoint-every", a.checkpoint_every),
+    ] {
+        if value == Some(0) {
+            return Err(format!("{flag} must be at least 1"));
+        }
+    }
+    if !(a.checkpoint_minutes.is_finite() && a.checkpoint_minutes >= 0.0) {
+        return Err(format!("--checkpoint-minutes {} must be a number of minutes, 0 or more", a.checkpoint_minutes));
+    }
+    if !a.temperature.is_finite() {
+        return Err(format!("--temperature {} must be finite (0: greedy)", a.temperature));
+    }
+    Ok(())
+}
+
+pub(super) fn model_flags_given(a: &Args) -> bool {
+    a.layers.is_some()
+        || a.dim.is_some()
+        || a.heads.is_some()
+        || a.kv_heads.is_some()
+        || a.ffn.is_some()
+        || a.seq_len.is_some()
+}

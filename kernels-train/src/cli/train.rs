@@ -1,0 +1,231 @@
+//! A training run (new or resumed): the loop with its progress bar, validation, periodic
+//! checkpoints, the stop on a signal or a diverged loss, the checkpoint and loss curve at the
+//! end, and a sample.
+
+use super::signals::name as signal_name;
+use super::{Args, Failure, Say, Stop, exit, model_config, train_config};
+use crate::Error;
+use crate::checkpoint::Destination;
+use crate::data::Corpus;
+use crate::plot::loss_svg;
+use crate::trainer::Trainer;
+use indicatif::{ProgressBar, ProgressStyle};
+use kernels::Gpu;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A new run from the flags' model and seed.
+pub(super) fn start(args: &Args, gpu: &Gpu, corpus: Corpus) -> Result<Trainer, Failure> {
+    Ok(Trainer::new(gpu, &model_config(args), &train_config(args), corpus)?)
+}
+
+/// One line about the model and the data.
+pub(super) fn describe(trainer: &Trainer, say: &Say) {
+    let cfg = &trainer.model.cfg;
+    say.line(format!(
+        "model: {} layers, width {}, {} heads ({} kv), ffn {}, context {}; {:.2}M parameters; {:?} attention; data: {} ({} bytes)",
+        cfg.layers,
+        cfg.dim,
+        cfg.heads,
+        cfg.kv_heads,
+        cfg.ffn_hidden,
+        cfg.seq_len,
+        cfg.parameters() as f64 / 1e6,
+        trainer.model.attention,
+        trainer.corpus.source,
+        trainer.corpus.len()
+    ));
+}
+
+/// The checkpoint's state as this run knows it: the step of the last good checkpoint at the
+/// destination (the resumed one, or the last save), if any.
+struct Saves<'a> {
+    dest: &'a Destination,
+    good: Option<u64>,
+    /// Step and time of the last save (or of the start).
+    last: (u64, Instant),
+    /// The step this process last saved.
+    saved: Option<u64>,
+}
+
+impl Saves<'_> {
+    /// Saves the checkpoint and the loss curve. A diverged state is written to the diverged
+    /// file instead (the checkpoint is left as it was) and returned as [`Error::Diverged`],
+    /// with a message that says what is where; a failed write is an [`Error::Save`].
+    fn save(&mut self, trainer: &mut Trainer, say: &Say) -> Result<(), Error> {
+        self.last = (trainer.step, Instant::now());
+        let ck = trainer.checkpoint()?;
+        if let Some(why) = trainer.divergence(&ck)? {
+            return Err(self.diverged(&ck, why));
+        }
+        self.dest.save(&ck)?;
+        self.good = Some(trainer.step);
+        self.saved = Some(trainer.step);
+        let cfg = &trainer.model.cfg;
+        let title = format!("{} layers × {} wide, {} steps", cfg.layers, cfg.dim, trainer.step);
+        if let Err(e) = self.dest.write_curve(&loss_svg(&trainer.train_history, &trainer.val_history, &title)) {
+            say.line(format!("warning: the loss curve was not written: {e}"));
+        }
+        Ok(())
+    }
+
+    /// Writes a diverged state beside the checkpoint (never over it); the error says what is
+    /// where.
+    fn diverged(&self, ck: &crate::checkpoint::Checkpoint, why: String) -> Error {
+        let record = match self.dest.save_diverged(ck) {
+            Ok(to) => format!("the diverged state is in {} (to inspect, not to resume)", to.display()),
+            Err(e) => format!("the diverged state was not kept either ({e})"),
+        };
+        Error::Diverged(format!("{why} (try a lower --lr); {}; {record}", self.kept()))
+    }
+
+    /// What the checkpoint path holds now.
+    fn kept(&self) -> String {
+        let path = self.dest.path().display();
+        match self.good {
+            Some(step) => format!("the last good checkpoint, {path} (step {step}), is kept"),
+            None => format!("no checkpoint of this run was saved ({path} is as it was)"),
+        }
+    }
+
+    /// A save that had to succeed failed: the state goes to the temporary directory instead,
+    /// if it can, and the message says where everything is.
+    fn rescue(&self, trainer: &mut Trainer, e: Error) -> Failure {
+        let stem = self.dest.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let to: PathBuf =
+            std::env::temp_dir().join(format!("{stem}.step{}.rescue-{}.safetensors", trainer.step, std::process::id()));
+        let message = match trainer.save(&to) {
+            Ok(()) => format!(
+                "{e}. The run's state (step {}) was written to {} instead: move it to {} and pass --resume; {}",
+                trainer.step,
+                to.display(),
+                self.dest.path().display(),
+                self.kept()
+            ),
+            Err(e2) => format!(
+                "{e}; writing it to {} failed too ({e2}): the state of step {} is lost; {}",
+                to.display(),
+                trainer.step,
+                self.kept()
+            ),
+        };
+        Failure { code: exit::SAVE_FAILED, message }
+    }
+}
+
+/// Trains up to `--steps`, saving a checkpoint every `--checkpoint-every` steps and every
+/// `--checkpoint-minutes` minutes, then saves the checkpoint and the loss curve and prints a
+/// sample. A signal in `stop` ends the run after the current step, with a checkpoint and exit
+/// code 128 + the signal; a loss that becomes NaN or infinite ends it with the diverged state
+/// beside the checkpoint, never over it (exit code 3).
+pub(super) fn run(
+    args: &Args,
+    mut trainer: Trainer,
+    dest: &Destination,
+    stop: &Stop,
+    say: &Say,
+) -> Result<(), Failure> {
+    let train = trainer.train.clone();
+    let cfg = trainer.model.cfg.clone();
+    let total = train.steps as u64;
+    let eval_every = args.eval_every.unwrap_or((train.steps / 5).max(1)) as u64;
+    let every_steps = args.checkpoint_every.map(|n| n as u64);
+    let every_time = (args.checkpoint_minutes > 0.0).then(|| Duration::from_secs_f64(args.checkpoint_minutes * 60.0));
+    let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(total) };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} steps | {msg} | ETA {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_position(trainer.step.min(total));
+    let tokens_per_step = (train.batch * cfg.seq_len) as f64;
+    let mut last_loss = trainer.train_history.last().map(|h| h.1);
+    let mut last_val = trainer.val_history.last().map(|h| h.1);
+    let started = Instant::now();
+    let first_step = trainer.step;
+    let resumed = args.resume.then_some(trainer.step);
+    let mut saves = Saves { dest, good: resumed, last: (trainer.step, started), saved: None };
+    let mut stopped_by = None;
+    while trainer.step < total {
+        if let Some(signal) = stop.requested() {
+            stopped_by = Some(signal);
+            break;
+        }
+        let log = (trainer.step + 1).is_multiple_of(args.log_every as u64) || trainer.step + 1 == total;
+        if let Some(l) = trainer.step(log)? {
+            last_loss = Some(l);
+            if !l.is_finite() {
+                bar.abandon();
+                let ck = trainer.checkpoint()?;
+                return Err(saves.diverged(&ck, format!("the loss became {l} at step {}", trainer.step)).into());
+            }
+        }
+        if trainer.step.is_multiple_of(eval_every) || trainer.step == total {
+            last_val = Some(trainer.validate(args.eval_batches)?);
+            // No training loss read back yet (it is read every --log-every steps): a dash.
+            let train = last_loss.map_or("-".into(), |l| format!("{l:.4}"));
+            let line = format!(
+                "step {:>6}  train loss {train:>6}  validation loss {:.4}",
+                trainer.step,
+                last_val.unwrap_or(f32::NAN)
+            );
+            // Printed even when the bar is hidden (not a terminal, or --quiet).
+            bar.suspend(|| crate::note(&line));
+        }
+        let due = every_steps.is_some_and(|n| trainer.step - saves.last.0 >= n)
+            || every_time.is_some_and(|t| saves.last.1.elapsed() >= t);
+        if due && trainer.step < total {
+            match saves.save(&mut trainer, say) {
+                Ok(()) => {}
+                Err(e @ Error::Save(_)) => bar.suspend(|| {
+                    crate::note(format!(
+                        "warning: no periodic checkpoint at step {}: {e}; training goes on and tries again at the next one ({})",
+                        trainer.step,
+                        saves.kept()
+                    ))
+                }),
+                Err(e) => {
+                    bar.abandon();
+                    return Err(e.into());
+                }
+            }
+        }
+        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+        let tps = (trainer.step - first_step) as f64 * tokens_per_step / elapsed;
+        bar.set_message(format!(
+            "loss {} | val {} | {:.0} tokens/s",
+            last_loss.map_or("-".into(), |l| format!("{l:.3}")),
+            last_val.map_or("-".into(), |l| format!("{l:.3}")),
+            tps
+        ));
+        bar.set_position(trainer.step);
+    }
+    bar.finish();
+    if saves.saved != Some(trainer.step) {
+        match saves.save(&mut trainer, say) {
+            Ok(()) => {}
+            Err(e @ Error::Save(_)) => return Err(saves.rescue(&mut trainer, e)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    say.line(format!(
+        "saved {} (step {}) and {}; {:.1} s, {:.0} tokens/s",
+        dest.path().display(),
+        trainer.step,
+        crate::checkpoint::curve_path(dest.path()).display(),
+        elapsed,
+        (trainer.step - first_step) as f64 * tokens_per_step / elapsed.max(1e-9)
+    ));
+    if let Some(signal) = stopped_by {
+        return Err(Failure {
+            code: exit::SIGNALLED + signal,
+            message: format!(
+                "stopped by {} at step {}: checkpoint saved; --resume continues",
+                signal_name(signal),
+                trainer.step
+            ),
+        });
+    }
+    let sample = trainer.generate(b"\n", args.sample_bytes.min(400), args.temperature, args.top_k, args.seed)?;
+    super::output(format!("--- sample ---\n{}\n--------------", String::from_utf8_lossy(&sample)))
+}

@@ -1,0 +1,268 @@
+//! Allocation: every buffer the model needs, sized once for batches of up to `batch` sequences.
+
+use super::{Attention, B, Model, Tensors, fast_params};
+use crate::Error;
+use crate::config::ModelConfig;
+use crate::params::{self, ModelWeights};
+use kernels::ops::weight_grad_scratch_len;
+use kernels::{Buffer, Gpu};
+
+/// Activations one layer keeps for its backward pass.
+pub(super) struct Layer {
+    pub x_in: B,
+    pub h1: B,
+    pub rrms1: B,
+    pub q: B,
+    pub k: B,
+    pub v: B,
+    pub att: B,
+    pub lse: B,
+    pub x_mid: B,
+    pub h2: B,
+    pub rrms2: B,
+    pub g: B,
+    pub u: B,
+    pub a: B,
+    /// The fast path's probabilities (P, then dS in the backward); empty when streaming.
+    pub probs: Option<B>,
+}
+
+/// Everything the forward pass writes.
+pub(super) struct Activations {
+    pub layers: Vec<Layer>,
+    /// The last layer's output.
+    pub xf: B,
+    /// The final norm's output and its reciprocal RMS.
+    pub hf: B,
+    pub rrms_f: B,
+    /// Logits, then (after the loss) their gradient.
+    pub logits: B,
+    /// Per-row losses.
+    pub losses: B,
+}
+
+/// Scratch for the backward pass.
+pub(super) struct Scratch {
+    pub dx: B,
+    pub dxn: B,
+    pub da: B,
+    pub ma: B,
+    pub mb: B,
+    pub dg: B,
+    pub du: B,
+    pub datt: B,
+    pub dq: B,
+    pub dk: B,
+    pub dv: B,
+    pub delta: B,
+    pub norm_partials: B,
+    pub fast_delta: Option<B>,
+    /// Parts of split weight gradients.
+    pub wgrad: B,
+}
+
+/// AdamW's state and the gradient-norm reduction's buffers.
+pub(super) struct Optimizer {
+    /// First moments.
+    pub m: ModelWeights<B>,
+    /// Second moments.
+    pub v: ModelWeights<B>,
+    /// Where each gradient's partial sums of squares start in `norm_partials`.
+    pub norm_offsets: ModelWeights<u32>,
+    pub norm_partials: B,
+    pub norm_bad: Buffer<u32>,
+    /// The global gradient norm, its clip factor and the non-finite flag.
+    pub stats: B,
+}
+
+/// Every buffer's size class (what, elements), for [`Model::check_fits`]: the parameter
+/// tensors (gradients and moments have their shapes), the activations and the scratch.
+fn buffer_sizes(cfg: &ModelConfig, batch: usize, fast: bool) -> Vec<(String, u64)> {
+    let u = |n: usize| n as u64;
+    let rows = u(batch) * u(cfg.seq_len);
+    let (d, f, hq, kv) = (u(cfg.dim), u(cfg.ffn_hidden), u(cfg.heads * cfg.head_dim()), u(cfg.kv_dim()));
+    let mut out: Vec<(String, u64)> = params::layout(cfg)
+        .into_vec()
+        .into_iter()
+        .map(|p| (format!("the weight {} {:?}", p.name, p.shape), p.shape.iter().map(|&n| u(n)).product()))
+        .collect();
+    let mut wgrad = 0;
+    for p in params::layout(cfg).iter() {
+        if let [out_dim, in_dim] = p.shape[..] {
+            wgrad = wgrad.max(u(weight_grad_scratch_len(batch * cfg.seq_len, in_dim, out_dim)));
+        }
+    }
+    let heads_rows = u(batch) * u(cfg.heads) * u(cfg.seq_len);
+    out.extend([
+        (format!("the activations [batch·seq_len = {rows}, dim = {d}]"), rows * d),
+        (format!("the feed-forward activations [batch·seq_len = {rows}, ffn = {f}]"), rows * f),
+        (format!("the attention activations [batch·seq_len = {rows}, {}]", hq.max(kv)), rows * hq.max(kv)),
+        (format!("the logits [batch·seq_len = {rows}, vocab = {}]", cfg.vocab), rows * u(cfg.vocab)),
+        ("the attention statistics [batch, heads, seq_len]".to_string(), heads_rows),
+        ("the split weight-gradient scratch".to_string(), wgrad),
+    ]);
+    if fast {
+        let probs = u(fast_params(cfg, batch, cfg.seq_len).probs_len());
+        out.push(("the fast attention path's probabilities [batch, heads, seq_len, seq_len]".to_string(), probs));
+    }
+    out
+}
+
+impl Model {
+    /// Checks, before anything is allocated, that every buffer of a model of this shape fits
+    /// the device: one storage binding (`max_storage_buffer_binding_size`), one buffer
+    /// (`max_buffer_size`), and the kernels' 32-bit element counts. The error names the buffer
+    /// and the limit.
+    pub fn check_fits(gpu: &Gpu, cfg: &ModelConfig, batch: usize, attention: Attention) -> Result<(), Error> {
+        cfg.validate()?;
+        if batch == 0 || batch > crate::config::MAX_WIDTH {
+            return Err(Error::Config(format!("a batch of {batch} sequences is out of bounds")));
+        }
+        let fast = attention.resolve(gpu, cfg, batch)? == Attention::Fast;
+        let r = gpu.report();
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        for (what, elements) in buffer_sizes(cfg, batch, fast) {
+            let bytes = elements.saturating_mul(4);
+            let over = |limit: &str, value: u64| {
+                Err(Error::Config(format!(
+                    "{what} needs {:.1} MiB, over this device's {limit} ({:.1} MiB): use a smaller --dim, --ffn, --batch or --seq-len",
+                    mib(bytes),
+                    mib(value)
+                )))
+            };
+            if bytes > r.max_storage_binding {
+                return over("max_storage_buffer_binding_size", r.max_storage_binding);
+            }
+            if bytes > r.max_buffer_size {
+                return over("max_buffer_size", r.max_buffer_size);
+            }
+            if elements > u32::MAX as u64 {
+                return Err(Error::Config(format!(
+                    "{what} has {elements} elements, over the kernels' 32-bit counts (4294967295): use a smaller --dim, --ffn, --batch or --seq-len"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Model::new`] with a chosen attention path.
+    pub fn with_attention(
+        gpu: &Gpu,
+        cfg: &ModelConfig,
+        batch: usize,
+        weights: &Tensors,
+        moments: Option<(&Tensors, &Tensors)>,
+        attention: Attention,
+    ) -> Result<Model, Error> {
+        Model::check_fits(gpu, cfg, batch, attention)?;
+        let attention = attention.resolve(gpu, cfg, batch)?;
+        let fast = attention == Attention::Fast;
+        let layout = params::layout(cfg);
+        let fits = |t: &Tensors| {
+            t.layers.len() == cfg.layers && t.iter().zip(layout.iter()).all(|(w, p)| w.len() == p.elements())
+        };
+        if !fits(weights) || moments.is_some_and(|(m, v)| !fits(m) || !fits(v)) {
+            return Err(Error::Config("weights do not match the model's parameter shapes".into()));
+        }
+        let z = |n: usize| gpu.zeros::<f32>(n);
+        let up = |w: &Vec<f32>| gpu.upload(w);
+        let params = weights.as_ref().try_map(up)?;
+        let grads = layout.as_ref().try_map(|p| z(p.elements()))?;
+        let (m, v) = match moments {
+            Some((m, v)) => (m.as_ref().try_map(up)?, v.as_ref().try_map(up)?),
+            None => (layout.as_ref().try_map(|p| z(p.elements()))?, layout.as_ref().try_map(|p| z(p.elements()))?),
+        };
+
+        let (d, f, s) = (cfg.dim, cfg.ffn_hidden, cfg.seq_len);
+        let (hq, kv) = (cfg.heads * cfg.head_dim(), cfg.kv_dim());
+        let rows = batch * s;
+        let probs_len = fast_params(cfg, batch, cfg.seq_len).probs_len();
+        let mut layers = Vec::new();
+        for _ in 0..cfg.layers {
+            layers.push(Layer {
+                x_in: z(rows * d)?,
+                h1: z(rows * d)?,
+                rrms1: z(rows)?,
+                q: z(rows * hq)?,
+                k: z(rows * kv)?,
+                v: z(rows * kv)?,
+                att: z(rows * hq)?,
+                lse: z(batch * cfg.heads * s)?,
+                x_mid: z(rows * d)?,
+                h2: z(rows * d)?,
+                rrms2: z(rows)?,
+                g: z(rows * f)?,
+                u: z(rows * f)?,
+                a: z(rows * f)?,
+                probs: if fast { Some(z(probs_len)?) } else { None },
+            });
+        }
+        let acts = Activations {
+            layers,
+            xf: z(rows * d)?,
+            hf: z(rows * d)?,
+            rrms_f: z(rows)?,
+            logits: z(rows * cfg.vocab)?,
+            losses: z(rows)?,
+        };
+        // The largest split weight gradient: dW [out, in] += dYᵀ [out, rows] · X [rows, in].
+        let wgrad_len = layout
+            .iter()
+            .filter_map(|p| match p.shape[..] {
+                [out, inp] => Some(weight_grad_scratch_len(rows, inp, out)),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let norm_block = kernels::norm::NORM_BLOCK as usize;
+        let scratch = Scratch {
+            dx: z(rows * d)?,
+            dxn: z(rows * d)?,
+            da: z(rows * f)?,
+            ma: z(rows * d)?,
+            mb: z(rows * d)?,
+            dg: z(rows * f)?,
+            du: z(rows * f)?,
+            datt: z(rows * hq)?,
+            dq: z(rows * hq)?,
+            dk: z(rows * kv)?,
+            dv: z(rows * kv)?,
+            delta: z(batch * cfg.heads * s)?,
+            norm_partials: z(rows.div_ceil(norm_block) * d)?,
+            fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
+            wgrad: z(wgrad_len)?,
+        };
+        // Each gradient's partial sums of squares, one per NORM_BLOCK elements, side by side.
+        let block = kernels::optimizer::NORM_BLOCK as usize;
+        let mut total = 0usize;
+        let norm_offsets = layout.as_ref().map(|p| {
+            let offset = total as u32;
+            total += p.elements().div_ceil(block);
+            offset
+        });
+        let opt = Optimizer {
+            m,
+            v,
+            norm_offsets,
+            norm_partials: z(total.max(1))?,
+            norm_bad: gpu.zeros(total.max(1))?,
+            stats: z(4)?,
+        };
+        Ok(Model {
+            cfg: cfg.clone(),
+            batch,
+            attention,
+            gpu: gpu.clone(),
+            layout,
+            params,
+            grads,
+            opt,
+            ids: gpu.zeros(rows)?,
+            targets: gpu.zeros(rows)?,
+            acts,
+            loss_out: z(2)?,
+            s: scratch,
+        })
+    }
+}

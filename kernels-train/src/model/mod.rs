@@ -1,0 +1,246 @@
+//! The model on the GPU: parameters, gradients, AdamW moments and every activation the backward
+//! pass needs live in GPU buffers; a training step is recorded into one batch (forward,
+//! backward, gradient-norm clipping, AdamW) and submitted once. Nothing is read back inside a
+//! step; the loss is read only when asked for.
+//!
+//! By stage: `alloc` allocates the buffers (`Model::with_attention`), `forward` records
+//! the forward pass and the loss, `backward` the gradients, `update` clipping and AdamW; this
+//! file holds the model and what callers use (a step, an evaluation, the next byte's logits,
+//! copies back to the host).
+//!
+//! Shapes: M = batch · seq_len rows; D model width; F SwiGLU width; H·Dh query width; Hkv·Dh
+//! key/value width; V = 256. Linear layers keep PyTorch's [out, in] weight layout, so the forward
+//! is `Y = X·Wᵀ` (`matmul_t`), the input gradient `dX = dY·W` (`matmul`) and the weight gradient
+//! `dW += dYᵀ·X` (`matmul_at_acc`, split along the tokens when the output is small:
+//! `kernels::ops::matmul_at_acc_split`).
+
+mod alloc;
+mod backward;
+mod forward;
+mod update;
+
+use crate::Error;
+use crate::config::{ModelConfig, TrainConfig};
+use crate::params::{ModelWeights, Param};
+use alloc::{Activations, Optimizer, Scratch};
+use kernels::{Buffer, Gpu};
+
+type B = Buffer<f32>;
+
+/// Host copies of every parameter tensor (or gradient, or moment).
+pub type Tensors = ModelWeights<Vec<f32>>;
+
+/// How attention runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attention {
+    /// The fast path where its probability workspaces fit (see [`Attention::resolve`]),
+    /// otherwise the streaming kernels.
+    Auto,
+    /// Register-tiled batched products over materialised probabilities
+    /// (`kernels::fast_attention`): one `[B, H, S, S]` workspace per layer.
+    Fast,
+    /// The streaming kernels (`attention_forward`, `attention_backward_dq`/`_dkdv`): no
+    /// workspace, slower.
+    Streaming,
+}
+
+/// Total bytes of probability workspaces [`Attention::Auto`] allows (wgpu does not say how much
+/// memory a device has).
+pub const FAST_ATTENTION_BUDGET: u64 = 8 << 30;
+
+impl Attention {
+    /// The path a model of this shape takes on `gpu`.
+    pub fn resolve(self, gpu: &Gpu, cfg: &ModelConfig, batch: usize) -> Result<Attention, Error> {
+        let p = fast_params(cfg, batch, cfg.seq_len);
+        let total = p.probs_len() as u64 * 4 * cfg.layers as u64;
+        match self {
+            Attention::Streaming => Ok(Attention::Streaming),
+            Attention::Fast if !p.fits(gpu) => Err(Error::Config(format!(
+                "the fast attention path needs a {} MiB workspace per layer, over this device's binding limit; use --attention streaming",
+                (p.probs_len() * 4) >> 20
+            ))),
+            Attention::Fast => Ok(Attention::Fast),
+            Attention::Auto if p.fits(gpu) && total <= FAST_ATTENTION_BUDGET => Ok(Attention::Fast),
+            Attention::Auto => Ok(Attention::Streaming),
+        }
+    }
+}
+
+fn fast_params(cfg: &ModelConfig, batch: usize, seq: usize) -> kernels::fast_attention::Params {
+    let dh = cfg.head_dim();
+    kernels::fast_attention::Params::new(
+        batch as u32,
+        seq as u32,
+        cfg.heads as u32,
+        cfg.kv_heads as u32,
+        dh as u32,
+        1.0 / (dh as f32).sqrt(),
+    )
+}
+
+/// The model and its training state on one GPU.
+pub struct Model {
+    /// The shape.
+    pub cfg: ModelConfig,
+    /// Sequences per batch the buffers hold.
+    pub batch: usize,
+    /// The attention path in use.
+    pub attention: Attention,
+    gpu: Gpu,
+    /// Names, shapes and kinds of the tensors below.
+    layout: ModelWeights<Param>,
+    params: ModelWeights<B>,
+    grads: ModelWeights<B>,
+    opt: Optimizer,
+    ids: Buffer<u32>,
+    targets: Buffer<u32>,
+    acts: Activations,
+    /// The loss sum and target count of the last forward pass.
+    loss_out: B,
+    s: Scratch,
+}
+
+impl Model {
+    /// Allocates everything for batches of up to `batch` sequences and uploads `weights`;
+    /// moments start at zero unless `moments` (m, v) is given.
+    pub fn new(
+        gpu: &Gpu,
+        cfg: &ModelConfig,
+        batch: usize,
+        weights: &Tensors,
+        moments: Option<(&Tensors, &Tensors)>,
+    ) -> Result<Model, Error> {
+        Model::with_attention(gpu, cfg, batch, weights, moments, Attention::Auto)
+    }
+
+    /// The GPU context.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn load_tokens(&mut self, tokens: &[u32], targets: &[u32], batch: usize) -> Result<(), Error> {
+        let need = batch * self.cfg.seq_len;
+        if batch == 0 || batch > self.batch || tokens.len() != need || targets.len() != need {
+            return Err(Error::Config(format!(
+                "a batch of {batch} sequences of {} tokens needs {need} tokens and targets (buffers hold {} sequences)",
+                self.cfg.seq_len, self.batch
+            )));
+        }
+        // Unused rows keep stale ids; every kernel is told the real row count.
+        let mut ids = tokens.to_vec();
+        ids.resize(self.batch * self.cfg.seq_len, 0);
+        let mut tg = targets.to_vec();
+        tg.resize(self.batch * self.cfg.seq_len, u32::MAX);
+        self.ids.write(&self.gpu, &ids)?;
+        self.targets.write(&self.gpu, &tg)?;
+        Ok(())
+    }
+
+    /// One training step on `batch` sequences: forward, loss, backward, clipping and AdamW,
+    /// recorded into one batch and submitted once. `step` is 0-based (it sets the learning rate
+    /// and the bias corrections). Nothing is read back.
+    pub fn train_step(
+        &mut self,
+        tokens: &[u32],
+        targets: &[u32],
+        batch: usize,
+        t: &TrainConfig,
+        step: u64,
+    ) -> Result<(), Error> {
+        self.load_tokens(tokens, targets, batch)?;
+        let gpu = self.gpu.clone();
+        let b = gpu.batch();
+        self.record_forward(&b, batch, self.cfg.seq_len)?;
+        self.record_loss(&b, batch * self.cfg.seq_len)?;
+        self.record_backward(&b, batch)?;
+        self.record_update(&b, t, step)?;
+        b.submit()?;
+        Ok(())
+    }
+
+    /// A training step recorded into a profiled batch: GPU time of every dispatch.
+    pub fn profile_step(
+        &mut self,
+        tokens: &[u32],
+        targets: &[u32],
+        batch: usize,
+        t: &TrainConfig,
+        step: u64,
+    ) -> Result<kernels::Profile, Error> {
+        self.load_tokens(tokens, targets, batch)?;
+        let gpu = self.gpu.clone();
+        let b = gpu.profiled_batch(4096)?;
+        self.record_forward(&b, batch, self.cfg.seq_len)?;
+        self.record_loss(&b, batch * self.cfg.seq_len)?;
+        self.record_backward(&b, batch)?;
+        self.record_update(&b, t, step)?;
+        Ok(b.submit_profiled()?)
+    }
+
+    /// The mean loss of the last step or evaluation (reads two floats back).
+    pub fn read_loss(&self) -> Result<f32, Error> {
+        let out = self.loss_out.read(&self.gpu)?;
+        Ok(if out[1] > 0.0 { out[0] / out[1] } else { 0.0 })
+    }
+
+    /// Forward, loss and backward of one batch without updating: gradients are added to the
+    /// gradient buffers. Returns the loss. (For tests and tools.)
+    pub fn forward_backward(&mut self, tokens: &[u32], targets: &[u32], batch: usize) -> Result<f32, Error> {
+        self.load_tokens(tokens, targets, batch)?;
+        let gpu = self.gpu.clone();
+        let b = gpu.batch();
+        self.record_forward(&b, batch, self.cfg.seq_len)?;
+        self.record_loss(&b, batch * self.cfg.seq_len)?;
+        self.record_backward(&b, batch)?;
+        b.submit()?;
+        self.read_loss()
+    }
+
+    /// The mean loss of a batch, with no gradients.
+    pub fn eval_loss(&mut self, tokens: &[u32], targets: &[u32], batch: usize) -> Result<f32, Error> {
+        self.load_tokens(tokens, targets, batch)?;
+        let gpu = self.gpu.clone();
+        let b = gpu.batch();
+        self.record_forward(&b, batch, self.cfg.seq_len)?;
+        self.record_loss(&b, batch * self.cfg.seq_len)?;
+        b.submit()?;
+        self.read_loss()
+    }
+
+    /// The logits for the byte after `context` (its last `seq_len` bytes are used).
+    pub fn next_logits(&mut self, context: &[u32]) -> Result<Vec<f32>, Error> {
+        if context.is_empty() {
+            return Err(Error::Config("generation needs at least one byte of prompt".into()));
+        }
+        let ctx = &context[context.len().saturating_sub(self.cfg.seq_len)..];
+        let n = ctx.len();
+        let mut ids = ctx.to_vec();
+        ids.resize(self.batch * self.cfg.seq_len, 0);
+        self.ids.write(&self.gpu, &ids)?;
+        let gpu = self.gpu.clone();
+        let b = gpu.batch();
+        self.record_forward(&b, 1, n)?;
+        b.submit()?;
+        let v = self.cfg.vocab;
+        Ok(self.acts.logits.read_range(&self.gpu, (n - 1) * v..n * v)?)
+    }
+
+    fn read_all(&self, tensors: &ModelWeights<B>) -> Result<Tensors, Error> {
+        Ok(tensors.as_ref().try_map(|b| b.read(&self.gpu))?)
+    }
+
+    /// Copies the parameters back to the host.
+    pub fn weights(&self) -> Result<Tensors, Error> {
+        self.read_all(&self.params)
+    }
+
+    /// Copies the gradient buffers back to the host.
+    pub fn gradients(&self) -> Result<Tensors, Error> {
+        self.read_all(&self.grads)
+    }
+
+    /// Copies the AdamW moments back to the host: (m, v).
+    pub fn moments(&self) -> Result<(Tensors, Tensors), Error> {
+        Ok((self.read_all(&self.opt.m)?, self.read_all(&self.opt.v)?))
+    }
+}

@@ -1,0 +1,41 @@
+//! The update: global gradient-norm clipping and AdamW, which also zeroes the gradients.
+
+use super::Model;
+use crate::Error;
+use crate::config::TrainConfig;
+use kernels::Batch;
+use kernels::optimizer::{adamw_update, finalize_grad_stats, reduce_norm_sq};
+
+impl Model {
+    /// Records global-norm clipping and AdamW for step `step` (0-based); zeroes the gradients.
+    pub(super) fn record_update(&mut self, b: &Batch<'_>, t: &TrainConfig, step: u64) -> Result<(), Error> {
+        let Model { layout, params, grads, opt, .. } = self;
+        for (gr, &offset) in grads.iter().zip(opt.norm_offsets.iter()) {
+            let np = kernels::optimizer::reduce_norm_sq::Params::new(gr.len() as u32, offset);
+            reduce_norm_sq(b, gr, &mut opt.norm_partials, &mut opt.norm_bad, np)?;
+        }
+        let count = opt.norm_partials.len() as u32;
+        let fp = kernels::optimizer::finalize_grad_stats::Params::new(count, t.clip);
+        finalize_grad_stats(b, &opt.norm_partials, &opt.norm_bad, &mut opt.stats, fp)?;
+        let tt = (step + 1) as i32;
+        let bias1 = (1.0 - (t.beta1 as f64).powi(tt)) as f32;
+        let bias2 = (1.0 - (t.beta2 as f64).powi(tt)) as f32;
+        let lr = t.lr_at(step as usize);
+        let tensors = params.iter_mut().zip(grads.iter_mut()).zip(opt.m.iter_mut()).zip(opt.v.iter_mut());
+        for ((((w, g), m), v), p) in tensors.zip(layout.iter()) {
+            let wd = if p.decays() { t.weight_decay } else { 0.0 };
+            let h = kernels::optimizer::adamw_update::Params::new(
+                w.len() as u32,
+                lr,
+                t.beta1,
+                t.beta2,
+                t.eps,
+                wd,
+                bias1,
+                bias2,
+            );
+            adamw_update(b, w, g, m, v, &opt.stats, h)?;
+        }
+        Ok(())
+    }
+}
