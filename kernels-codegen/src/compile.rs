@@ -196,6 +196,21 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         }
     }
 
+    // What other text follows must close its brackets.
+    for form in &forms {
+        for (id, f) in sources.iter() {
+            let range = if id == kernel_file { split.preamble.clone() } else { 0..f.text.len() };
+            if let Some(e) = split::unbalanced(f, &form.texts[id], range)
+                && !out.errors.contains(&e)
+            {
+                out.errors.push(e);
+            }
+        }
+    }
+    if !out.errors.is_empty() {
+        return out;
+    }
+
     let ctx = Ctx { sources: &sources, includes: &includes, kernel_file, shared: shared_file, split: &split };
     let mut dead = vec![DeadCode::default(); forms.len()];
     for section in &split.sections {
@@ -416,6 +431,14 @@ impl Ctx<'_> {
     fn shape(&self, notes: &Notes, iface: &Interface, name: &str, errors: &mut Vec<Diagnostic>) -> Shape {
         let file = self.sources.get(self.kernel_file);
         let mut shape = Shape::default();
+        for (range, word) in &notes.unknown {
+            errors.push(
+                Diagnostic::at(file.locate(range.clone()), format!("unknown annotation `@{word}`"))
+                    .label(format!("did you mean `@{}`?", annotate::closest_annotation(word)))
+                    .note("the annotations are `// @grid …` and `// @requires …`; other comment lines are doc text")
+                    .in_kernel(name),
+            );
+        }
         for a in &notes.annotations {
             let location = file.locate(a.range.clone());
             match a.kind.as_str() {
@@ -501,8 +524,26 @@ impl Ctx<'_> {
                     Ok(c) => Some(&c.module),
                     Err(f) => f.module.as_deref(),
                 };
-                // The marker's entry point must be in its own section.
+                // The marker's entry point must be in its own section, and be the only one.
                 if let Some(m) = module {
+                    let prefix = match &result {
+                        Ok(c) => c.prefix.as_str(),
+                        Err(f) => f.prefix.as_str(),
+                    };
+                    let seen_text = a.prefixed(prefix);
+                    for other in m.entry_points.iter().filter(|ep| ep.name != name) {
+                        let loc =
+                            self.locate(&seen_text, validate::fn_name_span(&seen_text.text, &other.name), &marker);
+                        k.errors.push(
+                            Diagnostic::at(loc, format!("a second entry point, `{}`, in the source of kernel `{name}`", other.name))
+                                .label("another entry point")
+                                .note(format!(
+                                    "each kernel has exactly one entry point, `@compute fn {name}`; give `{}` a section of its own (`// --- KERNEL: {} ---`)",
+                                    other.name, other.name
+                                ))
+                                .in_kernel(&name),
+                        );
+                    }
                     let has_ep =
                         m.entry_points.iter().any(|ep| ep.name == name && ep.stage == naga::ShaderStage::Compute);
                     if !has_ep || notes.entry.is_none() {
@@ -544,9 +585,11 @@ impl Ctx<'_> {
                             }
                             Err(e) => {
                                 if k.errors.is_empty() {
-                                    let loc =
+                                    // At the declaration, else at the entry point.
+                                    let entry =
                                         notes.entry.clone().map(|r| file.locate(r)).unwrap_or_else(|| marker.clone());
-                                    k.errors.push(Diagnostic::at(loc, e).in_kernel(&name));
+                                    let loc = self.locate(&a.prefixed(&c.prefix), e.span, &entry);
+                                    k.errors.push(Diagnostic::at(loc, e.message).in_kernel(&name));
                                 }
                             }
                         }

@@ -51,8 +51,8 @@ fn api_name(word: &str, taken: bool) -> Ident {
 /// Expands a compiled file. `span` is the path literal's (every `compile_error!` points at it);
 /// `runtime` is the path generated code names the runtime by (`::kernels`).
 pub fn expand(file: &File, span: Span, runtime: &syn::Path) -> TokenStream {
-    let errors: Vec<TokenStream> = file
-        .all_errors()
+    let errors: Vec<TokenStream> = crate::diagnostic::Diagnostic::merge(file.all_errors().cloned())
+        .iter()
         .map(|d| {
             let msg = d.render();
             quote::quote_spanned!(span=> ::core::compile_error!(#msg);)

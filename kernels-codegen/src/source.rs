@@ -74,8 +74,13 @@ pub struct Location {
 }
 
 impl SourceFile {
-    /// Wraps text that was read from `path`.
+    /// Wraps text that was read from `path`. A UTF-8 byte-order mark is dropped (offsets and
+    /// columns count from the first character after it).
     pub fn new(path: PathBuf, display: String, text: String) -> Self {
+        let text = match text.strip_prefix('\u{feff}') {
+            Some(rest) => rest.to_string(),
+            None => text,
+        };
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         SourceFile { path, display, text, line_starts }
@@ -245,6 +250,14 @@ mod tests {
         assert_eq!((loc.line, loc.column, loc.width), (3, 1, 2));
         let loc = f.locate(100..200);
         assert_eq!(loc.line, 3);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_text() {
+        let f = SourceFile::new("a".into(), "a.wgsl".into(), "\u{feff}// --- KERNEL: k ---\nx".into());
+        assert!(f.text.starts_with("// --- KERNEL"));
+        assert_eq!(crate::split::find_markers(&f.text).len(), 1);
+        assert_eq!(f.locate(0..2).column, 1);
     }
 
     #[test]
