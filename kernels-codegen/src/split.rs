@@ -86,7 +86,7 @@ fn near_marker(line: &str) -> Option<String> {
     let rest = rest.strip_prefix("kernel")?.strip_prefix(':')?;
     let name = rest.trim_end_matches('-');
     // Take the name from the line as written (case kept).
-    let written = line.split_once(|c| c == ':').map(|(_, n)| n).unwrap_or("");
+    let written = line.split_once(':').map(|(_, n)| n).unwrap_or("");
     let written = written.trim().trim_end_matches('-').trim();
     let name = if written.is_empty() { name } else { written };
     Some(format!("{MARKER_PREFIX}{}{MARKER_SUFFIX}", if name.is_empty() { "<name>" } else { name }))
