@@ -218,14 +218,17 @@ pub fn normalize(path: &Path) -> PathBuf {
 
 /// The Rust module name of a kernel file: `03_linear.wgsl` → `linear`.
 ///
-/// The leading numeric prefix and its underscore are dropped, the rest must be a Rust identifier.
+/// The leading numeric prefix and its underscore are dropped, `-` becomes `_`; the rest must be
+/// an identifier (Rust keywords are fine: the module is emitted as a raw identifier).
 pub fn module_name(path: &Path) -> Result<String, String> {
     let stem =
         path.file_stem().and_then(|s| s.to_str()).ok_or_else(|| format!("`{}` has no file name", path.display()))?;
     let trimmed = stem.trim_start_matches(|c: char| c.is_ascii_digit());
     let name = if trimmed.len() != stem.len() { trimmed.strip_prefix('_').unwrap_or(trimmed) } else { stem };
     let name = name.replace('-', "_");
-    if syn::parse_str::<syn::Ident>(&name).is_err() {
+    // Any identifier works, Rust keywords too (the module becomes `r#type`), except the few
+    // Rust cannot write even raw.
+    if name.starts_with("__") || syn::parse_str::<syn::Ident>(&format!("r#{name}")).is_err() {
         return Err(format!(
             "the file name `{stem}` does not give a Rust module name (after dropping the numeric \
              prefix it is `{name}`); rename the file or pass `module = some_name`"
@@ -266,7 +269,10 @@ mod tests {
         assert_eq!(module_name(Path::new("10_backward_attention.wgsl")).unwrap(), "backward_attention");
         assert_eq!(module_name(Path::new("plain.wgsl")).unwrap(), "plain");
         assert!(module_name(Path::new("03_.wgsl")).is_err());
-        assert!(module_name(Path::new("03_fn.wgsl")).is_err());
+        assert_eq!(module_name(Path::new("03_fn.wgsl")).unwrap(), "fn", "keywords become raw identifiers");
+        assert_eq!(module_name(Path::new("01_gen.wgsl")).unwrap(), "gen");
+        assert!(module_name(Path::new("03_self.wgsl")).is_err());
+        assert!(module_name(Path::new("03_a.b.wgsl")).is_err());
     }
 
     #[test]

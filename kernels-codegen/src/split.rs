@@ -150,46 +150,29 @@ pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
     if errors.is_empty() { Ok(Split { preamble: 0..markers[0].1.start, sections }) } else { Err(errors) }
 }
 
-/// A `{`, `(` or `[` left open at the end of `range` of `file`, or a closing one without its
-/// opening one. Text that other text follows (the shared preamble, a file preamble, an included
-/// file) is checked on its own, so that a missing `}` is reported where it is missing rather
-/// than as a confusing error in the next file.
+/// A `{` left open at the end of `range` of `file`, or a `}` without its `{`. Text that other
+/// text follows (the shared preamble, a file preamble, an included file) is checked on its own,
+/// so that a missing `}` is reported where it is missing rather than as a confusing error in
+/// the next file. (Parentheses are left to naga: an unclosed one fails at the next `;`, in the
+/// same file.)
 ///
 /// `text` is the file's text as one variant sees it (same length as the file's).
 pub fn unbalanced(file: &SourceFile, text: &str, range: Range<usize>) -> Option<Diagnostic> {
     let code = mask_comments(&text[range.clone()]);
-    let mut open: Vec<(u8, usize)> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
     for (i, b) in code.bytes().enumerate() {
         let at = range.start + i;
         match b {
-            b'{' | b'(' | b'[' => open.push((b, at)),
-            b'}' | b')' | b']' => {
-                let want = match b {
-                    b'}' => b'{',
-                    b')' => b'(',
-                    _ => b'[',
-                };
-                match open.pop() {
-                    Some((o, _)) if o == want => {}
-                    _ => {
-                        return Some(
-                            Diagnostic::at(file.locate(at..at + 1), format!("unmatched `{}`", b as char))
-                                .label("nothing opens this"),
-                        );
-                    }
-                }
+            b'{' => open.push(at),
+            b'}' if open.pop().is_none() => {
+                return Some(Diagnostic::at(file.locate(at..at + 1), "unmatched `}`").label("nothing opens this"));
             }
             _ => {}
         }
     }
-    open.pop().map(|(b, at)| {
-        let close = match b {
-            b'{' => '}',
-            b'(' => ')',
-            _ => ']',
-        };
-        Diagnostic::at(file.locate(at..at + 1), format!("unclosed `{}`", b as char))
-            .label(format!("no `{close}` closes this before the end"))
+    open.pop().map(|at| {
+        Diagnostic::at(file.locate(at..at + 1), "unclosed `{`")
+            .label("not closed before the text that follows")
             .note("the text after this part (the next file or kernel) would otherwise be read as its continuation")
     })
 }

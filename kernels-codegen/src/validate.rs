@@ -143,12 +143,22 @@ fn prefix(f16: bool, coop: bool) -> String {
     format!("{}{}", if f16 { ENABLE_F16 } else { "" }, if coop { ENABLE_COOP } else { "" })
 }
 
+/// Bytes of WGSL given to naga's parser so far in this process: what tests count to show that
+/// shared code is parsed once per file, not once per kernel.
+static PARSED_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Bytes of WGSL this process has given naga's parser (see `tests/scale.rs`).
+pub fn parsed_bytes() -> usize {
+    PARSED_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Parses `body`, adding each directive naga says is missing (at most two retries).
 fn parse(body: &str) -> Result<(naga::Module, bool, bool), Failure> {
     let (mut f16, mut coop) = (false, false);
     loop {
         let p = prefix(f16, coop);
         let text = format!("{p}{body}");
+        PARSED_BYTES.fetch_add(text.len(), std::sync::atomic::Ordering::Relaxed);
         match naga::front::wgsl::parse_str(&text) {
             Ok(m) => return Ok((m, f16, coop)),
             Err(e) => {
