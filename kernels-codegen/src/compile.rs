@@ -1,7 +1,7 @@
 //! The pipeline for one kernel file: read (with includes) → split → lift directives → pick
 //! variants → assemble → validate (naga, uniformity, SPIR-V) → reflect → shape annotations,
 //! collecting every error with its original location. Everything the macro emits is decided
-//! here; [`expand`](crate::expand) only turns it into tokens. Nothing here panics on user
+//! here; [`expand`](mod@crate::expand) only turns it into tokens. Nothing here panics on user
 //! input.
 
 use crate::annotate::{self, Notes};

@@ -2,7 +2,7 @@
 //! in the loop and reused by tools.
 //!
 //! The stages, in the order data flows through them:
-//! [`input`] (the macro's arguments) → [`source`] (resolve, read, line tables) → [`include`]
+//! [`input`] (the macro's arguments) → [`source`] (resolve, read, line tables) → [`include`](mod@include)
 //! (`//#include` lines: every file read once) → [`split`] (markers, directives, `//#if`
 //! variants) → [`outline`] (module-scope declarations and the names they use) → [`assemble`]
 //! (what the section reaches of the shared preamble, the file preamble and included files, with
