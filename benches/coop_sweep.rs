@@ -1,0 +1,3 @@
+#[path = "coop/mod.rs"]
+mod coop;
+fn main() {}
