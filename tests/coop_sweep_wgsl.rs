@@ -183,11 +183,6 @@ fn spirv_check_reports_the_coop_store_writer_panic() {
     coop::check::spirv(&module, &info, "gemm", &[], false).expect("let-bound stride");
 }
 
-/// The bound on max |c − Σab| / Σ|a||b| that holds for any K when the operands are rounded to
-/// f16 (2·2⁻¹¹ + 2⁻²², plus f32 accumulation): the emulated problems are short in K, where the
-/// typical error of f16 inputs exceeds the sweep's 1e-4 (which assumes K ≥ 768).
-const F16_BOUND: f64 = 1.1e-3;
-
 /// Emulates `k` on fresh random operands of `shape`, C poisoned (NaN) or random (accumulate),
 /// and checks every output against float64.
 fn emulate_and_check(k: &Kernel, shape: Shape, rng: &mut Rng) -> Result<f64, String> {
@@ -197,7 +192,7 @@ fn emulate_and_check(k: &Kernel, shape: Shape, rng: &mut Rng) -> Result<f64, Str
     emulate(k, &ops, &mut c, None)?;
     let pts = sample_points(&shape, 4096, rng);
     let r = check(&ops, &c, &before, k.epi.accumulates(), &pts, 2);
-    let tol = if k.d.prec.split() { k.d.prec.tolerance() } else { F16_BOUND };
+    let tol = k.d.prec.tolerance(shape.k);
     if !r.ok(tol) {
         return Err(format!(
             "error {:.3e} (tolerance {tol:.0e}), {} non-finite, {} padding values changed; worst {}",
@@ -366,10 +361,10 @@ fn emulator_finds_a_missing_barrier_and_an_unmasked_edge() {
     let before = cbuf.clone();
     emulate(&k2, &ops, &mut cbuf, None).unwrap();
     let pts = sample_points(&edge, 100, &mut rng);
-    assert!(check(&ops, &cbuf, &before, false, &pts, 1).ok(F16_BOUND));
+    assert!(check(&ops, &cbuf, &before, false, &pts, 1).ok(Prec::F16.tolerance(edge.k)));
     let mut bad = cbuf.clone();
     bad[3] += 0.5;
-    assert!(!check(&ops, &bad, &before, false, &pts, 1).ok(F16_BOUND));
+    assert!(!check(&ops, &bad, &before, false, &pts, 1).ok(Prec::F16.tolerance(edge.k)));
     let mut bad = cbuf.clone();
     bad[edge.ldc as usize + 1] = f32::NAN;
     assert_eq!(check(&ops, &bad, &before, false, &pts, 1).nonfinite, 1);

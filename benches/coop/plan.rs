@@ -184,7 +184,16 @@ pub fn split_structures() -> Vec<Design> {
 pub fn edge_kernels(sg: u32) -> Vec<Kernel> {
     let st = structures();
     let sp = split_structures();
-    let base = st[0];
+    let mut small = st.iter().copied().find(|d| d.bk == 16).unwrap_or(st[0]);
+    small.load = Load::V4;
+    small.pad = 0;
+    small.swizzle = 8;
+    edge_set(st[0], st[4], small, [sp[0], sp[1], sp[5]], sg)
+}
+
+/// Edge kernels from a base design, a large one, a small one (BK 16, other options) and three
+/// split designs (pre, split, scaled).
+fn edge_set(base: Design, large: Design, small: Design, sp: [Design; 3], sg: u32) -> Vec<Kernel> {
     let mut v = Vec::new();
     let mk =
         |d: Design, layout: Layout, epi: Epilogue, ksplit: u32| Kernel { d, layout, epi, masked: true, ksplit, sg };
@@ -193,16 +202,12 @@ pub fn edge_kernels(sg: u32) -> Vec<Kernel> {
             v.push(mk(base, layout, epi, 1));
         }
         v.push(mk(base, layout, Epilogue::Store, 3));
-        v.push(mk(st[4], layout, Epilogue::Store, 1)); // 128×256, 512 invocations
-        let mut small = st.iter().copied().find(|d| d.bk == 16).unwrap_or(base);
-        small.load = Load::V4;
-        small.pad = 0;
-        small.swizzle = 8;
+        v.push(mk(large, layout, Epilogue::Store, 1));
         v.push(mk(small, layout, Epilogue::Store, 1));
         v.push(mk(base.with_prec(Prec::Cast), layout, Epilogue::Store, 1));
         v.push(mk(sp[0], layout, Epilogue::Store, 1));
         v.push(mk(sp[1], layout, Epilogue::Store, 1));
-        v.push(mk(sp[5], layout, Epilogue::AccEnd, 1));
+        v.push(mk(sp[2], layout, Epilogue::AccEnd, 1));
     }
     v.push(mk(base, XtB, Epilogue::AccInit, 3));
     v.push(mk(sp[1], XtB, Epilogue::AccEnd, 2));
@@ -213,6 +218,71 @@ pub fn edge_kernels(sg: u32) -> Vec<Kernel> {
     chk.checked = true;
     v.push(mk(chk, DyW, Epilogue::Store, 1));
     v
+}
+
+/// Everything a sweep runs, phase by phase.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The `edge` problem (M, K, N) and its kernels.
+    pub edge: (u32, u32, u32),
+    pub edge_kernels: Vec<Kernel>,
+    /// `structure`: designs, ranked on `ranking`.
+    pub structures: Vec<Design>,
+    pub ranking: Vec<Case>,
+    /// `tuning`: variations of the best `tune` structures.
+    pub tune: usize,
+    /// `shapes`: the best `top_f16` designs on `all` (split-K by [`ksplits`]); the best one's
+    /// accumulate epilogues on `acc_cases`, masked on `square`, fused cast on `cast_cases`.
+    pub top_f16: usize,
+    pub all: Vec<Case>,
+    pub acc_cases: Vec<Case>,
+    pub square: Case,
+    pub cast_cases: Vec<Case>,
+    /// `split`: f32-accurate designs ranked on `ranking`, the best `top_split` on `split_all`.
+    pub split_structures: Vec<Design>,
+    pub top_split: usize,
+    pub split_all: Vec<Case>,
+}
+
+impl Plan {
+    /// The full H200 sweep.
+    pub fn h200(sg: u32) -> Plan {
+        Plan {
+            edge: EDGE,
+            edge_kernels: edge_kernels(sg),
+            structures: structures(),
+            ranking: ranking_cases(),
+            tune: 3,
+            top_f16: 3,
+            all: all_cases(),
+            acc_cases: vec![Case::new(8192, 3072, 768, DyW), Case::new(8192, 768, 3072, DyW)],
+            square: Case::new(4096, 4096, 4096, XWt),
+            cast_cases: vec![Case::new(4096, 4096, 4096, XWt), Case::new(8192, 768, 3072, XWt)],
+            split_structures: split_structures(),
+            top_split: 2,
+            split_all: all_cases()
+                .into_iter()
+                .filter(|c| (c.m as u64) * (c.n as u64) * (c.k as u64) < 1 << 39)
+                .collect(),
+        }
+    }
+
+    /// A first look in about a minute: a few designs of each phase.
+    pub fn quick(sg: u32) -> Plan {
+        let mut p = Plan::h200(sg);
+        p.edge_kernels.truncate(6);
+        p.structures.truncate(4);
+        p.ranking.truncate(1);
+        p.tune = 0;
+        p.top_f16 = 1;
+        p.all = vec![Case::new(8192, 768, 3072, XWt), Case::new(8192, 3072, 768, DyW), Case::new(768, 8192, 768, XtB)];
+        p.acc_cases.truncate(1);
+        p.cast_cases.truncate(1);
+        p.split_structures.truncate(3);
+        p.top_split = 1;
+        p.split_all = vec![Case::new(768, 8192, 768, XtB)];
+        p
+    }
 }
 
 /// Every kernel any phase can build, whatever wins (for the build-time check), with a problem
