@@ -309,7 +309,7 @@ fn emulated_kernels_match_the_float64_reference() {
             .enumerate()
             .map(|(ci, part)| {
                 s.spawn(move || {
-                    let mut rng = Rng::new(base ^ (ci as u64 + 1) * 0x1234_5678);
+                    let mut rng = Rng::new(base ^ ((ci as u64 + 1) * 0x1234_5678));
                     part.iter()
                         .map(|k| {
                             let shape = problem(k, k.masked);

@@ -5,7 +5,7 @@
 //! never written, and races between barriers (a staging element written and read, or written
 //! by two invocations, between the same two barriers). Products are exact f16×f16 in f32 with
 //! f32 accumulation, as on tensor cores. Used by the tests on small problems.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::needless_range_loop)]
 
 use super::kernel::{E, Env, Epilogue, Kernel, Operand, Prec, Staging, Step};
 use super::num::{Operands, q16, split};
@@ -225,7 +225,7 @@ impl Wg<'_> {
         let oi = (op == Operand::B) as usize;
         let off = off.eval(&env)? + buf.map_or(0, |b| b * k.buf_vec4s(op));
         let st = st.eval(&env)?;
-        if (off * 4) % 8 != 0 || (st * 4) % 8 != 0 {
+        if !(off * 4).is_multiple_of(8) || !(st * 4).is_multiple_of(8) {
             return Err(format!("coop load of {op:?} off 16-byte alignment: offset {off}, stride {st} (vec4 units)"));
         }
         let nparts = if k.d.prec.split() { 2 } else { 1 };
@@ -281,7 +281,7 @@ impl Wg<'_> {
 }
 
 fn load_c(out: &[f32], off: u32, st: u32) -> Result<Frag, String> {
-    if off % 4 != 0 || st % 4 != 0 {
+    if !off.is_multiple_of(4) || !st.is_multiple_of(4) {
         return Err(format!("f32 coop access off 16-byte alignment: offset {off}, stride {st}"));
     }
     let mut f = [0f32; 256];
@@ -296,7 +296,7 @@ fn load_c(out: &[f32], off: u32, st: u32) -> Result<Frag, String> {
 }
 
 fn store_c(out: &mut [f32], off: u32, st: u32, f: &Frag) -> Result<(), String> {
-    if off % 4 != 0 || st % 4 != 0 {
+    if !off.is_multiple_of(4) || !st.is_multiple_of(4) {
         return Err(format!("f32 coop store off 16-byte alignment: offset {off}, stride {st}"));
     }
     let len = out.len();

@@ -768,10 +768,11 @@ impl Kernel {
     /// workgroup memory and `max_threads` invocations per workgroup.
     pub fn check(&self, max_wg_mem: u32, max_threads: u32) -> Result<(), String> {
         let d = &self.d;
-        if d.bm % (16 * d.sgm) != 0 || d.bn % (16 * d.sgn) != 0 || d.bk % 16 != 0 || d.bk == 0 {
+        if !d.bm.is_multiple_of(16 * d.sgm) || !d.bn.is_multiple_of(16 * d.sgn) || !d.bk.is_multiple_of(16) || d.bk == 0
+        {
             return Err("block not divisible into 16×16 subgroup tiles".into());
         }
-        if d.pad % 8 != 0 {
+        if !d.pad.is_multiple_of(8) {
             return Err("pad must be a multiple of 8 f16".into());
         }
         if self.ksplit == 0 {
@@ -793,7 +794,7 @@ impl Kernel {
         } else {
             for op in [Operand::A, Operand::B] {
                 let t = self.tile(op);
-                if t.cols % self.gw() != 0 || (t.rows * t.cols / self.gw()) % self.threads() != 0 {
+                if !t.cols.is_multiple_of(self.gw()) || !(t.rows * t.cols / self.gw()).is_multiple_of(self.threads()) {
                     return Err(format!(
                         "{op:?} tile {}×{} does not split into {}-element loads over {} invocations",
                         t.rows,
@@ -820,7 +821,7 @@ impl Kernel {
 
     /// Whether this kernel computes `s` correctly (alignment and masking rules).
     pub fn supports(&self, s: &Shape) -> Result<(), String> {
-        if s.lda % 8 != 0 || s.ldb % 8 != 0 || s.ldc % 8 != 0 {
+        if !s.lda.is_multiple_of(8) || !s.ldb.is_multiple_of(8) || !s.ldc.is_multiple_of(8) {
             return Err("leading dimensions must be multiples of 8".into());
         }
         let d = &self.d;
@@ -828,7 +829,9 @@ impl Kernel {
         if chunk * (self.ksplit - 1) >= s.k {
             return Err(format!("K = {} too short for {} slices of {chunk}", s.k, self.ksplit));
         }
-        if !self.masked && (s.m % d.bm != 0 || s.n % d.bn != 0 || s.k % (d.bk * self.ksplit) != 0) {
+        if !self.masked
+            && (!s.m.is_multiple_of(d.bm) || !s.n.is_multiple_of(d.bn) || !s.k.is_multiple_of(d.bk * self.ksplit))
+        {
             return Err(format!("unmasked kernel needs M % {}, N % {}, K % {} = 0", d.bm, d.bn, d.bk * self.ksplit));
         }
         let [x, y, z] = self.grid(s);
@@ -947,7 +950,7 @@ impl Kernel {
         let per_row = t.cols / gw;
         let threads = self.threads();
         // When the invocations cover whole rows, slot `s` is `s·T/per_row` rows further down.
-        let (r, cv) = if threads % per_row == 0 {
+        let (r, cv) = if threads.is_multiple_of(per_row) {
             (v("tid") / per_row + slot * (threads / per_row), v("tid") % per_row)
         } else {
             let vi = v("tid") + slot * threads;

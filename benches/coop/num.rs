@@ -85,7 +85,7 @@ impl Rng {
         (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
     }
     pub fn below(&mut self, n: u32) -> u32 {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as u32
+        (((self.next_u64() >> 32) * n as u64) >> 32) as u32
     }
 }
 

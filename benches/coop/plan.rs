@@ -1,15 +1,15 @@
 //! The sweep's plan: which designs, on which problems, in which order.
 //!
 //! Five phases, each with a share of the time budget (what a phase leaves is carried over):
-//! - `edge` (8%): correctness on a problem that is a multiple of nothing (1000×770×1030), every
+//! - `edge` (10%): correctness on a problem that is a multiple of nothing (1000×770×1030), every
 //!   layout, precision, epilogue and split-K path, masked kernels.
 //! - `structure` (25%): the block/subgroup/staging structures below, f16, X·Wᵀ, on 4096³ and
 //!   8192×768×3072, most promising first.
 //! - `tuning` (17%): one-factor variations (pad, load width, shapes as uniform/const, runtime
 //!   checks, block order, fragment prefetch, staging, BK) of the three best structures.
-//! - `shapes` (25%): the three best designs on every shape and layout; split-K for the weight
+//! - `shapes` (24%): the three best designs on every shape and layout; split-K for the weight
 //!   gradients; accumulate epilogues, masking cost and the fused cast for the best one.
-//! - `split` (25%): f32-accurate (hi/lo) structures, then the two best on every shape.
+//! - `split` (24%): f32-accurate (hi/lo) structures, then the two best on every shape.
 #![allow(dead_code)]
 
 use super::kernel::{Design, Dims, Epilogue, Kernel, Layout, Load, Prec, Shape, Staging};
@@ -109,7 +109,8 @@ pub fn structures() -> Vec<Design> {
     v
 }
 
-/// One-factor variations of a design (the `tuning` phase); invalid ones are dropped later.
+/// One-factor variations of a design (the `tuning` phase), most informative first; invalid
+/// ones are dropped later.
 pub fn variations(d: &Design) -> Vec<Design> {
     let mut v = Vec::new();
     let mut push = |f: &dyn Fn(&mut Design)| {
@@ -119,22 +120,10 @@ pub fn variations(d: &Design) -> Vec<Design> {
             v.push(x);
         }
     };
-    if d.staging != Staging::Direct {
-        push(&|x| x.pad = if x.pad == 0 { 8 } else { 0 });
-        push(&|x| x.load = if x.load == Load::V4 { Load::M2x4 } else { Load::V4 });
-    }
+    // Shapes from a uniform: the price of one pipeline for all shapes (probe: −29–48%).
     push(&|x| x.dims = Dims::Uniform);
-    push(&|x| x.dims = Dims::Const);
-    push(&|x| x.checked = true);
-    push(&|x| x.swizzle = 8);
-    if d.bk >= 32 {
-        push(&|x| x.fragpf = true);
-    }
     match d.staging {
-        Staging::Double => {
-            push(&|x| x.staging = Staging::Prefetch);
-            push(&|x| x.staging = Staging::Single);
-        }
+        Staging::Double => push(&|x| x.staging = Staging::Prefetch),
         Staging::Prefetch => {
             push(&|x| x.staging = Staging::Double);
             push(&|x| {
@@ -146,9 +135,20 @@ pub fn variations(d: &Design) -> Vec<Design> {
         Staging::Direct => {}
     }
     push(&|x| x.bk *= 2);
+    if d.staging != Staging::Direct {
+        push(&|x| x.pad = if x.pad == 0 { 8 } else { 0 });
+        push(&|x| x.load = if x.load == Load::V4 { Load::M2x4 } else { Load::V4 });
+    }
+    push(&|x| x.checked = true);
+    push(&|x| x.swizzle = 8);
     if d.bk >= 32 {
+        push(&|x| x.fragpf = true);
         push(&|x| x.bk /= 2);
     }
+    if d.staging == Staging::Double {
+        push(&|x| x.staging = Staging::Single);
+    }
+    push(&|x| x.dims = Dims::Const);
     v
 }
 
@@ -197,17 +197,23 @@ fn edge_set(base: Design, large: Design, small: Design, sp: [Design; 3], sg: u32
     let mut v = Vec::new();
     let mk =
         |d: Design, layout: Layout, epi: Epilogue, ksplit: u32| Kernel { d, layout, epi, masked: true, ksplit, sg };
-    for layout in Layout::ALL {
-        for epi in [Epilogue::Store, Epilogue::AccInit, Epilogue::AccEnd] {
-            v.push(mk(base, layout, epi, 1));
+    // Kind by kind, every layout, so a cut budget still covers every layout.
+    let kinds: [(Design, Epilogue, u32); 10] = [
+        (base, Epilogue::Store, 1),
+        (sp[0], Epilogue::Store, 1),
+        (base, Epilogue::Store, 3),
+        (base, Epilogue::AccInit, 1),
+        (base, Epilogue::AccEnd, 1),
+        (large, Epilogue::Store, 1),
+        (small, Epilogue::Store, 1),
+        (sp[1], Epilogue::Store, 1),
+        (sp[2], Epilogue::AccEnd, 1),
+        (base.with_prec(Prec::Cast), Epilogue::Store, 1),
+    ];
+    for (d, epi, ks) in kinds {
+        for layout in Layout::ALL {
+            v.push(mk(d, layout, epi, ks));
         }
-        v.push(mk(base, layout, Epilogue::Store, 3));
-        v.push(mk(large, layout, Epilogue::Store, 1));
-        v.push(mk(small, layout, Epilogue::Store, 1));
-        v.push(mk(base.with_prec(Prec::Cast), layout, Epilogue::Store, 1));
-        v.push(mk(sp[0], layout, Epilogue::Store, 1));
-        v.push(mk(sp[1], layout, Epilogue::Store, 1));
-        v.push(mk(sp[2], layout, Epilogue::AccEnd, 1));
     }
     v.push(mk(base, XtB, Epilogue::AccInit, 3));
     v.push(mk(sp[1], XtB, Epilogue::AccEnd, 2));

@@ -1,7 +1,7 @@
 //! The sweep on a GPU: opens the adapter, builds each kernel, checks it against float64 on
 //! fresh random inputs (outputs poisoned first), times it after a sustained warm-up in the same
 //! submission, and writes one JSON line per (kernel, problem), then a ranked summary.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::needless_range_loop)]
 
 use super::kernel::{Binding, Design, Dims, Epilogue, Kernel, Layout, Prec, grid_1d, reduce_wgsl, split_wgsl};
 use super::num::{Operands, Rng, check, f32_to_f16, sample_points};
@@ -18,7 +18,7 @@ pub const POISON: u32 = 0x7fc0_7fc0;
 /// The phases in order, with their share of the time budget (time a phase leaves goes to the
 /// next).
 pub const PHASES: [(&str, f64); 5] =
-    [("edge", 0.08), ("structure", 0.25), ("tuning", 0.17), ("shapes", 0.25), ("split", 0.25)];
+    [("edge", 0.10), ("structure", 0.25), ("tuning", 0.17), ("shapes", 0.24), ("split", 0.24)];
 
 /// How a sweep runs.
 #[derive(Clone, Debug)]
@@ -330,10 +330,10 @@ impl Smi {
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
                 let f: Vec<f64> = line.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-                if f.len() == 2 {
-                    if let Ok(mut v) = s2.lock() {
-                        v.push((Instant::now(), f[0], f[1]));
-                    }
+                if f.len() == 2
+                    && let Ok(mut v) = s2.lock()
+                {
+                    v.push((Instant::now(), f[0], f[1]));
                 }
             }
         });
@@ -547,8 +547,12 @@ impl Sweep {
         let top: Vec<Design> =
             self.ranked(&self.plan.structures, &ranking).into_iter().take(self.plan.tune).map(|x| x.0).collect();
         eprintln!("tuning around: {}", top.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "));
-        for d in top {
-            for v in plan::variations(&d) {
+        // Variation-major: the most informative variations of every top design first.
+        let vars: Vec<Vec<Design>> = top.iter().map(plan::variations).collect();
+        let longest = vars.iter().map(Vec::len).max().unwrap_or(0);
+        for i in 0..longest {
+            for vs in &vars {
+                let Some(&v) = vs.get(i) else { continue };
                 for case in &ranking {
                     let k = self.kernel(v, case.layout);
                     self.measure("tuning", k, *case, deadline);
@@ -593,6 +597,12 @@ impl Sweep {
         specials.push((masked, square));
         for case in self.plan.cast_cases.clone() {
             specials.push((self.kernel_for(best.with_prec(Prec::Cast), &case, 1, Epilogue::Store), case));
+        }
+        // The winner on the edge problem (masked), every layout.
+        let (m, kk, n) = self.plan.edge;
+        for layout in Layout::ALL {
+            let case = Case::new(m, kk, n, layout);
+            specials.push((self.kernel_for(best, &case, 1, Epilogue::Store), case));
         }
         for (k, case) in specials {
             self.measure("shapes", k, case, deadline);
@@ -748,10 +758,10 @@ impl Sweep {
         let shape = case.shape();
         k.supports(&shape).map_err(|e| format!("unsupported problem: {e}"))?;
         let src = k.wgsl(Some(&shape))?;
-        let (pipeline, build_ms) = self.gpu.pipeline(&src, "gemm", &k.overrides(&shape), k.d.checked).map_err(|e| {
-            line["status"] = json!("build_failed");
-            e
-        })?;
+        let (pipeline, build_ms) = self
+            .gpu
+            .pipeline(&src, "gemm", &k.overrides(&shape), k.d.checked)
+            .inspect_err(|_| line["status"] = json!("build_failed"))?;
         line["build_ms"] = json!(build_ms);
         self.problem(case);
         let passes = self.passes(k, case, pipeline)?;
