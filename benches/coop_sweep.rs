@@ -160,6 +160,24 @@ fn list(args: &Args) {
         println!("  {}", k.label());
     }
     println!("shapes: {}", plan::all_cases().iter().map(|c| c.label()).collect::<Vec<_>>().join(", "));
+    // Measurements of the full plan if nothing is cut (variations counted for the first
+    // `tune` structures, standing in for the winners).
+    let p = Plan::h200(sg);
+    let ks_cases = |cases: &[plan::Case]| cases.iter().map(|c| plan::ksplits(c).len()).sum::<usize>();
+    let tuning: usize =
+        p.structures.iter().take(p.tune).map(|d| plan::variations(d).len()).sum::<usize>() * p.ranking.len();
+    let counts = [
+        ("edge", p.edge_kernels.len()),
+        ("structure", p.structures.len() * p.ranking.len()),
+        ("tuning", tuning),
+        ("shapes", p.top_f16 * ks_cases(&p.all) + 2 * p.acc_cases.len() + 1 + p.cast_cases.len() + 3),
+        ("split", p.split_structures.len() * p.ranking.len() + p.top_split * ks_cases(&p.split_all)),
+    ];
+    let total: usize = counts.iter().map(|c| c.1).sum();
+    println!(
+        "measurements planned (each one pipeline): {} = {total}",
+        counts.iter().map(|(n, c)| format!("{n} {c}")).collect::<Vec<_>>().join(" + ")
+    );
     let n = plan::every_kernel(sg).len();
     println!("{n} distinct kernels can be built (the sweep builds far fewer: see --budget-s {}).", args.budget_s);
 }
