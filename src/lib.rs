@@ -16,6 +16,7 @@ kernels!("shaders/07_loss.wgsl");
 kernels!("shaders/08_cast.wgsl");
 kernels!("shaders/09_backward_ffn.wgsl");
 kernels!("shaders/10_backward_attention.wgsl");
+kernels!("shaders/11_linear16.wgsl");
 kernels!("shaders/12_optimizer.wgsl");
 
 pub mod fast_attention;
@@ -35,6 +36,7 @@ pub fn all_kernels() -> impl Iterator<Item = &'static &'static KernelDef> {
         .chain(cast::KERNELS)
         .chain(backward_ffn::KERNELS)
         .chain(backward_attention::KERNELS)
+        .chain(linear16::KERNELS)
         .chain(optimizer::KERNELS)
 }
 
