@@ -55,25 +55,26 @@
 // below).
 
 // ---- Block shapes of the kernel families (retune here) ----
-// f16 GEMMs: 128×256 output blocks, 256 invocations (8 subgroups of 64×64 on NVIDIA).
+// f16 GEMMs: 128×256 output blocks, 512 invocations (16 subgroups of 64×32 on NVIDIA).
 const GEMM_BM: u32 = 128u;
 const GEMM_BN: u32 = 256u;
-const GEMM_WG: u32 = 256u;
-// f32-accurate (split f16) GEMMs: 128×128 blocks, 256 invocations.
+const GEMM_WG: u32 = 512u;
+// f32-accurate (split f16) GEMMs: 128×128 blocks, 256 invocations (8 subgroups of 64×32; a
+// browser's limit, for the portable form).
 const PREC_BM: u32 = 128u;
 const PREC_BN: u32 = 128u;
 const PREC_WG: u32 = 256u;
-// Attention: 64×64 tiles (the causal tile of the fast path), 128 invocations.
+// Attention: 64×64 tiles (the causal tile of the fast path), 64 invocations (2 subgroups of 64×32).
 const ATT_T: u32 = 64u;
-const ATT_WG: u32 = 128u;
+const ATT_WG: u32 = 64u;
 // Contraction steps (k staged per barrier pair) of the three cores.
 const CM_BK: u32 = 32u;
 const PM_BK: u32 = 16u;
 const FB_BK: u32 = 16u;
 // Halves of padding per staged row (keeps rows 16-byte aligned, spreads banks).
 const CM_PAD: u32 = 8u;
-// Accumulator tiles a subgroup holds at most (a 4×4 region of 16×16 tiles).
-const CM_ACC: u32 = 16u;
+// Accumulator tiles a subgroup holds (a 4×2 group of 16×16 tiles: 64×32 outputs).
+const CM_ACC: u32 = 8u;
 
 // The largest finite f16.
 const F16_MAX: f32 = 65504.0;
@@ -141,13 +142,17 @@ fn triangle(t: u32) -> vec2<u32> {
 }
 
 // ---- Portable core: f32 FMAs ----
-// Rows of a sub-block (8 per invocation row group, WGS/16 groups), vec4s per staged k-row of A
-// and B (one vec4 of padding each), prefetched vec4s per invocation.
-const FB_SR: u32 = WGS / 2u;
+// Invocations as FB_TX column groups (4 columns each) by FB_TY row groups (8 rows each): a
+// sub-block of FB_SR × FB_SC outputs. vec4s per staged k-row of A and B (one of padding each),
+// and prefetched vec4s per invocation.
+const FB_TX: u32 = select(16u, 32u, WGS > 256u);
+const FB_TY: u32 = WGS / FB_TX;
+const FB_SR: u32 = 8u * FB_TY;
+const FB_SC: u32 = 4u * FB_TX;
 const FB_LDA: u32 = FB_SR / 4u + 1u;
-const FB_LDB: u32 = 17u;
+const FB_LDB: u32 = FB_SC / 4u + 1u;
 const FB_PFA: u32 = FB_SR * FB_BK / 4u / WGS;
-const FB_PFB: u32 = 64u * FB_BK / 4u / WGS;
+const FB_PFB: u32 = FB_SC * FB_BK / 4u / WGS;
 // Staged slices: slot k·LD + g holds rows (A) or columns (B) 4g … 4g+3 at k.
 var<workgroup> fb_sa: array<vec4<f32>, FB_BK * FB_LDA>;
 var<workgroup> fb_sb: array<vec4<f32>, FB_BK * FB_LDB>;
@@ -175,7 +180,7 @@ fn fb_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
         if (B_KC) {
             fb_pb[i] = load_b(n0 + e / (FB_BK / 4u), kc + (e % (FB_BK / 4u)) * 4u);
         } else {
-            fb_pb[i] = load_b(n0 + (e % 16u) * 4u, kc + e / 16u);
+            fb_pb[i] = load_b(n0 + (e % (FB_SC / 4u)) * 4u, kc + e / (FB_SC / 4u));
         }
     }
 }
@@ -211,7 +216,7 @@ fn fb_stage(tid: u32) {
             fb_sb[at + 2u * FB_LDB][c] = v.z;
             fb_sb[at + 3u * FB_LDB][c] = v.w;
         } else {
-            fb_sb[(e / 16u) * FB_LDB + e % 16u] = v;
+            fb_sb[(e / (FB_SC / 4u)) * FB_LDB + e % (FB_SC / 4u)] = v;
         }
     }
 }
@@ -254,12 +259,12 @@ fn fb_step(tx: u32, ty: u32) {
 // The BM×BN block at (m0, n0) over the contraction [kb, ke), sub-block by sub-block; every
 // output through `store_out`. Call from uniform control flow with uniform arguments (tid aside).
 fn fb_block(tid: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
-    let tx = tid % 16u;
-    let ty = tid / 16u;
+    let tx = tid % FB_TX;
+    let ty = tid / FB_TX;
     for (var sr = 0u; sr < BM / FB_SR; sr++) {
-        for (var sc = 0u; sc < BN / 64u; sc++) {
+        for (var sc = 0u; sc < BN / FB_SC; sc++) {
             let bm0 = m0 + sr * FB_SR;
-            let bn0 = n0 + sc * 64u;
+            let bn0 = n0 + sc * FB_SC;
             fb_acc = array<vec4<f32>, 8>();
             if (kb < ke) {
                 fb_fetch(tid, bm0, bn0, kb);
@@ -333,11 +338,11 @@ fn cm_b_slot(e: u32) -> u32 {
 fn cm_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
     for (var i = 0u; i < CM_PFA; i++) {
         let pos = cm_a_pos(tid + i * WGS);
-        cm_pa[i] = vec4<f16>(load_a(m0 + pos.x, kc + pos.y));
+        cm_pa[i] = load_a16(m0 + pos.x, kc + pos.y);
     }
     for (var i = 0u; i < CM_PFB; i++) {
         let pos = cm_b_pos(tid + i * WGS);
-        cm_pb[i] = vec4<f16>(load_b(n0 + pos.x, kc + pos.y));
+        cm_pb[i] = load_b16(n0 + pos.x, kc + pos.y);
     }
 }
 
@@ -370,119 +375,134 @@ fn cm_frag_b(tc: u32, s: u32) -> coop_mat16x16<f16, B> {
 // condition uniform, and it takes every function argument and `num_subgroups` for non-uniform;
 // it does not check loop bounds. The guards on how many tiles a subgroup holds (uniform: they
 // depend on `num_subgroups` only) are therefore loops that run once or not at all, e.g.
-// `for (var g2 = 1u; g2 < nb; g2 = 4u)` for "nb ≥ 2" (nb, na ∈ {1, 2, 4}); the macro's own
-// uniformity pass checks them, through the callers' arguments.
+// `for (var g2 = 1u; g2 < nb; g2 = 2u)` for "nb ≥ 2"; the macro's own uniformity pass checks
+// them, through the callers' arguments.
 
-// This subgroup's share of the block's tiles: (per, passes, first tile row, first tile column)
-// in round `round`. per = na·nb tiles, nb = min(per, 4) columns by na rows.
+// The first tile (row, column) of this subgroup's share in round `round`: `per` consecutive tiles
+// of the block numbered in 4×2 groups (a group is 64×32 outputs; groups row-major over the block).
 fn cm_share(sg: u32, nsg: u32, round: u32, per: u32) -> vec2<u32> {
     let t0 = (round * nsg + sg) * per;
-    let region = t0 / CM_ACC;
+    let group = t0 / CM_ACC;
     let w0 = t0 % CM_ACC;
-    let rpr = BN / 64u;
-    return vec2<u32>((region / rpr) * 4u + w0 / 4u, (region % rpr) * 4u + w0 % 4u);
+    let per_row = BN / 32u;
+    return vec2<u32>((group / per_row) * 4u + w0 / 2u, (group % per_row) * 2u + w0 % 2u);
 }
 
 // The BM×BN block at (m0, n0) over [kb, ke) on tensor cores; every tile through `coop_out`. Call
 // from uniform control flow with uniform arguments (tid and sg aside), for a block wholly inside
-// the output. Needs nsg ≤ (BM/16)·(BN/16) and a power of two.
+// the output. Each subgroup takes per = min(8, T/nsg) of the block's T tiles: a whole 4×2 group
+// (in T/(8·nsg) rounds when the subgroups are fewer than the groups), or 1, 2 or 4 tiles when
+// they are more (narrow subgroups). Needs nsg ≤ T, a power of two.
 fn cm_block(tid: u32, sg: u32, nsg: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
     let tiles = (BM / 16u) * (BN / 16u);
     let per = clamp(tiles / nsg, 1u, CM_ACC);
-    let passes = max(tiles / (nsg * CM_ACC), 1u);
-    let nb = min(per, 4u);
+    let rounds = max(tiles / (nsg * CM_ACC), 1u);
+    for (var whole = per; whole == CM_ACC; whole = 0u) {
+        for (var round = 0u; round < rounds; round++) {
+            cm_group(tid, cm_share(sg, nsg, round, CM_ACC), m0, n0, kb, ke);
+        }
+    }
+    for (var few = per; few < CM_ACC; few = CM_ACC) {
+        cm_few(tid, cm_share(sg, nsg, 0u, per), per, m0, n0, kb, ke);
+    }
+}
+
+// One subgroup's 4×2 group of tiles from tile (tr, tc) = `at`: 8 accumulators, 4 A and 2 B
+// fragments per 16 k, no guards.
+fn cm_group(tid: u32, at: vec2<u32>, m0: u32, n0: u32, kb: u32, ke: u32) {
+    let tr = at.x;
+    let tc = at.y;
+    var c0 = coop_mat16x16<f32, C>();
+    var c1 = coop_mat16x16<f32, C>();
+    var c2 = coop_mat16x16<f32, C>();
+    var c3 = coop_mat16x16<f32, C>();
+    var c4 = coop_mat16x16<f32, C>();
+    var c5 = coop_mat16x16<f32, C>();
+    var c6 = coop_mat16x16<f32, C>();
+    var c7 = coop_mat16x16<f32, C>();
+    if (kb < ke) {
+        cm_fetch(tid, m0, n0, kb);
+    }
+    for (var kc = kb; kc < ke; kc += CM_BK) {
+        cm_stage(tid);
+        workgroupBarrier();
+        if (kc + CM_BK < ke) {
+            cm_fetch(tid, m0, n0, kc + CM_BK);
+        }
+        for (var s = 0u; s < CM_BK / 16u; s++) {
+            let b0 = cm_frag_b(tc, s);
+            let b1 = cm_frag_b(tc + 1u, s);
+            let a0 = cm_frag_a(tr, s);
+            c0 = coopMultiplyAdd(a0, b0, c0);
+            c1 = coopMultiplyAdd(a0, b1, c1);
+            let a1 = cm_frag_a(tr + 1u, s);
+            c2 = coopMultiplyAdd(a1, b0, c2);
+            c3 = coopMultiplyAdd(a1, b1, c3);
+            let a2 = cm_frag_a(tr + 2u, s);
+            c4 = coopMultiplyAdd(a2, b0, c4);
+            c5 = coopMultiplyAdd(a2, b1, c5);
+            let a3 = cm_frag_a(tr + 3u, s);
+            c6 = coopMultiplyAdd(a3, b0, c6);
+            c7 = coopMultiplyAdd(a3, b1, c7);
+        }
+        workgroupBarrier();
+    }
+    let r0 = m0 + tr * 16u;
+    let q0 = n0 + tc * 16u;
+    coop_out(c0, r0, q0);
+    coop_out(c1, r0, q0 + 16u);
+    coop_out(c2, r0 + 16u, q0);
+    coop_out(c3, r0 + 16u, q0 + 16u);
+    coop_out(c4, r0 + 32u, q0);
+    coop_out(c5, r0 + 32u, q0 + 16u);
+    coop_out(c6, r0 + 48u, q0);
+    coop_out(c7, r0 + 48u, q0 + 16u);
+}
+
+// `per` = 1, 2 or 4 tiles from (tr, tc) = `at`: 1×1, 1×2 or 2×2 (nb columns, na rows), guarded.
+fn cm_few(tid: u32, at: vec2<u32>, per: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
+    let tr = at.x;
+    let tc = at.y;
+    let nb = min(per, 2u);
     let na = per / nb;
-    for (var round = 0u; round < passes; round++) {
-        let share = cm_share(sg, nsg, round, per);
-        let tr = share.x;
-        let tc = share.y;
-        var c0 = coop_mat16x16<f32, C>();
-        var c1 = coop_mat16x16<f32, C>();
-        var c2 = coop_mat16x16<f32, C>();
-        var c3 = coop_mat16x16<f32, C>();
-        var c4 = coop_mat16x16<f32, C>();
-        var c5 = coop_mat16x16<f32, C>();
-        var c6 = coop_mat16x16<f32, C>();
-        var c7 = coop_mat16x16<f32, C>();
-        var c8 = coop_mat16x16<f32, C>();
-        var c9 = coop_mat16x16<f32, C>();
-        var c10 = coop_mat16x16<f32, C>();
-        var c11 = coop_mat16x16<f32, C>();
-        var c12 = coop_mat16x16<f32, C>();
-        var c13 = coop_mat16x16<f32, C>();
-        var c14 = coop_mat16x16<f32, C>();
-        var c15 = coop_mat16x16<f32, C>();
-        if (kb < ke) {
-            cm_fetch(tid, m0, n0, kb);
+    var c0 = coop_mat16x16<f32, C>();
+    var c1 = coop_mat16x16<f32, C>();
+    var c2 = coop_mat16x16<f32, C>();
+    var c3 = coop_mat16x16<f32, C>();
+    if (kb < ke) {
+        cm_fetch(tid, m0, n0, kb);
+    }
+    for (var kc = kb; kc < ke; kc += CM_BK) {
+        cm_stage(tid);
+        workgroupBarrier();
+        if (kc + CM_BK < ke) {
+            cm_fetch(tid, m0, n0, kc + CM_BK);
         }
-        for (var kc = kb; kc < ke; kc += CM_BK) {
-            cm_stage(tid);
-            workgroupBarrier();
-            if (kc + CM_BK < ke) {
-                cm_fetch(tid, m0, n0, kc + CM_BK);
-            }
-            for (var s = 0u; s < CM_BK / 16u; s++) {
-                let a0 = cm_frag_a(tr, s);
-                let b0 = cm_frag_b(tc, s);
-                c0 = coopMultiplyAdd(a0, b0, c0);
-                for (var g2 = 1u; g2 < nb; g2 = 4u) {
-                    let b1 = cm_frag_b(tc + 1u, s);
-                    c1 = coopMultiplyAdd(a0, b1, c1);
-                    for (var g4 = 2u; g4 < nb; g4 = 4u) {
-                        let b2 = cm_frag_b(tc + 2u, s);
-                        let b3 = cm_frag_b(tc + 3u, s);
-                        c2 = coopMultiplyAdd(a0, b2, c2);
-                        c3 = coopMultiplyAdd(a0, b3, c3);
-                        // na > 1 only with nb = 4.
-                        for (var r2 = 1u; r2 < na; r2 = 4u) {
-                            let a1 = cm_frag_a(tr + 1u, s);
-                            c4 = coopMultiplyAdd(a1, b0, c4);
-                            c5 = coopMultiplyAdd(a1, b1, c5);
-                            c6 = coopMultiplyAdd(a1, b2, c6);
-                            c7 = coopMultiplyAdd(a1, b3, c7);
-                            for (var r4 = 2u; r4 < na; r4 = 4u) {
-                                let a2 = cm_frag_a(tr + 2u, s);
-                                c8 = coopMultiplyAdd(a2, b0, c8);
-                                c9 = coopMultiplyAdd(a2, b1, c9);
-                                c10 = coopMultiplyAdd(a2, b2, c10);
-                                c11 = coopMultiplyAdd(a2, b3, c11);
-                                let a3 = cm_frag_a(tr + 3u, s);
-                                c12 = coopMultiplyAdd(a3, b0, c12);
-                                c13 = coopMultiplyAdd(a3, b1, c13);
-                                c14 = coopMultiplyAdd(a3, b2, c14);
-                                c15 = coopMultiplyAdd(a3, b3, c15);
-                            }
-                        }
-                    }
+        for (var s = 0u; s < CM_BK / 16u; s++) {
+            let a0 = cm_frag_a(tr, s);
+            let b0 = cm_frag_b(tc, s);
+            c0 = coopMultiplyAdd(a0, b0, c0);
+            for (var g2 = 1u; g2 < nb; g2 = 2u) {
+                let b1 = cm_frag_b(tc + 1u, s);
+                c1 = coopMultiplyAdd(a0, b1, c1);
+                // na > 1 only with nb = 2.
+                for (var r2 = 1u; r2 < na; r2 = 2u) {
+                    let a1 = cm_frag_a(tr + 1u, s);
+                    c2 = coopMultiplyAdd(a1, b0, c2);
+                    c3 = coopMultiplyAdd(a1, b1, c3);
                 }
             }
-            workgroupBarrier();
         }
-        let r0 = m0 + tr * 16u;
-        let q0 = n0 + tc * 16u;
-        coop_out(c0, r0, q0);
-        for (var g2 = 1u; g2 < nb; g2 = 4u) {
-            coop_out(c1, r0, q0 + 16u);
-            for (var g4 = 2u; g4 < nb; g4 = 4u) {
-                coop_out(c2, r0, q0 + 32u);
-                coop_out(c3, r0, q0 + 48u);
-                for (var r2 = 1u; r2 < na; r2 = 4u) {
-                    coop_out(c4, r0 + 16u, q0);
-                    coop_out(c5, r0 + 16u, q0 + 16u);
-                    coop_out(c6, r0 + 16u, q0 + 32u);
-                    coop_out(c7, r0 + 16u, q0 + 48u);
-                    for (var r4 = 2u; r4 < na; r4 = 4u) {
-                        coop_out(c8, r0 + 32u, q0);
-                        coop_out(c9, r0 + 32u, q0 + 16u);
-                        coop_out(c10, r0 + 32u, q0 + 32u);
-                        coop_out(c11, r0 + 32u, q0 + 48u);
-                        coop_out(c12, r0 + 48u, q0);
-                        coop_out(c13, r0 + 48u, q0 + 16u);
-                        coop_out(c14, r0 + 48u, q0 + 32u);
-                        coop_out(c15, r0 + 48u, q0 + 48u);
-                    }
-                }
-            }
+        workgroupBarrier();
+    }
+    let r0 = m0 + tr * 16u;
+    let q0 = n0 + tc * 16u;
+    coop_out(c0, r0, q0);
+    for (var g2 = 1u; g2 < nb; g2 = 2u) {
+        coop_out(c1, r0, q0 + 16u);
+        for (var r2 = 1u; r2 < na; r2 = 2u) {
+            coop_out(c2, r0 + 16u, q0);
+            coop_out(c3, r0 + 16u, q0 + 16u);
         }
     }
 }
@@ -607,105 +627,115 @@ fn pm_mad(
 fn pm_block(tid: u32, sg: u32, nsg: u32, m0: u32, n0: u32, kb: u32, ke: u32, terms: u32) {
     let tiles = (BM / 16u) * (BN / 16u);
     let per = clamp(tiles / nsg, 1u, CM_ACC);
-    let passes = max(tiles / (nsg * CM_ACC), 1u);
-    let nb = min(per, 4u);
+    let rounds = max(tiles / (nsg * CM_ACC), 1u);
+    for (var whole = per; whole == CM_ACC; whole = 0u) {
+        for (var round = 0u; round < rounds; round++) {
+            pm_group(tid, cm_share(sg, nsg, round, CM_ACC), m0, n0, kb, ke, terms);
+        }
+    }
+    for (var few = per; few < CM_ACC; few = CM_ACC) {
+        pm_few(tid, cm_share(sg, nsg, 0u, per), per, m0, n0, kb, ke, terms);
+    }
+}
+
+fn pm_group(tid: u32, at: vec2<u32>, m0: u32, n0: u32, kb: u32, ke: u32, terms: u32) {
+    let tr = at.x;
+    let tc = at.y;
+    var c0 = coop_mat16x16<f32, C>();
+    var c1 = coop_mat16x16<f32, C>();
+    var c2 = coop_mat16x16<f32, C>();
+    var c3 = coop_mat16x16<f32, C>();
+    var c4 = coop_mat16x16<f32, C>();
+    var c5 = coop_mat16x16<f32, C>();
+    var c6 = coop_mat16x16<f32, C>();
+    var c7 = coop_mat16x16<f32, C>();
+    if (kb < ke) {
+        pm_fetch(tid, m0, n0, kb);
+    }
+    for (var kc = kb; kc < ke; kc += PM_BK) {
+        pm_stage(tid);
+        workgroupBarrier();
+        if (kc + PM_BK < ke) {
+            pm_fetch(tid, m0, n0, kc + PM_BK);
+        }
+        let bh0 = pm_frag_b_hi(tc);
+        let bl0 = pm_frag_b_lo(tc);
+        let bh1 = pm_frag_b_hi(tc + 1u);
+        let bl1 = pm_frag_b_lo(tc + 1u);
+        let ah0 = pm_frag_a_hi(tr);
+        let al0 = pm_frag_a_lo(tr);
+        c0 = pm_mad(ah0, al0, bh0, bl0, c0, terms);
+        c1 = pm_mad(ah0, al0, bh1, bl1, c1, terms);
+        let ah1 = pm_frag_a_hi(tr + 1u);
+        let al1 = pm_frag_a_lo(tr + 1u);
+        c2 = pm_mad(ah1, al1, bh0, bl0, c2, terms);
+        c3 = pm_mad(ah1, al1, bh1, bl1, c3, terms);
+        let ah2 = pm_frag_a_hi(tr + 2u);
+        let al2 = pm_frag_a_lo(tr + 2u);
+        c4 = pm_mad(ah2, al2, bh0, bl0, c4, terms);
+        c5 = pm_mad(ah2, al2, bh1, bl1, c5, terms);
+        let ah3 = pm_frag_a_hi(tr + 3u);
+        let al3 = pm_frag_a_lo(tr + 3u);
+        c6 = pm_mad(ah3, al3, bh0, bl0, c6, terms);
+        c7 = pm_mad(ah3, al3, bh1, bl1, c7, terms);
+        workgroupBarrier();
+    }
+    let r0 = m0 + tr * 16u;
+    let q0 = n0 + tc * 16u;
+    coop_out(c0, r0, q0);
+    coop_out(c1, r0, q0 + 16u);
+    coop_out(c2, r0 + 16u, q0);
+    coop_out(c3, r0 + 16u, q0 + 16u);
+    coop_out(c4, r0 + 32u, q0);
+    coop_out(c5, r0 + 32u, q0 + 16u);
+    coop_out(c6, r0 + 48u, q0);
+    coop_out(c7, r0 + 48u, q0 + 16u);
+}
+
+fn pm_few(tid: u32, at: vec2<u32>, per: u32, m0: u32, n0: u32, kb: u32, ke: u32, terms: u32) {
+    let tr = at.x;
+    let tc = at.y;
+    let nb = min(per, 2u);
     let na = per / nb;
-    for (var round = 0u; round < passes; round++) {
-        let share = cm_share(sg, nsg, round, per);
-        let tr = share.x;
-        let tc = share.y;
-        var c0 = coop_mat16x16<f32, C>();
-        var c1 = coop_mat16x16<f32, C>();
-        var c2 = coop_mat16x16<f32, C>();
-        var c3 = coop_mat16x16<f32, C>();
-        var c4 = coop_mat16x16<f32, C>();
-        var c5 = coop_mat16x16<f32, C>();
-        var c6 = coop_mat16x16<f32, C>();
-        var c7 = coop_mat16x16<f32, C>();
-        var c8 = coop_mat16x16<f32, C>();
-        var c9 = coop_mat16x16<f32, C>();
-        var c10 = coop_mat16x16<f32, C>();
-        var c11 = coop_mat16x16<f32, C>();
-        var c12 = coop_mat16x16<f32, C>();
-        var c13 = coop_mat16x16<f32, C>();
-        var c14 = coop_mat16x16<f32, C>();
-        var c15 = coop_mat16x16<f32, C>();
-        if (kb < ke) {
-            pm_fetch(tid, m0, n0, kb);
+    var c0 = coop_mat16x16<f32, C>();
+    var c1 = coop_mat16x16<f32, C>();
+    var c2 = coop_mat16x16<f32, C>();
+    var c3 = coop_mat16x16<f32, C>();
+    if (kb < ke) {
+        pm_fetch(tid, m0, n0, kb);
+    }
+    for (var kc = kb; kc < ke; kc += PM_BK) {
+        pm_stage(tid);
+        workgroupBarrier();
+        if (kc + PM_BK < ke) {
+            pm_fetch(tid, m0, n0, kc + PM_BK);
         }
-        for (var kc = kb; kc < ke; kc += PM_BK) {
-            pm_stage(tid);
-            workgroupBarrier();
-            if (kc + PM_BK < ke) {
-                pm_fetch(tid, m0, n0, kc + PM_BK);
+        let ah0 = pm_frag_a_hi(tr);
+        let al0 = pm_frag_a_lo(tr);
+        let bh0 = pm_frag_b_hi(tc);
+        let bl0 = pm_frag_b_lo(tc);
+        c0 = pm_mad(ah0, al0, bh0, bl0, c0, terms);
+        for (var g2 = 1u; g2 < nb; g2 = 2u) {
+            let bh1 = pm_frag_b_hi(tc + 1u);
+            let bl1 = pm_frag_b_lo(tc + 1u);
+            c1 = pm_mad(ah0, al0, bh1, bl1, c1, terms);
+            for (var r2 = 1u; r2 < na; r2 = 2u) {
+                let ah1 = pm_frag_a_hi(tr + 1u);
+                let al1 = pm_frag_a_lo(tr + 1u);
+                c2 = pm_mad(ah1, al1, bh0, bl0, c2, terms);
+                c3 = pm_mad(ah1, al1, bh1, bl1, c3, terms);
             }
-            let ah0 = pm_frag_a_hi(tr);
-            let al0 = pm_frag_a_lo(tr);
-            let bh0 = pm_frag_b_hi(tc);
-            let bl0 = pm_frag_b_lo(tc);
-            c0 = pm_mad(ah0, al0, bh0, bl0, c0, terms);
-            for (var g2 = 1u; g2 < nb; g2 = 4u) {
-                let bh1 = pm_frag_b_hi(tc + 1u);
-                let bl1 = pm_frag_b_lo(tc + 1u);
-                c1 = pm_mad(ah0, al0, bh1, bl1, c1, terms);
-                for (var g4 = 2u; g4 < nb; g4 = 4u) {
-                    let bh2 = pm_frag_b_hi(tc + 2u);
-                    let bl2 = pm_frag_b_lo(tc + 2u);
-                    let bh3 = pm_frag_b_hi(tc + 3u);
-                    let bl3 = pm_frag_b_lo(tc + 3u);
-                    c2 = pm_mad(ah0, al0, bh2, bl2, c2, terms);
-                    c3 = pm_mad(ah0, al0, bh3, bl3, c3, terms);
-                    for (var r2 = 1u; r2 < na; r2 = 4u) {
-                        let ah1 = pm_frag_a_hi(tr + 1u);
-                        let al1 = pm_frag_a_lo(tr + 1u);
-                        c4 = pm_mad(ah1, al1, bh0, bl0, c4, terms);
-                        c5 = pm_mad(ah1, al1, bh1, bl1, c5, terms);
-                        c6 = pm_mad(ah1, al1, bh2, bl2, c6, terms);
-                        c7 = pm_mad(ah1, al1, bh3, bl3, c7, terms);
-                        for (var r4 = 2u; r4 < na; r4 = 4u) {
-                            let ah2 = pm_frag_a_hi(tr + 2u);
-                            let al2 = pm_frag_a_lo(tr + 2u);
-                            c8 = pm_mad(ah2, al2, bh0, bl0, c8, terms);
-                            c9 = pm_mad(ah2, al2, bh1, bl1, c9, terms);
-                            c10 = pm_mad(ah2, al2, bh2, bl2, c10, terms);
-                            c11 = pm_mad(ah2, al2, bh3, bl3, c11, terms);
-                            let ah3 = pm_frag_a_hi(tr + 3u);
-                            let al3 = pm_frag_a_lo(tr + 3u);
-                            c12 = pm_mad(ah3, al3, bh0, bl0, c12, terms);
-                            c13 = pm_mad(ah3, al3, bh1, bl1, c13, terms);
-                            c14 = pm_mad(ah3, al3, bh2, bl2, c14, terms);
-                            c15 = pm_mad(ah3, al3, bh3, bl3, c15, terms);
-                        }
-                    }
-                }
-            }
-            workgroupBarrier();
         }
-        let r0 = m0 + tr * 16u;
-        let q0 = n0 + tc * 16u;
-        coop_out(c0, r0, q0);
-        for (var g2 = 1u; g2 < nb; g2 = 4u) {
-            coop_out(c1, r0, q0 + 16u);
-            for (var g4 = 2u; g4 < nb; g4 = 4u) {
-                coop_out(c2, r0, q0 + 32u);
-                coop_out(c3, r0, q0 + 48u);
-                for (var r2 = 1u; r2 < na; r2 = 4u) {
-                    coop_out(c4, r0 + 16u, q0);
-                    coop_out(c5, r0 + 16u, q0 + 16u);
-                    coop_out(c6, r0 + 16u, q0 + 32u);
-                    coop_out(c7, r0 + 16u, q0 + 48u);
-                    for (var r4 = 2u; r4 < na; r4 = 4u) {
-                        coop_out(c8, r0 + 32u, q0);
-                        coop_out(c9, r0 + 32u, q0 + 16u);
-                        coop_out(c10, r0 + 32u, q0 + 32u);
-                        coop_out(c11, r0 + 32u, q0 + 48u);
-                        coop_out(c12, r0 + 48u, q0);
-                        coop_out(c13, r0 + 48u, q0 + 16u);
-                        coop_out(c14, r0 + 48u, q0 + 32u);
-                        coop_out(c15, r0 + 48u, q0 + 48u);
-                    }
-                }
-            }
+        workgroupBarrier();
+    }
+    let r0 = m0 + tr * 16u;
+    let q0 = n0 + tc * 16u;
+    coop_out(c0, r0, q0);
+    for (var g2 = 1u; g2 < nb; g2 = 2u) {
+        coop_out(c1, r0, q0 + 16u);
+        for (var r2 = 1u; r2 < na; r2 = 2u) {
+            coop_out(c2, r0 + 16u, q0);
+            coop_out(c3, r0 + 16u, q0 + 16u);
         }
     }
 }
@@ -752,6 +782,15 @@ fn load_b(col: u32, kc: u32) -> vec4<f32> {
 fn store_out(row: u32, col: u32, v: f32) {}
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_b(col, kc));
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {}
 //#endif
 
@@ -817,6 +856,19 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, row * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = col < dim_n && q < dim_aq;
+    return select(vec4<f16>(0.0h), w[select(0u, col * dim_aq + q, ok)], ok);
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = row * dim_n + col;
     let ld = dim_n;
@@ -901,6 +953,19 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, row * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = col < dim_n && q < dim_aq;
+    return select(vec4<f16>(0.0h), w[select(0u, col * dim_aq + q, ok)], ok);
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = row * dim_n + col;
     let ld = dim_n;
@@ -986,6 +1051,19 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, row * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = col / 4u;
+    let ok = kc < dim_k && q < dim_bq;
+    return select(vec4<f16>(0.0h), w[select(0u, kc * dim_bq + q, ok)], ok);
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = row * dim_n + col;
     let ld = dim_n;
@@ -1073,6 +1151,19 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, row * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = col / 4u;
+    let ok = kc < dim_k && q < dim_bq;
+    return select(vec4<f16>(0.0h), w[select(0u, kc * dim_bq + q, ok)], ok);
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = row * dim_n + col;
     let ld = dim_n;
@@ -1171,6 +1262,19 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = row / 4u;
+    let ok = kc < part_end && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, kc * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = col / 4u;
+    let ok = kc < part_end && q < dim_bq;
+    return select(vec4<f16>(0.0h), b[select(0u, kc * dim_bq + q, ok)], ok);
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = part_base + row * dim_n + col;
     let ld = dim_n;
@@ -1269,6 +1373,15 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_b(col, kc));
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = part_base + row * dim_n + col;
     let ld = dim_n;
@@ -1363,6 +1476,15 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_b(col, kc));
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = row * dim_n + col;
     let ld = dim_n;
@@ -1447,6 +1569,15 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_b(col, kc));
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = row * dim_n + col;
     let ld = dim_n;
@@ -1541,6 +1672,15 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_b(col, kc));
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = part_base + row * dim_n + col;
     let ld = dim_n;
@@ -1644,6 +1784,19 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let qd = kc / 4u;
+    let ok = row < dim_m && qd < dim_aq;
+    return select(vec4<f16>(0.0h), q[select(0u, a_base + row * a_stride + qd, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let qd = kc / 4u;
+    let ok = col < dim_n && qd < dim_aq;
+    return select(vec4<f16>(0.0h), k[select(0u, b_base + col * b_stride + qd, ok)], ok);
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = p_base + row * dim_n + col;
     let ld = dim_n;
@@ -1754,6 +1907,17 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let qd = col / 4u;
+    let ok = kc < kend && qd < dim_bq;
+    return select(vec4<f16>(0.0h), x[select(0u, b_base + kc * b_stride + qd, ok)], ok);
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = y_base + row * y_stride + col;
     let ld = y_stride;
@@ -1878,6 +2042,19 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let g = kc / span;
+    let s = r_first + kc % span;
+    let qd = col / 4u;
+    let ok = s < dim_m && qd < dim_bq;
+    return select(vec4<f16>(0.0h), x[select(0u, b_base + g * dim_bq + s * b_stride + qd, ok)], ok);
+}
+
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = y_base + row * y_stride + col;
     let ld = y_stride;
