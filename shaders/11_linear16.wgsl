@@ -22,30 +22,35 @@
 // staged in workgroup memory as f16 in their global orientation (no transposes: a k-contiguous
 // operand as [row][k], a row-contiguous one as [k][row], rows padded by CM_PAD halves), read by
 // `coopLoadT` (row-major) or `coopLoad` (column-major); the next slice is fetched into registers
-// while the current one is multiplied (register prefetch). The block's 16×16 tiles are shared out
-// among the subgroups from `subgroup_id` / `num_subgroups`, never assuming a subgroup size: with
-// T tiles and n subgroups, each subgroup takes per = min(16, T/n) tiles (a 4×4, 2×4, 1×4, 1×2 or
-// 1×1 group of tiles inside a 4×4-tile region), in T/(16n) passes if T/n > 16. So any power-of-two
-// subgroup count n ≤ T is right (NVIDIA 32-wide, AMD 32/64, Intel 8/16/32: n = 2…32 here, T ≥
-// 16): every count that decides control flow (passes, per, how many fragments) depends on n
-// only and is uniform; `subgroup_id` only picks addresses. Every fragment offset and stride in
-// workgroup memory is a multiple of 8 halves (16 bytes), whatever the global shapes. Blocks wholly
-// inside the output (and N % 4 == 0, so f32 rows are 16-byte aligned) store their tiles straight
-// from the accumulators (`coop_out`: residual / accumulate / scale by coop loads, `+` and
-// `scalar *`); edge blocks run the portable core instead (a uniform choice per workgroup), so
-// masking never needs per-subgroup control flow or scratch. Workgroup memory (GEMM family):
-// (128·40 + 256·40) halves = 30 KiB, plus the portable core's 12.5 KiB for edge blocks.
+// while the current one is multiplied (register prefetch, in named registers: wgpu bounds every
+// loop, so a loop over a private array is not unrolled and the array lands in local memory —
+// measured 2.5× slower on the H200). The block's 16×16 tiles are shared out among the subgroups
+// from `subgroup_id` / `num_subgroups`, never assuming a subgroup size: with T tiles and n
+// subgroups, each subgroup takes per = min(8, T/n) tiles — a whole 4×2 group (64×32 outputs,
+// 8 accumulators, 4 A and 2 B fragments per 16 k; in T/(8n) rounds when n < T/8), or 1, 2 or 4
+// tiles when n > T/8 (narrow subgroups). So any power-of-two subgroup count n ≤ T is right
+// (NVIDIA 32-wide: n = 16 for the GEMMs; AMD 32/64, Intel 8/16/32: n = 8…64, T = 128): every
+// count that decides control flow depends on n only and is uniform; `subgroup_id` only picks
+// addresses. Every fragment offset and stride in workgroup memory is a multiple of 8 halves
+// (16 bytes), whatever the global shapes. Blocks wholly inside the output (and N % 4 == 0, so f32
+// rows are 16-byte aligned) store their tiles straight from the accumulators (`coop_out`:
+// residual / accumulate / scale by coop loads, `+` and `scalar *`); edge blocks run the portable
+// core instead (a uniform choice per workgroup), so masking never needs per-subgroup control flow
+// or scratch. Workgroup memory, tensor-core variant: GEMMs ≤ 30 KiB + 16.5 KiB (the edge path's),
+// attention 10 + 6.5 KiB; checked against 48 KiB at compile time (`const_assert`): on the H200 a
+// kernel over the limit is not rejected by wgpu 30 and hung the driver (measured).
 //
 // f32-accurate core (`pm_block`). Each f32 operand x is split while staging into hi = x rounded
 // to f16 (on the bits: an f32(f16(x)) round trip is folded away by drivers) and lo = f16(x − hi),
 // and C += lo_a·hi_b + hi_a·lo_b + hi_a·hi_b on tensor cores: f32-level accuracy for |x| ≤ 65504
 // (relative accuracy falls for |x| < 2⁻¹⁴, where lo underflows f16). Staging hi and lo doubles the
-// memory, so its contraction step is PM_BK = 16 (24 KiB + 12.5 KiB).
+// memory, so its contraction step is PM_BK = 16 and its block 128×128 (24 KiB + 12.5 KiB).
 //
 // Portable core (`fb_block`, f32 FMAs). The scheme of 03_linear.wgsl over sub-blocks of
-// (WGS/2)×64 outputs, 8×4 per invocation in registers, operands staged as f32 vec4s 16 k at a
-// time (12.5 KiB at WGS = 256, within a browser's 16 KiB); the block is covered sub-block by
-// sub-block. Each output is one fixed FMA chain over k (deterministic).
+// FB_SR × FB_SC outputs (128×64 at WGS = 256, 128×128 at 512, 32×64 at 64), 8×4 per invocation
+// in registers, operands staged as f32 vec4s 16 k at a time (12.5 KiB at WGS = 256, within a
+// browser's 16 KiB); the block is covered sub-block by sub-block. Each output is one fixed FMA
+// chain over k (deterministic).
 //
 // Shapes compiled in: the GEMM kernels take `override` constants M_C, N_C, K_C (0 = read the
 // uniform) so that a pipeline specialised to one shape constant-folds its index arithmetic; the
@@ -69,12 +74,16 @@ const ATT_T: u32 = 64u;
 const ATT_WG: u32 = 64u;
 // Contraction steps (k staged per barrier pair) of the three cores.
 const CM_BK: u32 = 32u;
+const_assert CM_BK == 32u; // the tensor-core loop is unrolled for two 16-deep halves
 const PM_BK: u32 = 16u;
 const FB_BK: u32 = 16u;
 // Halves of padding per staged row (keeps rows 16-byte aligned, spreads banks).
 const CM_PAD: u32 = 8u;
 // Accumulator tiles a subgroup holds (a 4×2 group of 16×16 tiles: 64×32 outputs).
 const CM_ACC: u32 = 8u;
+
+// The workgroup memory the tensor-core variants may use (the H200's limit; see above).
+const WG_MEMORY_MAX: u32 = 49152u;
 
 // The largest finite f16.
 const F16_MAX: f32 = 65504.0;
@@ -154,10 +163,19 @@ const FB_LDB: u32 = FB_SC / 4u + 1u;
 const FB_PFA: u32 = FB_SR * FB_BK / 4u / WGS;
 const FB_PFB: u32 = FB_SC * FB_BK / 4u / WGS;
 // Staged slices: slot k·LD + g holds rows (A) or columns (B) 4g … 4g+3 at k.
+const FB_BYTES: u32 = FB_BK * (FB_LDA + FB_LDB) * 16u;
 var<workgroup> fb_sa: array<vec4<f32>, FB_BK * FB_LDA>;
 var<workgroup> fb_sb: array<vec4<f32>, FB_BK * FB_LDB>;
-var<private> fb_pa: array<vec4<f32>, FB_PFA>;
-var<private> fb_pb: array<vec4<f32>, FB_PFB>;
+// Prefetched vec4s in named registers (as `cm_pa0` … below: loops are bounded, so not unrolled).
+const_assert FB_PFA >= 1u && FB_PFA <= 4u && FB_PFB >= 1u && FB_PFB <= 4u;
+var<private> fb_pa0: vec4<f32>;
+var<private> fb_pa1: vec4<f32>;
+var<private> fb_pa2: vec4<f32>;
+var<private> fb_pa3: vec4<f32>;
+var<private> fb_pb0: vec4<f32>;
+var<private> fb_pb1: vec4<f32>;
+var<private> fb_pb2: vec4<f32>;
+var<private> fb_pb3: vec4<f32>;
 // The invocation's 8×4 outputs: fb_acc[i][j] is row `fb_row(ty, i)`, column 4·tx + j.
 var<private> fb_acc: array<vec4<f32>, 8>;
 
@@ -165,59 +183,96 @@ fn fb_row(ty: u32, i: u32) -> u32 {
     return 4u * ty + (i % 4u) + (FB_SR / 2u) * (i / 4u);
 }
 
+// The invocation's vec4 e of the sub-block's A or B slice at contraction index kc.
+fn fb_fa(m0: u32, kc: u32, e: u32) -> vec4<f32> {
+    if (A_KC) {
+        return load_a(m0 + e / (FB_BK / 4u), kc + (e % (FB_BK / 4u)) * 4u);
+    }
+    return load_a(m0 + (e % (FB_SR / 4u)) * 4u, kc + e / (FB_SR / 4u));
+}
+
+fn fb_fb(n0: u32, kc: u32, e: u32) -> vec4<f32> {
+    if (B_KC) {
+        return load_b(n0 + e / (FB_BK / 4u), kc + (e % (FB_BK / 4u)) * 4u);
+    }
+    return load_b(n0 + (e % (FB_SC / 4u)) * 4u, kc + e / (FB_SC / 4u));
+}
+
 // Loads the invocation's share of the sub-block's slices at contraction index kc.
 fn fb_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
-    for (var i = 0u; i < FB_PFA; i++) {
-        let e = tid + i * WGS;
-        if (A_KC) {
-            fb_pa[i] = load_a(m0 + e / (FB_BK / 4u), kc + (e % (FB_BK / 4u)) * 4u);
-        } else {
-            fb_pa[i] = load_a(m0 + (e % (FB_SR / 4u)) * 4u, kc + e / (FB_SR / 4u));
-        }
+    fb_pa0 = fb_fa(m0, kc, tid + 0u * WGS);
+    if (FB_PFA > 1u) {
+        fb_pa1 = fb_fa(m0, kc, tid + 1u * WGS);
     }
-    for (var i = 0u; i < FB_PFB; i++) {
-        let e = tid + i * WGS;
-        if (B_KC) {
-            fb_pb[i] = load_b(n0 + e / (FB_BK / 4u), kc + (e % (FB_BK / 4u)) * 4u);
-        } else {
-            fb_pb[i] = load_b(n0 + (e % (FB_SC / 4u)) * 4u, kc + e / (FB_SC / 4u));
-        }
+    if (FB_PFA > 2u) {
+        fb_pa2 = fb_fa(m0, kc, tid + 2u * WGS);
+    }
+    if (FB_PFA > 3u) {
+        fb_pa3 = fb_fa(m0, kc, tid + 3u * WGS);
+    }
+    fb_pb0 = fb_fb(n0, kc, tid + 0u * WGS);
+    if (FB_PFB > 1u) {
+        fb_pb1 = fb_fb(n0, kc, tid + 1u * WGS);
+    }
+    if (FB_PFB > 2u) {
+        fb_pb2 = fb_fb(n0, kc, tid + 2u * WGS);
+    }
+    if (FB_PFB > 3u) {
+        fb_pb3 = fb_fb(n0, kc, tid + 3u * WGS);
     }
 }
 
-// Writes the fetched values into the staged slices (k-contiguous operands are transposed here).
-fn fb_stage(tid: u32) {
-    for (var i = 0u; i < FB_PFA; i++) {
-        let e = tid + i * WGS;
-        let v = fb_pa[i];
-        if (A_KC) {
-            let row = e / (FB_BK / 4u);
-            let k = (e % (FB_BK / 4u)) * 4u;
-            let at = k * FB_LDA + row / 4u;
-            let c = row % 4u;
-            fb_sa[at][c] = v.x;
-            fb_sa[at + FB_LDA][c] = v.y;
-            fb_sa[at + 2u * FB_LDA][c] = v.z;
-            fb_sa[at + 3u * FB_LDA][c] = v.w;
-        } else {
-            fb_sa[(e / (FB_SR / 4u)) * FB_LDA + e % (FB_SR / 4u)] = v;
-        }
+// Writes vec4 e of the A slice into the staged tile (k-contiguous operands are transposed here).
+fn fb_put_a(e: u32, v: vec4<f32>) {
+    if (A_KC) {
+        let row = e / (FB_BK / 4u);
+        let k = (e % (FB_BK / 4u)) * 4u;
+        let at = k * FB_LDA + row / 4u;
+        let c = row % 4u;
+        fb_sa[at][c] = v.x;
+        fb_sa[at + FB_LDA][c] = v.y;
+        fb_sa[at + 2u * FB_LDA][c] = v.z;
+        fb_sa[at + 3u * FB_LDA][c] = v.w;
+    } else {
+        fb_sa[(e / (FB_SR / 4u)) * FB_LDA + e % (FB_SR / 4u)] = v;
     }
-    for (var i = 0u; i < FB_PFB; i++) {
-        let e = tid + i * WGS;
-        let v = fb_pb[i];
-        if (B_KC) {
-            let col = e / (FB_BK / 4u);
-            let k = (e % (FB_BK / 4u)) * 4u;
-            let at = k * FB_LDB + col / 4u;
-            let c = col % 4u;
-            fb_sb[at][c] = v.x;
-            fb_sb[at + FB_LDB][c] = v.y;
-            fb_sb[at + 2u * FB_LDB][c] = v.z;
-            fb_sb[at + 3u * FB_LDB][c] = v.w;
-        } else {
-            fb_sb[(e / (FB_SC / 4u)) * FB_LDB + e % (FB_SC / 4u)] = v;
-        }
+}
+
+fn fb_put_b(e: u32, v: vec4<f32>) {
+    if (B_KC) {
+        let col = e / (FB_BK / 4u);
+        let k = (e % (FB_BK / 4u)) * 4u;
+        let at = k * FB_LDB + col / 4u;
+        let c = col % 4u;
+        fb_sb[at][c] = v.x;
+        fb_sb[at + FB_LDB][c] = v.y;
+        fb_sb[at + 2u * FB_LDB][c] = v.z;
+        fb_sb[at + 3u * FB_LDB][c] = v.w;
+    } else {
+        fb_sb[(e / (FB_SC / 4u)) * FB_LDB + e % (FB_SC / 4u)] = v;
+    }
+}
+
+fn fb_stage(tid: u32) {
+    fb_put_a(tid + 0u * WGS, fb_pa0);
+    if (FB_PFA > 1u) {
+        fb_put_a(tid + 1u * WGS, fb_pa1);
+    }
+    if (FB_PFA > 2u) {
+        fb_put_a(tid + 2u * WGS, fb_pa2);
+    }
+    if (FB_PFA > 3u) {
+        fb_put_a(tid + 3u * WGS, fb_pa3);
+    }
+    fb_put_b(tid + 0u * WGS, fb_pb0);
+    if (FB_PFB > 1u) {
+        fb_put_b(tid + 1u * WGS, fb_pb1);
+    }
+    if (FB_PFB > 2u) {
+        fb_put_b(tid + 2u * WGS, fb_pb2);
+    }
+    if (FB_PFB > 3u) {
+        fb_put_b(tid + 3u * WGS, fb_pb3);
     }
 }
 
@@ -299,10 +354,28 @@ const CM_SA: u32 = select(CM_BK * CM_LDA, BM * CM_LDK, A_KC);
 const CM_SB: u32 = select(CM_BK * CM_LDB, BN * CM_LDK, B_KC);
 const CM_PFA: u32 = BM * CM_BK / 4u / WGS;
 const CM_PFB: u32 = BN * CM_BK / 4u / WGS;
+const CM_BYTES: u32 = (CM_SA + CM_SB) * 8u;
 var<workgroup> cm_sa: array<vec4<f16>, CM_SA>;
 var<workgroup> cm_sb: array<vec4<f16>, CM_SB>;
-var<private> cm_pa: array<vec4<f16>, CM_PFA>;
-var<private> cm_pb: array<vec4<f16>, CM_PFB>;
+// The prefetched vec4s, in named registers: wgpu bounds every loop (naga adds a counter), so a
+// loop over a private array would not be unrolled and the array would live in local memory.
+const_assert CM_PFA >= 1u && CM_PFA <= 8u && CM_PFB >= 1u && CM_PFB <= 8u;
+var<private> cm_pa0: vec4<f16>;
+var<private> cm_pa1: vec4<f16>;
+var<private> cm_pa2: vec4<f16>;
+var<private> cm_pa3: vec4<f16>;
+var<private> cm_pa4: vec4<f16>;
+var<private> cm_pa5: vec4<f16>;
+var<private> cm_pa6: vec4<f16>;
+var<private> cm_pa7: vec4<f16>;
+var<private> cm_pb0: vec4<f16>;
+var<private> cm_pb1: vec4<f16>;
+var<private> cm_pb2: vec4<f16>;
+var<private> cm_pb3: vec4<f16>;
+var<private> cm_pb4: vec4<f16>;
+var<private> cm_pb5: vec4<f16>;
+var<private> cm_pb6: vec4<f16>;
+var<private> cm_pb7: vec4<f16>;
 
 // Staged vec4 e of the A slice: (row in the block, k in the slice) of its first element, and its
 // slot in `cm_sa`.
@@ -335,23 +408,109 @@ fn cm_b_slot(e: u32) -> u32 {
     return (e / (BN / 4u)) * CM_LDB + e % (BN / 4u);
 }
 
+// The invocation's share (vec4 i, i < CM_PFA or CM_PFB) of the next slices, as f16.
+fn cm_fa(tid: u32, m0: u32, kc: u32, i: u32) -> vec4<f16> {
+    let pos = cm_a_pos(tid + i * WGS);
+    return load_a16(m0 + pos.x, kc + pos.y);
+}
+
+fn cm_fb(tid: u32, n0: u32, kc: u32, i: u32) -> vec4<f16> {
+    let pos = cm_b_pos(tid + i * WGS);
+    return load_b16(n0 + pos.x, kc + pos.y);
+}
+
+// Unrolled by hand, guarded by constants (see the registers above).
 fn cm_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
-    for (var i = 0u; i < CM_PFA; i++) {
-        let pos = cm_a_pos(tid + i * WGS);
-        cm_pa[i] = load_a16(m0 + pos.x, kc + pos.y);
+    cm_pa0 = cm_fa(tid, m0, kc, 0u);
+    if (CM_PFA > 1u) {
+        cm_pa1 = cm_fa(tid, m0, kc, 1u);
     }
-    for (var i = 0u; i < CM_PFB; i++) {
-        let pos = cm_b_pos(tid + i * WGS);
-        cm_pb[i] = load_b16(n0 + pos.x, kc + pos.y);
+    if (CM_PFA > 2u) {
+        cm_pa2 = cm_fa(tid, m0, kc, 2u);
+    }
+    if (CM_PFA > 3u) {
+        cm_pa3 = cm_fa(tid, m0, kc, 3u);
+    }
+    if (CM_PFA > 4u) {
+        cm_pa4 = cm_fa(tid, m0, kc, 4u);
+    }
+    if (CM_PFA > 5u) {
+        cm_pa5 = cm_fa(tid, m0, kc, 5u);
+    }
+    if (CM_PFA > 6u) {
+        cm_pa6 = cm_fa(tid, m0, kc, 6u);
+    }
+    if (CM_PFA > 7u) {
+        cm_pa7 = cm_fa(tid, m0, kc, 7u);
+    }
+    cm_pb0 = cm_fb(tid, n0, kc, 0u);
+    if (CM_PFB > 1u) {
+        cm_pb1 = cm_fb(tid, n0, kc, 1u);
+    }
+    if (CM_PFB > 2u) {
+        cm_pb2 = cm_fb(tid, n0, kc, 2u);
+    }
+    if (CM_PFB > 3u) {
+        cm_pb3 = cm_fb(tid, n0, kc, 3u);
+    }
+    if (CM_PFB > 4u) {
+        cm_pb4 = cm_fb(tid, n0, kc, 4u);
+    }
+    if (CM_PFB > 5u) {
+        cm_pb5 = cm_fb(tid, n0, kc, 5u);
+    }
+    if (CM_PFB > 6u) {
+        cm_pb6 = cm_fb(tid, n0, kc, 6u);
+    }
+    if (CM_PFB > 7u) {
+        cm_pb7 = cm_fb(tid, n0, kc, 7u);
     }
 }
 
 fn cm_stage(tid: u32) {
-    for (var i = 0u; i < CM_PFA; i++) {
-        cm_sa[cm_a_slot(tid + i * WGS)] = cm_pa[i];
+    cm_sa[cm_a_slot(tid + 0u * WGS)] = cm_pa0;
+    if (CM_PFA > 1u) {
+        cm_sa[cm_a_slot(tid + 1u * WGS)] = cm_pa1;
     }
-    for (var i = 0u; i < CM_PFB; i++) {
-        cm_sb[cm_b_slot(tid + i * WGS)] = cm_pb[i];
+    if (CM_PFA > 2u) {
+        cm_sa[cm_a_slot(tid + 2u * WGS)] = cm_pa2;
+    }
+    if (CM_PFA > 3u) {
+        cm_sa[cm_a_slot(tid + 3u * WGS)] = cm_pa3;
+    }
+    if (CM_PFA > 4u) {
+        cm_sa[cm_a_slot(tid + 4u * WGS)] = cm_pa4;
+    }
+    if (CM_PFA > 5u) {
+        cm_sa[cm_a_slot(tid + 5u * WGS)] = cm_pa5;
+    }
+    if (CM_PFA > 6u) {
+        cm_sa[cm_a_slot(tid + 6u * WGS)] = cm_pa6;
+    }
+    if (CM_PFA > 7u) {
+        cm_sa[cm_a_slot(tid + 7u * WGS)] = cm_pa7;
+    }
+    cm_sb[cm_b_slot(tid + 0u * WGS)] = cm_pb0;
+    if (CM_PFB > 1u) {
+        cm_sb[cm_b_slot(tid + 1u * WGS)] = cm_pb1;
+    }
+    if (CM_PFB > 2u) {
+        cm_sb[cm_b_slot(tid + 2u * WGS)] = cm_pb2;
+    }
+    if (CM_PFB > 3u) {
+        cm_sb[cm_b_slot(tid + 3u * WGS)] = cm_pb3;
+    }
+    if (CM_PFB > 4u) {
+        cm_sb[cm_b_slot(tid + 4u * WGS)] = cm_pb4;
+    }
+    if (CM_PFB > 5u) {
+        cm_sb[cm_b_slot(tid + 5u * WGS)] = cm_pb5;
+    }
+    if (CM_PFB > 6u) {
+        cm_sb[cm_b_slot(tid + 6u * WGS)] = cm_pb6;
+    }
+    if (CM_PFB > 7u) {
+        cm_sb[cm_b_slot(tid + 7u * WGS)] = cm_pb7;
     }
 }
 
@@ -429,19 +588,36 @@ fn cm_group(tid: u32, at: vec2<u32>, m0: u32, n0: u32, kb: u32, ke: u32) {
         if (kc + CM_BK < ke) {
             cm_fetch(tid, m0, n0, kc + CM_BK);
         }
-        for (var s = 0u; s < CM_BK / 16u; s++) {
-            let b0 = cm_frag_b(tc, s);
-            let b1 = cm_frag_b(tc + 1u, s);
-            let a0 = cm_frag_a(tr, s);
+        // The staged slice's two 16-deep halves, unrolled (CM_BK = 32).
+        {
+            let b0 = cm_frag_b(tc, 0u);
+            let b1 = cm_frag_b(tc + 1u, 0u);
+            let a0 = cm_frag_a(tr, 0u);
             c0 = coopMultiplyAdd(a0, b0, c0);
             c1 = coopMultiplyAdd(a0, b1, c1);
-            let a1 = cm_frag_a(tr + 1u, s);
+            let a1 = cm_frag_a(tr + 1u, 0u);
             c2 = coopMultiplyAdd(a1, b0, c2);
             c3 = coopMultiplyAdd(a1, b1, c3);
-            let a2 = cm_frag_a(tr + 2u, s);
+            let a2 = cm_frag_a(tr + 2u, 0u);
             c4 = coopMultiplyAdd(a2, b0, c4);
             c5 = coopMultiplyAdd(a2, b1, c5);
-            let a3 = cm_frag_a(tr + 3u, s);
+            let a3 = cm_frag_a(tr + 3u, 0u);
+            c6 = coopMultiplyAdd(a3, b0, c6);
+            c7 = coopMultiplyAdd(a3, b1, c7);
+        }
+        {
+            let b0 = cm_frag_b(tc, 1u);
+            let b1 = cm_frag_b(tc + 1u, 1u);
+            let a0 = cm_frag_a(tr, 1u);
+            c0 = coopMultiplyAdd(a0, b0, c0);
+            c1 = coopMultiplyAdd(a0, b1, c1);
+            let a1 = cm_frag_a(tr + 1u, 1u);
+            c2 = coopMultiplyAdd(a1, b0, c2);
+            c3 = coopMultiplyAdd(a1, b1, c3);
+            let a2 = cm_frag_a(tr + 2u, 1u);
+            c4 = coopMultiplyAdd(a2, b0, c4);
+            c5 = coopMultiplyAdd(a2, b1, c5);
+            let a3 = cm_frag_a(tr + 3u, 1u);
             c6 = coopMultiplyAdd(a3, b0, c6);
             c7 = coopMultiplyAdd(a3, b1, c7);
         }
@@ -478,16 +654,31 @@ fn cm_few(tid: u32, at: vec2<u32>, per: u32, m0: u32, n0: u32, kb: u32, ke: u32)
         if (kc + CM_BK < ke) {
             cm_fetch(tid, m0, n0, kc + CM_BK);
         }
-        for (var s = 0u; s < CM_BK / 16u; s++) {
-            let a0 = cm_frag_a(tr, s);
-            let b0 = cm_frag_b(tc, s);
+        {
+            let a0 = cm_frag_a(tr, 0u);
+            let b0 = cm_frag_b(tc, 0u);
             c0 = coopMultiplyAdd(a0, b0, c0);
             for (var g2 = 1u; g2 < nb; g2 = 2u) {
-                let b1 = cm_frag_b(tc + 1u, s);
+                let b1 = cm_frag_b(tc + 1u, 0u);
                 c1 = coopMultiplyAdd(a0, b1, c1);
                 // na > 1 only with nb = 2.
                 for (var r2 = 1u; r2 < na; r2 = 2u) {
-                    let a1 = cm_frag_a(tr + 1u, s);
+                    let a1 = cm_frag_a(tr + 1u, 0u);
+                    c2 = coopMultiplyAdd(a1, b0, c2);
+                    c3 = coopMultiplyAdd(a1, b1, c3);
+                }
+            }
+        }
+        {
+            let a0 = cm_frag_a(tr, 1u);
+            let b0 = cm_frag_b(tc, 1u);
+            c0 = coopMultiplyAdd(a0, b0, c0);
+            for (var g2 = 1u; g2 < nb; g2 = 2u) {
+                let b1 = cm_frag_b(tc + 1u, 1u);
+                c1 = coopMultiplyAdd(a0, b1, c1);
+                // na > 1 only with nb = 2.
+                for (var r2 = 1u; r2 < na; r2 = 2u) {
+                    let a1 = cm_frag_a(tr + 1u, 1u);
                     c2 = coopMultiplyAdd(a1, b0, c2);
                     c3 = coopMultiplyAdd(a1, b1, c3);
                 }
@@ -513,12 +704,20 @@ const PM_SA: u32 = select(PM_BK * CM_LDA, BM * PM_LDK, A_KC);
 const PM_SB: u32 = select(PM_BK * CM_LDB, BN * PM_LDK, B_KC);
 const PM_PFA: u32 = BM * PM_BK / 4u / WGS;
 const PM_PFB: u32 = BN * PM_BK / 4u / WGS;
+const PM_BYTES: u32 = 2u * (PM_SA + PM_SB) * 8u;
 var<workgroup> pm_sa_hi: array<vec4<f16>, PM_SA>;
 var<workgroup> pm_sa_lo: array<vec4<f16>, PM_SA>;
 var<workgroup> pm_sb_hi: array<vec4<f16>, PM_SB>;
 var<workgroup> pm_sb_lo: array<vec4<f16>, PM_SB>;
-var<private> pm_pa: array<vec4<f32>, PM_PFA>;
-var<private> pm_pb: array<vec4<f32>, PM_PFB>;
+const_assert PM_PFA >= 1u && PM_PFA <= 4u && PM_PFB >= 1u && PM_PFB <= 4u;
+var<private> pm_pa0: vec4<f32>;
+var<private> pm_pa1: vec4<f32>;
+var<private> pm_pa2: vec4<f32>;
+var<private> pm_pa3: vec4<f32>;
+var<private> pm_pb0: vec4<f32>;
+var<private> pm_pb1: vec4<f32>;
+var<private> pm_pb2: vec4<f32>;
+var<private> pm_pb3: vec4<f32>;
 
 fn pm_a_pos(e: u32) -> vec2<u32> {
     if (A_KC) {
@@ -548,32 +747,72 @@ fn pm_b_slot(e: u32) -> u32 {
     return (e / (BN / 4u)) * CM_LDB + e % (BN / 4u);
 }
 
+fn pm_fa(tid: u32, m0: u32, kc: u32, i: u32) -> vec4<f32> {
+    let pos = pm_a_pos(tid + i * WGS);
+    return f16_clamp(load_a(m0 + pos.x, kc + pos.y));
+}
+
+fn pm_fb(tid: u32, n0: u32, kc: u32, i: u32) -> vec4<f32> {
+    let pos = pm_b_pos(tid + i * WGS);
+    return f16_clamp(load_b(n0 + pos.x, kc + pos.y));
+}
+
 fn pm_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
-    for (var i = 0u; i < PM_PFA; i++) {
-        let pos = pm_a_pos(tid + i * WGS);
-        pm_pa[i] = f16_clamp(load_a(m0 + pos.x, kc + pos.y));
+    pm_pa0 = pm_fa(tid, m0, kc, 0u);
+    if (PM_PFA > 1u) {
+        pm_pa1 = pm_fa(tid, m0, kc, 1u);
     }
-    for (var i = 0u; i < PM_PFB; i++) {
-        let pos = pm_b_pos(tid + i * WGS);
-        pm_pb[i] = f16_clamp(load_b(n0 + pos.x, kc + pos.y));
+    if (PM_PFA > 2u) {
+        pm_pa2 = pm_fa(tid, m0, kc, 2u);
+    }
+    if (PM_PFA > 3u) {
+        pm_pa3 = pm_fa(tid, m0, kc, 3u);
+    }
+    pm_pb0 = pm_fb(tid, n0, kc, 0u);
+    if (PM_PFB > 1u) {
+        pm_pb1 = pm_fb(tid, n0, kc, 1u);
+    }
+    if (PM_PFB > 2u) {
+        pm_pb2 = pm_fb(tid, n0, kc, 2u);
+    }
+    if (PM_PFB > 3u) {
+        pm_pb3 = pm_fb(tid, n0, kc, 3u);
     }
 }
 
 // hi = x rounded to f16 (`round_f16`), lo = f16(x − hi), x − hi being exact in f32.
+fn pm_split_a(slot: u32, v: vec4<f32>) {
+    let hi = round_f16(v);
+    pm_sa_hi[slot] = vec4<f16>(hi);
+    pm_sa_lo[slot] = vec4<f16>(v - hi);
+}
+
+fn pm_split_b(slot: u32, v: vec4<f32>) {
+    let hi = round_f16(v);
+    pm_sb_hi[slot] = vec4<f16>(hi);
+    pm_sb_lo[slot] = vec4<f16>(v - hi);
+}
+
 fn pm_stage(tid: u32) {
-    for (var i = 0u; i < PM_PFA; i++) {
-        let slot = pm_a_slot(tid + i * WGS);
-        let v = pm_pa[i];
-        let hi = round_f16(v);
-        pm_sa_hi[slot] = vec4<f16>(hi);
-        pm_sa_lo[slot] = vec4<f16>(v - hi);
+    pm_split_a(pm_a_slot(tid + 0u * WGS), pm_pa0);
+    if (PM_PFA > 1u) {
+        pm_split_a(pm_a_slot(tid + 1u * WGS), pm_pa1);
     }
-    for (var i = 0u; i < PM_PFB; i++) {
-        let slot = pm_b_slot(tid + i * WGS);
-        let v = pm_pb[i];
-        let hi = round_f16(v);
-        pm_sb_hi[slot] = vec4<f16>(hi);
-        pm_sb_lo[slot] = vec4<f16>(v - hi);
+    if (PM_PFA > 2u) {
+        pm_split_a(pm_a_slot(tid + 2u * WGS), pm_pa2);
+    }
+    if (PM_PFA > 3u) {
+        pm_split_a(pm_a_slot(tid + 3u * WGS), pm_pa3);
+    }
+    pm_split_b(pm_b_slot(tid + 0u * WGS), pm_pb0);
+    if (PM_PFB > 1u) {
+        pm_split_b(pm_b_slot(tid + 1u * WGS), pm_pb1);
+    }
+    if (PM_PFB > 2u) {
+        pm_split_b(pm_b_slot(tid + 2u * WGS), pm_pb2);
+    }
+    if (PM_PFB > 3u) {
+        pm_split_b(pm_b_slot(tid + 3u * WGS), pm_pb3);
     }
 }
 
@@ -856,6 +1095,8 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
     let q = kc / 4u;
@@ -953,6 +1194,8 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
     let q = kc / 4u;
@@ -1051,6 +1294,8 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
     let q = kc / 4u;
@@ -1151,6 +1396,8 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
     let q = kc / 4u;
@@ -1262,6 +1509,8 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
     let q = row / 4u;
@@ -1354,16 +1603,26 @@ const B_KC: bool = false;
 var<private> part_end: u32;
 var<private> part_base: u32;
 
-fn load_a(row: u32, kc: u32) -> vec4<f32> {
+// The f32 values (zeros outside); `load_a`/`load_b` round them to f16 for the portable path, the
+// tensor-core path converts them (the same values).
+fn raw_a(row: u32, kc: u32) -> vec4<f32> {
     let ok = in4(row, dim_m) & vec4<bool>(kc < part_end);
     let at = idx4(min(kc, dim_k - 1u) * dim_m, row, dim_m);
-    return as_f16(select(vec4<f32>(0.0), vec4<f32>(x[at.x], x[at.y], x[at.z], x[at.w]), ok));
+    return select(vec4<f32>(0.0), vec4<f32>(x[at.x], x[at.y], x[at.z], x[at.w]), ok);
+}
+
+fn raw_b(col: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(col, dim_n) & vec4<bool>(kc < part_end);
+    let at = idx4(min(kc, dim_k - 1u) * dim_n, col, dim_n);
+    return select(vec4<f32>(0.0), vec4<f32>(b[at.x], b[at.y], b[at.z], b[at.w]), ok);
+}
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    return as_f16(raw_a(row, kc));
 }
 
 fn load_b(col: u32, kc: u32) -> vec4<f32> {
-    let ok = in4(col, dim_n) & vec4<bool>(kc < part_end);
-    let at = idx4(min(kc, dim_k - 1u) * dim_n, col, dim_n);
-    return as_f16(select(vec4<f32>(0.0), vec4<f32>(b[at.x], b[at.y], b[at.z], b[at.w]), ok));
+    return as_f16(raw_b(col, kc));
 }
 
 fn store_out(row: u32, col: u32, v: f32) {
@@ -1373,13 +1632,15 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
-    return vec4<f16>(load_a(row, kc));
+    return vec4<f16>(f16_clamp(raw_a(row, kc)));
 }
 
 fn load_b16(col: u32, kc: u32) -> vec4<f16> {
-    return vec4<f16>(load_b(col, kc));
+    return vec4<f16>(f16_clamp(raw_b(col, kc)));
 }
 
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
@@ -1430,8 +1691,9 @@ fn matmul_at16_split_f32(
 // three f16 products per tile pair, f32 sums (error ≤ ~1e-6 of Σ|x||w| for |values| ≤ 65504).
 // Its portable form is a plain f32 product. X [M, K], W [N, K], Y [M, N], all f32 row-major.
 // Overwrites `y` (elements past M·N untouched). Grid: one workgroup per 128×128 output block, 1-D
-// (row-major), 2-D past the device's limit. Overrides M_C, N_C, K_C as `matmul_t16`. The portable
-// form needs nothing (it runs in browsers); the tensor-core form needs SHADER_F16.
+// (row-major), 2-D past the device's limit. Overrides M_C, N_C, K_C as `matmul_t16`, and SPLIT
+// (default true; false: one f16 product of the operands rounded to f16, for f16-level accuracy).
+// The portable form needs nothing (it runs in browsers); the tensor-core form needs SHADER_F16.
 // @grid workgroups(ceil_div(p.n, PREC_BN) * ceil_div(p.m, PREC_BM))
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.n * p.k
@@ -1476,6 +1738,8 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert PM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
     return vec4<f16>(load_a(row, kc));
@@ -1569,6 +1833,8 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert PM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
     return vec4<f16>(load_a(row, kc));
@@ -1621,7 +1887,8 @@ fn matmul_precise(
 // [p.parts, K, N] f32. Overwrites `parts` (the first parts·K·N elements); add them with
 // `linear::matmul_parts_add` (`ops::weight_grad_precise`). Grid: one workgroup per (128×128
 // block of the K×N output, part), 1-D, 2-D past the device's limit. Overrides as
-// `matmul_at16_split`. The portable form needs nothing; the tensor-core form needs SHADER_F16.
+// `matmul_at16_split`, and SPLIT as `matmul_t_precise`. The portable form needs nothing; the
+// tensor-core form needs SHADER_F16.
 // @grid workgroups(ceil_div(p.n, PREC_BN) * ceil_div(p.k, PREC_BM) * p.parts)
 // @requires p.parts >= 1
 // @requires p.chunk * p.parts >= p.m
@@ -1672,6 +1939,8 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert PM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
     return vec4<f16>(load_a(row, kc));
@@ -1784,6 +2053,8 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
     let qd = kc / 4u;
@@ -1887,10 +2158,14 @@ var<private> y_base: u32;
 var<private> y_stride: u32;
 
 // A(row, kc) = P[s = row, j = kc … kc+3].
-fn load_a(row: u32, kc: u32) -> vec4<f32> {
+fn raw_a(row: u32, kc: u32) -> vec4<f32> {
     let ok = in4(kc, kend) & vec4<bool>(row < dim_m);
     let at = idx4(p_base + min(row, dim_m - 1u) * dim_m, kc, kend);
-    return as_f16(select(vec4<f32>(0.0), vec4<f32>(probs[at.x], probs[at.y], probs[at.z], probs[at.w]), ok));
+    return select(vec4<f32>(0.0), vec4<f32>(probs[at.x], probs[at.y], probs[at.z], probs[at.w]), ok);
+}
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    return as_f16(raw_a(row, kc));
 }
 
 // B(kc, col) = X[b, j = kc, kvh, col … col+3].
@@ -1907,9 +2182,11 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
-    return vec4<f16>(load_a(row, kc));
+    return vec4<f16>(f16_clamp(raw_a(row, kc)));
 }
 
 fn load_b16(col: u32, kc: u32) -> vec4<f16> {
@@ -2018,12 +2295,16 @@ var<private> y_base: u32;
 var<private> y_stride: u32;
 
 // A(row, kc) = P[b, h_g, s, j = row … row+3] with (g, s) from kc.
-fn load_a(row: u32, kc: u32) -> vec4<f32> {
+fn raw_a(row: u32, kc: u32) -> vec4<f32> {
     let g = kc / span;
     let s = r_first + kc % span;
     let ok = in4(row, dim_m) & vec4<bool>(s < dim_m);
     let at = idx4(p_base + g * dim_m * dim_m + min(s, dim_m - 1u) * dim_m, row, dim_m);
-    return as_f16(select(vec4<f32>(0.0), vec4<f32>(probs[at.x], probs[at.y], probs[at.z], probs[at.w]), ok));
+    return select(vec4<f32>(0.0), vec4<f32>(probs[at.x], probs[at.y], probs[at.z], probs[at.w]), ok);
+}
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    return as_f16(raw_a(row, kc));
 }
 
 // B(kc, col) = X[b, s, h_g, col … col+3].
@@ -2042,9 +2323,11 @@ fn store_out(row: u32, col: u32, v: f32) {
 }
 
 //#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
 // The tensor-core path's loads: the same elements as f16.
 fn load_a16(row: u32, kc: u32) -> vec4<f16> {
-    return vec4<f16>(load_a(row, kc));
+    return vec4<f16>(f16_clamp(raw_a(row, kc)));
 }
 
 fn load_b16(col: u32, kc: u32) -> vec4<f16> {
