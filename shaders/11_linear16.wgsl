@@ -1998,8 +1998,8 @@ fn matmul_at_precise_split(
 // workspace of `kernels::fast_attention` (f32, for the softmax). `q` `[B, S, H, Dh]` and `k`
 // `[B, S, Hkv, Dh]` f16 (Dh % 4 == 0, so rows are whole vec4s), read in place; head h reads kv
 // head h / (H / Hkv); `probs` `[B, H, S, S]` f32. Only lower-triangle 64×64 tiles are computed
-// (fully masked tiles are skipped); a diagonal tile is written whole (its entries above the
-// diagonal are overwritten by `attention_fast_softmax`). Overwrites `probs[b, h, s, j]` for j in
+// (fully masked tiles are skipped); a diagonal tile is written whole (the softmax then replaces
+// its entries above the diagonal). Overwrites `probs[b, h, s, j]` for j in
 // the tiles up to the diagonal (j < min(S, 64·(⌊s/64⌋+1))). Grid: one workgroup per (b, h,
 // lower-triangle tile), 1-D, 2-D past the device's limit. Needs SHADER_F16; tensor cores for
 // full tiles with S % 4 == 0.
