@@ -64,8 +64,8 @@
 const GEMM_BM: u32 = 128u;
 const GEMM_BN: u32 = 256u;
 const GEMM_WG: u32 = 512u;
-// f32-accurate (split f16) GEMMs: 128×128 blocks, 256 invocations (8 subgroups of 64×32; a
-// browser's limit, for the portable form).
+// f32-accurate (split f16) GEMMs, and the f16 GEMMs over f32 operands: 128×128 blocks, 256
+// invocations (8 subgroups of 64×32; a browser's limit, as their portable forms need no f16).
 const PREC_BM: u32 = 128u;
 const PREC_BN: u32 = 128u;
 const PREC_WG: u32 = 256u;
@@ -1574,8 +1574,10 @@ fn matmul_at16_split(
 // `matmul_at16_split` over f32 operands rounded to f16 while staging (the fused cast): X [M, K]
 // and B [M, N] f32 row-major, each value clamped to ±65504 and rounded to f16 as it is read; f16
 // products, f32 sums. parts [p.parts, K, N] f32. Overwrites `parts` (the first parts·K·N
-// elements). Grid, overrides and needs as `matmul_at16_split`.
-// @grid workgroups(ceil_div(p.n, GEMM_BN) * ceil_div(p.k, GEMM_BM) * p.parts)
+// elements). Its portable form needs no f16, so it runs in browsers: 128×128 blocks of 256
+// invocations (the f32-accurate family's shape), one workgroup per (block, part). Overrides as
+// `matmul_at16_split`; the tensor-core form needs SHADER_F16.
+// @grid workgroups(ceil_div(p.n, PREC_BN) * ceil_div(p.k, PREC_BM) * p.parts)
 // @requires p.parts >= 1
 // @requires p.chunk * p.parts >= p.m
 // @requires len(x) >= p.m * p.k
@@ -1595,9 +1597,9 @@ struct SplitParams {
 override M_C: u32 = 0u;
 override N_C: u32 = 0u;
 override K_C: u32 = 0u;
-const BM: u32 = GEMM_BM;
-const BN: u32 = GEMM_BN;
-const WGS: u32 = GEMM_WG;
+const BM: u32 = PREC_BM;
+const BN: u32 = PREC_BN;
+const WGS: u32 = PREC_WG;
 const A_KC: bool = false;
 const B_KC: bool = false;
 var<private> part_end: u32;

@@ -350,9 +350,17 @@ pub fn weight_grad_f16_parts(m: usize, n: usize, k: usize) -> usize {
     tensor_parts(m, n, k, bm, bn)
 }
 
-/// Scratch floats [`weight_grad_f16`] and [`weight_grad_f16_from_f32`] need: parts·k·n.
+/// Parts [`weight_grad_f16_from_f32`] splits a gradient of these shapes into (its kernel takes
+/// 128×128 blocks, so that its portable form fits a browser).
+pub fn weight_grad_f16_from_f32_parts(m: usize, n: usize, k: usize) -> usize {
+    let (bm, bn) = (crate::linear16::PREC_BM as usize, crate::linear16::PREC_BN as usize);
+    tensor_parts(m, n, k, bm, bn)
+}
+
+/// Scratch floats [`weight_grad_f16`] and [`weight_grad_f16_from_f32`] need: parts·k·n (the
+/// larger part count of the two).
 pub fn weight_grad_f16_scratch_len(m: usize, n: usize, k: usize) -> usize {
-    weight_grad_f16_parts(m, n, k) * n * k
+    weight_grad_f16_parts(m, n, k).max(weight_grad_f16_from_f32_parts(m, n, k)) * n * k
 }
 
 /// (parts, rows per part) of a split contraction over m rows: parts of whole 32-row steps.
@@ -378,7 +386,11 @@ fn weight_grad_split16(
 ) -> Result<()> {
     use crate::linear16::{matmul_at16_split, matmul_at16_split_f32};
     let (m32, n32, k32) = dims(m, n, k)?;
-    let (parts, chunk) = split_chunk(m, weight_grad_f16_parts(m, n, k));
+    let parts = match inputs {
+        SplitInputs::F16(..) => weight_grad_f16_parts(m, n, k),
+        SplitInputs::F32(..) => weight_grad_f16_from_f32_parts(m, n, k),
+    };
+    let (parts, chunk) = split_chunk(m, parts);
     let sp = matmul_at16_split::SplitParams::new(m32, n32, k32, to_u32(parts, "parts")?, to_u32(chunk, "chunk")?);
     match inputs {
         SplitInputs::F16(x, b) => {
