@@ -33,6 +33,7 @@ kernel_files! {
     backward_attention: "shaders/10_backward_attention.wgsl",
     linear16: "shaders/11_linear16.wgsl",
     optimizer: "shaders/12_optimizer.wgsl",
+    mixed: "shaders/13_mixed.wgsl",
 }
 
 pub mod fast_attention;

@@ -136,6 +136,10 @@ pub struct TrainConfig {
     pub seed: u64,
     /// The attention path (a speed and memory choice; results agree to rounding).
     pub attention: crate::model::Attention,
+    /// The arithmetic of a step (`crate::precision`).
+    pub precision: crate::precision::Precision,
+    /// Mixed precision: clean steps before the loss scale doubles (`crate::scaler`).
+    pub loss_scale_interval: u32,
 }
 
 impl Default for TrainConfig {
@@ -153,6 +157,8 @@ impl Default for TrainConfig {
             clip: 1.0,
             seed: 1234,
             attention: crate::model::Attention::Auto,
+            precision: crate::precision::Precision::Auto,
+            loss_scale_interval: crate::scaler::DEFAULT_GROWTH_INTERVAL,
         }
     }
 }
@@ -188,6 +194,9 @@ impl TrainConfig {
                 "the weight decay {} must be finite and not negative",
                 self.weight_decay
             )));
+        }
+        if self.loss_scale_interval == 0 {
+            return Err(Error::Config("the loss scale's growth interval must be at least 1 step".into()));
         }
         if !self.clip.is_finite() {
             return Err(Error::Config(format!("the gradient clip {} must be finite (0 turns it off)", self.clip)));

@@ -9,8 +9,10 @@ pub mod data;
 pub mod model;
 pub mod params;
 pub mod plot;
+pub mod precision;
 pub mod rng;
 pub mod sample;
+pub mod scaler;
 pub mod trainer;
 
 /// A line on stderr. A stderr that cannot be written (a full disk under a redirect, a closed

@@ -5,12 +5,22 @@ use crate::Error;
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::{ModelConfig, TrainConfig};
 use crate::data::Corpus;
-use crate::model::Model;
+use crate::model::{Model, ModelOptions, ScalerState};
 use crate::params;
 use crate::rng::Rng;
 use crate::sample::sample;
 use kernels::Gpu;
 use std::path::Path;
+
+/// The model options of a run's settings, starting the loss scaler from `scaler`.
+pub fn model_options(train: &TrainConfig, scaler: Option<ScalerState>) -> ModelOptions {
+    ModelOptions {
+        attention: train.attention,
+        precision: train.precision,
+        scaler,
+        growth_interval: train.loss_scale_interval,
+    }
+}
 
 /// A model, its data and where the run stands.
 pub struct Trainer {
@@ -26,6 +36,8 @@ pub struct Trainer {
     pub train_history: Vec<(usize, f32)>,
     /// (step, validation loss).
     pub val_history: Vec<(usize, f32)>,
+    /// The loss scaler's state as last read (mixed precision; read with the loss).
+    pub scaler: Option<ScalerState>,
 }
 
 impl Trainer {
@@ -38,8 +50,17 @@ impl Trainer {
         // error naming the limit, not an allocation abort.
         Model::check_fits(gpu, cfg, train.batch, train.attention)?;
         let weights = params::init(cfg, train.seed)?;
-        let model = Model::with_attention(gpu, cfg, train.batch, &weights, None, train.attention)?;
-        Ok(Trainer { model, corpus, train: train.clone(), step: 0, train_history: Vec::new(), val_history: Vec::new() })
+        let model = Model::with_options(gpu, cfg, train.batch, &weights, None, model_options(train, None))?;
+        let scaler = model.scaler_state()?;
+        Ok(Trainer {
+            model,
+            corpus,
+            train: train.clone(),
+            step: 0,
+            train_history: Vec::new(),
+            val_history: Vec::new(),
+            scaler,
+        })
     }
 
     /// Continues a run from a checkpoint (its model shape and seed; `train` gives the rest).
@@ -51,9 +72,11 @@ impl Trainer {
         let train = TrainConfig { seed: ck.seed, ..train.clone() };
         train.validate()?;
         corpus.check(ck.model.seq_len)?;
-        let model =
-            Model::with_attention(gpu, &ck.model, train.batch, &ck.params, Some((&ck.m, &ck.v)), train.attention)?;
+        let options = model_options(&train, ck.scaler);
+        let model = Model::with_options(gpu, &ck.model, train.batch, &ck.params, Some((&ck.m, &ck.v)), options)?;
+        let scaler = model.scaler_state()?;
         Ok(Trainer {
+            scaler,
             model,
             corpus,
             train,
@@ -70,6 +93,7 @@ impl Trainer {
         self.step += 1;
         if read_loss {
             let loss = self.model.read_loss()?;
+            self.scaler = self.model.scaler_state()?;
             self.train_history.push((self.step as usize, loss));
             Ok(Some(loss))
         } else {
@@ -90,6 +114,12 @@ impl Trainer {
         Ok(loss)
     }
 
+    /// The loss-scaling note for progress lines and logs: `" | scale S, K skipped"` in mixed
+    /// precision (as last read), empty in f32.
+    pub fn scaling_note(&self) -> String {
+        self.scaler.map_or(String::new(), |s| format!(" | loss scale {}, {} steps skipped", s.scale, s.skipped))
+    }
+
     /// Everything needed to resume.
     pub fn checkpoint(&self) -> Result<Checkpoint, Error> {
         let (m, v) = self.model.moments()?;
@@ -100,6 +130,7 @@ impl Trainer {
             params: self.model.weights()?,
             m,
             v,
+            scaler: self.model.scaler_state()?,
             train_history: self.train_history.clone(),
             val_history: self.val_history.clone(),
         })

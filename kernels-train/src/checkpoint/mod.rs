@@ -55,6 +55,9 @@ pub struct Checkpoint {
     pub m: Tensors,
     /// AdamW second moments.
     pub v: Tensors,
+    /// The loss scaler's state (runs in mixed precision; `None` in f32). Stored as the
+    /// metadata entries `loss_scale`, `loss_scale_clean_steps`, `loss_scale_skipped`.
+    pub scaler: Option<crate::scaler::ScalerState>,
     /// (step, training loss).
     pub train_history: Vec<(usize, f32)>,
     /// (step, validation loss).
@@ -109,12 +112,33 @@ fn parse_config(s: &str) -> Result<ModelConfig, Error> {
 
 /// The metadata entries the checksum covers (all but `checksum`).
 fn metadata(c: &Checkpoint) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    let mut meta = BTreeMap::from([
         ("format".to_string(), FORMAT.to_string()),
         ("config".to_string(), config_json(&c.model)),
         ("step".to_string(), c.step.to_string()),
         ("seed".to_string(), c.seed.to_string()),
-    ])
+    ]);
+    if let Some(s) = &c.scaler {
+        meta.insert("loss_scale".to_string(), s.scale.to_string());
+        meta.insert("loss_scale_clean_steps".to_string(), s.clean_steps.to_string());
+        meta.insert("loss_scale_skipped".to_string(), s.skipped.to_string());
+    }
+    meta
+}
+
+/// The loss scaler's state from the metadata (`None` when absent: an f32 run).
+fn parse_scaler(meta: &std::collections::HashMap<String, String>) -> Result<Option<crate::scaler::ScalerState>, Error> {
+    let Some(scale) = meta.get("loss_scale") else { return Ok(None) };
+    let bad = |k: &str| Error::Corrupt(format!("the metadata's `{k}` is not valid"));
+    let count = |k: &str| meta.get(k).and_then(|v| v.parse::<u32>().ok()).ok_or_else(|| bad(k));
+    let state = crate::scaler::ScalerState {
+        scale: scale.parse::<f32>().map_err(|_| bad("loss_scale"))?,
+        clean_steps: count("loss_scale_clean_steps")?,
+        skipped: count("loss_scale_skipped")?,
+        last_skipped: false,
+    };
+    state.check().map_err(|e| Error::Corrupt(format!("the metadata's loss scaler: {e}")))?;
+    Ok(Some(state))
 }
 
 /// One tensor as the checksum sees it.

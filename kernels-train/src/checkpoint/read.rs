@@ -105,6 +105,7 @@ pub(super) fn decode(bytes: &[u8], shown: &str) -> Result<Checkpoint, Error> {
         params: p,
         m,
         v,
+        scaler: super::parse_scaler(&meta).map_err(|e| corrupt(e.to_string()))?,
         train_history: hist("history.train")?,
         val_history: hist("history.validation")?,
     })

@@ -20,6 +20,7 @@ fn sample(seed: u64) -> Checkpoint {
         m: init.as_ref().map(|p| p.iter().map(|x| x * 0.5).collect()),
         v: init.as_ref().map(|p| p.iter().map(|x| x * x).collect()),
         params: init,
+        scaler: None,
         train_history: vec![(0, 5.5), (1, 5.0)],
         val_history: vec![(1, 5.1)],
     }
@@ -51,6 +52,27 @@ fn round_trip_and_atomic_write() {
     assert!(matches!(load(&dir.join("missing.safetensors")), Err(Error::Checkpoint(_))));
     std::fs::write(dir.join("junk.safetensors"), b"not a checkpoint").unwrap();
     assert!(matches!(load(&dir.join("junk.safetensors")), Err(Error::Corrupt(_))));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_loss_scaler_state_round_trips_and_is_checked() {
+    use crate::scaler::ScalerState;
+    let dir = scratch_dir("scaler");
+    let path = dir.join("model.safetensors");
+    let mixed = Checkpoint {
+        scaler: Some(ScalerState { scale: 2048.0, clean_steps: 17, skipped: 4, last_skipped: false }),
+        ..sample(5)
+    };
+    save(&path, &mixed).unwrap();
+    assert_eq!(load(&path).unwrap(), mixed);
+    // An f32 checkpoint has no scaler entries and loads without one.
+    save(&path, &sample(5)).unwrap();
+    assert_eq!(load(&path).unwrap().scaler, None);
+    // A scale that is not a power of two in range is refused as corrupt (checksum recomputed).
+    let bad = Checkpoint { scaler: Some(ScalerState { scale: 3.0, ..ScalerState::default() }), ..sample(5) };
+    save(&path, &bad).unwrap();
+    assert!(matches!(load(&path), Err(Error::Corrupt(m)) if m.contains("loss scale")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -2,6 +2,7 @@
 
 use crate::config::{ModelConfig, TrainConfig};
 use crate::model::Attention;
+use crate::precision::Precision;
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 
@@ -114,6 +115,24 @@ pub struct Args {
     /// `auto` (fast when its workspaces fit).
     #[arg(long, value_enum, default_value = "auto")]
     pub attention: AttentionArg,
+    /// Arithmetic: `mixed` (f16 products, f32 master weights, dynamic loss scaling), `f32`, or
+    /// `auto` (mixed where the adapter has tensor cores, else f32).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub precision: PrecisionArg,
+    /// Mixed precision: clean steps before the loss scale doubles.
+    #[arg(long, default_value_t = crate::scaler::DEFAULT_GROWTH_INTERVAL, value_parser = clap::value_parser!(u32).range(1..))]
+    pub loss_scale_interval: u32,
+}
+
+/// The `--precision` values.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum PrecisionArg {
+    /// Mixed with tensor cores, else f32.
+    Auto,
+    /// f32 throughout.
+    F32,
+    /// f16 products, f32 masters, loss scaling.
+    Mixed,
 }
 
 /// The `--attention` values.
@@ -166,6 +185,12 @@ pub fn train_config(a: &Args) -> TrainConfig {
             AttentionArg::Fast => Attention::Fast,
             AttentionArg::Streaming => Attention::Streaming,
         },
+        precision: match a.precision {
+            PrecisionArg::Auto => Precision::Auto,
+            PrecisionArg::F32 => Precision::F32,
+            PrecisionArg::Mixed => Precision::Mixed,
+        },
+        loss_scale_interval: a.loss_scale_interval,
         ..TrainConfig::default()
     }
 }

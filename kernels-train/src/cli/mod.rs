@@ -16,7 +16,7 @@ mod signals;
 mod train;
 
 pub use crate::checkpoint::curve_path;
-pub use args::{Args, AttentionArg, Preset, model_config, train_config};
+pub use args::{Args, AttentionArg, PrecisionArg, Preset, model_config, train_config};
 pub use signals::{SIGHUP, SIGINT, SIGTERM, Stop};
 
 use crate::Error;

@@ -35,6 +35,7 @@ pub(super) fn describe(trainer: &Trainer, say: &Say) {
         trainer.corpus.source,
         trainer.corpus.len()
     ));
+    say.line(trainer.train.precision.describe(trainer.model.gpu()));
 }
 
 /// The checkpoint's state as this run knows it: the step of the last good checkpoint at the
@@ -164,9 +165,10 @@ pub(super) fn run(
             // No training loss read back yet (it is read every --log-every steps): a dash.
             let train = last_loss.map_or("-".into(), |l| format!("{l:.4}"));
             let line = format!(
-                "step {:>6}  train loss {train:>6}  validation loss {:.4}",
+                "step {:>6}  train loss {train:>6}  validation loss {:.4}{}",
                 trainer.step,
-                last_val.unwrap_or(f32::NAN)
+                last_val.unwrap_or(f32::NAN),
+                trainer.scaling_note()
             );
             // Printed even when the bar is hidden (not a terminal, or --quiet).
             bar.suspend(|| crate::note(&line));
@@ -192,10 +194,11 @@ pub(super) fn run(
         let elapsed = started.elapsed().as_secs_f64().max(1e-9);
         let tps = (trainer.step - first_step) as f64 * tokens_per_step / elapsed;
         bar.set_message(format!(
-            "loss {} | val {} | {:.0} tokens/s",
+            "loss {} | val {} | {:.0} tokens/s{}",
             last_loss.map_or("-".into(), |l| format!("{l:.3}")),
             last_val.map_or("-".into(), |l| format!("{l:.3}")),
-            tps
+            tps,
+            trainer.scaling_note()
         ));
         bar.set_position(trainer.step);
     }
@@ -209,12 +212,13 @@ pub(super) fn run(
     }
     let elapsed = started.elapsed().as_secs_f64();
     say.line(format!(
-        "saved {} (step {}) and {}; {:.1} s, {:.0} tokens/s",
+        "saved {} (step {}) and {}; {:.1} s, {:.0} tokens/s{}",
         dest.path().display(),
         trainer.step,
         crate::checkpoint::curve_path(dest.path()).display(),
         elapsed,
-        (trainer.step - first_step) as f64 * tokens_per_step / elapsed.max(1e-9)
+        (trainer.step - first_step) as f64 * tokens_per_step / elapsed.max(1e-9),
+        trainer.scaling_note()
     ));
     if let Some(signal) = stopped_by {
         return Err(Failure {

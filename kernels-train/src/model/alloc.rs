@@ -1,10 +1,11 @@
 //! Allocation: every buffer the model needs, sized once for batches of up to `batch` sequences.
 
-use super::{Attention, B, Model, Tensors, fast_params};
+use super::products::{Half, Products, rows_cols, weight_grad_scratch};
+use super::{Attention, B, Model, ModelOptions, Precision, Tensors, fast_params};
 use crate::Error;
 use crate::config::ModelConfig;
 use crate::params::{self, ModelWeights};
-use kernels::ops::weight_grad_scratch_len;
+use kernels::ops::{F16x4, f16x4_len, weight_grad_scratch_len};
 use kernels::{Buffer, Gpu};
 
 /// Activations one layer keeps for its backward pass.
@@ -145,7 +146,7 @@ impl Model {
         Ok(())
     }
 
-    /// [`Model::new`] with a chosen attention path.
+    /// [`Model::new`] with a chosen attention path (f32 precision).
     pub fn with_attention(
         gpu: &Gpu,
         cfg: &ModelConfig,
@@ -154,7 +155,33 @@ impl Model {
         moments: Option<(&Tensors, &Tensors)>,
         attention: Attention,
     ) -> Result<Model, Error> {
+        let options = ModelOptions { attention, ..ModelOptions::default() };
+        Model::with_options(gpu, cfg, batch, weights, moments, options)
+    }
+
+    /// [`Model::new`] with a chosen attention path, precision and loss-scaler state.
+    pub fn with_options(
+        gpu: &Gpu,
+        cfg: &ModelConfig,
+        batch: usize,
+        weights: &Tensors,
+        moments: Option<(&Tensors, &Tensors)>,
+        options: ModelOptions,
+    ) -> Result<Model, Error> {
+        let ModelOptions { attention, precision, scaler, growth_interval } = options;
         Model::check_fits(gpu, cfg, batch, attention)?;
+        let precision = precision.resolve(gpu)?;
+        if growth_interval == 0 {
+            return Err(Error::Config("the loss scale's growth interval must be at least 1 step".into()));
+        }
+        if let Some(s) = scaler {
+            s.check().map_err(Error::Config)?;
+        }
+        let products = match precision {
+            Precision::Mixed => Products::Half,
+            _ if kernels::ops::on_tensor_cores(gpu, &kernels::linear16::matmul_t_precise::KERNEL) => Products::Precise,
+            _ => Products::Sgemm,
+        };
         let attention = attention.resolve(gpu, cfg, batch)?;
         let fast = attention == Attention::Fast;
         let layout = params::layout(cfg);
@@ -209,7 +236,7 @@ impl Model {
         let wgrad_len = layout
             .iter()
             .filter_map(|p| match p.shape[..] {
-                [out, inp] => Some(weight_grad_scratch_len(rows, inp, out)),
+                [out, inp] => Some(weight_grad_scratch(gpu, products, rows, inp, out)),
                 _ => None,
             })
             .max()
@@ -249,10 +276,30 @@ impl Model {
             norm_bad: gpu.zeros(total.max(1))?,
             stats: z(4)?,
         };
-        Ok(Model {
+        let (w16, half) = if products == Products::Half {
+            let w16 = layout.as_ref().try_map(|p| {
+                let (r, c) = rows_cols(&p.shape);
+                gpu.zeros::<F16x4>(f16x4_len(r, c))
+            })?;
+            let widest = [d, f, hq, kv, cfg.vocab].into_iter().max().unwrap_or(d);
+            let half = Half {
+                x16: gpu.zeros(f16x4_len(rows, widest))?,
+                flag: gpu.zeros(1)?,
+                state: gpu.upload(&scaler.unwrap_or_default().to_gpu())?,
+                growth_interval,
+            };
+            (Some(w16), Some(half))
+        } else {
+            (None, None)
+        };
+        let mut model = Model {
             cfg: cfg.clone(),
             batch,
             attention,
+            precision,
+            products,
+            w16,
+            half,
             gpu: gpu.clone(),
             layout,
             params,
@@ -263,6 +310,21 @@ impl Model {
             acts,
             loss_out: z(2)?,
             s: scratch,
-        })
+        };
+        model.refresh_f16()?;
+        Ok(model)
+    }
+
+    /// Mixed precision: writes the weights' f16 copies from the f32 masters (the optimizer keeps
+    /// them current after that).
+    fn refresh_f16(&mut self) -> Result<(), Error> {
+        let Some(w16) = &mut self.w16 else { return Ok(()) };
+        let b = self.gpu.batch();
+        for ((w, w16), p) in self.params.iter().zip(w16.iter_mut()).zip(self.layout.iter()) {
+            let (r, c) = rows_cols(&p.shape);
+            kernels::ops::cast_f16x4(&b, w, w16, r, c)?;
+        }
+        b.submit()?;
+        Ok(())
     }
 }

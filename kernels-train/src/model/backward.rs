@@ -1,5 +1,6 @@
 //! The backward pass: every parameter's gradient, accumulated (+=) into the gradient buffers.
 
+use super::products::{Products, input_grad, weight_grad};
 use super::{B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
@@ -8,15 +9,14 @@ use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq
 use kernels::backward_ffn::ffn_swiglu_backward;
 use kernels::embedding::embed_backward;
 use kernels::infrastructure::axpy;
-use kernels::linear::{matmul, matmul_residual};
 use kernels::norm::{rmsnorm_backward, rmsnorm_dgamma_reduce};
-use kernels::ops::matmul_at_acc_split;
 
 /// Records weight gradients `dW += dYᵀ·X` over the step's rows, split along the tokens when
 /// the output is small (`kernels::ops::matmul_at_acc_split`), through one scratch buffer.
 struct WeightGrads<'a> {
     scratch: &'a mut B,
     rows: usize,
+    mode: Products,
 }
 
 impl WeightGrads<'_> {
@@ -25,8 +25,7 @@ impl WeightGrads<'_> {
         let [out, inp] = w.shape[..] else {
             return Err(Error::Config(format!("`{}` is not a matrix: no weight gradient", w.name)));
         };
-        matmul_at_acc_split(b, dy, x, dw, self.scratch, self.rows, inp, out)?;
-        Ok(())
+        weight_grad(b, self.mode, dy, x, dw, self.scratch, self.rows, inp, out)
     }
 }
 
@@ -34,7 +33,10 @@ impl Model {
     /// Records the backward pass of a full batch (after `record_forward` and `record_loss`),
     /// accumulating every parameter's gradient (+=).
     pub(super) fn record_backward(&mut self, b: &Batch<'_>, batch: usize) -> Result<(), Error> {
-        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, .. } = self;
+        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, products: mode, half, w16, .. } = self;
+        let mode = *mode;
+        let w16 = w16.as_ref().map(|w| w.as_ref());
+        let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
         let (h, hkv, dh) = (c.heads as u32, c.kv_heads as u32, c.head_dim() as u32);
         let (hq, kv) = (h * dh, hkv * dh);
@@ -43,14 +45,20 @@ impl Model {
         let scale = 1.0 / (dh as f32).sqrt();
         let base = c.rope_base;
         // Params { m: rows, n, k } of every product below.
-        let mm = |n: u32, k: u32| kernels::linear::matmul::Params::new(rows, n, k);
+        let mm = |n: u32, k: u32| (rows, n, k);
         let nb = kernels::norm::rmsnorm_backward::Params::new(rows, d);
         let nr = kernels::norm::rmsnorm_dgamma_reduce::Params::new(rows, d);
         let add = kernels::infrastructure::axpy::Params::new(rows * d, 1.0);
-        let mut wg = WeightGrads { scratch: &mut s.wgrad, rows: rows as usize };
+        let mut wg = WeightGrads { scratch: &mut s.wgrad, rows: rows as usize, mode };
 
+        // Mixed precision: the loss gradient times the loss scale (undone by the optimizer).
+        if let Some(h) = half.as_ref() {
+            let sp = kernels::mixed::scale_by_state::ScaleParams::new(rows * v);
+            kernels::mixed::scale_by_state(b, &mut acts.logits, &h.state, sp)?;
+        }
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf.
-        matmul(b, &acts.logits, &p.embedding, &mut s.ma, mm(d, v))?;
+        let e16 = w16.map(|w| w.embedding);
+        input_grad(b, mode, &acts.logits, &p.embedding, e16, half, None, &mut s.ma, mm(d, v))?;
         wg.add(b, &acts.logits, &acts.hf, &mut g.embedding, &layout.embedding)?;
         // Final norm: dx = ∂/∂x_final.
         rmsnorm_backward(b, &acts.xf, &p.final_norm, &acts.rrms_f, &s.ma, &mut s.dx, &mut s.norm_partials, nb)?;
@@ -58,20 +66,21 @@ impl Model {
 
         for l in (0..c.layers).rev() {
             let (y, w, gl, shape) = (&mut acts.layers[l], &p.layers[l], &mut g.layers[l], &layout.layers[l]);
+            let h16 = w16.map(|w| &w.layers[l]);
             // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, g = h2·W1ᵀ, u = h2·W3ᵀ.
-            matmul(b, &s.dx, &w.w2, &mut s.da, mm(f, d))?;
+            input_grad(b, mode, &s.dx, &w.w2, h16.map(|h| h.w2), half, None, &mut s.da, mm(f, d))?;
             wg.add(b, &s.dx, &y.a, &mut gl.w2, &shape.w2)?;
             let sb = kernels::backward_ffn::ffn_swiglu_backward::Params::new(rows * f);
             ffn_swiglu_backward(b, &y.g, &y.u, &s.da, &mut s.dg, &mut s.du, sb)?;
             wg.add(b, &s.dg, &y.h2, &mut gl.w1, &shape.w1)?;
             wg.add(b, &s.du, &y.h2, &mut gl.w3, &shape.w3)?;
-            matmul(b, &s.dg, &w.w1, &mut s.ma, mm(d, f))?;
-            matmul_residual(b, &s.du, &w.w3, &s.ma, &mut s.mb, mm(d, f))?;
+            input_grad(b, mode, &s.dg, &w.w1, h16.map(|h| h.w1), half, None, &mut s.ma, mm(d, f))?;
+            input_grad(b, mode, &s.du, &w.w3, h16.map(|h| h.w3), half, Some(&s.ma), &mut s.mb, mm(d, f))?;
             rmsnorm_backward(b, &y.x_mid, &w.ffn_norm, &y.rrms2, &s.mb, &mut s.dxn, &mut s.norm_partials, nb)?;
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.ffn_norm, nr)?;
             axpy(b, &s.dxn, &mut s.dx, add)?;
             // Attention: x_mid = x_in + att·Woᵀ.
-            matmul(b, &s.dx, &w.wo, &mut s.datt, mm(hq, d))?;
+            input_grad(b, mode, &s.dx, &w.wo, h16.map(|h| h.wo), half, None, &mut s.datt, mm(hq, d))?;
             wg.add(b, &s.dx, &y.att, &mut gl.wo, &shape.wo)?;
             match (&mut y.probs, &mut s.fast_delta) {
                 (Some(probs), Some(delta)) => {
@@ -95,9 +104,9 @@ impl Model {
             wg.add(b, &s.dq, &y.h1, &mut gl.wq, &shape.wq)?;
             wg.add(b, &s.dk, &y.h1, &mut gl.wk, &shape.wk)?;
             wg.add(b, &s.dv, &y.h1, &mut gl.wv, &shape.wv)?;
-            matmul(b, &s.dq, &w.wq, &mut s.ma, mm(d, hq))?;
-            matmul_residual(b, &s.dk, &w.wk, &s.ma, &mut s.mb, mm(d, kv))?;
-            matmul_residual(b, &s.dv, &w.wv, &s.mb, &mut s.ma, mm(d, kv))?;
+            input_grad(b, mode, &s.dq, &w.wq, h16.map(|h| h.wq), half, None, &mut s.ma, mm(d, hq))?;
+            input_grad(b, mode, &s.dk, &w.wk, h16.map(|h| h.wk), half, Some(&s.ma), &mut s.mb, mm(d, kv))?;
+            input_grad(b, mode, &s.dv, &w.wv, h16.map(|h| h.wv), half, Some(&s.mb), &mut s.ma, mm(d, kv))?;
             rmsnorm_backward(b, &y.x_in, &w.attn_norm, &y.rrms1, &s.ma, &mut s.dxn, &mut s.norm_partials, nb)?;
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.attn_norm, nr)?;
             axpy(b, &s.dxn, &mut s.dx, add)?;

@@ -17,6 +17,7 @@
 mod alloc;
 mod backward;
 mod forward;
+mod products;
 mod update;
 
 use crate::Error;
@@ -24,8 +25,36 @@ use crate::config::{ModelConfig, TrainConfig};
 use crate::params::{ModelWeights, Param};
 use alloc::{Activations, Optimizer, Scratch};
 use kernels::{Buffer, Gpu};
+use products::{Half, Products};
+
+pub use crate::precision::Precision;
+pub use crate::scaler::ScalerState;
 
 type B = Buffer<f32>;
+
+/// How a model is built beyond its shape and weights ([`Model::with_options`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModelOptions {
+    /// The attention path.
+    pub attention: Attention,
+    /// The arithmetic of a step ([`Precision::Auto`] resolves on the adapter).
+    pub precision: Precision,
+    /// The loss scaler's state to start from (mixed precision; `None`: a fresh scaler).
+    pub scaler: Option<ScalerState>,
+    /// Clean steps before the loss scale doubles (mixed precision; at least 1).
+    pub growth_interval: u32,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions {
+            attention: Attention::Auto,
+            precision: Precision::F32,
+            scaler: None,
+            growth_interval: crate::scaler::DEFAULT_GROWTH_INTERVAL,
+        }
+    }
+}
 
 /// Host copies of every parameter tensor (or gradient, or moment).
 pub type Tensors = ModelWeights<Vec<f32>>;
@@ -86,7 +115,15 @@ pub struct Model {
     pub batch: usize,
     /// The attention path in use.
     pub attention: Attention,
+    /// The precision in use (`F32` or `Mixed`, resolved).
+    pub precision: Precision,
     gpu: Gpu,
+    /// How the linear layers' products run.
+    products: Products,
+    /// Mixed precision: the weights' f16 copies (f16x4 row layout; vectors as one row).
+    w16: Option<ModelWeights<Buffer<kernels::ops::F16x4>>>,
+    /// Mixed precision: the f16 operand scratch and the loss scaler.
+    half: Option<Half>,
     /// Names, shapes and kinds of the tensors below.
     layout: ModelWeights<Param>,
     params: ModelWeights<B>,
@@ -234,9 +271,17 @@ impl Model {
         self.read_all(&self.params)
     }
 
-    /// Copies the gradient buffers back to the host.
+    /// Copies the gradient buffers back to the host (in mixed precision, after a
+    /// [`Model::forward_backward`], multiplied by the loss scale).
     pub fn gradients(&self) -> Result<Tensors, Error> {
         self.read_all(&self.grads)
+    }
+
+    /// The loss scaler's state (mixed precision; `None` in f32). Reads a few floats back.
+    pub fn scaler_state(&self) -> Result<Option<ScalerState>, Error> {
+        let Some(h) = &self.half else { return Ok(None) };
+        let s = h.state.read(&self.gpu)?;
+        ScalerState::from_gpu(&s).map(Some).map_err(|e| Error::Diverged(format!("loss scaling failed: {e}")))
     }
 
     /// Copies the AdamW moments back to the host: (m, v).

@@ -1,6 +1,7 @@
 //! The update: global gradient-norm clipping and AdamW, which also zeroes the gradients.
 
 use super::Model;
+use super::products::rows_cols;
 use crate::Error;
 use crate::config::TrainConfig;
 use kernels::Batch;
@@ -9,7 +10,7 @@ use kernels::optimizer::{adamw_update, finalize_grad_stats, reduce_norm_sq};
 impl Model {
     /// Records global-norm clipping and AdamW for step `step` (0-based); zeroes the gradients.
     pub(super) fn record_update(&mut self, b: &Batch<'_>, t: &TrainConfig, step: u64) -> Result<(), Error> {
-        let Model { layout, params, grads, opt, .. } = self;
+        let Model { layout, params, grads, opt, half, w16, .. } = self;
         for (gr, &offset) in grads.iter().zip(opt.norm_offsets.iter()) {
             let np = kernels::optimizer::reduce_norm_sq::Params::new(gr.len() as u32, offset);
             reduce_norm_sq(b, gr, &mut opt.norm_partials, &mut opt.norm_bad, np)?;
@@ -21,6 +22,30 @@ impl Model {
         let bias1 = (1.0 - (t.beta1 as f64).powi(tt)) as f32;
         let bias2 = (1.0 - (t.beta2 as f64).powi(tt)) as f32;
         let lr = t.lr_at(step as usize);
+        if let (Some(h), Some(w16)) = (half.as_mut(), w16.as_mut()) {
+            // Mixed precision: the scaler decides skip or not and this step's gradient factor
+            // (clip / loss scale), then AdamW updates the masters and rewrites the f16 copies.
+            let sp = kernels::mixed::scaler_update::ScalerParams::new(h.growth_interval, t.clip);
+            kernels::mixed::scaler_update(b, &opt.stats, &mut h.flag, &mut h.state, sp)?;
+            let tensors = params.iter_mut().zip(grads.iter_mut()).zip(opt.m.iter_mut()).zip(opt.v.iter_mut());
+            for (((((w, g), m), v), w16), p) in tensors.zip(w16.iter_mut()).zip(layout.iter()) {
+                let wd = if p.decays() { t.weight_decay } else { 0.0 };
+                let (rows, cols) = rows_cols(&p.shape);
+                let a = kernels::mixed::adamw_mixed::AdamParams::new(
+                    rows as u32,
+                    cols as u32,
+                    lr,
+                    t.beta1,
+                    t.beta2,
+                    t.eps,
+                    wd,
+                    bias1,
+                    bias2,
+                );
+                kernels::mixed::adamw_mixed(b, w, g, m, v, w16, &h.state, a)?;
+            }
+            return Ok(());
+        }
         let tensors = params.iter_mut().zip(grads.iter_mut()).zip(opt.m.iter_mut()).zip(opt.v.iter_mut());
         for ((((w, g), m), v), p) in tensors.zip(layout.iter()) {
             let wd = if p.decays() { t.weight_decay } else { 0.0 };

@@ -1,0 +1,165 @@
+//! The linear layers' products at the step's precision, and the mixed-precision state (f16
+//! weight copies, the f16 operand scratch, the loss scaler's buffers).
+//!
+//! Three ways to run a product ([`Products`]): the f32 SGEMM of `kernels::linear` (f32 without
+//! tensor cores: the trainer's original kernels, bit for bit), the f32-accurate split products
+//! of `kernels::ops::*_precise` (f32 on tensor cores), and f16 operands with f32 sums
+//! (`ops::matmul_t_f16`, `ops::matmul_f16`, `ops::weight_grad_f16_from_f32`: mixed precision).
+
+use super::B;
+use crate::Error;
+use kernels::ops::{self, F16x4};
+use kernels::{Batch, Buffer};
+
+/// How the linear layers' products run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Products {
+    /// f32 SGEMM (`kernels::linear`).
+    Sgemm,
+    /// f32-accurate split products on tensor cores (`ops::*_precise`).
+    Precise,
+    /// f16 operands, f32 sums (`ops::*_f16`).
+    Half,
+}
+
+/// Mixed precision's buffers.
+pub(super) struct Half {
+    /// f16 operand scratch: an activation or a gradient cast for the next product.
+    pub x16: Buffer<F16x4>,
+    /// Set by the gradient casts when a value overflows f16 (`kernels::mixed::cast_grad_f16x4`).
+    pub flag: Buffer<u32>,
+    /// The loss scaler's state (`crate::scaler::STATE_LEN` floats).
+    pub state: B,
+    /// Clean steps before the loss scale doubles.
+    pub growth_interval: u32,
+}
+
+/// A weight matrix's shape [out, in] as (rows, cols); a vector [n] as one row.
+pub(super) fn rows_cols(shape: &[usize]) -> (usize, usize) {
+    match shape {
+        [n] => (1, *n),
+        [out, inp] => (*out, *inp),
+        _ => (1, shape.iter().product()),
+    }
+}
+
+fn missing() -> Error {
+    Error::Config("internal: a mixed-precision product without its f16 buffers".into())
+}
+
+/// Casts the activation `x` [rows, cols] to the f16 scratch when products take f16 operands.
+pub(super) fn cast_act(
+    b: &Batch<'_>,
+    mode: Products,
+    x: &B,
+    half: &mut Option<Half>,
+    rows: u32,
+    cols: u32,
+) -> Result<(), Error> {
+    if mode == Products::Half {
+        let h = half.as_mut().ok_or_else(missing)?;
+        ops::cast_f16x4(b, x, &mut h.x16, rows as usize, cols as usize)?;
+    }
+    Ok(())
+}
+
+/// `y = x·wᵀ` (`acc`: `y += x·wᵀ`) for x [m, k], w [n, k]; in `Half` mode from the f16 scratch
+/// (cast by [`cast_act`]) and `w16`. `acc` is not offered in `Precise` mode (see the callers).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn forward(
+    b: &Batch<'_>,
+    mode: Products,
+    x: &B,
+    w: &B,
+    w16: Option<&Buffer<F16x4>>,
+    half: &Option<Half>,
+    y: &mut B,
+    (m, n, k): (u32, u32, u32),
+    acc: bool,
+) -> Result<(), Error> {
+    let p = kernels::linear::matmul_t::Params::new(m, n, k);
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    match (mode, acc) {
+        (Products::Sgemm, false) => kernels::linear::matmul_t(b, x, w, y, p)?,
+        (Products::Sgemm, true) => kernels::linear::matmul_t_acc(b, x, w, y, p)?,
+        (Products::Precise, false) => ops::matmul_t_precise(b, x, w, y, mu, nu, ku, ops::Precision::F32)?,
+        (Products::Precise, true) => {
+            return Err(Error::Config("internal: no accumulating f32-accurate product".into()));
+        }
+        (Products::Half, acc) => {
+            let (h, w16) = (half.as_ref().ok_or_else(missing)?, w16.ok_or_else(missing)?);
+            if acc {
+                ops::matmul_t_f16_acc(b, &h.x16, w16, y, mu, nu, ku)?
+            } else {
+                ops::matmul_t_f16(b, &h.x16, w16, y, mu, nu, ku)?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `y = dy·w` (+ `residual`, a different buffer from `y`) for dy [m, k], w [k, n]: an input
+/// gradient. In `Half` mode `dy` is cast to f16 first by `kernels::mixed::cast_grad_f16x4`,
+/// which raises the loss scaler's overflow flag.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn input_grad(
+    b: &Batch<'_>,
+    mode: Products,
+    dy: &B,
+    w: &B,
+    w16: Option<&Buffer<F16x4>>,
+    half: &mut Option<Half>,
+    residual: Option<&B>,
+    y: &mut B,
+    (m, n, k): (u32, u32, u32),
+) -> Result<(), Error> {
+    let p = kernels::linear::matmul::Params::new(m, n, k);
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    match (mode, residual) {
+        (Products::Sgemm, None) => kernels::linear::matmul(b, dy, w, y, p)?,
+        (Products::Sgemm, Some(r)) => kernels::linear::matmul_residual(b, dy, w, r, y, p)?,
+        (Products::Precise, r) => {
+            ops::matmul_precise(b, dy, w, y, mu, nu, ku, ops::Precision::F32)?;
+            if let Some(r) = r {
+                kernels::infrastructure::axpy(b, r, y, kernels::infrastructure::axpy::Params::new(m * n, 1.0))?;
+            }
+        }
+        (Products::Half, r) => {
+            let (h, w16) = (half.as_mut().ok_or_else(missing)?, w16.ok_or_else(missing)?);
+            let cp = kernels::mixed::cast_grad_f16x4::CastParams::new(m, k);
+            kernels::mixed::cast_grad_f16x4(b, dy, &mut h.x16, &mut h.flag, cp)?;
+            ops::matmul_f16(b, &h.x16, w16, r, y, mu, nu, ku)?;
+        }
+    }
+    Ok(())
+}
+
+/// Scratch floats the weight gradients of a [out, in] matrix over `rows` tokens need.
+pub(super) fn weight_grad_scratch(gpu: &kernels::Gpu, mode: Products, rows: usize, inp: usize, out: usize) -> usize {
+    match mode {
+        Products::Sgemm => ops::weight_grad_scratch_len(rows, inp, out),
+        Products::Precise => ops::weight_grad_precise_scratch_len(gpu, ops::Precision::F32, rows, inp, out),
+        Products::Half => ops::weight_grad_f16_scratch_len(rows, inp, out),
+    }
+}
+
+/// `dw += dyᵀ·x` (dy [rows, out], x [rows, in], dw [out, in]), split along the tokens.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn weight_grad(
+    b: &Batch<'_>,
+    mode: Products,
+    dy: &B,
+    x: &B,
+    dw: &mut B,
+    scratch: &mut B,
+    rows: usize,
+    inp: usize,
+    out: usize,
+) -> Result<(), Error> {
+    match mode {
+        Products::Sgemm => ops::matmul_at_acc_split(b, dy, x, dw, scratch, rows, inp, out)?,
+        Products::Precise => ops::weight_grad_precise(b, dy, x, dw, scratch, rows, inp, out, ops::Precision::F32)?,
+        Products::Half => ops::weight_grad_f16_from_f32(b, dy, x, dw, scratch, rows, inp, out)?,
+    }
+    Ok(())
+}

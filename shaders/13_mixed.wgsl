@@ -1,0 +1,236 @@
+// Mixed-precision training: dynamic loss scaling and the optimizer that keeps f16 copies of the
+// weights. Everything stays on the GPU: the overflow check, the skip and the scale's growth are
+// decided by kernels, never by a read-back inside a step.
+//
+// One mixed-precision step, recorded in one batch:
+//   1. forward with f16 operands (the weights' f16 copies, activations cast by
+//      `linear16::cast_f16x4`), the loss in f32;
+//   2. `scale_by_state(dlogits, state)`: the loss gradient times the loss scale S = state[0];
+//   3. backward: every gradient operand cast to f16 by `cast_grad_f16x4`, which raises
+//      `flag[0]` when a value is NaN, ±Inf or beyond the f16 range (±65504);
+//   4. `linear16`/`optimizer::reduce_norm_sq` + `finalize_grad_stats` over the scaled gradients;
+//   5. `scaler_update(stats, flag, state)`: decides skip or not, this step's gradient factor
+//      (clip / S), the next S, and clears `flag`;
+//   6. `adamw_mixed` on every tensor: AdamW on the f32 master, the f16 copy rewritten in the
+//      same pass, the gradient zeroed.
+//
+// `state` (f32, SCALER_STATE = 8 values):
+//   state[0] = S, the loss scale the next backward pass uses,
+//   state[1] = clean steps since S last changed (exact below 2²⁴),
+//   state[2] = steps skipped so far (exact below 2²⁴),
+//   state[3] = 1 when the last step was skipped, else 0,
+//   state[4] = the last step's gradient factor clip / S_used (0 when skipped),
+//   state[5..8] unused (0).
+// The rule (PyTorch's GradScaler, with the skip decided on the GPU): a step whose scaled
+// gradients hold a NaN or ±Inf (stats[3] > 0, a non-finite norm) or whose gradient casts
+// overflowed f16 (flag[0] ≠ 0) is skipped — weights and moments unchanged — and S halves (not
+// below MIN_SCALE); otherwise, after `growth_interval` clean steps in a row, S doubles (not above
+// MAX_SCALE) and the count restarts.
+
+const MIN_SCALE: f32 = 5.9604645e-8; // 2⁻²⁴
+const MAX_SCALE: f32 = 16777216.0; // 2²⁴
+const F16_LIMIT: f32 = 65504.0;
+const LANES: vec4<u32> = vec4<u32>(0u, 1u, 2u, 3u);
+
+// Which lanes hold NaN or ±Inf (from the bits: comparisons of NaN may be folded away).
+fn not_finite4(v: vec4<f32>) -> vec4<bool> {
+    let e = bitcast<vec4<u32>>(v) & vec4<u32>(0x7f800000u);
+    return e == vec4<u32>(0x7f800000u);
+}
+
+// The element indices of four consecutive columns c..c+3 of row `r` (clamped into the row) and
+// which of them lie inside it.
+fn row4(r: u32, c: u32, cols: u32) -> vec4<u32> {
+    return vec4<u32>(r * cols) + min(vec4<u32>(c) + LANES, vec4<u32>(max(cols, 1u) - 1u));
+}
+
+fn inside4(c: u32, cols: u32) -> vec4<bool> {
+    return (vec4<u32>(c) + LANES) < vec4<u32>(cols);
+}
+
+// Values clamped to ±65504 (NaN passes through as NaN: select on the bits).
+fn clamp16(v: vec4<f32>) -> vec4<f32> {
+    let nan = not_finite4(v) & ((bitcast<vec4<u32>>(v) & vec4<u32>(0x007fffffu)) != vec4<u32>(0u));
+    return select(clamp(v, vec4<f32>(-F16_LIMIT), vec4<f32>(F16_LIMIT)), v, nan);
+}
+
+// --- KERNEL: scale_by_state ---
+// Multiplies `x[0..p.n]` by the loss scale `state[0]` in place (the loss gradient, before the
+// backward pass). Elements past n are untouched. Grid: one invocation per element, 1-D (2-D past
+// the device's limit).
+// @grid threads(p.n)
+// @requires len(x) >= p.n
+// @requires len(state) >= 1
+struct ScaleParams {
+    n: u32,
+}
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read> state: array<f32>;
+@group(0) @binding(2) var<uniform> p: ScaleParams;
+
+@compute @workgroup_size(WG)
+fn scale_by_state(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i < p.n) {
+        x[i] = x[i] * state[0];
+    }
+}
+
+// --- KERNEL: cast_grad_f16x4 ---
+// A gradient `src` [rows, cols] (f32, row-major) to the f16x4 row layout (`dst` [rows,
+// ⌈cols/4⌉] vec4<f16>, rows zero-padded to a multiple of 4), as `linear16::cast_f16x4` does
+// (values beyond ±65504 clamped, NaN kept), and the overflow check of loss scaling: any value
+// that is NaN, ±Inf or beyond ±65504 sets `flag[0]` to 1 (never clears it). Overwrites `dst`.
+// Grid: one invocation per destination vec4, 1-D (2-D past the device's limit).
+// @grid threads(p.rows * ceil_div(p.cols, 4))
+// @requires len(src) >= p.rows * p.cols
+// @requires len(dst) >= p.rows * ceil_div(p.cols, 4)
+// @requires len(flag) >= 1
+struct CastParams {
+    rows: u32,
+    cols: u32,
+}
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(3) var<uniform> p: CastParams;
+
+@compute @workgroup_size(WG)
+fn cast_grad_f16x4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    let cq = (p.cols + 3u) / 4u;
+    if (i >= p.rows * cq) {
+        return;
+    }
+    let r = i / cq;
+    let c = (i % cq) * 4u;
+    let at = row4(r, c, p.cols);
+    let v = select(vec4<f32>(0.0), vec4<f32>(src[at.x], src[at.y], src[at.z], src[at.w]), inside4(c, p.cols));
+    if (any(not_finite4(v) | (abs(v) > vec4<f32>(F16_LIMIT)))) {
+        atomicOr(&flag[0], 1u);
+    }
+    dst[i] = vec4<f16>(clamp16(v));
+}
+
+// --- KERNEL: scaler_update ---
+// The loss scaler's step (the rule and `state`'s layout are in the file header): reads the
+// gradient statistics `stats` of `optimizer::finalize_grad_stats` (of the scaled gradients) and
+// the cast overflow flag `flag[0]`; updates `state[0..5]` in place and clears `flag[0]`.
+// `p.max_norm` is the clip of the unscaled gradients' global norm (≤ 0: off). One invocation.
+// @grid workgroups(1)
+// @requires len(stats) >= 4
+// @requires len(flag) >= 1
+// @requires len(state) >= 5
+struct ScalerParams {
+    growth_interval: u32,
+    max_norm: f32,
+}
+@group(0) @binding(0) var<storage, read> stats: array<f32>;
+@group(0) @binding(1) var<storage, read_write> flag: array<u32>;
+@group(0) @binding(2) var<storage, read_write> state: array<f32>;
+@group(0) @binding(3) var<uniform> p: ScalerParams;
+
+@compute @workgroup_size(1)
+fn scaler_update() {
+    let s = state[0];
+    let norm = stats[2];
+    let bad = stats[3] > 0.0 || flag[0] != 0u || !is_finite(norm);
+    flag[0] = 0u;
+    if (bad) {
+        state[0] = max(s * 0.5, MIN_SCALE);
+        state[1] = 0.0;
+        state[2] = state[2] + 1.0;
+        state[3] = 1.0;
+        state[4] = 0.0;
+        return;
+    }
+    var clip = 1.0;
+    if (p.max_norm > 0.0) {
+        clip = min(1.0, p.max_norm / (norm / s + 1e-6));
+    }
+    state[3] = 0.0;
+    state[4] = clip / s;
+    let clean = state[1] + 1.0;
+    if (clean >= f32(p.growth_interval)) {
+        state[0] = min(s * 2.0, MAX_SCALE);
+        state[1] = 0.0;
+    } else {
+        state[1] = clean;
+    }
+}
+
+// --- KERNEL: adamw_mixed ---
+// One AdamW step of one tensor [rows, cols] with f32 master weights `p` and moments `m`, `v`, and
+// its f16 copy `p16` (f16x4 row layout) rewritten in the same pass from the new master. The
+// gradient `g` (scaled by the loss scale) is multiplied by state[4] = clip / S; when state[3] ≠
+// 0 the step is skipped (p, m, v unchanged; p16 rewritten from p). The update otherwise is
+// `optimizer::adamw_update`'s (decoupled weight decay, bias corrections from the host). Updates
+// `p`, `m`, `v` in place, overwrites `p16` and zeroes `g` in every case. Grid: one invocation per
+// vec4 of `p16` (four columns of one row), 1-D (2-D past the device's limit).
+// @grid threads(h.rows * ceil_div(h.cols, 4))
+// @requires len(p) >= h.rows * h.cols
+// @requires len(g) >= h.rows * h.cols
+// @requires len(m) >= h.rows * h.cols
+// @requires len(v) >= h.rows * h.cols
+// @requires len(p16) >= h.rows * ceil_div(h.cols, 4)
+// @requires len(state) >= 5
+struct AdamParams {
+    rows: u32,
+    cols: u32,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    weight_decay: f32,
+    // 1 − β1^t and 1 − β2^t for the step t ≥ 1 about to be taken, computed on the host.
+    bias1: f32,
+    bias2: f32,
+}
+@group(0) @binding(0) var<storage, read_write> p: array<f32>;
+@group(0) @binding(1) var<storage, read_write> g: array<f32>;
+@group(0) @binding(2) var<storage, read_write> m: array<f32>;
+@group(0) @binding(3) var<storage, read_write> v: array<f32>;
+@group(0) @binding(4) var<storage, read_write> p16: array<vec4<f16>>;
+@group(0) @binding(5) var<storage, read> state: array<f32>;
+@group(0) @binding(6) var<uniform> h: AdamParams;
+
+@compute @workgroup_size(WG)
+fn adamw_mixed(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let e = flat_id(gid, nwg);
+    let cq = (h.cols + 3u) / 4u;
+    if (e >= h.rows * cq) {
+        return;
+    }
+    let r = e / cq;
+    let c = (e % cq) * 4u;
+    let at = row4(r, c, h.cols);
+    let inside = inside4(c, h.cols);
+    let skip = state[3] != 0.0;
+    let factor = state[4];
+    let x = vec4<f32>(g[at.x], g[at.y], g[at.z], g[at.w]);
+    let mi = vec4<f32>(m[at.x], m[at.y], m[at.z], m[at.w]);
+    let vi = vec4<f32>(v[at.x], v[at.y], v[at.z], v[at.w]);
+    let w = vec4<f32>(p[at.x], p[at.y], p[at.z], p[at.w]);
+    var w_new = w;
+    if (!skip) {
+        let gc = x * factor;
+        let m1 = h.beta1 * mi + (1.0 - h.beta1) * gc;
+        let v1 = h.beta2 * vi + (1.0 - h.beta2) * (gc * gc);
+        let m_hat = m1 / h.bias1;
+        let v_hat = v1 / h.bias2;
+        w_new = w - h.lr * (m_hat / (sqrt(v_hat) + h.eps) + h.weight_decay * w);
+        for (var j = 0u; j < 4u; j++) {
+            if (inside[j]) {
+                m[at[j]] = m1[j];
+                v[at[j]] = v1[j];
+                p[at[j]] = w_new[j];
+            }
+        }
+    }
+    for (var j = 0u; j < 4u; j++) {
+        if (inside[j]) {
+            g[at[j]] = 0.0;
+        }
+    }
+    p16[e] = vec4<f16>(clamp16(select(vec4<f32>(0.0), w_new, inside)));
+}
