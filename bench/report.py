@@ -72,14 +72,29 @@ log = (out / "bench.log").read_text() if (out / "bench.log").exists() else ""
 print("\n## Host side\n")
 print("\n".join(l for l in log.splitlines() if "calls in one batch" in l or "one call, one submission" in l))
 tlog = (out / "train.log").read_text() if (out / "train.log").exists() else ""
-tps = re.findall(r"([\d.]+) tokens/s\s*$", tlog, re.M)
-prof = re.search(r"one step: (\d+) dispatches, ([\d.]+) ms .*?, ([\d.]+)% idle", tlog)
-ref = next((t for t in torch if t["bench"] == "train"), None)
+# train.log holds the f32 run, the mixed run and their profiles, each after a `== name` line.
+runs = dict(re.findall(r"^== (\S+)\n(.*?)(?=^== |\Z)", tlog, re.M | re.S))
+torch_train = {t["impl"]: t for t in torch if t["bench"] == "train"}
 print("\n## Training (GPT-2-small shape)\n")
-if tps:
-    print(f"- ours: {float(tps[-1]):.0f} tokens/s (wall, whole run)")
-if prof:
-    print(f"- one step: {prof.group(1)} dispatches, {prof.group(2)} ms GPU span, {prof.group(3)}% idle (goal ≤ 5%)")
-if ref:
-    print(f"- PyTorch eager fp32: {ref['tokens_per_s']:.0f} tokens/s; ratio {float(tps[-1]) / ref['tokens_per_s'] if tps else float('nan'):.2f} (goal ≥ 1.0)")
-print("\n" + "\n".join(l for l in tlog.splitlines() if l.startswith("  ") and " ms" in l))
+for name, goal in [("f32", "pytorch-eager-fp32"), ("mixed", "pytorch-eager-amp-bf16")]:
+    text = runs.get(f"train-{name}", "")
+    tps = re.findall(r"([\d.]+) tokens/s", text)
+    ref = torch_train.get(goal)
+    if tps:
+        ratio = float(tps[-1]) / ref["tokens_per_s"] if ref else float("nan")
+        print(f"- ours --precision {name}: {float(tps[-1]):.0f} tokens/s (wall, whole run); {goal}: "
+              f"{ref['tokens_per_s'] if ref else float('nan'):.0f}; ratio {ratio:.2f} (goal ≥ 1.0)")
+    skipped = re.findall(r"(\d+) steps skipped", text)
+    if skipped:
+        print(f"  loss-scaling skips: {skipped[-1]}")
+    losses = re.findall(r"train loss\s+([\d.]+)", text)
+    if losses:
+        print(f"  last logged training loss: {losses[-1]}")
+for t in torch_train.values():
+    print(f"- {t['impl']}: {t['tokens_per_s']:.0f} tokens/s")
+for name in ["f32", "mixed"]:
+    text = runs.get(f"profile-{name}", "")
+    prof = re.search(r"one step \((\w+) precision\): (\d+) dispatches, ([\d.]+) ms .*?, ([\d.]+)% idle", text)
+    if prof:
+        print(f"\n### Profile, --precision {name}: {prof.group(2)} dispatches, {prof.group(3)} ms GPU span, {prof.group(4)}% idle\n")
+        print("\n".join(l for l in text.splitlines() if l.startswith("  ") and " ms" in l))

@@ -22,8 +22,19 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt
  KERNELS_BENCH_JSON="$OUT/attention.jsonl" ./attention
  KERNELS_BENCH_JSON="$OUT/reductions.jsonl" ./reductions
  ./host_overhead) > "$OUT/bench.log" 2>&1
-(timeout 300 ./train --preset gpt2-small --steps "${TRAIN_STEPS:-30}" --log-every 10 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/run.safetensors
- timeout 120 ./train --preset gpt2-small --profile --checkpoint /tmp/ck/profile.safetensors) > "$OUT/train.log" 2>&1
+# gpt2-small: --precision mixed (300 steps) and f32 (fewer: it is slower), and one profiled step of
+# each; the SM clock logged beside them (TENSOR_CORES.md: clocks fall between short bursts).
+(nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv -lms 500 > "$OUT/clocks.csv" 2>&1 &
+ echo $! > "$OUT/clocks.pid")
+(echo "== train-mixed"
+ timeout 240 ./train --preset gpt2-small --precision mixed --steps "${MIXED_STEPS:-300}" --log-every 50 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/mixed.safetensors
+ echo "== train-f32"
+ timeout 200 ./train --preset gpt2-small --precision f32 --steps "${TRAIN_STEPS:-100}" --log-every 50 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/f32.safetensors
+ echo "== profile-mixed"
+ timeout 120 ./train --preset gpt2-small --precision mixed --profile --checkpoint /tmp/ck/profile-mixed.safetensors
+ echo "== profile-f32"
+ timeout 120 ./train --preset gpt2-small --precision f32 --profile --checkpoint /tmp/ck/profile-f32.safetensors) > "$OUT/train.log" 2>&1
+kill "$(cat "$OUT/clocks.pid")" 2>/dev/null
 cd "$root"
 PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" > "$OUT/torch.log" 2>&1
 python3 bench/report.py "$OUT" | tee "$OUT/report.md"

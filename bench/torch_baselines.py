@@ -271,27 +271,42 @@ if "train" in sections:
     cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
     data = torch.randint(0, 256, (64, B, T + 1), device=dev)
 
-    def step(i):
+    def step(i, dtype=None, scaler=None):
         batch = data[i % 64]
-        x = emb(batch[:, :-1])
-        for blk in blocks:
-            x = blk(x, cos, sin)
-        logits = norm(x) @ emb.weight.t()
-        loss = F.cross_entropy(logits.view(-1, 256), batch[:, 1:].reshape(-1))
+        with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+            x = emb(batch[:, :-1])
+            for blk in blocks:
+                x = blk(x, cos, sin)
+            logits = norm(x) @ emb.weight.t()
+            loss = F.cross_entropy(logits.view(-1, 256).float(), batch[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
         return loss
 
-    for i in range(3):
-        step(i)
-    torch.cuda.synchronize()
-    steps = 10
-    t0 = time.perf_counter()
-    for i in range(steps):
-        step(i)
-    torch.cuda.synchronize()
-    dt = (time.perf_counter() - t0) / steps
-    emit(bench="train", impl="pytorch-eager-fp32", dim=d, layers=L, heads=h, kv_heads=hkv, seq_len=T, batch=B,
-         params=sum(p.numel() for p in params), step_s=dt, tokens_per_s=B * T / dt)
+    # Eager fp32 (TF32 off), then eager AMP: fp16 with GradScaler, bf16 (the trainer's
+    # `--precision f32` and `--precision mixed` counterparts).
+    for impl, dtype, scaler in [
+        ("pytorch-eager-fp32", None, None),
+        ("pytorch-eager-amp-fp16", torch.float16, torch.amp.GradScaler("cuda")),
+        ("pytorch-eager-amp-bf16", torch.bfloat16, None),
+    ]:
+        for i in range(3):
+            step(i, dtype, scaler)
+        torch.cuda.synchronize()
+        steps = 10
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step(i, dtype, scaler)
+        torch.cuda.synchronize()
+        dt = (time.perf_counter() - t0) / steps
+        emit(bench="train", impl=impl, dim=d, layers=L, heads=h, kv_heads=hkv, seq_len=T, batch=B,
+             params=sum(p.numel() for p in params), step_s=dt, tokens_per_s=B * T / dt)

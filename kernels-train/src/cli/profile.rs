@@ -1,7 +1,22 @@
-//! `--profile`: the GPU time of every dispatch of one training step.
+//! `--profile`: the GPU time of every dispatch of one training step, by kernel and by class.
 
 use super::Failure;
 use crate::trainer::Trainer;
+
+/// The class of a kernel (`module::kernel`) in a step's profile: the linear layers' matrix
+/// products, attention (every kernel whose name says so: scores, softmax, P·V and their
+/// gradients), and the memory-bound rest (norms, casts, element-wise, loss, optimizer, the
+/// split products' part sums).
+pub fn class_of(qualified: &str) -> &'static str {
+    let (module, kernel) = qualified.split_once("::").unwrap_or(("", qualified));
+    if kernel.contains("attention") {
+        "attention"
+    } else if matches!(module, "linear" | "linear16") && kernel.starts_with("matmul") && kernel != "matmul_parts_add" {
+        "products"
+    } else {
+        "memory-bound"
+    }
+}
 
 /// Runs one step to warm up, then a profiled one, and prints where the time went. Both change
 /// the weights: profiling is for measurement, not for a run to keep (nothing is saved).
@@ -11,14 +26,51 @@ pub(super) fn run(mut trainer: Trainer) -> Result<(), Failure> {
     let (x, y) = trainer.corpus.train_batch(t.seed, trainer.step, t.batch, seq_len);
     trainer.model.train_step(&x, &y, t.batch, &t, trainer.step)?;
     let p = trainer.model.profile_step(&x, &y, t.batch, &t, trainer.step)?;
+    let span = p.span_ns();
     let mut report = format!(
-        "one step: {} dispatches, {:.3} ms of GPU time from first to last, {:.1}% idle between dispatches",
+        "one step ({:?} precision): {} dispatches, {:.3} ms of GPU time from first to last, {:.1}% idle between dispatches",
+        trainer.model.precision,
         p.dispatches.len(),
-        p.span_ns() / 1e6,
+        span / 1e6,
         100.0 * p.idle_fraction()
     );
-    for (name, ns, count) in p.by_kernel().iter().take(15) {
+    let by_kernel = p.by_kernel();
+    let mut classes: Vec<(&str, f64, usize)> =
+        ["products", "attention", "memory-bound"].iter().map(|c| (*c, 0.0, 0)).collect();
+    for (name, ns, count) in &by_kernel {
+        if let Some(c) = classes.iter_mut().find(|c| c.0 == class_of(name)) {
+            c.1 += ns;
+            c.2 += count;
+        }
+    }
+    let idle = (span - p.busy_ns()).max(0.0);
+    report += "\n  by class:";
+    for (class, ns, count) in classes.iter().map(|&(c, ns, n)| (c, ns, n)).chain([("idle", idle, 0)]) {
+        let pct = if span > 0.0 { 100.0 * ns / span } else { 0.0 };
+        report += &format!("\n  {class:14} {:9.3} ms  {pct:5.1}%  ({count} dispatches)", ns / 1e6);
+    }
+    report += "\n  by kernel:";
+    for (name, ns, count) in by_kernel.iter().take(15) {
         report += &format!("\n  {name:44} {count:5} × {:9.3} ms = {:8.3} ms", ns / *count as f64 / 1e6, ns / 1e6);
     }
     super::output(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::class_of;
+
+    #[test]
+    fn kernels_fall_into_their_classes() {
+        assert_eq!(class_of("linear::matmul_t"), "products");
+        assert_eq!(class_of("linear16::matmul_at16_split_f32"), "products");
+        assert_eq!(class_of("linear16::matmul_t_precise"), "products");
+        assert_eq!(class_of("linear::matmul_parts_add"), "memory-bound");
+        assert_eq!(class_of("linear16::cast_f16x4"), "memory-bound");
+        assert_eq!(class_of("attention::attention_fast_scores"), "attention");
+        assert_eq!(class_of("backward_attention::attention_backward_dq"), "attention");
+        assert_eq!(class_of("linear16::attention_scores16"), "attention");
+        assert_eq!(class_of("norm::rmsnorm_forward"), "memory-bound");
+        assert_eq!(class_of("mixed::adamw_mixed"), "memory-bound");
+    }
 }
