@@ -37,8 +37,8 @@ fn bits(t: &kernels_train::model::Tensors) -> Vec<u32> {
 #[test]
 fn mixed_tracks_f32_on_the_tiny_preset() {
     const STEPS: usize = 200;
-    const STEP_TOLERANCE: f32 = 0.1;
-    const MEAN_TOLERANCE: f32 = 0.03;
+    const STEP_TOLERANCE: f32 = 0.15;
+    const MEAN_TOLERANCE: f32 = 0.04;
     let Some(gpu) = common::gpu() else { return };
     let m = ModelConfig::new(64, 2, 4, 2, 64);
     let run = |precision: Precision| {
@@ -65,11 +65,8 @@ fn mixed_tracks_f32_on_the_tiny_preset() {
     let worst = diffs.iter().cloned().fold(0.0f32, f32::max);
     let mean = diffs.iter().sum::<f32>() / STEPS as f32;
     let window = |l: &[f32]| l.chunks(20).map(|c| c.iter().sum::<f32>() / c.len() as f32).collect::<Vec<_>>();
-    let worst_window = window(&f32_losses)
-        .iter()
-        .zip(window(&mixed_losses))
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0f32, f32::max);
+    let worst_window =
+        window(&f32_losses).iter().zip(window(&mixed_losses)).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     eprintln!(
         "f32 {:.4} → {:.4}, mixed {:.4} → {:.4}; |mixed − f32| max {worst:.5}, mean {mean:.5}, \
          20-step means {worst_window:.5}; {scaler:?}",
