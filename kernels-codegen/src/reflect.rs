@@ -122,6 +122,16 @@ pub struct Binding {
     pub runtime_sized: bool,
 }
 
+/// How an entry point uses a binding: naga's analysis of the entry point and every function it
+/// calls (an atomic operation both reads and writes; `arrayLength` does neither).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Usage {
+    /// Some path reads it.
+    pub read: bool,
+    /// Some path writes it.
+    pub written: bool,
+}
+
 /// One pipeline-overridable constant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OverrideDef {
@@ -150,6 +160,9 @@ pub struct Interface {
     pub consts: Vec<(String, i128)>,
     /// Module-scope scalar constants for the host: (name, Rust type, value as a Rust literal).
     pub exported: Vec<(String, &'static str, String)>,
+    /// How the entry point uses each binding, by binding name; empty when the module was not
+    /// validated (no analysis to read).
+    pub usage: Vec<(String, Usage)>,
 }
 
 /// Reads the interface of entry point `name`.
@@ -167,6 +180,7 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
     layouter.update(module.to_ctx()).map_err(|e| format!("layout: {e}"))?;
     let mut r = Reflector { module, layouter: &layouter, structs: Vec::new() };
     let mut bindings = Vec::new();
+    let mut usage = Vec::new();
     for (handle, var) in module.global_variables.iter() {
         let Some(rb) = &var.binding else { continue };
         if let Some(info) = info
@@ -175,6 +189,13 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
             continue;
         }
         let name = var.name.clone().unwrap_or_else(|| format!("binding{}", rb.binding));
+        if let Some(info) = info {
+            use naga::valid::GlobalUse;
+            let uses = info.get_entry_point(index)[handle];
+            let read = uses.intersects(GlobalUse::READ | GlobalUse::ATOMIC);
+            let written = uses.intersects(GlobalUse::WRITE | GlobalUse::ATOMIC);
+            usage.push((name.clone(), Usage { read, written }));
+        }
         let binding = match var.space {
             AddressSpace::Storage { access } => {
                 let access = if access.contains(StorageAccess::STORE) { Access::ReadWrite } else { Access::Read };
@@ -243,7 +264,15 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
         });
     }
     let (consts, exported) = constants(module);
-    Ok(Interface { workgroup_size: ep.workgroup_size, bindings, structs: r.structs, overrides, consts, exported })
+    Ok(Interface {
+        workgroup_size: ep.workgroup_size,
+        bindings,
+        structs: r.structs,
+        overrides,
+        consts,
+        exported,
+        usage,
+    })
 }
 
 /// The module-scope constants with a literal value: integers (for shape expressions), and
