@@ -629,7 +629,7 @@ fn every_check_passes_in_headless_chromium() {
 /// nothing silently ignored). Returns the first errors found.
 fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
     let schema = schema.as_object().unwrap_or_else(|| panic!("schema at {at} is not an object"));
-    let mut fail = |e: String| {
+    let fail = |errors: &mut Vec<String>, e: String| {
         if errors.len() < 20 {
             errors.push(format!("{at}: {e}"));
         }
@@ -682,25 +682,25 @@ fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<
             other => panic!("type {other}"),
         });
         if !ok {
-            fail(format!("{v} is not {types:?}"));
+            fail(errors, format!("{v} is not {types:?}"));
         }
     }
     if let Some(c) = schema.get("const")
         && c != v
     {
-        fail(format!("{v} is not {c}"));
+        fail(errors, format!("{v} is not {c}"));
     }
     if let Some(e) = schema.get("enum")
         && !e.as_array().expect("enum").contains(v)
     {
-        fail(format!("{v} is not one of {e}"));
+        fail(errors, format!("{v} is not one of {e}"));
     }
     if let Some(n) = v.as_f64() {
         if schema.get("minimum").and_then(Value::as_f64).is_some_and(|m| n < m) {
-            fail(format!("{v} is below the minimum"));
+            fail(errors, format!("{v} is below the minimum"));
         }
         if schema.get("maximum").and_then(Value::as_f64).is_some_and(|m| n > m) {
-            fail(format!("{v} is over the maximum"));
+            fail(errors, format!("{v} is over the maximum"));
         }
     }
     if let Some(p) = schema.get("pattern") {
@@ -708,20 +708,22 @@ fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<
         let s = v.as_str().unwrap_or("");
         let digits = s.strip_prefix('-').unwrap_or(s);
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            fail(format!("{v} is not a decimal integer"));
+            fail(errors, format!("{v} is not a decimal integer"));
         }
     }
     if let Some(obj) = v.as_object() {
         let props = schema.get("properties").and_then(Value::as_object);
         for r in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
             if !obj.contains_key(r.as_str().expect("required")) {
-                fail(format!("`{r}` is missing"));
+                fail(errors, format!("`{r}` is missing"));
             }
         }
         for (key, value) in obj {
             match (props.and_then(|p| p.get(key)), schema.get("additionalProperties")) {
                 (Some(p), _) => validate(root, p, value, &format!("{at}.{key}"), errors),
-                (None, Some(Value::Bool(false))) => fail(format!("`{key}` is not in the schema (undocumented)")),
+                (None, Some(Value::Bool(false))) => {
+                    fail(errors, format!("`{key}` is not in the schema (undocumented)"))
+                }
                 (None, Some(extra)) => validate(root, extra, value, &format!("{at}.{key}"), errors),
                 (None, None) => {}
             }
@@ -734,10 +736,10 @@ fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<
             }
         }
         if schema.get("minItems").and_then(Value::as_u64).is_some_and(|m| (items.len() as u64) < m) {
-            fail(format!("fewer than {} items", schema["minItems"]));
+            fail(errors, format!("fewer than {} items", schema["minItems"]));
         }
         if schema.get("maxItems").and_then(Value::as_u64).is_some_and(|m| items.len() as u64 > m) {
-            fail(format!("more than {} items", schema["maxItems"]));
+            fail(errors, format!("more than {} items", schema["maxItems"]));
         }
     }
     if let Some(options) = schema.get("oneOf") {
@@ -752,7 +754,7 @@ fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<
             })
             .count();
         if matching != 1 {
-            fail(format!("{} matches {matching} of the oneOf alternatives, not exactly one", v));
+            fail(errors, format!("{} matches {matching} of the oneOf alternatives, not exactly one", v));
         }
     }
 }
@@ -839,8 +841,37 @@ fn the_export_manifest_is_complete_and_true() {
     let mut errors = Vec::new();
     validate(&schema, &schema, &manifest, "manifest", &mut errors);
     assert!(errors.is_empty(), "manifest.json does not follow its schema:\n{}", errors.join("\n"));
+    // The validator catches what it is there for.
+    type Corrupt = fn(&mut Value);
+    let corruptions: [(&str, Corrupt); 6] = [
+        ("a missing access", |m| {
+            m["kernels"][0]["bindings"][0].as_object_mut().unwrap().remove("access");
+        }),
+        ("an unknown access", |m| m["kernels"][0]["bindings"][0]["access"] = json!("sometimes")),
+        ("an undocumented field", |m| m["kernels"][0]["extra"] = json!(1)),
+        ("an unknown operation", |m| {
+            m["kernels"][0]["grid"]["count"] = json!({"op": "pow", "args": [{"int": "2"}, {"int": "3"}]})
+        }),
+        ("an integer that is not decimal", |m| m["kernels"][0]["grid"]["count"] = json!({"int": "0x10"})),
+        ("a float where an integer belongs", |m| m["kernels"][0]["bindings"][0]["stride"] = json!(4.5)),
+    ];
+    for (what, corrupt) in corruptions {
+        let mut m = manifest.clone();
+        corrupt(&mut m);
+        let mut errors = Vec::new();
+        validate(&schema, &schema, &m, "manifest", &mut errors);
+        assert!(!errors.is_empty(), "the schema check misses {what}");
+    }
     assert_eq!(manifest["format_version"], kernels_codegen::manifest::FORMAT_VERSION);
     assert!(read("kernels.js").contains(&format!("FORMAT_VERSION = {};", kernels_codegen::manifest::FORMAT_VERSION)));
+
+    // A layout with a gap is caught.
+    let gap = json!({"kind": "struct", "name": "P", "size": 8, "fields": [
+        {"name": "a", "offset": 0, "size": 4, "type": "u32", "layout": {"kind": "scalar", "scalar": "u32", "size": 4}}]});
+    assert!(
+        std::panic::catch_unwind(|| check_layout(&gap, "P")).is_err(),
+        "a struct whose fields do not reach its end"
+    );
 
     // The constants: the macro's, per file (the same name may differ between files).
     let files = export_web::compile_library().expect("compile the library");

@@ -95,11 +95,20 @@ export async function fetchManifest(base = new URL('.', import.meta.url)) {
 // Limits whose need depends on the data, not on any kernel: asked for at the adapter's maximum.
 const DATA_LIMITS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'];
 
+// WebGPU's default limits (every device has at least these): a need within them is not asked for.
+const DEFAULT_LIMITS = {
+  maxComputeWorkgroupStorageSize: 16384, maxComputeInvocationsPerWorkgroup: 256,
+  maxComputeWorkgroupSizeX: 256, maxComputeWorkgroupSizeY: 256, maxComputeWorkgroupSizeZ: 64,
+  maxStorageBuffersPerShaderStage: 8, maxUniformBuffersPerShaderStage: 12,
+  maxUniformBufferBindingSize: 65536, maxBindingsPerBindGroup: 1000, maxBindGroups: 4,
+};
+
 /**
  * What to pass to `adapter.requestDevice`: the optional features the kernels' variants use
  * that the adapter has (`subgroups`, `shader-f16`), and for every limit a kernel variant needs
- * (manifest `variants[].limits`) the largest need, capped at what the adapter offers, plus the
- * adapter's maximum of the limits that grow with the data.
+ * beyond WebGPU's default (manifest `variants[].limits`) the largest need, capped at what the
+ * adapter offers, plus the adapter's maximum of the limits that grow with the data. A kernel
+ * whose needs the device still lacks is reported by `variant`, `build` and `run`.
  */
 export function deviceDescriptor(adapter, manifest) {
   checkFormat(manifest);
@@ -113,7 +122,7 @@ export function deviceDescriptor(adapter, manifest) {
   }
   const requiredLimits = {};
   for (const [key, need] of Object.entries(limits)) {
-    if (key in adapter.limits) requiredLimits[key] = Math.min(need, adapter.limits[key]);
+    if (key in adapter.limits && need > (DEFAULT_LIMITS[key] ?? 0)) requiredLimits[key] = Math.min(need, adapter.limits[key]);
   }
   for (const key of DATA_LIMITS) if (key in adapter.limits) requiredLimits[key] = adapter.limits[key];
   const requiredFeatures = [...features].filter(f => adapter.features.has(f));
