@@ -598,6 +598,7 @@ fn every_check_passes_in_headless_chromium() {
         "rope::rope_k 2-D grid",
         "rope::rope_k 2-D",
         "loss::cross_entropy 2-D",
+        "a caller-chosen grid",
         "refuses a short constant length",
         "refuses an explicit length",
         "refuses aliasing",

@@ -314,6 +314,26 @@ export async function exportChecks(add) {
     compare('loss::cross_entropy 2-D', await read(losses), wantLoss, 2e-5, `grid ${cplan.workgroups.join('×')}; `);
   }
 
+  // A kernel without `@grid` takes its grid from the caller: fill_const's entry under another
+  // name with a `caller` grid, dispatched with { workgroups }, [x, y, z] and { threads }.
+  {
+    const entry = structuredClone(manifest.kernels.find(k => k.qualified_name === 'infrastructure::fill_const'));
+    entry.qualified_name = 'test::fill_const_by_caller';
+    entry.grid = { kind: 'caller', text: null };
+    const custom = new Kernels(device, { ...manifest, kernels: [entry] });
+    const n = 3 * 2048 + 11;
+    let all = true;
+    for (const [grid, workgroups] of [[{ workgroups: 4 }, '4×1×1'], [[2, 2, 1], '2×2×1'], [{ threads: 4 * 256 }, '4×1×1']]) {
+      const x = poisoned(n);
+      const plan = await custom.run('test::fill_const_by_caller', { x, p: { n, value: 2.5 } }, { grid });
+      const got = await read(x);
+      all &&= plan.workgroups.join('×') === workgroups && got.every(v => v === 2.5);
+    }
+    let refused = false;
+    try { custom.check('test::fill_const_by_caller', { x: poisoned(4), p: { n: 4, value: 1 } }); } catch (e) { refused = e.message.includes('pass options.grid'); }
+    result(all && refused, 'a caller-chosen grid', `${n} values filled with each grid form; a call without a grid is refused`);
+  }
+
   // Misuse is refused with the Rust functions' messages, before anything is dispatched.
   {
     const x = kernels.upload(uniform(10)), y = kernels.upload(uniform(10));

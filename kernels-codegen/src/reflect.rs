@@ -515,6 +515,29 @@ mod tests {
     }
 
     #[test]
+    fn usage_is_what_the_entry_point_does() {
+        let i = reflect_src(
+            "@group(0) @binding(0) var<storage, read_write> written: array<f32>;\n\
+             @group(0) @binding(1) var<storage, read_write> both: array<f32>;\n\
+             @group(0) @binding(2) var<storage, read_write> counter: atomic<u32>;\n\
+             @group(0) @binding(3) var<storage, read_write> queried: array<f32>;\n\
+             @group(0) @binding(4) var<uniform> n: u32;\n\
+             fn helper(i: u32) { both[i] += 1.0; }\n\
+             @compute @workgroup_size(1) fn k() {\n\
+                 written[0] = f32(arrayLength(&queried) + n);\n\
+                 helper(0u);\n\
+                 atomicAdd(&counter, 1u);\n\
+             }",
+        );
+        let usage = |name: &str| i.usage.iter().find(|(n, _)| n == name).map(|(_, u)| *u).unwrap();
+        assert_eq!(usage("written"), Usage { read: false, written: true });
+        assert_eq!(usage("both"), Usage { read: true, written: true }, "through a called function");
+        assert_eq!(usage("counter"), Usage { read: true, written: true }, "atomics do both");
+        assert_eq!(usage("queried"), Usage { read: false, written: false }, "arrayLength reads no element");
+        assert_eq!(usage("n"), Usage { read: true, written: false });
+    }
+
+    #[test]
     fn consts_and_overrides() {
         let i = reflect_src(
             "const TILE: u32 = 64u; const NEG: i32 = -3; override SCALE: f32 = 2.0;\n\
