@@ -265,7 +265,7 @@ fn analyse(v: &Variant, name: &str) -> Result<Analysis, String> {
     let info = Validator::new(ValidationFlags::all(), CAPABILITIES)
         .validate(&module)
         .map_err(|e| format!("naga rejects it: {}", e.as_inner()))?;
-    let iface = reflect::reflect(&module, Some(&info), name)?;
+    let iface = reflect::reflect(&module, Some(&info), name).map_err(|e| e.message)?;
     let index = module
         .entry_points
         .iter()
