@@ -1019,6 +1019,15 @@ fn the_export_manifest_is_complete_and_true() {
             ck.shape.accumulates.len(),
             "{name}: `accumulated` is what `@accumulates` says"
         );
+        // …and `@accumulates` is on every kernel whose doc says "Accumulates into `b`".
+        let doc = def.doc.split_whitespace().collect::<Vec<_>>().join(" ");
+        for said in doc.split("ccumulates into `").skip(1) {
+            let b: String = said.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            assert!(
+                accumulated.contains(&format!("{name}.{b}")),
+                "{name}: the doc says it accumulates into `{b}`, but it has no `@accumulates {b}`"
+            );
+        }
 
         // Variants: the files hold exactly the kernel's browser WGSL; features and limits.
         let variants = e["variants"].as_array().expect("variants");
@@ -1086,6 +1095,7 @@ fn the_export_manifest_is_complete_and_true() {
         ("linear::matmul", "y", "written"),
         ("linear::matmul_at_acc", "y", "accumulated"),
         ("linear::matmul_parts_add", "y", "accumulated"),
+        ("linear16::matmul_t16_acc", "y", "accumulated"),
         ("embedding::embed_backward", "d_table", "accumulated"),
         ("norm::rmsnorm_dgamma_reduce", "dgamma", "accumulated"),
         ("loss::cross_entropy", "logits", "read_write"),
