@@ -25,8 +25,7 @@ fn the_page_trains_and_its_checkpoint_gives_the_same_loss_natively() {
     build_site(&tools, &site);
 
     let server = Server::start(site.clone(), BROWSER_LIMIT + Duration::from_secs(10));
-    let url =
-        format!("http://127.0.0.1:{}/train.html?test&steps={STEPS}&batch=2&tokenizer=bpe:512", server.port);
+    let url = format!("http://127.0.0.1:{}/train.html?test&steps={STEPS}&batch=2&tokenizer=bpe:512", server.port);
     let browser_started = Instant::now();
     let dom = chromium(&tools, &url, &profile, BROWSER_LIMIT);
     let browser_seconds = browser_started.elapsed().as_secs_f64();

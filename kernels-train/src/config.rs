@@ -75,7 +75,12 @@ impl ModelConfig {
     /// damaged or crafted checkpoint cannot ask for absurd sizes), before anything is allocated.
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |m: String| Err(Error::Config(m));
-        if self.vocab == 0 || self.dim == 0 || self.layers == 0 || self.heads == 0 || self.kv_heads == 0 || self.seq_len == 0
+        if self.vocab == 0
+            || self.dim == 0
+            || self.layers == 0
+            || self.heads == 0
+            || self.kv_heads == 0
+            || self.seq_len == 0
         {
             return bad("vocabulary, dim, layers, heads, kv heads and sequence length must all be at least 1".into());
         }

@@ -166,8 +166,7 @@ impl Corpus {
     /// so a resumed run sees the same batches. Returns (inputs, targets), each `batch · seq_len`.
     pub fn train_batch(&self, seed: u64, step: u64, batch: usize, seq_len: usize) -> (Vec<u32>, Vec<u32>) {
         let mut rng = Rng::for_step(seed, 1, step);
-        let starts: Vec<usize> =
-            (0..batch).map(|_| rng.below((self.train_len() - seq_len) as u64) as usize).collect();
+        let starts: Vec<usize> = (0..batch).map(|_| rng.below((self.train_len() - seq_len) as u64) as usize).collect();
         self.windows(0, &starts, seq_len)
     }
 

@@ -77,8 +77,9 @@ impl Tokenizer {
     }
 
     fn from_hf(tk: tokenizers::Tokenizer, shown: &str) -> Result<Tokenizer, Error> {
-        let json =
-            tk.to_string(false).map_err(|e| Error::Config(format!("cannot serialise the tokenizer of {shown}: {e}")))?;
+        let json = tk
+            .to_string(false)
+            .map_err(|e| Error::Config(format!("cannot serialise the tokenizer of {shown}: {e}")))?;
         let vocab = tk.get_vocab_size(true);
         if vocab == 0 || vocab > crate::config::MAX_WIDTH {
             return Err(Error::Config(format!(
@@ -103,8 +104,8 @@ impl Tokenizer {
     /// (on stderr, native builds only). The result may hold fewer tokens when the text runs out
     /// of pairs to merge.
     pub fn train_bpe(text: &str, vocab: usize, progress: bool) -> Result<Tokenizer, Error> {
-        use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
         use tokenizers::models::TrainerWrapper;
+        use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
         use tokenizers::pre_tokenizers::byte_level::ByteLevel;
         if !(257..=MAX_BPE_VOCAB).contains(&vocab) {
             return Err(Error::Config(format!(
@@ -173,7 +174,11 @@ impl Tokenizer {
 
     /// The tokenizer a checkpoint recorded ([`Tokenizer::record`]).
     pub fn from_record(record: &str) -> Result<Tokenizer, Error> {
-        if record == BYTES { Ok(Tokenizer::bytes()) } else { Tokenizer::from_json(record, "the checkpoint's tokenizer") }
+        if record == BYTES {
+            Ok(Tokenizer::bytes())
+        } else {
+            Tokenizer::from_json(record, "the checkpoint's tokenizer")
+        }
     }
 
     /// The token ids of `text`. Bytes take any bytes; other tokenizers need UTF-8 text. Every id
@@ -300,7 +305,10 @@ mod tests {
     fn choices_parse_and_bad_ones_say_why() {
         assert_eq!("bytes".parse::<TokenizerChoice>(), Ok(TokenizerChoice::Bytes));
         assert_eq!("bpe:512".parse::<TokenizerChoice>(), Ok(TokenizerChoice::Bpe(512)));
-        assert_eq!("gpt2/tokenizer.json".parse::<TokenizerChoice>(), Ok(TokenizerChoice::File("gpt2/tokenizer.json".into())));
+        assert_eq!(
+            "gpt2/tokenizer.json".parse::<TokenizerChoice>(),
+            Ok(TokenizerChoice::File("gpt2/tokenizer.json".into()))
+        );
         assert!("bpe:256".parse::<TokenizerChoice>().unwrap_err().contains("257"));
         assert!("bpe:x".parse::<TokenizerChoice>().unwrap_err().contains("number of tokens"));
         assert!("words".parse::<TokenizerChoice>().unwrap_err().contains("expected"));

@@ -201,7 +201,14 @@ impl Trainer {
     /// Continues `prompt` by `n` tokens, sampled with `temperature` and `top_k`; returns the
     /// continuation's text.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn generate(&mut self, prompt: &str, n: usize, temperature: f32, top_k: usize, seed: u64) -> Result<String, Error> {
+    pub fn generate(
+        &mut self,
+        prompt: &str,
+        n: usize,
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    ) -> Result<String, Error> {
         generate(&mut self.model, self.corpus.tokenizer(), prompt, n, temperature, top_k, seed)
     }
 
@@ -230,7 +237,13 @@ struct Generation {
 }
 
 impl Generation {
-    fn new(tokenizer: &Tokenizer, prompt: &str, temperature: f32, top_k: usize, seed: u64) -> Result<Generation, Error> {
+    fn new(
+        tokenizer: &Tokenizer,
+        prompt: &str,
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    ) -> Result<Generation, Error> {
         let mut ctx = tokenizer.encode(prompt.as_bytes())?;
         if ctx.is_empty() {
             ctx = tokenizer.encode(b"\n")?;

@@ -28,13 +28,25 @@ fn cli(args: &[&str]) -> Result<(), cli::Failure> {
 }
 
 /// The tiny preset's shape (2 layers, width 64, 4 heads, 2 kv heads, context 64) on a
-/// 512-token BPE of the built-in text, batches of 4: the loss falls within 24 steps.
+/// 512-token BPE of the built-in text, batches of 4: the loss falls within 40 steps.
 #[test]
 fn training_on_bpe_512_lowers_the_loss() {
     let Some(gpu) = common::gpu() else { return };
     let text = built_in_text();
     let started = std::time::Instant::now();
     let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 512, false).unwrap();
+    let ids = tk.encode(&text).unwrap();
+    let mut counts = vec![0usize; tk.vocab_size()];
+    ids.iter().for_each(|&i| counts[i as usize] += 1);
+    let unigram: f64 = counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = c as f64 / ids.len() as f64;
+            -p * p.ln()
+        })
+        .sum();
+    eprintln!("entropy of the tokens' frequencies: {unigram:.3} nats");
     let corpus = Corpus::new(&text, "built-in", tk).unwrap();
     eprintln!(
         "BPE trained and {} bytes tokenized into {} tokens in {:.2} s",
@@ -43,7 +55,7 @@ fn training_on_bpe_512_lowers_the_loss() {
         started.elapsed().as_secs_f64()
     );
     let m = ModelConfig::new(64, 2, 4, 2, 64).with_vocab(512);
-    let t = TrainConfig { batch: 4, steps: 24, lr: 4e-3, min_lr: 4e-4, warmup: 4, seed: 5, ..TrainConfig::default() };
+    let t = TrainConfig { batch: 4, steps: 40, lr: 4e-3, min_lr: 4e-4, warmup: 4, seed: 5, ..TrainConfig::default() };
     // The vocabulary must be the tokenizer's.
     let bytes_model = ModelConfig::new(64, 2, 4, 2, 64);
     let e = Trainer::new(&gpu, &bytes_model, &t, Corpus::new(&text, "x", corpus.tokenizer().clone()).unwrap());
@@ -53,7 +65,10 @@ fn training_on_bpe_512_lowers_the_loss() {
     let (first, last) = (losses[0], losses[t.steps - 4..].iter().sum::<f32>() / 4.0);
     eprintln!("loss: first {first}, mean of the last 4 {last}");
     assert!((5.0..7.0).contains(&first), "an untrained model is near ln 512 = 6.24: {first}");
-    assert!(last < 0.8 * first, "the loss did not fall: {first} → {last}");
+    // 40 steps learn about the tokens' frequencies (the entropy printed above): a fall of half
+    // a nat at least.
+    assert!(last < first - 0.5, "the loss did not fall: {first} → {last}");
+    assert!(last < unigram as f32 + 0.25, "not near the frequencies' entropy {unigram}: {last}");
     // A sample decodes to text.
     let sample = tr.generate("fn ", 12, 0.8, 40, 1).unwrap();
     assert!(!sample.is_empty());
@@ -96,10 +111,7 @@ fn a_checkpoint_records_its_tokenizer_and_resume_and_generate_refuse_another() {
     assert_eq!(beside, dir.join("m.tokenizer.json"));
     let file = tokenizers::Tokenizer::from_file(&beside).unwrap();
     let probe = "fn main() { let x = 1; }\n";
-    assert_eq!(
-        file.encode(probe, false).unwrap().get_ids(),
-        from_meta.encode(probe, false).unwrap().get_ids()
-    );
+    assert_eq!(file.encode(probe, false).unwrap().get_ids(), from_meta.encode(probe, false).unwrap().get_ids());
     assert_eq!(found.tokenizer, Tokenizer::open(&beside).unwrap());
 
     // Another tokenizer is refused, naming both, and nothing is written.

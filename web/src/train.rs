@@ -65,7 +65,8 @@ impl Session {
         };
         let corpus = Corpus::new(text.as_bytes(), "the page's text", tokenizer)?;
         let model = ModelConfig::tiny().with_vocab(corpus.tokenizer().model_vocab());
-        let train = TrainConfig { batch: options.batch, steps: options.steps, seed: options.seed, ..TrainConfig::tiny() };
+        let train =
+            TrainConfig { batch: options.batch, steps: options.steps, seed: options.seed, ..TrainConfig::tiny() };
         Ok(Session { trainer: Trainer::new(gpu, &model, &train, corpus)? })
     }
 

@@ -112,10 +112,11 @@ impl Destination {
             return 0;
         }
         let dir = dir_of(&self.path);
-        let prefixes: Vec<String> = [self.path.clone(), curve_path(&self.path), diverged_path(&self.path), tokenizer_path(&self.path)]
-            .iter()
-            .map(|p| partial_prefix(p))
-            .collect();
+        let prefixes: Vec<String> =
+            [self.path.clone(), curve_path(&self.path), diverged_path(&self.path), tokenizer_path(&self.path)]
+                .iter()
+                .map(|p| partial_prefix(p))
+                .collect();
         let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
         let mut removed = 0;
         for entry in entries.flatten() {

@@ -31,9 +31,9 @@ mod write;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use dest::{Destination, curve_path, diverged_path, tokenizer_path};
+pub use read::from_bytes;
 #[cfg(not(target_arch = "wasm32"))]
 pub use read::load;
-pub use read::from_bytes;
 pub use write::to_bytes;
 #[cfg(not(target_arch = "wasm32"))]
 pub use write::{save, save_diverged, write_atomic};
