@@ -6,6 +6,7 @@ use crate::kernel::{CoopConfig, CoopScalar};
 use crate::options::{GpuOptions, describe, preference};
 use crate::pipeline::PipelineCache;
 use crate::variant::Capabilities;
+#[cfg(not(target_arch = "wasm32"))]
 use smallvec::SmallVec;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -638,6 +639,7 @@ impl Gpu {
         }
         #[cfg(target_arch = "wasm32")]
         {
+            let _ = filters;
             (f(), None)
         }
     }
