@@ -158,7 +158,7 @@ pub fn describe_adapter(gpu: &Gpu) -> String {
         "no subgroups: tree reductions".into()
     };
     format!(
-        "{} ({}); {size}; shader-f16 {}; tensor cores {}. Kernels: {subgroups} with subgroups, {portable} portable, {f16} in f16, {coop} on tensor cores, {missing} unavailable here (the trainer uses f32 kernels only)",
+        "{} ({}); {size}; shader-f16 {}; tensor cores {}. Kernels: {subgroups} run with subgroups, {portable} without, {f16} in f16, {coop} on tensor cores, {missing} unavailable here (the trainer uses f32 kernels only)",
         r.name,
         r.backend,
         if r.f16 { "on" } else { "off" },
