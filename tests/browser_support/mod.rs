@@ -1,8 +1,9 @@
-//! What the browser tests share (`tests/browser.rs`, the kernel checks; `tests/browser_train.rs`,
-//! the training page): finding the tools, building the site (`web/` for
-//! `wasm32-unknown-unknown`, `wasm-bindgen`, the pages), a file server on 127.0.0.1 that takes
-//! the pages' posts, and headless Chromium with WebGPU on SwiftShader (Vulkan on the CPU:
-//! subgroups of 4, no `shader-f16`).
+//! The infrastructure of the browser test of the training page (`tests/browser_train.rs`):
+//! finding the tools, building the site (`web/` for `wasm32-unknown-unknown`, `wasm-bindgen`,
+//! the pages), a file server on 127.0.0.1 that keeps the pages' posts by path, and headless
+//! Chromium with WebGPU on SwiftShader (Vulkan on the CPU: subgroups of 4, no `shader-f16`).
+//! It is the same machinery as `tests/browser.rs`'s (the kernel checks), generalised (posts by
+//! path, a time limit per run); that test is to move onto this module rather than keep its copy.
 //!
 //! The tools: `chromium`, the `wasm32-unknown-unknown` target and `wasm-bindgen` (the CLI) at the
 //! version of the `wasm-bindgen` crate in Cargo.lock (`.ci/run` installs all three). Without
@@ -115,8 +116,8 @@ pub fn workdir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 /// Builds the site: the wasm module of `web/` and its JavaScript glue, and the pages
-/// (`index.html`, `train.html`). Both browser tests build the same module into the same target
-/// directory (the second build finds it done; cargo's lock orders two at once).
+/// (`index.html`, `train.html`). The module goes to the target directory `tests/browser.rs`
+/// builds it in (the second build finds it done; cargo's lock orders two at once).
 pub fn build_site(tools: &Tools, site: &Path) {
     // A target directory of its own: the outer `cargo test` holds the lock on the usual one.
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("wasm");
