@@ -336,7 +336,7 @@ async fn reductions(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> 
 
 /// The preamble's `wg_reduce_sum` / `wg_reduce_max` directly, max then two sums back to back:
 /// every invocation must get its workgroup's result, and Σ 0..255 must be exactly 32640 at
-/// whatever subgroup size the device runs (the original engine got 7392 with subgroups of 8).
+/// whatever subgroup size the device runs (a reduction written for one subgroup size sums wrong at another).
 async fn probe(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> {
     const GROUPS: usize = 5;
     let mut vals: Vec<f32> = (0..256).map(|t| t as f32).collect();
