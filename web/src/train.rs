@@ -157,9 +157,10 @@ pub fn describe_adapter(gpu: &Gpu) -> String {
     } else {
         "no subgroups: tree reductions".into()
     };
+    // Browsers may keep the adapter's name to themselves.
+    let name = if r.name.trim().is_empty() { "an unnamed adapter" } else { r.name.as_str() };
     format!(
-        "{} ({}); {size}; shader-f16 {}; tensor cores {}. Kernels: {subgroups} run with subgroups, {portable} without, {f16} in f16, {coop} on tensor cores, {missing} unavailable here (the trainer uses f32 kernels only)",
-        r.name,
+        "{name} ({}); {size}; shader-f16 {}; tensor cores {}. Kernels: {subgroups} run with subgroups, {portable} without, {f16} in f16, {coop} on tensor cores, {missing} unavailable here (the trainer uses f32 kernels only)",
         r.backend,
         if r.f16 { "on" } else { "off" },
         if r.cooperative_matrix { "on" } else { "off: portable matrix products" },
