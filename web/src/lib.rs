@@ -10,6 +10,10 @@
 //!   wasm-bindgen, called by `index.html`) opens the browser's adapter and writes the lines into
 //!   the page (`<li data-status="pass|fail|info|needs-f16">`);
 //! - natively, on the native adapter, in this crate's unit test.
+//!
+//! [`train`] is the second page, `train.html`: the trainer of `kernels-train` in the browser.
+
+pub mod train;
 
 use kernels::infrastructure::{axpy, clamp_inplace, copy, fill_const, fill_zero, reduce_max, reduce_sum, scale};
 use kernels::ops::{ReduceScratch, reduce_max_into, reduce_sum_into};
