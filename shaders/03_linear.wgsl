@@ -360,6 +360,7 @@ fn matmul_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.n * p.k
 // @requires len(y) >= p.m * p.n
+// @accumulates y
 struct Params {
     m: u32,
     n: u32,
@@ -503,6 +504,7 @@ fn matmul_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 // @requires len(x) >= p.m * p.k
 // @requires len(b) >= p.m * p.n
 // @requires len(y) >= p.k * p.n
+// @accumulates y
 struct Params {
     m: u32,
     n: u32,
@@ -660,6 +662,7 @@ fn matmul_at_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
 // @requires p.parts >= 1
 // @requires len(parts) >= p.parts * p.len
 // @requires len(y) >= p.len
+// @accumulates y
 struct AddParams {
     len: u32,
     parts: u32,
