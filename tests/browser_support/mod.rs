@@ -1,14 +1,17 @@
-//! The infrastructure of the browser test of the training page (`tests/browser_train.rs`):
-//! finding the tools, building the site (`web/` for `wasm32-unknown-unknown`, `wasm-bindgen`,
-//! the pages), a file server on 127.0.0.1 that keeps the pages' posts by path, and headless
-//! Chromium with WebGPU on SwiftShader (Vulkan on the CPU: subgroups of 4, no `shader-f16`).
-//! It is the same machinery as `tests/browser.rs`'s (the kernel checks), generalised (posts by
-//! path, a time limit per run); that test is to move onto this module rather than keep its copy.
+//! The infrastructure of the browser tests (`tests/browser.rs`, the kernel checks and the
+//! JavaScript export; `tests/browser_train.rs`, the training page): finding the tools, building
+//! the site (`web/` for `wasm32-unknown-unknown`, `wasm-bindgen`, the pages and scripts of `web/`,
+//! and on request the JavaScript export), a file server on 127.0.0.1 that keeps the pages' posts
+//! by path, and headless Chromium with WebGPU on SwiftShader (Vulkan on the CPU: subgroups of 4,
+//! no `shader-f16`).
 //!
 //! The tools: `chromium`, the `wasm32-unknown-unknown` target and `wasm-bindgen` (the CLI) at the
 //! version of the `wasm-bindgen` crate in Cargo.lock (`.ci/run` installs all three). Without
 //! them a test fails under `CI=true` and is skipped with the reason otherwise ([`tools_or_skip`]).
 #![allow(dead_code)]
+
+#[path = "../../examples/export_web.rs"]
+pub mod export_web;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -115,9 +118,14 @@ pub fn workdir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     (work, site, profile)
 }
 
-/// Builds the site: the wasm module of `web/` and its JavaScript glue, and the pages
-/// (`index.html`, `train.html`). The module goes to the target directory `tests/browser.rs`
-/// builds it in (the second build finds it done; cargo's lock orders two at once).
+/// The files of `web/` the site serves as they are: the kernel-check page, the script of its
+/// JavaScript export checks, and the training page.
+pub const PAGES: [&str; 3] = ["index.html", "export-checks.js", "train.html"];
+
+/// Builds the site both browser tests load: the wasm module of `web/` and its JavaScript glue,
+/// and [`PAGES`]. The module goes to one target directory, `target/wasm`, for both tests (the
+/// second build finds it done; cargo's lock orders two at once). The JavaScript export under
+/// `export/` is [`write_js_export`]'s.
 pub fn build_site(tools: &Tools, site: &Path) {
     // A target directory of its own: the outer `cargo test` holds the lock on the usual one.
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("wasm");
@@ -144,9 +152,18 @@ pub fn build_site(tools: &Tools, site: &Path) {
         .status()
         .expect("run wasm-bindgen");
     assert!(status.success(), "wasm-bindgen failed on {}", wasm.display());
-    for page in ["index.html", "train.html"] {
-        std::fs::copy(Path::new(ROOT).join("web").join(page), site.join(page)).expect("copy a page");
+    for page in PAGES {
+        std::fs::copy(Path::new(ROOT).join("web").join(page), site.join(page))
+            .unwrap_or_else(|e| panic!("copy web/{page}: {e}"));
     }
+}
+
+/// Writes the JavaScript export (`examples/export_web.rs`: WGSL, `manifest.json`, its schema,
+/// `kernels.js`) to `site/export`, where `export-checks.js` loads it; checks it holds every
+/// kernel compiled into this crate.
+pub fn write_js_export(site: &Path) {
+    let n = export_web::export(&site.join("export")).expect("write the JS export");
+    assert_eq!(n, kernels::all_kernels().count(), "the JS export's kernels");
 }
 
 /// The bodies the page posted, by path (`/done`, `/checkpoint`, …).
