@@ -18,7 +18,7 @@
 mod browser_support;
 mod common;
 
-use browser_support::{Server, build_site, chromium, export_web, tools_or_skip, workdir, write_js_export};
+use browser_support::{build_site, export_web, load_page, tools_or_skip, write_js_export};
 use kernels_codegen::shape::{Expr, Op, Step};
 use rand::Rng as _;
 use serde_json::{Value, json};
@@ -233,18 +233,13 @@ fn parse(dom: &str) -> (Option<String>, Vec<(String, String)>) {
 fn every_check_passes_in_headless_chromium() {
     let Some(tools) = tools_or_skip() else { return };
     let started = Instant::now();
-    let (work, site, profile) = workdir("browser");
-    build_site(&tools, &site);
+    let (work, site, profile) = build_site(&tools, "browser");
     add_test_files(&site);
 
-    let server = Server::start(site.clone(), BROWSER_LIMIT + Duration::from_secs(10));
-    let url = format!("http://127.0.0.1:{}/index.html?report", server.port);
-    let browser_started = Instant::now();
-    let dom = chromium(&tools, &url, &profile, BROWSER_LIMIT);
-    eprintln!("chromium: {:.1} s", browser_started.elapsed().as_secs_f64());
-    let posted = server.posted("/done").map(|body| String::from_utf8_lossy(&body).into_owned());
-    drop(server);
+    let run = load_page(&tools, &site, &profile, "index.html?report", BROWSER_LIMIT);
+    eprintln!("chromium: {:.1} s", run.seconds);
     let _ = std::fs::remove_dir_all(&work);
+    let (dom, posted) = (run.dom, run.posted.get("/done").map(|body| String::from_utf8_lossy(body).into_owned()));
 
     let (result, lines) = parse(&dom);
     let listing = if lines.is_empty() {

@@ -108,8 +108,9 @@ pub fn tools_or_skip() -> Option<Tools> {
     }
 }
 
-/// A fresh working directory for one browser test: `(site, profile)` under it.
-pub fn workdir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+/// A fresh working directory for one browser test: `(work, site, profile)`, the last two under
+/// the first.
+fn workdir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     let (site, profile) = (work.join("site"), work.join("profile"));
@@ -125,8 +126,10 @@ pub const PAGES: [&str; 3] = ["index.html", "export-checks.js", "train.html"];
 /// Builds the site both browser tests load: the wasm module of `web/` and its JavaScript glue,
 /// and [`PAGES`]. The module goes to one target directory, `target/wasm`, for both tests (the
 /// second build finds it done; cargo's lock orders two at once). The JavaScript export under
-/// `export/` is [`write_js_export`]'s.
-pub fn build_site(tools: &Tools, site: &Path) {
+/// `export/` is [`write_js_export`]'s. Returns the fresh working directory of test `name`:
+/// `(work, site, profile)` (see [`workdir`]).
+pub fn build_site(tools: &Tools, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let (work, site, profile) = workdir(name);
     // A target directory of its own: the outer `cargo test` holds the lock on the usual one.
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("wasm");
     let started = Instant::now();
@@ -147,7 +150,7 @@ pub fn build_site(tools: &Tools, site: &Path) {
     let wasm = target_dir.join("wasm32-unknown-unknown/wasm-page/kernels_web.wasm");
     let status = Command::new(&tools.wasm_bindgen)
         .args(["--target", "web", "--no-typescript", "--out-dir"])
-        .arg(site)
+        .arg(&site)
         .arg(&wasm)
         .status()
         .expect("run wasm-bindgen");
@@ -156,6 +159,7 @@ pub fn build_site(tools: &Tools, site: &Path) {
         std::fs::copy(Path::new(ROOT).join("web").join(page), site.join(page))
             .unwrap_or_else(|e| panic!("copy web/{page}: {e}"));
     }
+    (work, site, profile)
 }
 
 /// Writes the JavaScript export (`examples/export_web.rs`: WGSL, `manifest.json`, its schema,
@@ -311,6 +315,26 @@ fn serve(
         }
         _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", b""),
     }
+}
+
+/// What one page load left: the DOM Chromium dumped, the bodies the page posted (by path) and
+/// the seconds Chromium ran.
+pub struct PageRun {
+    pub dom: String,
+    pub posted: HashMap<String, Vec<u8>>,
+    pub seconds: f64,
+}
+
+/// Serves `site` and loads `page` (its path and query, e.g. `index.html?report`) in headless
+/// Chromium for at most `limit`; the server stops afterwards.
+pub fn load_page(tools: &Tools, site: &Path, profile: &Path, page: &str, limit: Duration) -> PageRun {
+    let server = Server::start(site.to_path_buf(), limit + Duration::from_secs(10));
+    let url = format!("http://127.0.0.1:{}/{page}", server.port);
+    let started = Instant::now();
+    let dom = chromium(tools, &url, profile, limit);
+    let seconds = started.elapsed().as_secs_f64();
+    let posted = std::mem::take(&mut *server.posted.lock().unwrap_or_else(|p| p.into_inner()));
+    PageRun { dom, posted, seconds }
 }
 
 /// Runs headless Chromium on `url` (WebGPU on SwiftShader) for at most `limit` and returns the
