@@ -18,13 +18,25 @@ for line in sys.stdin:
         print(m["target"]["kind"][0], m["target"]["name"], m["executable"])
 '
 }
-cargo build --release --example train --example quickstart --benches --message-format=json \
+# A shorter device run packs less: PACK_BENCHES="memory gemm" (default: every bench) and
+# PACK_TESTS="linear16 mixed" (default: every GPU test binary).
+bench_args=(--benches)
+if [ -n "${PACK_BENCHES:-}" ]; then
+    bench_args=()
+    for b in $PACK_BENCHES; do bench_args+=(--bench "$b"); done
+fi
+cargo build --release --example train --example quickstart "${bench_args[@]}" --message-format=json \
     | executables | while read -r kind name exe; do
         case $kind in bench | example) cp "$exe" "$stage/$name" ;; esac
     done
-cargo test --release --no-run --workspace --message-format=json \
+test_args=(--workspace)
+if [ -n "${PACK_TESTS:-}" ]; then
+    test_args=(--workspace)
+    for t in $PACK_TESTS; do test_args+=(--test "$t"); done
+fi
+cargo test --release --no-run "${test_args[@]}" --message-format=json \
     | executables | while read -r kind name exe; do
-        case $name in compile_fail | golden | properties | browser | kernels_codegen | kernels_macro | kernels_runtime | kernels_train | kernels) continue ;; esac
+        case $name in compile_fail | golden | properties | browser | browser_train | kernels_codegen | kernels_macro | kernels_runtime | kernels_train | kernels) continue ;; esac
         if [ "$kind" = test ]; then cp "$exe" "$stage/tests/$name"; fi
     done
 strip "$stage"/* "$stage"/tests/* 2>/dev/null || true

@@ -8,7 +8,7 @@
 
 mod browser_support;
 
-use browser_support::{Server, build_site, chromium, tools_or_skip, workdir};
+use browser_support::{build_site, load_page, tools_or_skip};
 use std::time::{Duration, Instant};
 
 /// The most the browser run may take (the server stops by itself after it).
@@ -21,18 +21,13 @@ const STEPS: usize = 20;
 fn the_page_trains_and_its_checkpoint_gives_the_same_loss_natively() {
     let Some(tools) = tools_or_skip() else { return };
     let started = Instant::now();
-    let (work, site, profile) = workdir("browser-train");
-    build_site(&tools, &site);
+    let (work, site, profile) = build_site(&tools, "browser-train");
 
-    let server = Server::start(site.clone(), BROWSER_LIMIT + Duration::from_secs(10));
-    let url = format!("http://127.0.0.1:{}/train.html?test&steps={STEPS}&batch=2&tokenizer=bpe:512", server.port);
-    let browser_started = Instant::now();
-    let dom = chromium(&tools, &url, &profile, BROWSER_LIMIT);
-    let browser_seconds = browser_started.elapsed().as_secs_f64();
-    let done = server.posted("/done");
-    let checkpoint = server.posted("/checkpoint");
-    drop(server);
+    let page = format!("train.html?test&steps={STEPS}&batch=2&tokenizer=bpe:512");
+    let mut run = load_page(&tools, &site, &profile, &page, BROWSER_LIMIT);
     let _ = std::fs::remove_dir_all(&work);
+    let (dom, browser_seconds) = (run.dom, run.seconds);
+    let (done, checkpoint) = (run.posted.remove("/done"), run.posted.remove("/checkpoint"));
 
     let Some(done) = done else {
         panic!("the page posted no results in {browser_seconds:.0} s; DOM:\n{}", &dom[..dom.len().min(4000)]);

@@ -1,14 +1,17 @@
-//! The infrastructure of the browser test of the training page (`tests/browser_train.rs`):
-//! finding the tools, building the site (`web/` for `wasm32-unknown-unknown`, `wasm-bindgen`,
-//! the pages), a file server on 127.0.0.1 that keeps the pages' posts by path, and headless
-//! Chromium with WebGPU on SwiftShader (Vulkan on the CPU: subgroups of 4, no `shader-f16`).
-//! It is the same machinery as `tests/browser.rs`'s (the kernel checks), generalised (posts by
-//! path, a time limit per run); that test is to move onto this module rather than keep its copy.
+//! The infrastructure of the browser tests (`tests/browser.rs`, the kernel checks and the
+//! JavaScript export; `tests/browser_train.rs`, the training page): finding the tools, building
+//! the site (`web/` for `wasm32-unknown-unknown`, `wasm-bindgen`, the pages and scripts of `web/`,
+//! and on request the JavaScript export), a file server on 127.0.0.1 that keeps the pages' posts
+//! by path, and headless Chromium with WebGPU on SwiftShader (Vulkan on the CPU: subgroups of 4,
+//! no `shader-f16`).
 //!
 //! The tools: `chromium`, the `wasm32-unknown-unknown` target and `wasm-bindgen` (the CLI) at the
 //! version of the `wasm-bindgen` crate in Cargo.lock (`.ci/run` installs all three). Without
 //! them a test fails under `CI=true` and is skipped with the reason otherwise ([`tools_or_skip`]).
 #![allow(dead_code)]
+
+#[path = "../../examples/export_web.rs"]
+pub mod export_web;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -105,8 +108,9 @@ pub fn tools_or_skip() -> Option<Tools> {
     }
 }
 
-/// A fresh working directory for one browser test: `(site, profile)` under it.
-pub fn workdir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+/// A fresh working directory for one browser test: `(work, site, profile)`, the last two under
+/// the first.
+fn workdir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     let (site, profile) = (work.join("site"), work.join("profile"));
@@ -115,10 +119,17 @@ pub fn workdir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     (work, site, profile)
 }
 
-/// Builds the site: the wasm module of `web/` and its JavaScript glue, and the pages
-/// (`index.html`, `train.html`). The module goes to the target directory `tests/browser.rs`
-/// builds it in (the second build finds it done; cargo's lock orders two at once).
-pub fn build_site(tools: &Tools, site: &Path) {
+/// The files of `web/` the site serves as they are: the kernel-check page, the script of its
+/// JavaScript export checks, and the training page.
+pub const PAGES: [&str; 3] = ["index.html", "export-checks.js", "train.html"];
+
+/// Builds the site both browser tests load: the wasm module of `web/` and its JavaScript glue,
+/// and [`PAGES`]. The module goes to one target directory, `target/wasm`, for both tests (the
+/// second build finds it done; cargo's lock orders two at once). The JavaScript export under
+/// `export/` is [`write_js_export`]'s. Returns the fresh working directory of test `name`:
+/// `(work, site, profile)` (see [`workdir`]).
+pub fn build_site(tools: &Tools, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let (work, site, profile) = workdir(name);
     // A target directory of its own: the outer `cargo test` holds the lock on the usual one.
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("wasm");
     let started = Instant::now();
@@ -139,14 +150,24 @@ pub fn build_site(tools: &Tools, site: &Path) {
     let wasm = target_dir.join("wasm32-unknown-unknown/wasm-page/kernels_web.wasm");
     let status = Command::new(&tools.wasm_bindgen)
         .args(["--target", "web", "--no-typescript", "--out-dir"])
-        .arg(site)
+        .arg(&site)
         .arg(&wasm)
         .status()
         .expect("run wasm-bindgen");
     assert!(status.success(), "wasm-bindgen failed on {}", wasm.display());
-    for page in ["index.html", "train.html"] {
-        std::fs::copy(Path::new(ROOT).join("web").join(page), site.join(page)).expect("copy a page");
+    for page in PAGES {
+        std::fs::copy(Path::new(ROOT).join("web").join(page), site.join(page))
+            .unwrap_or_else(|e| panic!("copy web/{page}: {e}"));
     }
+    (work, site, profile)
+}
+
+/// Writes the JavaScript export (`examples/export_web.rs`: WGSL, `manifest.json`, its schema,
+/// `kernels.js`) to `site/export`, where `export-checks.js` loads it; checks it holds every
+/// kernel compiled into this crate.
+pub fn write_js_export(site: &Path) {
+    let n = export_web::export(&site.join("export")).expect("write the JS export");
+    assert_eq!(n, kernels::all_kernels().count(), "the JS export's kernels");
 }
 
 /// The bodies the page posted, by path (`/done`, `/checkpoint`, …).
@@ -294,6 +315,26 @@ fn serve(
         }
         _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", b""),
     }
+}
+
+/// What one page load left: the DOM Chromium dumped, the bodies the page posted (by path) and
+/// the seconds Chromium ran.
+pub struct PageRun {
+    pub dom: String,
+    pub posted: HashMap<String, Vec<u8>>,
+    pub seconds: f64,
+}
+
+/// Serves `site` and loads `page` (its path and query, e.g. `index.html?report`) in headless
+/// Chromium for at most `limit`; the server stops afterwards.
+pub fn load_page(tools: &Tools, site: &Path, profile: &Path, page: &str, limit: Duration) -> PageRun {
+    let server = Server::start(site.to_path_buf(), limit + Duration::from_secs(10));
+    let url = format!("http://127.0.0.1:{}/{page}", server.port);
+    let started = Instant::now();
+    let dom = chromium(tools, &url, profile, limit);
+    let seconds = started.elapsed().as_secs_f64();
+    let posted = std::mem::take(&mut *server.posted.lock().unwrap_or_else(|p| p.into_inner()));
+    PageRun { dom, posted, seconds }
 }
 
 /// Runs headless Chromium on `url` (WebGPU on SwiftShader) for at most `limit` and returns the
