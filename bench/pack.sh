@@ -15,7 +15,13 @@ for line in sys.stdin:
     except ValueError:
         continue
     if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        print(m["target"]["kind"][0], m["target"]["name"], m["executable"])
+        # Tests of member crates are named <crate dir>.<test> (kernels-train/tests/mixed.rs and
+        # tests/mixed.rs are both `mixed`).
+        pkg = m["manifest_path"].split("/")[-2]
+        name = m["target"]["name"]
+        if m["target"]["kind"][0] == "test" and pkg in ("kernels-train", "kernels-runtime", "kernels-codegen", "web"):
+            name = pkg + "." + name
+        print(m["target"]["kind"][0], name, m["executable"])
 '
 }
 # A shorter device run packs less: PACK_BENCHES="memory gemm" (default: every bench) and

@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# The whole H200 comparison in one go, on the device machine: correctness tests at subgroup
-# size 32, our benchmarks, the PyTorch baselines of the same session, a training run and a
-# profiled training step; then the comparison table. Expects .gl/ (Vulkan loader debs) and
-# .dev/bins.tar.xz (from bench/pack.sh); writes report.md and results.tar.gz (every log and
-# JSON file; the device tool returns at most 8 files) to ${OUT:-/tmp/out}.
+# The H200 comparison in one go, on the device machine: correctness tests at subgroup size 32
+# (tensor-core variants where they exist), our benchmarks, gpt2-small training in both precisions
+# with a profiled step of each, and the PyTorch baselines of the same session; then the
+# comparison table. Expects .gl/ (Vulkan loader debs) and .dev/bins.tar.xz (from bench/pack.sh);
+# writes report.md and results.tar.gz (every log and JSON file; the device tool returns at most
+# 8 files) to ${OUT:-/tmp/out}.
+#
+# A shorter run picks phases and sizes: PHASES (default "tests bench train torch"), BENCHES
+# (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
+# TORCH_ONLY (bench/torch_baselines.py --only), NOCOOP_TESTS=1 (the tests again with
+# KERNELS_COOPERATIVE_MATRIX=0). The SM clock and power are logged every 100 ms for the whole
+# run (clocks.csv) and every phase's start is stamped (phases.log), so each number can be tied
+# to the clock it ran at.
 set -uo pipefail
 FINAL="${OUT:-/tmp/out}"
 mkdir -p "$FINAL"
@@ -11,32 +19,60 @@ OUT=$(mktemp -d)
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json CI=true XDG_RUNTIME_DIR=/tmp
+PHASES=" ${PHASES:-tests bench train torch} "
 root=$PWD
 bins=$(mktemp -d)
 tar xJf .dev/bins.tar.xz -C "$bins"
 cd "$bins"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-(for t in tests/*; do echo "== $t"; timeout 120 "$t" 2>&1 | grep -E "test result|FAILED|panicked"; done) > "$OUT/tests.log" 2>&1
-(KERNELS_BENCH_JSON="$OUT/gemm.jsonl" ./gemm
- KERNELS_BENCH_JSON="$OUT/memory.jsonl" ./memory
- KERNELS_BENCH_JSON="$OUT/attention.jsonl" ./attention
- KERNELS_BENCH_JSON="$OUT/reductions.jsonl" ./reductions
- ./host_overhead) > "$OUT/bench.log" 2>&1
-# gpt2-small: --precision mixed (300 steps) and f32 (fewer: it is slower), and one profiled step of
-# each; the SM clock logged beside them (TENSOR_CORES.md: clocks fall between short bursts).
-(nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv -lms 500 > "$OUT/clocks.csv" 2>&1 &
- echo $! > "$OUT/clocks.pid")
-(echo "== train-mixed"
- timeout 240 ./train --preset gpt2-small --precision mixed --steps "${MIXED_STEPS:-300}" --log-every 50 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/mixed.safetensors
- echo "== train-f32"
- timeout 200 ./train --preset gpt2-small --precision f32 --steps "${TRAIN_STEPS:-100}" --log-every 50 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/f32.safetensors
- echo "== profile-mixed"
- timeout 120 ./train --preset gpt2-small --precision mixed --profile --checkpoint /tmp/ck/profile-mixed.safetensors
- echo "== profile-f32"
- timeout 120 ./train --preset gpt2-small --precision f32 --profile --checkpoint /tmp/ck/profile-f32.safetensors) > "$OUT/train.log" 2>&1
-kill "$(cat "$OUT/clocks.pid")" 2>/dev/null
+cp "$root/.dev/commit" "$OUT/commit.txt" 2>/dev/null
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100 > "$OUT/clocks.csv" 2>&1 &
+clocks=$!
+stamp() { echo "$(date +%Y/%m/%d\ %H:%M:%S.%3N) $*" >> "$OUT/phases.log"; }
+
+if [[ $PHASES == *" tests "* ]]; then
+    for t in tests/*; do
+        stamp "test $t"
+        echo "== $t"
+        timeout 180 "$t" > "$OUT/test-$(basename "$t").log" 2>&1
+        echo "exit $?"
+        grep -E "test result|FAILED|panicked|variant on" "$OUT/test-$(basename "$t").log" | sort | uniq -c
+    done > "$OUT/tests.log" 2>&1
+    if [ "${NOCOOP_TESTS:-0}" = 1 ]; then
+        for t in tests/*; do
+            stamp "test (no tensor cores) $t"
+            echo "== $t"
+            KERNELS_COOPERATIVE_MATRIX=0 timeout 180 "$t" 2>&1 | grep -E "test result|FAILED|panicked"
+        done > "$OUT/tests_nocoop.log" 2>&1
+    fi
+fi
+if [[ $PHASES == *" bench "* ]]; then
+    for b in ${BENCHES:-gemm memory attention reductions host_overhead}; do
+        stamp "bench $b"
+        KERNELS_BENCH_JSON="$OUT/$b.jsonl" timeout 300 "./$b"
+    done > "$OUT/bench.log" 2>&1
+fi
+if [[ $PHASES == *" train "* ]]; then
+    # gpt2-small: --precision mixed and f32 (fewer steps: it is slower), then one profiled step
+    # of each.
+    (stamp train-mixed; echo "== train-mixed"
+     timeout 240 ./train --preset gpt2-small --precision mixed --steps "${MIXED_STEPS:-300}" --log-every 50 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/mixed.safetensors
+     stamp train-f32; echo "== train-f32"
+     timeout 200 ./train --preset gpt2-small --precision f32 --steps "${TRAIN_STEPS:-100}" --log-every 50 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/f32.safetensors
+     stamp profile-mixed; echo "== profile-mixed"
+     timeout 120 ./train --preset gpt2-small --precision mixed --profile --checkpoint /tmp/ck/profile-mixed.safetensors
+     stamp profile-f32; echo "== profile-f32"
+     timeout 120 ./train --preset gpt2-small --precision f32 --profile --checkpoint /tmp/ck/profile-f32.safetensors) > "$OUT/train.log" 2>&1
+fi
 cd "$root"
-PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" > "$OUT/torch.log" 2>&1
+if [[ $PHASES == *" torch "* ]]; then
+    stamp torch
+    only=()
+    [ -n "${TORCH_ONLY:-}" ] && only=(--only "$TORCH_ONLY")
+    PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" "${only[@]}" > "$OUT/torch.log" 2>&1
+fi
+stamp end
+kill "$clocks" 2>/dev/null
 python3 bench/report.py "$OUT" | tee "$OUT/report.md"
-cp "$OUT/report.md" "$FINAL/"
+cp "$OUT/report.md" "$OUT/tests.log" "$FINAL/" 2>/dev/null
 tar czf "$FINAL/results.tar.gz" -C "$OUT" .
