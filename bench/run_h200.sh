@@ -29,6 +29,8 @@ cp "$root/.dev/commit" "$OUT/commit.txt" 2>/dev/null
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100 > "$OUT/clocks.csv" 2>&1 &
 clocks=$!
 stamp() { echo "$(date +%Y/%m/%d\ %H:%M:%S.%3N) $*" >> "$OUT/phases.log"; }
+# What is done so far, packed after every phase: a run stopped at its time limit still returns it.
+save() { tar czf "$FINAL/results.tar.gz" -C "$OUT" .; }
 
 if [[ $PHASES == *" tests "* ]]; then
     for t in tests/*; do
@@ -46,12 +48,14 @@ if [[ $PHASES == *" tests "* ]]; then
         done > "$OUT/tests_nocoop.log" 2>&1
     fi
 fi
+save
 if [[ $PHASES == *" bench "* ]]; then
     for b in ${BENCHES:-gemm memory attention reductions host_overhead}; do
         stamp "bench $b"
         KERNELS_BENCH_JSON="$OUT/$b.jsonl" timeout 300 "./$b"
     done > "$OUT/bench.log" 2>&1
 fi
+save
 if [[ $PHASES == *" train "* ]]; then
     # gpt2-small: --precision mixed and f32 (fewer steps: it is slower), then one profiled step
     # of each.
@@ -64,6 +68,7 @@ if [[ $PHASES == *" train "* ]]; then
      stamp profile-f32; echo "== profile-f32"
      timeout 120 ./train --preset gpt2-small --precision f32 --profile --checkpoint /tmp/ck/profile-f32.safetensors) > "$OUT/train.log" 2>&1
 fi
+save
 cd "$root"
 if [[ $PHASES == *" torch "* ]]; then
     stamp torch
@@ -71,6 +76,7 @@ if [[ $PHASES == *" torch "* ]]; then
     [ -n "${TORCH_ONLY:-}" ] && only=(--only "$TORCH_ONLY")
     PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" "${only[@]}" > "$OUT/torch.log" 2>&1
 fi
+save
 stamp end
 kill "$clocks" 2>/dev/null
 python3 bench/report.py "$OUT" | tee "$OUT/report.md"
