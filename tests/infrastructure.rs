@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_close, gpu, gpu_with, rng, uniform};
+use common::{assert_close, check_tail, gpu, gpu_with, poisoned, rng, uniform};
 use kernels::infrastructure::{axpy, clamp_inplace, copy, fill_const, fill_zero, scale};
 use kernels::ops::{self, ReduceScratch};
 use kernels::{Arg, Call, Gpu, GpuOptions, Grid, Record};
@@ -17,15 +17,6 @@ use probe::{grid_probe, reduce_probe, subgroup_only, tuned};
 const LENGTHS: [usize; 6] = [1, 255, 257, 1000, 65_537, 16_776_961];
 
 /// Poisoned output of `n + 7` elements: the tail must stay NaN.
-fn poisoned(gpu: &Gpu, n: usize) -> kernels::Buffer<f32> {
-    gpu.filled(n + 7, f32::NAN).unwrap()
-}
-
-#[track_caller]
-fn check_tail(got: &[f32], n: usize) {
-    assert!(got[n..].iter().all(|v| v.is_nan()), "elements past n were written");
-}
-
 #[test]
 fn fill_zero_and_fill_const() {
     let Some(gpu) = gpu() else { return };
@@ -35,14 +26,14 @@ fn fill_zero_and_fill_const() {
         fill_zero(&gpu, &mut x, n as u32).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().all(|&v| v == 0.0), "fill_zero n={n}");
-        check_tail(&got, n);
+        check_tail("fill_zero", &got, n);
 
         let value: f32 = rng.random_range(-10.0..10.0);
         let mut x = poisoned(&gpu, n);
         fill_const(&gpu, &mut x, fill_const::Params::new(n as u32, value)).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().all(|&v| v == value), "fill_const n={n}");
-        check_tail(&got, n);
+        check_tail("fill_const", &got, n);
     }
 }
 
@@ -64,7 +55,7 @@ fn scale_axpy_copy_clamp() {
         let got = x.read(&gpu).unwrap();
         let want: Vec<f64> = xs.iter().map(|&v| v as f64 * alpha as f64).collect();
         assert_close(&format!("scale n={n}"), &got[..n], &want, 1e-6);
-        check_tail(&got, n);
+        check_tail("scale", &got, n);
 
         // axpy: y += alpha x.
         let x = gpu.upload(&xs).unwrap();
@@ -75,14 +66,14 @@ fn scale_axpy_copy_clamp() {
         let got = y.read(&gpu).unwrap();
         let want: Vec<f64> = xs.iter().zip(&ys).map(|(&x, &y)| y as f64 + alpha as f64 * x as f64).collect();
         assert_close(&format!("axpy n={n}"), &got[..n], &want, 1e-6);
-        check_tail(&got, n);
+        check_tail("axpy", &got, n);
 
         // copy into a poisoned buffer.
         let mut dst = poisoned(&gpu, n);
         copy(&gpu, &x, &mut dst, n as u32).unwrap();
         let got = dst.read(&gpu).unwrap();
         assert_eq!(&got[..n], &xs[..], "copy n={n}");
-        check_tail(&got, n);
+        check_tail("copy", &got, n);
 
         // clamp.
         let mut x = gpu.upload(&padded).unwrap();
@@ -90,7 +81,7 @@ fn scale_axpy_copy_clamp() {
         let got = x.read(&gpu).unwrap();
         let want: Vec<f64> = xs.iter().map(|&v| v.clamp(lo, hi) as f64).collect();
         assert_close(&format!("clamp n={n}"), &got[..n], &want, 1e-7);
-        check_tail(&got, n);
+        check_tail("clamp_inplace", &got, n);
     }
 }
 
@@ -269,17 +260,17 @@ fn elementwise_lengths_around_the_chunk() {
         fill_zero(&gpu, &mut x, n as u32).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().all(|&v| v == 0.0), "fill_zero n={n}");
-        check_tail(&got, n);
+        check_tail("fill_zero", &got, n);
         fill_const(&gpu, &mut x, fill_const::Params::new(n as u32, alpha)).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().all(|&v| v == alpha), "fill_const n={n}");
-        check_tail(&got, n);
+        check_tail("fill_const", &got, n);
 
         let mut x = gpu.upload(&padded).unwrap();
         scale(&gpu, &mut x, scale::Params::new(n as u32, alpha)).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().zip(&xs).all(|(&g, &v)| g == v * alpha), "scale n={n}");
-        check_tail(&got, n);
+        check_tail("scale", &got, n);
 
         let x = gpu.upload(&xs).unwrap();
         let mut ypad = ys.clone();
@@ -289,19 +280,19 @@ fn elementwise_lengths_around_the_chunk() {
         let got = y.read(&gpu).unwrap();
         let want: Vec<f64> = xs.iter().zip(&ys).map(|(&x, &y)| y as f64 + alpha as f64 * x as f64).collect();
         assert_close(&format!("axpy n={n}"), &got[..n], &want, 1e-6);
-        check_tail(&got, n);
+        check_tail("axpy", &got, n);
 
         let mut dst = poisoned(&gpu, n);
         copy(&gpu, &x, &mut dst, n as u32).unwrap();
         let got = dst.read(&gpu).unwrap();
         assert_eq!(&got[..n], &xs[..], "copy n={n}");
-        check_tail(&got, n);
+        check_tail("copy", &got, n);
 
         let mut x = gpu.upload(&padded).unwrap();
         clamp_inplace(&gpu, &mut x, clamp_inplace::Params::new(n as u32, -1.0, 2.0)).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().zip(&xs).all(|(&g, &v)| g == v.clamp(-1.0, 2.0)), "clamp n={n}");
-        check_tail(&got, n);
+        check_tail("clamp_inplace", &got, n);
     }
 }
 
@@ -364,7 +355,7 @@ fn chunked_kernels_on_a_2d_grid() {
     (&gpu).record(call).unwrap();
     let got = x.read(&gpu).unwrap();
     assert!(got[..n].iter().zip(&xs).all(|(&g, &v)| g == v * -1.5), "scale on a 2-D grid");
-    check_tail(&got, n);
+    check_tail("scale on a 2-D grid", &got, n);
 
     let n = 5 * 4096 + 3;
     let xs = uniform(&mut rng, n, -1.0, 1.0);
