@@ -5,6 +5,14 @@ bandwidth, cuBLAS SGEMM with TF32 off on the benchmark shapes, PyTorch eager ver
 memory-bound ops, and eager fp32 training throughput of the same LLaMA-style model as
 `cargo run --release --example train`. Timing: CUDA events around each op, warm-up first,
 median of the repeats; inputs are random, never zeros.
+
+Section `gemm_tc` (not run by default: `--only gemm_tc`) is the cuBLAS side of the tensor-core
+sweep (`benches/coop_sweep.rs`): the same problems and layouts (xwt = A·Bᵀ with B stored [N,K],
+dyw = A·B, xtb = Aᵀ·B with A stored [K,M]), fp16 in / fp32 out (`torch.mm(..., out_dtype=
+torch.float32)`), fp16 in / fp16 out, and fp32 with TF32 off; the same error metric
+(max |c − Σab| / Σ|a||b| over 4096 sampled outputs against float64 of the f32 inputs, uniform in
+[-1, 1)); sustained warm-up (≥ 0.3 s of back-to-back products) before back-to-back timed repeats,
+so the SM clock is up; the SM clock and power read right after each timing.
 """
 import argparse
 import json
@@ -17,7 +25,7 @@ import torch.nn.functional as F
 
 p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)
-p.add_argument("--only", default="", help="comma-separated sections: copy,gemm,eager,train")
+p.add_argument("--only", default="", help="comma-separated sections: copy,gemm,eager,train,gemm_tc (default: all but gemm_tc)")
 p.add_argument("--dim", type=int, default=768)
 p.add_argument("--layers", type=int, default=12)
 p.add_argument("--heads", type=int, default=12)
@@ -80,6 +88,92 @@ if "gemm" in sections:
         ]:
             t = timed(fn)
             emit(bench="gemm", layout=layout, m=m, n=n, k=k, ns=t, tflops=flops / t / 1e3)
+
+
+def timed_sustained(fn, warm_s=0.3, repeats=30):
+    """Median ns of `fn` after `warm_s` of back-to-back warm-up; the repeats run back to back
+    (events between them, one synchronisation at the end), so the clock never idles."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    n = 0
+    while True:
+        for _ in range(4):
+            fn()
+        n += 4
+        torch.cuda.synchronize()
+        if time.perf_counter() - t0 >= warm_s and n >= 8:
+            break
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+    for a, b in ev:
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) * 1e6 for a, b in ev)
+
+
+def gpu_state():
+    """SM clock (MHz) and power (W) now, where PyTorch can read them."""
+    out = {}
+    for key, f in (("sm_mhz", "clock_rate"), ("power_w", "power_draw")):
+        try:
+            v = getattr(torch.cuda, f)()
+            out[key] = v / 1000.0 if key == "power_w" else v  # power_draw is in mW
+        except Exception as e:  # noqa: BLE001 - informational only
+            out[key + "_error"] = str(e)[:200]
+    return out
+
+
+if "gemm_tc" in sections:
+    # (M, K, N, layout): the sweep's problems (benches/coop/plan.rs), the edge problem last.
+    tc_cases = []
+    for lay in ("xwt", "dyw"):
+        tc_cases += [(4096, 4096, 4096, lay), (8192, 768, 2304, lay), (8192, 768, 3072, lay), (8192, 3072, 768, lay)]
+    tc_cases += [(4096, 4096, 4096, "xtb"), (768, 8192, 768, "xtb"), (768, 8192, 3072, "xtb"), (8192, 8192, 8192, "xwt")]
+    tc_cases += [(1000, 770, 1030, lay) for lay in ("xwt", "dyw", "xtb")]
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(12345)
+    for (m, k, n, lay) in tc_cases:
+        def uni(*shape):
+            return torch.rand(*shape, device=dev, generator=gen) * 2 - 1
+
+        # Stored operands and the logical A [M,K], B [K,N] as views.
+        a_st = uni(k, m) if lay == "xtb" else uni(m, k)
+        b_st = uni(n, k) if lay == "xwt" else uni(k, n)
+
+        def logical(x_st, transposed):
+            return x_st.t() if transposed else x_st
+
+        a_t, b_t = lay == "xtb", lay == "xwt"
+        # Sampled outputs and their float64 reference (from the f32 inputs).
+        ns = 4096
+        ii = torch.randint(0, m, (ns,), device=dev, generator=gen)
+        jj = torch.randint(0, n, (ns,), device=dev, generator=gen)
+        a64 = logical(a_st, a_t).double()[ii]            # [ns, K]
+        b64 = logical(b_st, b_t).double()[:, jj].t()     # [ns, K]
+        ref = (a64 * b64).sum(-1)
+        den = (a64.abs() * b64.abs()).sum(-1)
+        del a64, b64
+        flops = 2.0 * m * n * k
+        a16, b16 = a_st.half(), b_st.half()
+        variants = [
+            ("fp16_fp32out", lambda: torch.mm(logical(a16, a_t), logical(b16, b_t), out_dtype=torch.float32)),
+            ("fp16", lambda: torch.mm(logical(a16, a_t), logical(b16, b_t))),
+            ("fp32", lambda: torch.mm(logical(a_st, a_t), logical(b_st, b_t))),
+        ]
+        for name, fn in variants:
+            rec = dict(bench="gemm_tc", impl="cublas", variant=name, layout=lay, m=m, k=k, n=n)
+            try:
+                c = fn()
+                err = ((c[ii, jj].double() - ref).abs() / den).max().item()
+                del c
+                t = timed_sustained(fn)
+                rec.update(ns=t, tflops=flops / t / 1e3, error=err, **gpu_state())
+            except Exception as e:  # noqa: BLE001 - e.g. out_dtype missing in an old PyTorch
+                rec.update(failed=str(e)[:300])
+            emit(**rec)
+        del a_st, b_st, a16, b16
+        torch.cuda.empty_cache()
 
 if "eager" in sections:
     big = torch.rand(1 << 28, device=dev) - 0.5

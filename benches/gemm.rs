@@ -6,6 +6,14 @@
 //! GPU time from timestamps (median of the repeats after a warm-up), TFLOP/s = 2·M·N·K / t.
 //! Random inputs. `cargo bench --bench gemm` (smaller shapes on a CPU adapter);
 //! `KERNELS_BENCH_JSON=path` also writes JSON lines.
+//!
+//! Then the tensor-core products of `linear16` (`gemm16` lines): f16 operands (`matmul_t16`
+//! X·Wᵀ, `matmul16` X·W, the split weight gradient `ops::weight_grad_f16`) and f32-accurate
+//! split-f16 (`matmul_t_precise`, `matmul_precise`, `ops::weight_grad_precise`), at 4096³ and the
+//! trainer's shapes, each with its shape compiled in (`ops`), the variant that ran named. These
+//! are timed after a sustained warm-up in the same submission (about 0.2 s of work at 200
+//! TFLOP/s; the H200's SM clock falls from 1980 to 345 MHz between short bursts) and
+//! `KERNELS_BENCH_ONLY=gemm16` runs them alone.
 
 use kernels::Gpu;
 use kernels::linear::{matmul, matmul_at, matmul_t};
@@ -31,6 +39,15 @@ fn random(n: usize, seed: u64) -> Vec<f32> {
 fn main() {
     let gpu = Gpu::new().expect("a GPU adapter");
     println!("adapter: {}", gpu.report());
+    let only16 = std::env::var("KERNELS_BENCH_ONLY").is_ok_and(|v| v == "gemm16");
+    let mut json = std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap());
+    if !only16 {
+        sgemm(&gpu, json.as_mut());
+    }
+    tensor_cores(&gpu, json.as_mut());
+}
+
+fn sgemm(gpu: &Gpu, mut json: Option<&mut std::fs::File>) {
     // Tensor cores through Vulkan's cooperative matrices, if the driver offers any shape (not
     // used: their inputs are f16 or narrower, outside the f32 kernels' tolerance).
     let coop = gpu.adapter().cooperative_matrix_properties();
@@ -59,7 +76,6 @@ fn main() {
         ]
     };
     let repeats = if cpu { 3 } else { 12 };
-    let mut json = std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap());
     println!("\n| kernel | M×K×N | time | TFLOP/s |");
     println!("|---|---|---|---|");
     for (m, k, n) in shapes {
@@ -84,7 +100,7 @@ fn main() {
             let t = repeat_ns(batch, repeats);
             let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
             println!("| {name} | {m}×{k}×{n} | {:.3} ms | {tflops:.2} |", t / 1e6);
-            if let Some(f) = json.as_mut() {
+            if let Some(f) = json.as_deref_mut() {
                 writeln!(
                     f,
                     "{{\"bench\":\"gemm\",\"adapter\":{:?},\"layout\":\"{name}\",\"m\":{m},\"n\":{n},\"k\":{k},\"ns\":{t},\"tflops\":{tflops}}}",
@@ -119,7 +135,7 @@ fn main() {
             let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
             let mark = if parts == chosen { "yes" } else { "" };
             println!("| {m}×{k}×{n} | {parts} | {mark} | {:.3} ms | {tflops:.2} |", t / 1e6);
-            if let Some(f) = json.as_mut() {
+            if let Some(f) = json.as_deref_mut() {
                 writeln!(
                     f,
                     "{{\"bench\":\"gemm_parts\",\"adapter\":{:?},\"m\":{m},\"n\":{n},\"k\":{k},\"parts\":{parts},\"chosen\":{chosen},\"ns\":{t},\"tflops\":{tflops}}}",
@@ -137,4 +153,133 @@ fn repeat_ns(batch: kernels::Batch<'_>, repeats: u32) -> f64 {
     let prof = batch.submit_profiled().unwrap();
     let per = prof.dispatches.len() / (repeats as usize + 1);
     median(prof.dispatches.chunks(per).skip(1).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect())
+}
+
+/// Submits a profiled batch of `warm + repeats` equal repeats (one or more dispatches each) and
+/// returns the median GPU time of a timed repeat: the first `warm` (the sustained warm-up, in
+/// the same submission, so the clock is up when timing starts) left out.
+fn timed_ns(batch: kernels::Batch<'_>, warm: usize, repeats: usize) -> f64 {
+    let prof = batch.submit_profiled().unwrap();
+    let per = prof.dispatches.len() / (warm + repeats);
+    median(prof.dispatches.chunks(per).skip(warm).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect())
+}
+
+/// The tensor-core products (`gemm16` JSON lines). Shapes M×K×N as above; the weight gradients
+/// are Y [K, N] += Xᵀ·B over M tokens.
+fn tensor_cores(gpu: &Gpu, mut json: Option<&mut std::fs::File>) {
+    use kernels::ops::{self, Precision};
+    let cpu = gpu.report().device_type == "Cpu";
+    let has_f16 = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
+    let shapes: Vec<(usize, usize, usize)> = if cpu {
+        vec![(256, 256, 256)]
+    } else {
+        vec![(4096, 4096, 4096), (8192, 768, 2304), (8192, 768, 3072), (8192, 3072, 768)]
+    };
+    let wgrad: Vec<(usize, usize, usize)> =
+        if cpu { vec![(512, 128, 64)] } else { vec![(8192, 768, 768), (8192, 3072, 768)] };
+    let repeats = if cpu { 3 } else { 20 };
+    // About 0.2 s of sustained work at 200 TFLOP/s before timing.
+    let warm_for = |flops: f64| if cpu { 1 } else { ((4e13 / flops).ceil() as usize).clamp(4, 400) };
+    let variant = |k: &kernels::KernelDef| match gpu.variant_for(k) {
+        Ok(v) if !v.coop.is_empty() => "coop",
+        Ok(_) => "portable",
+        Err(_) => "none",
+    };
+    println!("\n| tensor-core product | variant | M×K×N | time | TFLOP/s |");
+    println!("|---|---|---|---|---|");
+    let mut report = |name: &str, var: &str, (m, k, n): (usize, usize, usize), warm: usize, t: f64| {
+        let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
+        println!("| {name} | {var} | {m}×{k}×{n} | {:.3} ms | {tflops:.2} |", t / 1e6);
+        if let Some(f) = json.as_deref_mut() {
+            writeln!(
+                f,
+                "{{\"bench\":\"gemm16\",\"adapter\":{:?},\"layout\":\"{name}\",\"variant\":\"{var}\",\"m\":{m},\"n\":{n},\"k\":{k},\"warmup\":{warm},\"ns\":{t},\"tflops\":{tflops}}}",
+                gpu.report().name
+            )
+            .unwrap();
+        }
+    };
+    for (m, k, n) in shapes {
+        let flops = 2.0 * (m * n * k) as f64;
+        let warm = warm_for(flops);
+        let total = warm + repeats;
+        let a32 = gpu.upload(&random(m * k, 11)).unwrap(); // X [M,K]
+        let wt32 = gpu.upload(&random(n * k, 12)).unwrap(); // W [N,K]
+        let w32 = gpu.upload(&random(k * n, 13)).unwrap(); // W [K,N]
+        let mut y = gpu.zeros::<f32>(m * n).unwrap();
+        if has_f16 {
+            let a16 = gpu.upload(&ops::to_f16x4(&random(m * k, 11), m, k)).unwrap();
+            let wt16 = gpu.upload(&ops::to_f16x4(&random(n * k, 12), n, k)).unwrap();
+            let w16 = gpu.upload(&ops::to_f16x4(&random(k * n, 13), k, n)).unwrap();
+            let batch = gpu.profiled_batch(total as u32).unwrap();
+            for _ in 0..total {
+                ops::matmul_t_f16(&batch, &a16, &wt16, &mut y, m, n, k).unwrap();
+            }
+            report(
+                "matmul_t16",
+                variant(&kernels::linear16::matmul_t16::KERNEL),
+                (m, k, n),
+                warm,
+                timed_ns(batch, warm, repeats),
+            );
+            let batch = gpu.profiled_batch(total as u32).unwrap();
+            for _ in 0..total {
+                ops::matmul_f16(&batch, &a16, &w16, None, &mut y, m, n, k).unwrap();
+            }
+            report(
+                "matmul16",
+                variant(&kernels::linear16::matmul16::KERNEL),
+                (m, k, n),
+                warm,
+                timed_ns(batch, warm, repeats),
+            );
+        }
+        // f32-accurate: split f16 on tensor cores (3 products), else the f32 SGEMM.
+        let warm3 = (warm / 3).max(1);
+        let batch = gpu.profiled_batch((warm3 + repeats) as u32).unwrap();
+        for _ in 0..warm3 + repeats {
+            ops::matmul_t_precise(&batch, &a32, &wt32, &mut y, m, n, k, Precision::F32).unwrap();
+        }
+        let path = format!("{:?}", ops::product_path(gpu, Precision::F32));
+        report("matmul_t_precise", &path, (m, k, n), warm3, timed_ns(batch, warm3, repeats));
+        let batch = gpu.profiled_batch((warm3 + repeats) as u32).unwrap();
+        for _ in 0..warm3 + repeats {
+            ops::matmul_precise(&batch, &a32, &w32, &mut y, m, n, k, Precision::F32).unwrap();
+        }
+        report("matmul_precise", &path, (m, k, n), warm3, timed_ns(batch, warm3, repeats));
+    }
+    for (m, k, n) in wgrad {
+        let flops = 2.0 * (m * n * k) as f64;
+        let warm = warm_for(flops);
+        let x32 = gpu.upload(&random(m * k, 14)).unwrap();
+        let b32 = gpu.upload(&random(m * n, 15)).unwrap();
+        let mut y = gpu.zeros::<f32>(k * n).unwrap();
+        if has_f16 {
+            let x16 = gpu.upload(&ops::to_f16x4(&random(m * k, 14), m, k)).unwrap();
+            let b16 = gpu.upload(&ops::to_f16x4(&random(m * n, 15), m, n)).unwrap();
+            let mut scratch = gpu.zeros::<f32>(ops::weight_grad_f16_scratch_len(m, n, k).max(1)).unwrap();
+            let batch = gpu.profiled_batch(2 * (warm + repeats) as u32).unwrap();
+            for _ in 0..warm + repeats {
+                ops::weight_grad_f16(&batch, &x16, &b16, &mut y, &mut scratch, m, n, k).unwrap();
+            }
+            let name = format!("weight_grad_f16 ({} parts)", ops::weight_grad_f16_parts(m, n, k));
+            let var = variant(&kernels::linear16::matmul_at16_split::KERNEL);
+            report(&name, var, (k, m, n), warm, timed_ns(batch, warm, repeats));
+            let batch = gpu.profiled_batch(2 * (warm + repeats) as u32).unwrap();
+            for _ in 0..warm + repeats {
+                ops::weight_grad_f16_from_f32(&batch, &x32, &b32, &mut y, &mut scratch, m, n, k).unwrap();
+            }
+            let var = variant(&kernels::linear16::matmul_at16_split_f32::KERNEL);
+            report("weight_grad_f16_from_f32", var, (k, m, n), warm, timed_ns(batch, warm, repeats));
+        }
+        let len = ops::weight_grad_precise_scratch_len(gpu, Precision::F32, m, n, k).max(1);
+        let mut scratch = gpu.zeros::<f32>(len).unwrap();
+        let warm3 = (warm / 3).max(1);
+        let batch = gpu.profiled_batch(2 * (warm3 + repeats) as u32).unwrap();
+        for _ in 0..warm3 + repeats {
+            ops::weight_grad_precise(&batch, &x32, &b32, &mut y, &mut scratch, m, n, k, Precision::F32).unwrap();
+        }
+        let path = format!("{:?}", ops::product_path(gpu, Precision::F32));
+        report("weight_grad_precise", &path, (k, m, n), warm3, timed_ns(batch, warm3, repeats));
+    }
 }

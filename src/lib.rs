@@ -31,6 +31,7 @@ kernel_files! {
     cast: "shaders/08_cast.wgsl",
     backward_ffn: "shaders/09_backward_ffn.wgsl",
     backward_attention: "shaders/10_backward_attention.wgsl",
+    linear16: "shaders/11_linear16.wgsl",
     optimizer: "shaders/12_optimizer.wgsl",
 }
 

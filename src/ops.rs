@@ -1,7 +1,7 @@
 //! Host-side drivers for kernels that take more than one dispatch.
 
 use crate::infrastructure::{fill_const, reduce_max, reduce_sum};
-use crate::{Buffer, Error, Gpu, Record, Result};
+use crate::{Buffer, Error, Gpu, KernelDef, Record, Result};
 
 /// Elements one reduction workgroup folds into one partial (`REDUCE_CHUNK` in
 /// `shaders/00_infrastructure.wgsl`).
@@ -200,6 +200,367 @@ pub fn matmul_at_acc_parts(
     let chunk = to_u32(m.div_ceil(parts), "chunk")?;
     let sp = crate::linear::matmul_at_split::SplitParams::new(m32, n32, k32, to_u32(parts, "parts")?, chunk);
     crate::linear::matmul_at_split(rec, x, b, scratch, sp)?;
+    let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, to_u32(parts, "parts")?);
+    crate::linear::matmul_parts_add(rec, scratch, y, ap)
+}
+
+// ---- Tensor-core products (`linear16`, shaders/11_linear16.wgsl) ----
+
+/// The element of the f16 operands of the tensor-core products: four f16 values (`vec4<f16>`
+/// in WGSL). A matrix `[rows, cols]` in the *f16x4 row layout* is row-major with every row
+/// padded with zeros to a multiple of 4 elements, [`f16x4_len`] elements; for `cols % 4 == 0`
+/// that is plain row-major f16. [`cast_f16x4`] writes it on the GPU, [`to_f16x4`] on the host.
+pub type F16x4 = [crate::f16; 4];
+
+/// Elements ([`F16x4`]) of a `[rows, cols]` matrix in the f16x4 row layout: rows·⌈cols/4⌉.
+pub fn f16x4_len(rows: usize, cols: usize) -> usize {
+    rows * cols.div_ceil(4)
+}
+
+/// A row-major f32 matrix `[rows, cols]` in the f16x4 row layout, as `linear16::cast_f16x4`
+/// writes it: round to nearest f16, values beyond ±65504 clamped, NaN kept, rows zero-padded.
+/// For uploading f16 operands.
+pub fn to_f16x4(values: &[f32], rows: usize, cols: usize) -> Vec<F16x4> {
+    assert!(values.len() >= rows * cols, "to_f16x4: {} values for a {rows}×{cols} matrix", values.len());
+    let cq = cols.div_ceil(4);
+    let half = |v: f32| crate::f16::from_f32(if v.is_nan() { v } else { v.clamp(-65504.0, 65504.0) });
+    let mut out = vec![[crate::f16::ZERO; 4]; rows * cq];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[r * cq + c / 4][c % 4] = half(values[r * cols + c]);
+        }
+    }
+    out
+}
+
+fn to_u32(v: usize, what: &str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::LengthMismatch { detail: format!("{what} = {v} is over u32::MAX") })
+}
+
+fn dims(m: usize, n: usize, k: usize) -> Result<(u32, u32, u32)> {
+    Ok((to_u32(m, "m")?, to_u32(n, "n")?, to_u32(k, "k")?))
+}
+
+/// Records `linear16::cast_f16x4`: `src` `[rows, cols]` f32 into `dst` in the f16x4 row layout
+/// (at least [`f16x4_len`]`(rows, cols)` elements). Needs SHADER_F16.
+pub fn cast_f16x4(
+    rec: impl Record,
+    src: &Buffer<f32>,
+    dst: &mut Buffer<F16x4>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    let p = crate::linear16::cast_f16x4::CastParams::new(to_u32(rows, "rows")?, to_u32(cols, "cols")?);
+    crate::linear16::cast_f16x4(rec, src, dst, p)
+}
+
+/// Whether `kernel` runs its tensor-core (cooperative-matrix) variant on `gpu`: the adapter
+/// offers the configuration and tensor cores are not turned off (`KERNELS_COOPERATIVE_MATRIX=0`,
+/// `GpuOptions::cooperative_matrix(false)`).
+pub fn on_tensor_cores(gpu: &Gpu, kernel: &KernelDef) -> bool {
+    gpu.variant_for(kernel).is_ok_and(|v| !v.coop.is_empty())
+}
+
+/// The shape compiled into a product's pipeline (its `M_C`, `N_C`, `K_C` overrides): the
+/// dimensions where the kernel runs on tensor cores (one pipeline per shape, cached by the
+/// runtime; measured +29–48% on an H200), none on the portable path (one pipeline for all).
+fn compiled_shape(gpu: &Gpu, kernel: &KernelDef, m: u32, n: u32, k: u32) -> [Option<u32>; 3] {
+    if on_tensor_cores(gpu, kernel) { [m, n, k].map(|d| (d != 0).then_some(d)) } else { [None; 3] }
+}
+
+/// `Y = X·Wᵀ` with f16 operands on tensor cores (f32 sums, f32 Y): X `[m, k]`, W `[n, k]` (PyTorch's
+/// `[out, in]`) in the f16x4 row layout, Y `[m, n]` f32, overwritten. The shape is compiled in
+/// where tensor cores run; elsewhere the portable variant runs (f32 FMAs, same operands).
+pub fn matmul_t_f16(
+    rec: impl Record + Copy,
+    x: &Buffer<F16x4>,
+    w: &Buffer<F16x4>,
+    y: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    use crate::linear16::matmul_t16 as kern;
+    let (m32, n32, k32) = dims(m, n, k)?;
+    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
+    crate::linear16::matmul_t16(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
+}
+
+/// `Y += X·Wᵀ` with f16 operands (as [`matmul_t_f16`]; the product summed in f32, then added).
+pub fn matmul_t_f16_acc(
+    rec: impl Record + Copy,
+    x: &Buffer<F16x4>,
+    w: &Buffer<F16x4>,
+    y: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    use crate::linear16::matmul_t16_acc as kern;
+    let (m32, n32, k32) = dims(m, n, k)?;
+    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
+    crate::linear16::matmul_t16_acc(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
+}
+
+/// `Y = X·W` (input gradients dX = dY·W, W `[out, in]` = `[k, n]`), or `Y = X·W + R` with
+/// `residual` (a different buffer from `y`), with f16 operands: X `[m, k]`, W `[k, n]` in the f16x4
+/// row layout, R and Y `[m, n]` f32; Y overwritten.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_f16(
+    rec: impl Record + Copy,
+    x: &Buffer<F16x4>,
+    w: &Buffer<F16x4>,
+    residual: Option<&Buffer<f32>>,
+    y: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    use crate::linear16::{matmul16, matmul16_residual};
+    let (m32, n32, k32) = dims(m, n, k)?;
+    let p = matmul16::Params::new(m32, n32, k32);
+    match residual {
+        None => {
+            let [mc, nc, kc] = compiled_shape(rec.gpu(), &matmul16::KERNEL, m32, n32, k32);
+            matmul16(rec, x, w, y, p, matmul16::Overrides { M_C: mc, N_C: nc, K_C: kc })
+        }
+        Some(r) => {
+            let [mc, nc, kc] = compiled_shape(rec.gpu(), &matmul16_residual::KERNEL, m32, n32, k32);
+            matmul16_residual(rec, x, w, r, y, p, matmul16_residual::Overrides { M_C: mc, N_C: nc, K_C: kc })
+        }
+    }
+}
+
+/// Workgroups the split weight-gradient products aim at: two per multiprocessor of an H200 (132).
+/// A first guess, to be replaced by the block-shape sweep's measurements.
+pub const TENSOR_WEIGHT_GRAD_WORKGROUPS: usize = 264;
+
+/// Parts of a split `Xᵀ·B` (X `[m, k]`, B `[m, n]`) over output blocks of `bm`×`bn`: enough for
+/// about [`TENSOR_WEIGHT_GRAD_WORKGROUPS`] workgroups, each part at least 256 rows, 1 to 16.
+fn tensor_parts(m: usize, n: usize, k: usize, bm: usize, bn: usize) -> usize {
+    let blocks = n.div_ceil(bn) * k.div_ceil(bm);
+    TENSOR_WEIGHT_GRAD_WORKGROUPS.div_ceil(blocks.max(1)).min(m / 256).clamp(1, 16)
+}
+
+/// Parts [`weight_grad_f16`] splits a gradient of these shapes into.
+pub fn weight_grad_f16_parts(m: usize, n: usize, k: usize) -> usize {
+    let (bm, bn) = (crate::linear16::GEMM_BM as usize, crate::linear16::GEMM_BN as usize);
+    tensor_parts(m, n, k, bm, bn)
+}
+
+/// Parts [`weight_grad_f16_from_f32`] splits a gradient of these shapes into (its kernel takes
+/// 128×128 blocks, so that its portable form fits a browser).
+pub fn weight_grad_f16_from_f32_parts(m: usize, n: usize, k: usize) -> usize {
+    let (bm, bn) = (crate::linear16::PREC_BM as usize, crate::linear16::PREC_BN as usize);
+    tensor_parts(m, n, k, bm, bn)
+}
+
+/// Scratch floats [`weight_grad_f16`] and [`weight_grad_f16_from_f32`] need: parts·k·n (the
+/// larger part count of the two).
+pub fn weight_grad_f16_scratch_len(m: usize, n: usize, k: usize) -> usize {
+    weight_grad_f16_parts(m, n, k).max(weight_grad_f16_from_f32_parts(m, n, k)) * n * k
+}
+
+/// (parts, rows per part) of a split contraction over m rows: parts of whole 32-row steps.
+fn split_chunk(m: usize, parts: usize) -> (usize, usize) {
+    let chunk = m.div_ceil(parts).next_multiple_of(32).max(1);
+    (m.div_ceil(chunk).max(1), chunk)
+}
+
+enum SplitInputs<'a> {
+    F16(&'a Buffer<F16x4>, &'a Buffer<F16x4>),
+    F32(&'a Buffer<f32>, &'a Buffer<f32>),
+}
+
+#[allow(clippy::too_many_arguments)]
+fn weight_grad_split16(
+    rec: impl Record + Copy,
+    inputs: SplitInputs<'_>,
+    y: &mut Buffer<f32>,
+    scratch: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    use crate::linear16::{matmul_at16_split, matmul_at16_split_f32};
+    let (m32, n32, k32) = dims(m, n, k)?;
+    let parts = match inputs {
+        SplitInputs::F16(..) => weight_grad_f16_parts(m, n, k),
+        SplitInputs::F32(..) => weight_grad_f16_from_f32_parts(m, n, k),
+    };
+    let (parts, chunk) = split_chunk(m, parts);
+    let sp = matmul_at16_split::SplitParams::new(m32, n32, k32, to_u32(parts, "parts")?, to_u32(chunk, "chunk")?);
+    match inputs {
+        SplitInputs::F16(x, b) => {
+            let [mc, nc, kc] = compiled_shape(rec.gpu(), &matmul_at16_split::KERNEL, m32, n32, k32);
+            matmul_at16_split(rec, x, b, scratch, sp, matmul_at16_split::Overrides { M_C: mc, N_C: nc, K_C: kc })?
+        }
+        SplitInputs::F32(x, b) => {
+            let [mc, nc, kc] = compiled_shape(rec.gpu(), &matmul_at16_split_f32::KERNEL, m32, n32, k32);
+            let o = matmul_at16_split_f32::Overrides { M_C: mc, N_C: nc, K_C: kc };
+            matmul_at16_split_f32(rec, x, b, scratch, sp, o)?
+        }
+    }
+    let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, to_u32(parts, "parts")?);
+    crate::linear::matmul_parts_add(rec, scratch, y, ap)
+}
+
+/// `Y += Xᵀ·B` (weight gradients dW += dYᵀ·X: pass dY as `x`) with f16 operands on tensor cores,
+/// split along the contraction ([`weight_grad_f16_parts`]): `linear16::matmul_at16_split` writes
+/// the parts into `scratch` (at least [`weight_grad_f16_scratch_len`] floats), then
+/// `linear::matmul_parts_add` adds them to Y in a fixed order (deterministic). X `[m, k]`, B
+/// `[m, n]` in the f16x4 row layout, Y `[k, n]` f32.
+#[allow(clippy::too_many_arguments)]
+pub fn weight_grad_f16(
+    rec: impl Record + Copy,
+    x: &Buffer<F16x4>,
+    b: &Buffer<F16x4>,
+    y: &mut Buffer<f32>,
+    scratch: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    weight_grad_split16(rec, SplitInputs::F16(x, b), y, scratch, m, n, k)
+}
+
+/// [`weight_grad_f16`] from f32 operands, rounded to f16 as they are staged (the fused cast:
+/// no separate cast pass): X `[m, k]`, B `[m, n]` f32 row-major.
+#[allow(clippy::too_many_arguments)]
+pub fn weight_grad_f16_from_f32(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    b: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    scratch: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    weight_grad_split16(rec, SplitInputs::F32(x, b), y, scratch, m, n, k)
+}
+
+/// The accuracy a product of f32 matrices must meet, for [`matmul_t_precise`] and friends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// f32 accuracy: error at most about 1e-6 of Σ|a||b| per output (the f32 SGEMM's level).
+    F32,
+    /// f16 operands: the inputs may be rounded to f16 (error at most about 1e-3 of Σ|a||b|, from
+    /// the rounding; typically 1e-5 to 5e-5), sums in f32 — mixed-precision training's products.
+    F16,
+}
+
+/// Which product [`matmul_t_precise`] and friends run for a [`Precision`] on an adapter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProductPath {
+    /// Tensor cores, each f32 operand split into hi + lo f16, three products (`linear16::*_precise`):
+    /// f32 accuracy, measured faster than the f32 SGEMM on an H200.
+    TensorCoresSplit,
+    /// Tensor cores, one product of the operands rounded to f16 (the precise kernels with
+    /// `SPLIT = false`).
+    TensorCoresF16,
+    /// The f32 SGEMM of `linear` (no tensor cores): meets either precision.
+    Sgemm,
+}
+
+/// The fastest product meeting `precision` on `gpu`: tensor cores where the precise kernels run
+/// on them, else the f32 SGEMM.
+pub fn product_path(gpu: &Gpu, precision: Precision) -> ProductPath {
+    match (on_tensor_cores(gpu, &crate::linear16::matmul_t_precise::KERNEL), precision) {
+        (true, Precision::F32) => ProductPath::TensorCoresSplit,
+        (true, Precision::F16) => ProductPath::TensorCoresF16,
+        (false, _) => ProductPath::Sgemm,
+    }
+}
+
+/// `Y = X·Wᵀ` of f32 matrices at `precision`, by the fastest product that meets it
+/// ([`product_path`]): X `[m, k]`, W `[n, k]`, Y `[m, n]` f32, overwritten. On tensor cores the
+/// inputs must lie within ±65504 (f16's range; larger values are clamped).
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_t_precise(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+    precision: Precision,
+) -> Result<()> {
+    use crate::linear16::matmul_t_precise as kern;
+    let (m32, n32, k32) = dims(m, n, k)?;
+    let path = product_path(rec.gpu(), precision);
+    if path == ProductPath::Sgemm {
+        return crate::linear::matmul_t(rec, x, w, y, crate::linear::matmul_t::Params::new(m32, n32, k32));
+    }
+    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(path == ProductPath::TensorCoresSplit) };
+    crate::linear16::matmul_t_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
+}
+
+/// `Y = X·W` of f32 matrices at `precision` (as [`matmul_t_precise`]): X `[m, k]`, W `[k, n]`,
+/// Y `[m, n]` f32, overwritten.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_precise(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+    precision: Precision,
+) -> Result<()> {
+    use crate::linear16::matmul_precise as kern;
+    let (m32, n32, k32) = dims(m, n, k)?;
+    let path = product_path(rec.gpu(), precision);
+    if path == ProductPath::Sgemm {
+        return crate::linear::matmul(rec, x, w, y, crate::linear::matmul::Params::new(m32, n32, k32));
+    }
+    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(path == ProductPath::TensorCoresSplit) };
+    crate::linear16::matmul_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
+}
+
+/// Scratch floats [`weight_grad_precise`] needs for these shapes on `gpu`.
+pub fn weight_grad_precise_scratch_len(gpu: &Gpu, precision: Precision, m: usize, n: usize, k: usize) -> usize {
+    if product_path(gpu, precision) == ProductPath::Sgemm {
+        return weight_grad_scratch_len(m, n, k);
+    }
+    let (bm, bn) = (crate::linear16::PREC_BM as usize, crate::linear16::PREC_BN as usize);
+    tensor_parts(m, n, k, bm, bn) * n * k
+}
+
+/// `Y += Xᵀ·B` of f32 matrices at `precision` (weight gradients), split along the contraction
+/// and summed in a fixed order (deterministic): on tensor cores `linear16::matmul_at_precise_split`
+/// and `linear::matmul_parts_add`, else [`matmul_at_acc_split`]. X `[m, k]`, B `[m, n]`, Y `[k, n]`;
+/// `scratch` holds at least [`weight_grad_precise_scratch_len`] floats.
+#[allow(clippy::too_many_arguments)]
+pub fn weight_grad_precise(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    b: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    scratch: &mut Buffer<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+    precision: Precision,
+) -> Result<()> {
+    use crate::linear16::matmul_at_precise_split as kern;
+    let path = product_path(rec.gpu(), precision);
+    if path == ProductPath::Sgemm {
+        return matmul_at_acc_split(rec, x, b, y, scratch, m, n, k);
+    }
+    let (m32, n32, k32) = dims(m, n, k)?;
+    let (bm, bn) = (crate::linear16::PREC_BM as usize, crate::linear16::PREC_BN as usize);
+    let (parts, chunk) = split_chunk(m, tensor_parts(m, n, k, bm, bn));
+    let sp = kern::SplitParams::new(m32, n32, k32, to_u32(parts, "parts")?, to_u32(chunk, "chunk")?);
+    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(path == ProductPath::TensorCoresSplit) };
+    crate::linear16::matmul_at_precise_split(rec, x, b, scratch, sp, o)?;
     let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, to_u32(parts, "parts")?);
     crate::linear::matmul_parts_add(rec, scratch, y, ap)
 }

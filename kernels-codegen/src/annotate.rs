@@ -23,6 +23,9 @@ pub struct Notes {
     pub doc: Vec<String>,
     /// `@grid` and `@requires` lines.
     pub annotations: Vec<Annotation>,
+    /// Lines that look like an annotation but name none (`// @require …`, `// @grd …`): the
+    /// line's byte range and the word written.
+    pub unknown: Vec<(Range<usize>, String)>,
     /// Byte offset of `fn <name>` in the file, if found.
     pub entry: Option<Range<usize>>,
 }
@@ -38,11 +41,27 @@ fn comment_text(line: &str) -> Option<&str> {
     Some(rest.strip_prefix(' ').unwrap_or(rest).trim_end())
 }
 
-/// Lines of `text` as (byte range without the line break, content).
-fn lines(text: &str) -> Vec<(Range<usize>, &str)> {
+/// Where the block of comment lines right above `pos` (a line start) begins.
+fn block_above(text: &str, pos: usize) -> usize {
+    let mut start = pos;
+    while start > 0 {
+        let prev_end = start - 1;
+        let prev_start = text[..prev_end].rfind('\n').map_or(0, |i| i + 1);
+        let line = text[prev_start..prev_end].trim_end_matches('\r');
+        if comment_text(line).is_some() && crate::split::marker_name(line).is_none() {
+            start = prev_start;
+        } else {
+            break;
+        }
+    }
+    start
+}
+
+/// Lines of `text[range]` as (byte range in `text` without the line break, content).
+fn lines(text: &str, range: Range<usize>) -> Vec<(Range<usize>, &str)> {
     let mut out = Vec::new();
-    let mut start = 0;
-    for line in text.split_inclusive('\n') {
+    let mut start = range.start;
+    for line in text[range].split_inclusive('\n') {
         let content = line.strip_suffix('\n').unwrap_or(line);
         let content = content.strip_suffix('\r').unwrap_or(content);
         out.push((start..start + content.len(), content));
@@ -51,9 +70,50 @@ fn lines(text: &str) -> Vec<(Range<usize>, &str)> {
     out
 }
 
-/// Reads the comments of one kernel. `text` is the whole kernel file.
+/// WGSL attributes: a commented-out declaration in a doc block is prose, not an annotation.
+const WGSL_ATTRIBUTES: [&str; 17] = [
+    "align",
+    "binding",
+    "blend_src",
+    "builtin",
+    "compute",
+    "const",
+    "diagnostic",
+    "fragment",
+    "group",
+    "id",
+    "interpolate",
+    "invariant",
+    "location",
+    "must_use",
+    "size",
+    "vertex",
+    "workgroup_size",
+];
+
+/// The annotation a misspelled word was probably meant to be (`require` → `requires`).
+pub fn closest_annotation(word: &str) -> &'static str {
+    fn distance(a: &str, b: &str) -> usize {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut prev = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let cur = row[j + 1];
+                row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+                prev = cur;
+            }
+        }
+        row[b.len()]
+    }
+    if distance(word, "grid") <= distance(word, "requires") { "grid" } else { "requires" }
+}
+
+/// Reads the comments of one kernel. `text` is the whole kernel file; only the section and the
+/// comment lines right above its marker are read.
 pub fn notes(text: &str, section: &Section) -> Notes {
-    let all = lines(text);
+    let all = lines(text, block_above(text, section.marker.start)..section.body.end);
     let marker_line = all.iter().position(|(r, _)| r.start == section.marker.start).unwrap_or(0);
     let mut blocks: Vec<Vec<usize>> = Vec::new();
 
@@ -133,7 +193,16 @@ pub fn notes(text: &str, section: &Section) -> Notes {
         });
         match annotation {
             Some((kind, expr)) => out.annotations.push(Annotation { kind, expr, range: range.clone() }),
-            None => out.doc.push(t.to_string()),
+            None => {
+                let word: String = t
+                    .strip_prefix('@')
+                    .map(|r| r.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect())
+                    .unwrap_or_default();
+                if !word.is_empty() && !WGSL_ATTRIBUTES.contains(&word.as_str()) {
+                    out.unknown.push((range.clone(), word));
+                }
+                out.doc.push(t.to_string());
+            }
         }
     }
     while out.doc.last().is_some_and(|l| l.is_empty()) {
@@ -168,6 +237,19 @@ mod tests {
         assert_eq!(n.annotations[0].expr, "threads(p.n)");
         assert_eq!(n.annotations[1].expr, "len(x) >= p.n");
         assert!(n.entry.is_some());
+    }
+
+    #[test]
+    fn misspelled_annotations_are_found_commented_code_is_not() {
+        let n = first(
+            "// --- KERNEL: k ---\n// @require len(x) >= 1\n// @grd threads(1)\n// @group(0) @binding(0) is prose\n\
+             @compute @workgroup_size(1) fn k() {}\n",
+        );
+        let words: Vec<&str> = n.unknown.iter().map(|(_, w)| w.as_str()).collect();
+        assert_eq!(words, vec!["require", "grd"]);
+        assert_eq!(closest_annotation("require"), "requires");
+        assert_eq!(closest_annotation("grd"), "grid");
+        assert!(n.annotations.is_empty());
     }
 
     #[test]

@@ -109,22 +109,34 @@ pub struct Pieces<'a> {
     pub outlines: &'a [Option<Outline>],
 }
 
-/// A declaration of the parts every kernel sees (the shared preamble, the file preamble and
-/// the files they include), and whether a kernel kept it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommonDecl {
-    /// Its file.
-    pub file: FileId,
-    /// Its text (with the comments before it).
-    pub range: Range<usize>,
-    /// The keyword that declares it (`fn`, `const`, …).
-    pub kind: &'static str,
-    /// The name it declares.
-    pub name: String,
-    /// The names it mentions.
-    pub refs: Vec<String>,
-    /// Whether the kernel keeps it.
-    pub kept: bool,
+/// A declaration of an outlined file: the file and its index in that file's [`Outline`].
+pub type DeclId = (FileId, usize);
+
+/// Every named declaration of the outlined files, by name: built once per variant, used by
+/// every kernel's [`assemble`].
+#[derive(Clone, Debug, Default)]
+pub struct NameIndex {
+    by_name: HashMap<String, Vec<DeclId>>,
+}
+
+impl NameIndex {
+    /// Indexes the named declarations of `outlines`.
+    pub fn new(outlines: &[Option<Outline>]) -> NameIndex {
+        let mut by_name: HashMap<String, Vec<DeclId>> = HashMap::new();
+        for (file, o) in outlines.iter().enumerate() {
+            for (i, d) in o.iter().flat_map(|o| o.decls.iter().enumerate()) {
+                if let Role::Named(_, name) = &d.role {
+                    by_name.entry(name.clone()).or_default().push((file, i));
+                }
+            }
+        }
+        NameIndex { by_name }
+    }
+
+    /// The declarations named `name`.
+    pub fn get(&self, name: &str) -> &[DeclId] {
+        self.by_name.get(name).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// A kernel's source and what it was built from.
@@ -132,15 +144,17 @@ pub struct CommonDecl {
 pub struct Built {
     /// The source.
     pub assembled: Assembled,
-    /// The named declarations every kernel sees, kept or not.
-    pub common: Vec<CommonDecl>,
+    /// The named declarations of the parts every kernel sees (the shared preamble, the file
+    /// preamble and the files they include), in order, and whether this kernel keeps each.
+    pub common: Vec<(DeclId, bool)>,
 }
 
 /// Assembles a list of declarations as they are (for checking code no kernel uses).
-pub fn assemble_decls(pieces: Pieces<'_>, decls: &[(FileId, Range<usize>)]) -> Assembled {
+pub fn assemble_decls(pieces: Pieces<'_>, decls: &[DeclId]) -> Assembled {
     let mut out = Assembled::default();
-    for (file, range) in decls {
-        out.push(&pieces.texts[*file][range.clone()], Origin::File { file: *file, start: range.start });
+    for &(file, i) in decls {
+        let Some(d) = pieces.outlines[file].as_ref().and_then(|o| o.decls.get(i)) else { continue };
+        out.push(&pieces.texts[file][d.range.clone()], Origin::File { file, start: d.range.start });
         if !out.text.ends_with('\n') {
             out.push("\n", Origin::Generated);
         }
@@ -151,9 +165,11 @@ pub fn assemble_decls(pieces: Pieces<'_>, decls: &[(FileId, Range<usize>)]) -> A
 /// Builds one kernel's source: `shared`, a newline, the kernel file's `preamble`, then its
 /// `section`, each with its includes expanded. Declarations of the shared preamble, the file
 /// preamble and included files are kept only where the section, `roots` (names the kernel's
-/// annotations use) or a kept declaration names them; the section is kept whole.
+/// annotations use) or a kept declaration names them (`index` finds them by name); the
+/// section is kept whole.
 pub fn assemble(
     pieces: Pieces<'_>,
+    index: &NameIndex,
     shared: Option<FileId>,
     kernel_file: FileId,
     preamble: Range<usize>,
@@ -169,7 +185,7 @@ pub fn assemble(
     b.part(kernel_file, preamble, false);
     b.common = false;
     b.part(kernel_file, section, true);
-    b.finish(roots)
+    b.finish(index, roots)
 }
 
 enum Item {
@@ -179,13 +195,12 @@ enum Item {
         file: FileId,
         range: Range<usize>,
     },
-    /// Kept where its name is reached.
+    /// Kept where its name is reached: declaration `decl` of `file`, from `start` (after the
+    /// include lines before it).
     Named {
         file: FileId,
-        range: Range<usize>,
-        kind: &'static str,
-        name: String,
-        refs: Vec<String>,
+        decl: usize,
+        start: usize,
         common: bool,
     },
 }
@@ -201,26 +216,22 @@ struct Builder<'a> {
 impl Builder<'_> {
     /// Adds `range` of `file`: whole, or declaration by declaration where the file is outlined.
     fn part(&mut self, file: FileId, range: Range<usize>, whole: bool) {
-        let Some(outline) = self.pieces.outlines[file].as_ref().filter(|_| !whole) else {
+        let pieces = self.pieces;
+        let Some(outline) = pieces.outlines[file].as_ref().filter(|_| !whole) else {
             let start = self.includes(file, range.clone());
             self.items.push(Item::Keep { file, range: start..range.end });
             return;
         };
-        for d in outline.decls.iter().filter(|d| d.range.start >= range.start && d.range.end <= range.end) {
+        for (i, d) in outline.decls.iter().enumerate() {
+            if d.range.start < range.start || d.range.end > range.end {
+                continue;
+            }
             // Include lines sit in the comments before a declaration: they always count.
             let start = self.includes(file, d.range.clone());
-            let rest = start..d.range.end;
             match &d.role {
-                Role::Named(kind, name) => self.items.push(Item::Named {
-                    file,
-                    range: rest,
-                    kind,
-                    name: name.clone(),
-                    refs: d.refs.clone(),
-                    common: self.common,
-                }),
+                Role::Named(..) => self.items.push(Item::Named { file, decl: i, start, common: self.common }),
                 // Comments after the last declaration: no names, kept as they are.
-                Role::Always | Role::Trailing => self.items.push(Item::Keep { file, range: rest }),
+                Role::Always | Role::Trailing => self.items.push(Item::Keep { file, range: start..d.range.end }),
             }
         }
     }
@@ -229,9 +240,13 @@ impl Builder<'_> {
     /// file after its line; returns where the rest of `range` starts.
     fn includes(&mut self, file: FileId, range: Range<usize>) -> usize {
         let pieces = self.pieces;
+        let lines = pieces.includes.of(file);
+        if lines.is_empty() {
+            return range.start;
+        }
         let text = &pieces.texts[file];
         let mut cursor = range.start;
-        for inc in pieces.includes.of(file) {
+        for inc in lines {
             if inc.line.start < range.start || inc.line.end > range.end {
                 continue;
             }
@@ -258,12 +273,15 @@ impl Builder<'_> {
     }
 
     /// Keeps what is reached, in order.
-    fn finish(self, roots: &[String]) -> Built {
+    fn finish(self, index: &NameIndex, roots: &[String]) -> Built {
         let Builder { pieces, items, .. } = self;
-        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        // The declarations this kernel's source may hold (an included file may be in some
+        // kernels' sources only).
+        let mut present: Vec<Vec<bool>> =
+            pieces.outlines.iter().map(|o| vec![false; o.as_ref().map_or(0, |o| o.decls.len())]).collect();
         let mut reached: HashSet<String> = roots.iter().cloned().collect();
         let mut todo: Vec<String> = roots.to_vec();
-        for (i, item) in items.iter().enumerate() {
+        for item in &items {
             match item {
                 Item::Keep { file, range } => {
                     for w in identifiers(&pieces.codes[*file][range.clone()]) {
@@ -272,49 +290,41 @@ impl Builder<'_> {
                         }
                     }
                 }
-                Item::Named { name, .. } => by_name.entry(name.as_str()).or_default().push(i),
+                Item::Named { file, decl, .. } => present[*file][*decl] = true,
                 Item::Generated(_) => {}
             }
         }
-        let mut kept = vec![false; items.len()];
+        let mut kept: Vec<Vec<bool>> = present.iter().map(|p| vec![false; p.len()]).collect();
         while let Some(name) = todo.pop() {
-            for &i in by_name.get(name.as_str()).map_or(&[][..], Vec::as_slice) {
-                if kept[i] {
+            for &(file, i) in index.get(&name) {
+                if !present[file][i] || kept[file][i] {
                     continue;
                 }
-                kept[i] = true;
-                if let Item::Named { refs, .. } = &items[i] {
-                    for r in refs {
-                        if reached.insert(r.clone()) {
-                            todo.push(r.clone());
-                        }
+                kept[file][i] = true;
+                let decl = &pieces.outlines[file].as_ref().expect("indexed files are outlined").decls[i];
+                for r in &decl.refs {
+                    if reached.insert(r.clone()) {
+                        todo.push(r.clone());
                     }
                 }
             }
         }
         let mut out = Built::default();
-        for (i, item) in items.iter().enumerate() {
+        for item in &items {
             match item {
                 Item::Generated(t) => out.assembled.push(t, Origin::Generated),
                 Item::Keep { file, range } => out
                     .assembled
                     .push(&pieces.texts[*file][range.clone()], Origin::File { file: *file, start: range.start }),
-                Item::Named { file, range, common, kind, name, refs } => {
+                Item::Named { file, decl, start, common } => {
+                    let k = kept[*file][*decl];
                     if *common {
-                        out.common.push(CommonDecl {
-                            file: *file,
-                            range: range.clone(),
-                            kind,
-                            name: name.clone(),
-                            refs: refs.clone(),
-                            kept: kept[i],
-                        });
+                        out.common.push(((*file, *decl), k));
                     }
-                    if kept[i] {
-                        out.assembled.push(
-                            &pieces.texts[*file][range.clone()],
-                            Origin::File { file: *file, start: range.start },
-                        );
+                    if k {
+                        let end = pieces.outlines[*file].as_ref().expect("outlined").decls[*decl].range.end;
+                        out.assembled
+                            .push(&pieces.texts[*file][*start..end], Origin::File { file: *file, start: *start });
                     }
                 }
             }
@@ -346,7 +356,7 @@ mod tests {
             .map(|(i, c)| outlined[i].then(|| outline(c, if i == kernel { 0..marker } else { 0..c.len() })))
             .collect();
         let pieces = Pieces { texts, codes: &codes, includes, outlines: &outlines };
-        assemble(pieces, shared, kernel, 0..marker, section, &[])
+        assemble(pieces, &NameIndex::new(&outlines), shared, kernel, 0..marker, section, &[])
     }
 
     #[test]
@@ -381,8 +391,9 @@ mod tests {
         let t = &b.assembled.text;
         assert!(t.contains("// Used.\nfn used()") && t.contains("const HALF"), "{t}");
         assert!(!t.contains("unused") && !t.contains("const B"), "{t}");
-        let kept: Vec<(&str, bool)> = b.common.iter().map(|d| (d.name.as_str(), d.kept)).collect();
-        assert_eq!(kept, vec![("unused", false), ("used", true), ("HALF", true), ("B", false)]);
+        let kept: Vec<(DeclId, bool)> = b.common.clone();
+        // shared: comment+unused, comment+used, HALF; kernel file: B.
+        assert_eq!(kept, vec![((0, 0), false), ((0, 1), true), ((0, 2), true), ((1, 0), false)]);
         // Each kept byte maps back to where it came from.
         let at = t.find("const HALF").unwrap();
         assert_eq!(b.assembled.map(at), Some((0, shared.find("const HALF").unwrap())));

@@ -1,15 +1,15 @@
 //! The pipeline for one kernel file: read (with includes) → split → lift directives → pick
 //! variants → assemble → validate (naga, uniformity, SPIR-V) → reflect → shape annotations,
 //! collecting every error with its original location. Everything the macro emits is decided
-//! here; [`expand`](crate::expand) only turns it into tokens. Nothing here panics on user
+//! here; [`expand`](mod@crate::expand) only turns it into tokens. Nothing here panics on user
 //! input.
 
 use crate::annotate::{self, Notes};
-use crate::assemble::{Assembled, Built, CommonDecl, Pieces, assemble, assemble_decls};
+use crate::assemble::{Assembled, Built, DeclId, NameIndex, Pieces, assemble, assemble_decls};
 use crate::diagnostic::Diagnostic;
 use crate::include::{self, Includes};
 use crate::input::Shared;
-use crate::outline::{self, Outline};
+use crate::outline::{self, Outline, Role};
 use crate::reflect::{self, Interface};
 use crate::shape::{self, GridSource, Located, Shape};
 use crate::source::{CallSite, FileId, Location, SourceFile, Sources};
@@ -196,6 +196,21 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         }
     }
 
+    // What other text follows must close its brackets.
+    for form in &forms {
+        for (id, f) in sources.iter() {
+            let range = if id == kernel_file { split.preamble.clone() } else { 0..f.text.len() };
+            if let Some(e) = split::unbalanced(f, &form.texts[id], range)
+                && !out.errors.contains(&e)
+            {
+                out.errors.push(e);
+            }
+        }
+    }
+    if !out.errors.is_empty() {
+        return out;
+    }
+
     let ctx = Ctx { sources: &sources, includes: &includes, kernel_file, shared: shared_file, split: &split };
     let mut dead = vec![DeadCode::default(); forms.len()];
     for section in &split.sections {
@@ -213,11 +228,14 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         }
     }
     // The host sees the constants every kernel could see: those of the common parts.
-    for d in dead.iter().flat_map(|d| &d.decls).filter(|d| d.kind == "const") {
-        if out.consts.iter().all(|c| c.0 != d.name)
-            && let Some(v) = values.iter().find(|v| v.0 == d.name)
-        {
-            out.consts.push(v.clone());
+    for (form, dead) in forms.iter().zip(&dead) {
+        for &(file, i) in &dead.decls {
+            if let Some(Role::Named("const", name)) = form.outlines[file].as_ref().map(|o| &o.decls[i].role)
+                && out.consts.iter().all(|c| &c.0 != name)
+                && let Some(v) = values.iter().find(|v| &v.0 == name)
+            {
+                out.consts.push(v.clone());
+            }
         }
     }
     out
@@ -230,12 +248,13 @@ struct Form {
     texts: Vec<String>,
     codes: Vec<String>,
     outlines: Vec<Option<Outline>>,
+    index: NameIndex,
 }
 
 impl Form {
     fn new(kernel_file: FileId, split: &Split, conditions: Conditions, texts: Vec<String>) -> Form {
         let codes: Vec<String> = texts.iter().map(|t| split::mask_comments(t)).collect();
-        let outlines = codes
+        let outlines: Vec<Option<Outline>> = codes
             .iter()
             .enumerate()
             .map(|(id, code)| {
@@ -243,7 +262,8 @@ impl Form {
                 Some(outline::outline(code, range))
             })
             .collect();
-        Form { conditions, texts, codes, outlines }
+        let index = NameIndex::new(&outlines);
+        Form { conditions, texts, codes, outlines, index }
     }
 
     fn pieces<'a>(&'a self, includes: &'a Includes) -> Pieces<'a> {
@@ -254,18 +274,30 @@ impl Form {
 /// The declarations every kernel sees, for one variant, and whether any kernel keeps each.
 #[derive(Clone, Debug, Default)]
 struct DeadCode {
-    decls: Vec<CommonDecl>,
-    index: HashMap<(FileId, usize), usize>,
+    decls: Vec<DeclId>,
+    kept: Vec<bool>,
 }
 
 impl DeadCode {
-    fn record(&mut self, decls: &[CommonDecl]) {
-        for d in decls {
-            match self.index.get(&(d.file, d.range.start)) {
-                Some(&i) => self.decls[i].kept |= d.kept,
-                None => {
-                    self.index.insert((d.file, d.range.start), self.decls.len());
-                    self.decls.push(d.clone());
+    fn record(&mut self, common: &[(DeclId, bool)]) {
+        if self.decls.is_empty() {
+            self.decls = common.iter().map(|c| c.0).collect();
+            self.kept = common.iter().map(|c| c.1).collect();
+            return;
+        }
+        // Every kernel sees the same common parts, in the same order.
+        if self.decls.len() == common.len() && self.decls.iter().zip(common).all(|(d, c)| *d == c.0) {
+            for (k, c) in self.kept.iter_mut().zip(common) {
+                *k |= c.1;
+            }
+        } else {
+            for &(id, kept) in common {
+                match self.decls.iter().position(|d| *d == id) {
+                    Some(i) => self.kept[i] |= kept,
+                    None => {
+                        self.decls.push(id);
+                        self.kept.push(kept);
+                    }
                 }
             }
         }
@@ -319,6 +351,7 @@ impl Ctx<'_> {
     fn assemble(&self, form: &Form, section: &split::Section, roots: &[String]) -> Built {
         assemble(
             form.pieces(self.includes),
+            &form.index,
             self.shared,
             self.kernel_file,
             self.split.preamble.clone(),
@@ -330,46 +363,58 @@ impl Ctx<'_> {
     /// Checks, once, the declarations of the shared and file preambles (and what they include)
     /// that no kernel uses, with what they need.
     #[allow(clippy::type_complexity)]
+    #[allow(clippy::type_complexity)]
     fn check_unused(&self, form: &Form, dead: &DeadCode) -> (Vec<Diagnostic>, Vec<(String, &'static str, String)>) {
-        if dead.decls.iter().all(|d| d.kept) {
-            return (Vec::new(), Vec::new());
-        }
-        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (i, d) in dead.decls.iter().enumerate() {
-            by_name.entry(d.name.as_str()).or_default().push(i);
-        }
-        let mut take = vec![false; dead.decls.len()];
-        let mut todo: Vec<usize> = (0..dead.decls.len()).filter(|&i| !dead.decls[i].kept).collect();
-        while let Some(i) = todo.pop() {
-            if std::mem::replace(&mut take[i], true) {
-                continue;
-            }
-            for r in &dead.decls[i].refs {
-                todo.extend(by_name.get(r.as_str()).into_iter().flatten().copied().filter(|&j| !take[j]));
-            }
-        }
-        let decls: Vec<(FileId, Range<usize>)> =
-            dead.decls.iter().zip(&take).filter(|(_, t)| **t).map(|(d, _)| (d.file, d.range.clone())).collect();
-        let a = assemble_decls(form.pieces(self.includes), &decls);
+        // naga's parser takes time quadratic in the number of declarations of a module, so
+        // the unused ones are checked in chunks, each with what it names.
+        const CHUNK: usize = 500;
+        let common: HashMap<DeclId, usize> = dead.decls.iter().enumerate().map(|(i, d)| (*d, i)).collect();
+        let decl = |(file, i): DeclId| &form.outlines[file].as_ref().expect("outlined").decls[i];
+        let unused: Vec<usize> = (0..dead.decls.len()).filter(|&i| !dead.kept[i]).collect();
         let fallback = self.sources.get(self.kernel_file).locate(self.split.preamble.start..self.split.preamble.start);
-        match validate::check(&a.text, "") {
-            Ok(c) => (Vec::new(), reflect::constants(&c.module).1),
-            Err(failure) => {
-                let note = "in code of the shared or file preamble that no kernel of this file uses (checked once, on its own)";
-                let mut out = self.diagnostics(
-                    &a.prefixed(&failure.prefix),
-                    failure.errors,
-                    &fallback,
-                    "",
-                    form.conditions.describe(),
-                );
-                for d in &mut out {
-                    d.kernel = None;
-                    d.notes.push(note.to_string());
+        let mut errors: Vec<Diagnostic> = Vec::new();
+        let mut values = Vec::new();
+        for chunk in unused.chunks(CHUNK) {
+            let mut take = vec![false; dead.decls.len()];
+            let mut todo: Vec<usize> = chunk.to_vec();
+            while let Some(i) = todo.pop() {
+                if std::mem::replace(&mut take[i], true) {
+                    continue;
                 }
-                (out, Vec::new())
+                for r in &decl(dead.decls[i]).refs {
+                    for id in form.index.get(r) {
+                        if let Some(&j) = common.get(id)
+                            && !take[j]
+                        {
+                            todo.push(j);
+                        }
+                    }
+                }
+            }
+            let decls: Vec<DeclId> = dead.decls.iter().zip(&take).filter(|(_, t)| **t).map(|(d, _)| *d).collect();
+            let a = assemble_decls(form.pieces(self.includes), &decls);
+            match validate::check(&a.text, "") {
+                Ok(c) => values.extend(reflect::constants(&c.module).1),
+                Err(failure) => {
+                    let note = "in code of the shared or file preamble that no kernel of this file uses (checked once, on its own)";
+                    let found = self.diagnostics(
+                        &a.prefixed(&failure.prefix),
+                        failure.errors,
+                        &fallback,
+                        "",
+                        form.conditions.describe(),
+                    );
+                    for mut d in found {
+                        d.kernel = None;
+                        d.notes.push(note.to_string());
+                        if !errors.contains(&d) {
+                            errors.push(d);
+                        }
+                    }
+                }
             }
         }
+        (errors, values)
     }
 
     fn locate(&self, a: &Assembled, range: Option<Range<usize>>, fallback: &Location) -> Location {
@@ -416,6 +461,14 @@ impl Ctx<'_> {
     fn shape(&self, notes: &Notes, iface: &Interface, name: &str, errors: &mut Vec<Diagnostic>) -> Shape {
         let file = self.sources.get(self.kernel_file);
         let mut shape = Shape::default();
+        for (range, word) in &notes.unknown {
+            errors.push(
+                Diagnostic::at(file.locate(range.clone()), format!("unknown annotation `@{word}`"))
+                    .label(format!("did you mean `@{}`?", annotate::closest_annotation(word)))
+                    .note("the annotations are `// @grid …` and `// @requires …`; other comment lines are doc text")
+                    .in_kernel(name),
+            );
+        }
         for a in &notes.annotations {
             let location = file.locate(a.range.clone());
             match a.kind.as_str() {
@@ -501,17 +554,41 @@ impl Ctx<'_> {
                     Ok(c) => Some(&c.module),
                     Err(f) => f.module.as_deref(),
                 };
-                // The marker's entry point must be in its own section.
+                // The marker's entry point must be in its own section, and be the only one.
                 if let Some(m) = module {
+                    let prefix = match &result {
+                        Ok(c) => c.prefix.as_str(),
+                        Err(f) => f.prefix.as_str(),
+                    };
+                    let seen_text = a.prefixed(prefix);
+                    let own = m.entry_points.iter().any(|ep| ep.name == name);
+                    for other in m.entry_points.iter().filter(|ep| own && ep.name != name) {
+                        let loc =
+                            self.locate(&seen_text, validate::fn_name_span(&seen_text.text, &other.name), &marker);
+                        k.errors.push(
+                            Diagnostic::at(loc, format!("a second entry point, `{}`, in the source of kernel `{name}`", other.name))
+                                .label("another entry point")
+                                .note(format!(
+                                    "each kernel has exactly one entry point, `@compute fn {name}`; give `{}` a section of its own (`// --- KERNEL: {} ---`)",
+                                    other.name, other.name
+                                ))
+                                .in_kernel(&name),
+                        );
+                    }
                     let has_ep =
                         m.entry_points.iter().any(|ep| ep.name == name && ep.stage == naga::ShaderStage::Compute);
                     if !has_ep || notes.entry.is_none() {
-                        k.errors.push(
-                            Diagnostic::at(marker.clone(), format!("no `@compute fn {name}` in the section of kernel `{name}`"))
-                                .label("this marker")
-                                .note("each kernel's section (from its marker to the next) must define a compute entry point with the marker's name")
-                                .in_kernel(&name),
-                        );
+                        let mut d = Diagnostic::at(
+                            marker.clone(),
+                            format!("no `@compute fn {name}` in the section of kernel `{name}`"),
+                        )
+                        .label("this marker")
+                        .note("each kernel's section (from its marker to the next) must define a compute entry point with the marker's name");
+                        let found: Vec<String> = m.entry_points.iter().map(|ep| format!("`{}`", ep.name)).collect();
+                        if !found.is_empty() {
+                            d = d.note(format!("the section's source has the entry point {}", found.join(", ")));
+                        }
+                        k.errors.push(d.in_kernel(&name));
                     }
                 }
             }
@@ -544,9 +621,11 @@ impl Ctx<'_> {
                             }
                             Err(e) => {
                                 if k.errors.is_empty() {
-                                    let loc =
+                                    // At the declaration, else at the entry point.
+                                    let entry =
                                         notes.entry.clone().map(|r| file.locate(r)).unwrap_or_else(|| marker.clone());
-                                    k.errors.push(Diagnostic::at(loc, e).in_kernel(&name));
+                                    let loc = self.locate(&a.prefixed(&c.prefix), e.span, &entry);
+                                    k.errors.push(Diagnostic::at(loc, e.message).in_kernel(&name));
                                 }
                             }
                         }

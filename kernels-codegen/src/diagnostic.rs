@@ -17,12 +17,21 @@ pub struct Diagnostic {
     pub label: String,
     /// Extra lines (`= note: …`).
     pub notes: Vec<String>,
+    /// Other kernels with the same error (in code they share), reported once.
+    pub also: Vec<String>,
 }
 
 impl Diagnostic {
     /// An error without a location.
     pub fn new(message: impl Into<String>) -> Self {
-        Diagnostic { kernel: None, message: message.into(), location: None, label: String::new(), notes: Vec::new() }
+        Diagnostic {
+            kernel: None,
+            message: message.into(),
+            location: None,
+            label: String::new(),
+            notes: Vec::new(),
+            also: Vec::new(),
+        }
     }
 
     /// An error at a location.
@@ -52,8 +61,16 @@ impl Diagnostic {
     /// the `compile_error!` it becomes.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        if let Some(kernel) = &self.kernel {
-            let _ = write!(out, "kernel `{kernel}`: ");
+        match (&self.kernel, self.also.as_slice()) {
+            (Some(kernel), []) => {
+                let _ = write!(out, "kernel `{kernel}`: ");
+            }
+            (Some(kernel), also) => {
+                let names: Vec<String> = std::iter::once(kernel).chain(also).map(|k| format!("`{k}`")).collect();
+                let (last, rest) = names.split_last().unwrap_or((&names[0], &[]));
+                let _ = write!(out, "kernels {} and {last}: ", rest.join(", "));
+            }
+            (None, _) => {}
         }
         out.push_str(&self.message);
         if let Some(loc) = &self.location {
@@ -77,11 +94,49 @@ impl Diagnostic {
         }
         out
     }
+
+    /// Merges errors that differ only in their kernel (an error in code several kernels share):
+    /// one error naming every kernel.
+    pub fn merge(errors: impl IntoIterator<Item = Diagnostic>) -> Vec<Diagnostic> {
+        let mut out: Vec<Diagnostic> = Vec::new();
+        for d in errors {
+            let same = out.iter_mut().find(|o| {
+                o.message == d.message
+                    && o.location == d.location
+                    && o.label == d.label
+                    && o.notes == d.notes
+                    && o.kernel.is_some()
+                    && d.kernel.is_some()
+            });
+            match same {
+                Some(o) => {
+                    if let Some(k) = d.kernel
+                        && o.kernel.as_ref() != Some(&k)
+                        && !o.also.contains(&k)
+                    {
+                        o.also.push(k);
+                    }
+                }
+                None => out.push(d),
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_errors_are_reported_once_for_every_kernel() {
+        let loc = Location { file: "s.wgsl".into(), line: 1, column: 1, line_text: "x".into(), width: 1 };
+        let e = |k: &str| Diagnostic::at(loc.clone(), "bad").in_kernel(k);
+        let merged = Diagnostic::merge([e("a"), e("b"), e("c"), Diagnostic::at(loc.clone(), "other").in_kernel("a")]);
+        assert_eq!(merged.len(), 2);
+        assert!(merged[0].render().starts_with("kernels `a`, `b` and `c`: bad"), "{}", merged[0].render());
+        assert!(merged[1].render().starts_with("kernel `a`: other"));
+    }
 
     #[test]
     fn renders_like_rustc() {

@@ -51,8 +51,8 @@ fn api_name(word: &str, taken: bool) -> Ident {
 /// Expands a compiled file. `span` is the path literal's (every `compile_error!` points at it);
 /// `runtime` is the path generated code names the runtime by (`::kernels`).
 pub fn expand(file: &File, span: Span, runtime: &syn::Path) -> TokenStream {
-    let errors: Vec<TokenStream> = file
-        .all_errors()
+    let errors: Vec<TokenStream> = crate::diagnostic::Diagnostic::merge(file.all_errors().cloned())
+        .iter()
         .map(|d| {
             let msg = d.render();
             quote::quote_spanned!(span=> ::core::compile_error!(#msg);)
@@ -288,9 +288,10 @@ impl<'a> Emitter<'a> {
     fn signature(&self, k: &Kernel, iface: &Interface) -> Signature {
         let rt = &self.rt;
         let kname = ident(&k.name);
-        let binding_named = |w: &str| iface.bindings.iter().any(|b| b.name == w);
-        // A parameter named like a constant or static of the module would be a pattern.
+        // A parameter named like a constant or static of the module would be a pattern; the
+        // generated parameters also give way to bindings.
         let module_value = |n: &str| self.consts.iter().any(|c| c.0 == n) || self.registry == n;
+        let binding_named = |w: &str| iface.bindings.iter().any(|b| b.name == w) || module_value(w);
         let struct_path = |n: &str| {
             let i = ident(n);
             quote!(#kname::#i)

@@ -2,9 +2,10 @@
 //! in the loop and reused by tools.
 //!
 //! The stages, in the order data flows through them:
-//! [`input`] (the macro's arguments) → [`source`] (resolve, read, line tables) → [`include`]
+//! [`input`] (the macro's arguments) → [`source`] (resolve, read, line tables) → [`include`](mod@include)
 //! (`//#include` lines: every file read once) → [`split`] (markers, directives, `//#if`
-//! variants) → [`assemble`] (shared preamble + file preamble + section, includes expanded, with
+//! variants) → [`outline`] (module-scope declarations and the names they use) → [`assemble`]
+//! (what the section reaches of the shared preamble, the file preamble and included files, with
 //! one map back to the files) → [`validate`] (naga, plus [`uniformity`] for subgroup,
 //! cooperative-matrix and barrier operations, and naga's SPIR-V backend) → [`reflect`]
 //! (bindings, layouts, workgroup size) → [`annotate`] and [`shape`] (docs, `@grid` and

@@ -152,8 +152,30 @@ pub struct Interface {
     pub exported: Vec<(String, &'static str, String)>,
 }
 
+/// Why a kernel's interface cannot be given to the host, and where (a span in the module's
+/// text, when the problem is a declaration; else the entry point is meant).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReflectError {
+    /// What is wrong.
+    pub message: String,
+    /// The declaration it is about.
+    pub span: Option<std::ops::Range<usize>>,
+}
+
+impl From<String> for ReflectError {
+    fn from(message: String) -> Self {
+        ReflectError { message, span: None }
+    }
+}
+
+impl From<&str> for ReflectError {
+    fn from(message: &str) -> Self {
+        ReflectError { message: message.into(), span: None }
+    }
+}
+
 /// Reads the interface of entry point `name`.
-pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &str) -> Result<Interface, String> {
+pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &str) -> Result<Interface, ReflectError> {
     let (index, ep) = module
         .entry_points
         .iter()
@@ -165,6 +187,7 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
     }
     let mut layouter = Layouter::default();
     layouter.update(module.to_ctx()).map_err(|e| format!("layout: {e}"))?;
+    let at = |span: naga::Span, message: String| ReflectError { message, span: span.to_range() };
     let mut r = Reflector { module, layouter: &layouter, structs: Vec::new() };
     let mut bindings = Vec::new();
     for (handle, var) in module.global_variables.iter() {
@@ -175,11 +198,12 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
             continue;
         }
         let name = var.name.clone().unwrap_or_else(|| format!("binding{}", rb.binding));
+        let span = module.global_variables.get_span(handle);
         let binding = match var.space {
             AddressSpace::Storage { access } => {
                 let access = if access.contains(StorageAccess::STORE) { Access::ReadWrite } else { Access::Read };
                 let (ty, stride, min_elems, runtime_sized) =
-                    r.storage(var.ty).map_err(|e| format!("binding `{name}`: {e}"))?;
+                    r.storage(var.ty).map_err(|e| at(span, format!("binding `{name}`: {e}")))?;
                 Binding {
                     group: rb.group,
                     binding: rb.binding,
@@ -193,7 +217,7 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
                 }
             }
             AddressSpace::Uniform => {
-                let ty = r.host(var.ty).map_err(|e| format!("binding `{name}`: {e}"))?;
+                let ty = r.host(var.ty).map_err(|e| at(span, format!("binding `{name}`: {e}")))?;
                 Binding {
                     group: rb.group,
                     binding: rb.binding,
@@ -207,31 +231,44 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
                 }
             }
             other => {
-                return Err(format!(
-                    "binding `{name}` is in address space {other:?}, which kernels! does not support (storage buffers and uniforms only)"
+                let what = match other {
+                    AddressSpace::Handle => "a texture or sampler".to_string(),
+                    other => format!("in address space {other:?}"),
+                };
+                return Err(at(
+                    span,
+                    format!(
+                        "binding `{name}` is {what}, which kernels! does not support (storage buffers and uniforms only)"
+                    ),
                 ));
             }
         };
+        if rb.group != 0 {
+            return Err(at(
+                span,
+                format!(
+                    "binding `{}` is in @group({}); kernels! puts every binding in @group(0)",
+                    binding.name, rb.group
+                ),
+            ));
+        }
         bindings.push(binding);
     }
     bindings.sort_by_key(|b| (b.group, b.binding));
-    if let Some(b) = bindings.iter().find(|b| b.group != 0) {
-        return Err(format!(
-            "binding `{}` is in @group({}); kernels! puts every binding in @group(0)",
-            b.name, b.group
-        ));
-    }
     let mut overrides = Vec::new();
-    for (_, o) in module.overrides.iter() {
+    for (h, o) in module.overrides.iter() {
         let ty = match module.types[o.ty].inner {
             TypeInner::Scalar(Scalar::BOOL) => "bool",
             TypeInner::Scalar(Scalar::F32) => "f32",
             TypeInner::Scalar(Scalar::U32) => "u32",
             TypeInner::Scalar(Scalar::I32) => "i32",
             _ => {
-                return Err(format!(
-                    "override `{}` has a type kernels! does not support",
-                    o.name.as_deref().unwrap_or("?")
+                return Err(at(
+                    module.overrides.get_span(h),
+                    format!(
+                        "override `{}` has a type kernels! does not support (bool, f32, u32 or i32)",
+                        o.name.as_deref().unwrap_or("?")
+                    ),
                 ));
             }
         };

@@ -25,6 +25,7 @@
 
 use crate::reflect::{Access, HostType, Interface};
 use crate::source::Location;
+use syn::ext::IdentExt;
 use syn::{BinOp, Lit};
 
 /// An integer expression of a shape annotation.
@@ -245,7 +246,7 @@ pub fn expr(e: &syn::Expr, iface: &Interface) -> Result<Expr, String> {
             _ => return Err("only integer literals are allowed".into()),
         },
         syn::Expr::Path(p) => {
-            let name = p.path.get_ident().ok_or("expected a name")?.to_string();
+            let name = p.path.get_ident().ok_or("expected a name")?.unraw().to_string();
             if let Some((_, v)) = iface.consts.iter().find(|(n, _)| *n == name) {
                 Expr::Int(*v)
             } else if let Some(b) = iface.bindings.iter().find(|b| b.name == name) {
@@ -312,13 +313,13 @@ pub fn expr(e: &syn::Expr, iface: &Interface) -> Result<Expr, String> {
         }
         syn::Expr::Call(c) => {
             let f = match &*c.func {
-                syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()).unwrap_or_default(),
+                syn::Expr::Path(p) => p.path.get_ident().map(|i| i.unraw().to_string()).unwrap_or_default(),
                 _ => String::new(),
             };
             let args: Vec<&syn::Expr> = c.args.iter().collect();
             match (f.as_str(), args.as_slice()) {
                 ("len", [syn::Expr::Path(p)]) => {
-                    let name = p.path.get_ident().ok_or("expected a buffer name")?.to_string();
+                    let name = p.path.get_ident().ok_or("expected a buffer name")?.unraw().to_string();
                     let b = iface
                         .bindings
                         .iter()
@@ -368,18 +369,46 @@ fn field_path(e: &syn::Expr) -> Result<(String, Vec<String>), String> {
         syn::Expr::Field(f) => {
             let (root, mut path) = field_path(&f.base)?;
             match &f.member {
-                syn::Member::Named(n) => path.push(n.to_string()),
+                syn::Member::Named(n) => path.push(n.unraw().to_string()),
                 syn::Member::Unnamed(_) => return Err("use field names".into()),
             }
             Ok((root, path))
         }
-        syn::Expr::Path(p) => Ok((p.path.get_ident().ok_or("expected a name")?.to_string(), Vec::new())),
+        syn::Expr::Path(p) => Ok((p.path.get_ident().ok_or("expected a name")?.unraw().to_string(), Vec::new())),
         _ => Err("expected `uniform.field`".into()),
     }
 }
 
+/// Parses an annotation expression. Every name is read as a raw identifier, so that WGSL names
+/// that are Rust keywords (`box`, `dyn`, `gen`) are names here too.
 fn parse(text: &str) -> Result<syn::Expr, String> {
-    syn::parse_str(text).map_err(|e| format!("cannot parse `{text}`: {e}"))
+    let mut raw = String::with_capacity(text.len() + 16);
+    let mut chars = text.char_indices().peekable();
+    let mut prev: Option<char> = None;
+    while let Some((i, c)) = chars.next() {
+        let starts_word = (c.is_alphabetic() || c == '_') && !prev.is_some_and(|p| p.is_alphanumeric() || p == '_');
+        if starts_word {
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, d)) = chars.peek() {
+                if d.is_alphanumeric() || d == '_' {
+                    end = j + d.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            let word = &text[i..end];
+            if syn::parse_str::<syn::Ident>(&format!("r#{word}")).is_ok() {
+                raw.push_str("r#");
+            }
+            raw.push_str(word);
+            prev = word.chars().last();
+        } else {
+            raw.push(c);
+            prev = Some(c);
+        }
+    }
+    syn::parse_str(&raw).map_err(|e| format!("cannot parse `{text}`: {e}"))
 }
 
 /// Parses and checks a `@requires`.
@@ -407,9 +436,9 @@ pub fn requirement(text: &str, iface: &Interface) -> Result<Requirement, String>
     })
 }
 
-/// Token text back to how a person writes it: `len (x)` → `len(x)`, `p . n` → `p.n`.
+/// Token text back to how a person writes it: `r#len (r#x)` → `len(x)`, `p . n` → `p.n`.
 fn tidy(s: &str) -> String {
-    s.replace(" . ", ".").replace(" (", "(").replace("( ", "(").replace(" )", ")").replace(" ,", ",")
+    s.replace("r#", "").replace(" . ", ".").replace(" (", "(").replace("( ", "(").replace(" )", ")").replace(" ,", ",")
 }
 
 /// Parses and checks a `@grid`.
@@ -418,7 +447,7 @@ pub fn grid(text: &str, iface: &Interface) -> Result<Grid, String> {
     let e = parse(text)?;
     let syn::Expr::Call(c) = &e else { return Err(usage.into()) };
     let f = match &*c.func {
-        syn::Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()).unwrap_or_default(),
+        syn::Expr::Path(p) => p.path.get_ident().map(|i| i.unraw().to_string()).unwrap_or_default(),
         _ => String::new(),
     };
     let mut args = c.args.iter().map(|a| expr(a, iface)).collect::<Result<Vec<_>, _>>()?;
@@ -535,6 +564,8 @@ mod tests {
             assert!(e.contains(why), "{bad}: {e}");
         }
         assert!(grid("threads(1, 2)", &i).is_err());
+        // Suffixed literals and names that are Rust keywords elsewhere.
+        assert!(requirement("len(x) >= 2 * TILE", &i).is_ok());
     }
 
     #[test]

@@ -74,8 +74,13 @@ pub struct Location {
 }
 
 impl SourceFile {
-    /// Wraps text that was read from `path`.
+    /// Wraps text that was read from `path`. A UTF-8 byte-order mark is dropped (offsets and
+    /// columns count from the first character after it).
     pub fn new(path: PathBuf, display: String, text: String) -> Self {
+        let text = match text.strip_prefix('\u{feff}') {
+            Some(rest) => rest.to_string(),
+            None => text,
+        };
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         SourceFile { path, display, text, line_starts }
@@ -213,14 +218,17 @@ pub fn normalize(path: &Path) -> PathBuf {
 
 /// The Rust module name of a kernel file: `03_linear.wgsl` → `linear`.
 ///
-/// The leading numeric prefix and its underscore are dropped, the rest must be a Rust identifier.
+/// The leading numeric prefix and its underscore are dropped, `-` becomes `_`; the rest must be
+/// an identifier (Rust keywords are fine: the module is emitted as a raw identifier).
 pub fn module_name(path: &Path) -> Result<String, String> {
     let stem =
         path.file_stem().and_then(|s| s.to_str()).ok_or_else(|| format!("`{}` has no file name", path.display()))?;
     let trimmed = stem.trim_start_matches(|c: char| c.is_ascii_digit());
     let name = if trimmed.len() != stem.len() { trimmed.strip_prefix('_').unwrap_or(trimmed) } else { stem };
     let name = name.replace('-', "_");
-    if syn::parse_str::<syn::Ident>(&name).is_err() {
+    // Any identifier works, Rust keywords too (the module becomes `r#type`), except the few
+    // Rust cannot write even raw.
+    if name.starts_with("__") || syn::parse_str::<syn::Ident>(&format!("r#{name}")).is_err() {
         return Err(format!(
             "the file name `{stem}` does not give a Rust module name (after dropping the numeric \
              prefix it is `{name}`); rename the file or pass `module = some_name`"
@@ -248,12 +256,23 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_is_not_text() {
+        let f = SourceFile::new("a".into(), "a.wgsl".into(), "\u{feff}// --- KERNEL: k ---\nx".into());
+        assert!(f.text.starts_with("// --- KERNEL"));
+        assert_eq!(crate::split::find_markers(&f.text).len(), 1);
+        assert_eq!(f.locate(0..2).column, 1);
+    }
+
+    #[test]
     fn module_names_drop_the_numeric_prefix() {
         assert_eq!(module_name(Path::new("shaders/03_linear.wgsl")).unwrap(), "linear");
         assert_eq!(module_name(Path::new("10_backward_attention.wgsl")).unwrap(), "backward_attention");
         assert_eq!(module_name(Path::new("plain.wgsl")).unwrap(), "plain");
         assert!(module_name(Path::new("03_.wgsl")).is_err());
-        assert!(module_name(Path::new("03_fn.wgsl")).is_err());
+        assert_eq!(module_name(Path::new("03_fn.wgsl")).unwrap(), "fn", "keywords become raw identifiers");
+        assert_eq!(module_name(Path::new("01_gen.wgsl")).unwrap(), "gen");
+        assert!(module_name(Path::new("03_self.wgsl")).is_err());
+        assert!(module_name(Path::new("03_a.b.wgsl")).is_err());
     }
 
     #[test]

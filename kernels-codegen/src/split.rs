@@ -56,22 +56,61 @@ pub fn marker_name(line: &str) -> Option<&str> {
     if !name.is_empty() && !name.chars().any(char::is_whitespace) { Some(name) } else { None }
 }
 
+/// Why `name` cannot name a WGSL declaration (and so a kernel), if it cannot: WGSL identifiers
+/// are Unicode identifiers that are not a single `_`, do not start with `__`, and are not
+/// keywords or reserved words. (Every such name is a Rust identifier, raw where it is a Rust
+/// keyword.)
+pub fn wgsl_ident_problem(name: &str) -> Option<String> {
+    if name == "_" || syn::parse_str::<syn::Ident>(&format!("r#{name}")).is_err() && !is_rust_only_keyword(name) {
+        return Some("is not an identifier".into());
+    }
+    if name.starts_with("__") {
+        return Some("starts with `__`, which WGSL reserves".into());
+    }
+    if naga::keywords::wgsl::RESERVED.contains(&name) {
+        return Some("is a WGSL keyword or reserved word".into());
+    }
+    None
+}
+
+/// Words Rust cannot write even as raw identifiers (WGSL reserves them all).
+fn is_rust_only_keyword(name: &str) -> bool {
+    matches!(name, "self" | "Self" | "super" | "crate")
+}
+
+/// A line that looks like a marker but is not one (indented, lower case, missing spaces or
+/// dashes): the marker it was probably meant to be.
+fn near_marker(line: &str) -> Option<String> {
+    let squeezed: String = line.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_lowercase();
+    let rest = squeezed.strip_prefix("//--")?.trim_start_matches('-');
+    let rest = rest.strip_prefix("kernel")?.strip_prefix(':')?;
+    let name = rest.trim_end_matches('-');
+    // Take the name from the line as written (case kept).
+    let written = line.split_once(':').map(|(_, n)| n).unwrap_or("");
+    let written = written.trim().trim_end_matches('-').trim();
+    let name = if written.is_empty() { name } else { written };
+    Some(format!("{MARKER_PREFIX}{}{MARKER_SUFFIX}", if name.is_empty() { "<name>" } else { name }))
+}
+
 /// Splits a kernel file, enforcing the format's rules on it.
 pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
     let text = &file.text;
     let markers = find_markers(text);
     let mut errors = Vec::new();
 
-    // A line that starts like a marker but is not one would silently merge two kernels.
+    // A line that looks like a marker but is not one would silently merge two kernels.
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
         let content = line.strip_suffix('\n').unwrap_or(line);
         let content = content.strip_suffix('\r').unwrap_or(content);
-        if content.starts_with("// --- KERNEL:") && marker_name(content).is_none() {
+        if marker_name(content).is_none()
+            && let Some(suggestion) = near_marker(content)
+        {
             errors.push(
                 Diagnostic::at(file.locate(offset..offset + content.len()), "malformed kernel marker")
                     .label("not a marker")
-                    .note("a marker is a whole line `// --- KERNEL: <name> ---`, with no other text"),
+                    .note(format!("did you mean `{suggestion}`?"))
+                    .note("a marker is a whole line `// --- KERNEL: <name> ---`, from the first column, with no other text"),
             );
         }
         offset += line.len();
@@ -90,11 +129,11 @@ pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
         // The section starts right after the marker text (its line break included).
         let body_start = marker.end;
         let end = markers.get(i + 1).map(|m| m.1.start).unwrap_or(text.len());
-        if syn::parse_str::<syn::Ident>(name).is_err() || name.starts_with("r#") {
+        if let Some(why) = wgsl_ident_problem(name) {
             errors.push(
-                Diagnostic::at(file.locate(marker.clone()), format!("kernel name `{name}` is not a Rust identifier"))
-                    .label("used as the name of the generated function")
-                    .note("kernel names must be valid Rust identifiers that are not keywords, like `matmul_t`"),
+                Diagnostic::at(file.locate(marker.clone()), format!("kernel name `{name}` {why}"))
+                    .label("the name of the entry point and of the generated function")
+                    .note("a kernel is named by its `@compute fn`, so its name is a WGSL identifier, like `matmul_t`"),
             );
         }
         if let Some(first) = sections.iter().find(|s| &s.name == name) {
@@ -109,6 +148,33 @@ pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
     }
 
     if errors.is_empty() { Ok(Split { preamble: 0..markers[0].1.start, sections }) } else { Err(errors) }
+}
+
+/// A `{` left open at the end of `range` of `file`, or a `}` without its `{`. Text that other
+/// text follows (the shared preamble, a file preamble, an included file) is checked on its own,
+/// so that a missing `}` is reported where it is missing rather than as a confusing error in
+/// the next file. (Parentheses are left to naga: an unclosed one fails at the next `;`, in the
+/// same file.)
+///
+/// `text` is the file's text as one variant sees it (same length as the file's).
+pub fn unbalanced(file: &SourceFile, text: &str, range: Range<usize>) -> Option<Diagnostic> {
+    let code = mask_comments(&text[range.clone()]);
+    let mut open: Vec<usize> = Vec::new();
+    for (i, b) in code.bytes().enumerate() {
+        let at = range.start + i;
+        match b {
+            b'{' => open.push(at),
+            b'}' if open.pop().is_none() => {
+                return Some(Diagnostic::at(file.locate(at..at + 1), "unmatched `}`").label("nothing opens this"));
+            }
+            _ => {}
+        }
+    }
+    open.pop().map(|at| {
+        Diagnostic::at(file.locate(at..at + 1), "unclosed `{`")
+            .label("not closed before the text that follows")
+            .note("the text after this part (the next file or kernel) would otherwise be read as its continuation")
+    })
 }
 
 /// The shared preamble must not hold markers: it would be split like a kernel file.
@@ -467,11 +533,24 @@ mod tests {
         assert!(dup[0].message.contains("duplicate kernel `a`"));
         assert_eq!(dup[0].location.as_ref().unwrap().line, 2);
         let bad = split(&file("// --- KERNEL: my-kernel ---\n")).unwrap_err();
-        assert!(bad[0].message.contains("not a Rust identifier"));
+        assert!(bad[0].message.contains("is not an identifier"));
         let kw = split(&file("// --- KERNEL: loop ---\n")).unwrap_err();
-        assert!(kw[0].message.contains("not a Rust identifier"));
+        assert!(kw[0].message.contains("WGSL keyword"));
+        // Rust keywords that WGSL allows are fine (the function becomes `r#gen`).
+        assert!(split(&file("// --- KERNEL: gen ---\n// --- KERNEL: dyn ---\n")).is_ok());
+        let reserved = split(&file("// --- KERNEL: __k_rec ---\n")).unwrap_err();
+        assert!(reserved[0].message.contains("starts with `__`"));
         let malformed = split(&file("// --- KERNEL: a ---\n// --- KERNEL: b c ---\n")).unwrap_err();
         assert!(malformed[0].message.contains("malformed"));
+        // Indented or lower-case markers would silently merge kernels: errors with a suggestion.
+        for line in ["  // --- KERNEL: b ---", "// --- kernel: b ---", "//--- KERNEL: b ---", "// --- KERNEL: b"] {
+            let e = split(&file(&format!("// --- KERNEL: a ---\n{line}\n"))).unwrap_err();
+            assert_eq!(e.len(), 1, "{line}: {e:?}");
+            assert!(e[0].notes[0].contains("did you mean `// --- KERNEL: b ---`"), "{line}: {:?}", e[0].notes);
+            assert_eq!(e[0].location.as_ref().unwrap().line, 2);
+        }
+        // Prose about kernels is not a marker.
+        assert!(split(&file("// Kernels: a, b.\n// --- KERNEL: a ---\n")).is_ok());
         let shared = check_shared(&file("// a comment about // --- KERNEL: x ---\n// --- KERNEL: y ---\n"));
         assert_eq!(shared.len(), 1);
         assert_eq!(shared[0].location.as_ref().unwrap().line, 2);

@@ -23,6 +23,7 @@
 //!   a non-uniform `v`).
 
 use naga::{Block, Expression, Function, Handle, Module, Span, Statement};
+use std::collections::HashMap;
 
 /// A statement that needs uniform control flow but does not have it.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +89,10 @@ impl Flow {
     }
 }
 
+/// A loop's body (by address), the control flow it is entered with (cause, parameters) and
+/// the locals' version.
+type LoopKey = (usize, Option<Option<(usize, usize)>>, u64, usize);
+
 struct Analyzer<'a> {
     module: &'a Module,
     func: &'a Function,
@@ -95,28 +100,66 @@ struct Analyzer<'a> {
     summaries: &'a [Summary],
     names: &'a [String],
     locals: Vec<Taint>,
+    /// Bumped whenever a local's taint grows: a loop's result depends on it.
+    locals_version: usize,
     call_results: Vec<Option<Taint>>,
     summary: Summary,
     errors: Vec<UniformityError>,
+    /// Each loop's result for (its body, the control flow it was entered with, the locals'
+    /// version): a loop entered again the same way is not walked again. Without it, nested
+    /// loops are walked exponentially often (each level walks its body twice to reach its
+    /// fixed point).
+    loops: HashMap<LoopKey, Flow>,
+    /// Statements walked, for tests of the pass's cost.
+    visits: usize,
+    /// WGSL's `subgroup_uniformity` diagnostic is turned off (or down to a warning) for this
+    /// function: `@diagnostic(off, subgroup_uniformity)` on it or a `diagnostic(…)` directive.
+    subgroup_lint_off: bool,
+}
+
+/// Whether the diagnostic filters that apply at `leaf` turn `subgroup_uniformity` below an
+/// error (the nearest filter naming the rule decides).
+fn subgroup_lint_off(module: &Module, leaf: Option<Handle<naga::diagnostic_filter::DiagnosticFilterNode>>) -> bool {
+    use naga::diagnostic_filter::{FilterableTriggeringRule, Severity};
+    let mut node = leaf.or(module.diagnostic_filter_leaf);
+    while let Some(h) = node {
+        let n = &module.diagnostic_filters[h];
+        if let FilterableTriggeringRule::Unknown(name) = &n.inner.triggering_rule
+            && &**name == "subgroup_uniformity"
+        {
+            return n.inner.new_severity != Severity::Error;
+        }
+        node = n.parent;
+    }
+    false
 }
 
 /// Checks every entry point of a validated module. Errors in helper functions are reported
 /// once, at the helper.
 pub fn check(module: &Module) -> Vec<UniformityError> {
+    check_counting(module).0
+}
+
+/// [`check`], also returning how many statements the pass walked (its cost, for tests: it
+/// grows about linearly with the code, nested loops included).
+pub fn check_counting(module: &Module) -> (Vec<UniformityError>, usize) {
+    let mut visits = 0;
     let mut summaries: Vec<Summary> = Vec::with_capacity(module.functions.len());
     let mut names: Vec<String> = Vec::new();
     let mut errors = Vec::new();
     for (_, func) in module.functions.iter() {
-        let (summary, errs) = analyze(module, func, false, &summaries, &names);
+        let (summary, errs, n) = analyze(module, func, false, &summaries, &names);
         summaries.push(summary);
         names.push(func.name.clone().unwrap_or_else(|| "<unnamed>".into()));
         errors.extend(errs);
+        visits += n;
     }
     for ep in &module.entry_points {
-        let (_, errs) = analyze(module, &ep.function, true, &summaries, &names);
+        let (_, errs, n) = analyze(module, &ep.function, true, &summaries, &names);
         errors.extend(errs);
+        visits += n;
     }
-    errors
+    (errors, visits)
 }
 
 fn analyze(
@@ -125,7 +168,7 @@ fn analyze(
     entry: bool,
     summaries: &[Summary],
     names: &[String],
-) -> (Summary, Vec<UniformityError>) {
+) -> (Summary, Vec<UniformityError>, usize) {
     let mut a = Analyzer {
         module,
         func,
@@ -133,20 +176,25 @@ fn analyze(
         summaries,
         names,
         locals: vec![Taint::UNIFORM; func.local_variables.len()],
+        locals_version: 0,
         call_results: vec![None; func.expressions.len()],
         summary: Summary::default(),
         errors: Vec::new(),
+        loops: HashMap::new(),
+        visits: 0,
+        subgroup_lint_off: subgroup_lint_off(module, func.diagnostic_filter_leaf),
     };
     // Local variable taints only grow; iterate to a fixed point.
     for _ in 0..64 {
         let before = a.locals.clone();
         a.summary = Summary::default();
         a.errors.clear();
+        a.loops.clear();
         // Initializers.
         for (h, local) in func.local_variables.iter() {
             if let Some(init) = local.init {
                 let t = a.expr(init);
-                a.locals[h.index()] = a.locals[h.index()].join(t);
+                a.join_local(h.index(), t);
             }
         }
         a.block(&func.body, Taint::UNIFORM);
@@ -161,10 +209,18 @@ fn analyze(
             errors.push(e);
         }
     }
-    (a.summary, errors)
+    (a.summary, errors, a.visits)
 }
 
 impl Analyzer<'_> {
+    fn join_local(&mut self, l: usize, t: Taint) {
+        let joined = self.locals[l].join(t);
+        if joined != self.locals[l] {
+            self.locals[l] = joined;
+            self.locals_version += 1;
+        }
+    }
+
     fn span(&self, e: Handle<Expression>) -> Span {
         self.func.expressions.get_span(e)
     }
@@ -274,6 +330,9 @@ impl Analyzer<'_> {
     }
 
     fn require(&mut self, cf: Taint, what: String, span: Span) {
+        if self.subgroup_lint_off && what.contains("subgroup operation") {
+            return;
+        }
         if let Some(cause) = cf.cause {
             self.errors.push(UniformityError {
                 span,
@@ -307,6 +366,7 @@ impl Analyzer<'_> {
 
     fn statement(&mut self, stmt: &Statement, span: Span, cf: Taint) -> Flow {
         use Statement as S;
+        self.visits += 1;
         match *stmt {
             S::Emit(ref range) => {
                 // Cooperative-matrix loads and products run across the subgroup, like
@@ -343,6 +403,11 @@ impl Analyzer<'_> {
                 Flow { brk: None, ..flow }
             }
             S::Loop { ref body, ref continuing, break_if } => {
+                let cause = cf.cause.map(|c| c.to_range().map(|r| (r.start, r.end)));
+                let key = (body as *const Block as usize, cause, cf.params, self.locals_version);
+                if let Some(&flow) = self.loops.get(&key) {
+                    return flow;
+                }
                 let mut loop_taint = Taint::UNIFORM;
                 let mut result = Flow::default();
                 for _ in 0..16 {
@@ -362,6 +427,7 @@ impl Analyzer<'_> {
                     }
                     loop_taint = next;
                 }
+                self.loops.insert(key, result);
                 result
             }
             S::Break => Flow { brk: Some(cf), ..Flow::default() },
@@ -395,7 +461,7 @@ impl Analyzer<'_> {
                 let (root, index_taint) = self.pointer_root(pointer);
                 if let Some(l) = root {
                     let t = self.expr(value).join(index_taint).join(cf);
-                    self.locals[l] = self.locals[l].join(t);
+                    self.join_local(l, t);
                 }
                 Flow::default()
             }
@@ -408,7 +474,7 @@ impl Analyzer<'_> {
                     arg_taints.push(self.expr(arg));
                     // The callee may write through a pointer argument.
                     if let (Some(l), _) = self.pointer_root(arg) {
-                        self.locals[l] = self.locals[l].join(Taint::non_uniform(span));
+                        self.join_local(l, Taint::non_uniform(span));
                     }
                 }
                 let pick = |mask: u64, taints: &[Taint]| {
@@ -439,13 +505,24 @@ impl Analyzer<'_> {
 
 #[cfg(test)]
 mod tests {
-    fn errors(body: &str) -> Vec<String> {
-        let src = format!(
-            "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
+    const DECLS: &str = "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
              @group(0) @binding(1) var<uniform> n: u32;\n\
-             var<workgroup> w: u32;\n\
-             {body}"
-        );
+             var<workgroup> w: u32;\n";
+
+    fn errors(body: &str) -> Vec<String> {
+        errors_raw(&format!("{DECLS}{body}"))
+    }
+
+    /// `src` with the declarations after its first line (which may be a directive).
+    fn errors_raw(src: &str) -> Vec<String> {
+        let src = if src.starts_with("diagnostic") {
+            let (first, rest) = src.split_once('\n').unwrap();
+            format!("{first}\n{DECLS}{rest}")
+        } else if src.starts_with(DECLS) {
+            src.to_string()
+        } else {
+            format!("{DECLS}{src}")
+        };
         let m = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&src)));
         super::check(&m).into_iter().map(|e| e.message).collect()
     }
@@ -508,5 +585,53 @@ mod tests {
         assert!(errors(&entry("if (arrayLength(&x) > n) { workgroupBarrier(); }")).is_empty());
         // Subgroup results are not workgroup-uniform.
         assert_eq!(errors(&entry("if (subgroupAdd(1u) == 32u) { workgroupBarrier(); }")).len(), 1);
+    }
+
+    #[test]
+    fn the_subgroup_uniformity_diagnostic_can_be_turned_off() {
+        let helper = "fn h(v: f32) -> f32 { return subgroupAdd(v); }\n";
+        let diverging = entry("if (x[t] > 0.0) { x[t] = subgroupAdd(1.0); }");
+        assert_eq!(errors(&diverging).len(), 1);
+        // On the function, …
+        let off = diverging.replace("@compute", "@diagnostic(off, subgroup_uniformity) @compute");
+        assert!(errors(&off).is_empty(), "{:?}", errors(&off));
+        let warn = diverging.replace("@compute", "@diagnostic(warning, subgroup_uniformity) @compute");
+        assert!(errors(&warn).is_empty());
+        // … on a helper (its callers need not be uniform either), …
+        let off_helper =
+            format!("@diagnostic(off, subgroup_uniformity) {helper}{}", entry("if (x[t] > 0.0) { x[t] = h(1.0); }"));
+        assert!(errors(&off_helper).is_empty(), "{:?}", errors(&off_helper));
+        // … for the module; barriers stay errors (WGSL cannot turn that off).
+        let src = format!(
+            "diagnostic(off, subgroup_uniformity);\n{}",
+            entry("if (x[t] > 0.0) { x[t] = subgroupAdd(1.0); workgroupBarrier(); }")
+        );
+        assert_eq!(errors_raw(&src), vec!["barrier in non-uniform control flow".to_string()]);
+    }
+
+    /// `depth` loops nested, each bounded by the invocation index, a barrier inside.
+    fn nested(depth: usize) -> (Vec<String>, usize) {
+        let mut body = String::from("workgroupBarrier();");
+        for d in (0..depth).rev() {
+            body = format!("for (var i{d} = t; i{d} < 4u; i{d}++) {{ {body} }}");
+        }
+        let src = format!("@compute @workgroup_size(64) fn k(@builtin(local_invocation_index) t: u32) {{ {body} }}");
+        let m = naga::front::wgsl::parse_str(&src).unwrap();
+        let (errors, visits) = super::check_counting(&m);
+        (errors.into_iter().map(|e| e.message).collect(), visits)
+    }
+
+    #[test]
+    fn nested_loops_cost_about_linear_time() {
+        // Counted, not timed: statements walked by the pass.
+        let (e12, v12) = nested(12);
+        let (e24, v24) = nested(24);
+        assert_eq!(e12, vec!["barrier in non-uniform control flow".to_string()]);
+        assert_eq!(e24, e12);
+        // Twice the nesting: about twice the work (each level: a bounded number of walks of
+        // the levels below, not a number that doubles per level).
+        assert!(v24 <= 3 * v12, "12 loops: {v12} visits, 24 loops: {v24}");
+        let (_, v6) = nested(6);
+        assert!(v12 <= 3 * v6, "6 loops: {v6} visits, 12 loops: {v12}");
     }
 }

@@ -143,12 +143,22 @@ fn prefix(f16: bool, coop: bool) -> String {
     format!("{}{}", if f16 { ENABLE_F16 } else { "" }, if coop { ENABLE_COOP } else { "" })
 }
 
+/// Bytes of WGSL given to naga's parser so far in this process: what tests count to show that
+/// shared code is parsed once per file, not once per kernel.
+static PARSED_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Bytes of WGSL this process has given naga's parser (see `tests/scale.rs`).
+pub fn parsed_bytes() -> usize {
+    PARSED_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Parses `body`, adding each directive naga says is missing (at most two retries).
 fn parse(body: &str) -> Result<(naga::Module, bool, bool), Failure> {
     let (mut f16, mut coop) = (false, false);
     loop {
         let p = prefix(f16, coop);
         let text = format!("{p}{body}");
+        PARSED_BYTES.fetch_add(text.len(), std::sync::atomic::Ordering::Relaxed);
         match naga::front::wgsl::parse_str(&text) {
             Ok(m) => return Ok((m, f16, coop)),
             Err(e) => {
@@ -170,7 +180,14 @@ fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
     let prefix = prefix(f16, coop);
     let info = match validator(CAPABILITIES).validate(&module) {
         Ok(info) => info,
-        Err(e) => return Err(Failure::new(Some(module), prefix, vec![validation_error(&e)])),
+        Err(e) => {
+            let mut raw = validation_error(&e);
+            if raw.primary.is_none() {
+                let text = format!("{prefix}{body}");
+                raw.primary = declaration_span(e.as_inner(), &module, &text).map(|r| (r, String::new()));
+            }
+            return Err(Failure::new(Some(module), prefix, vec![raw]));
+        }
     };
     let uniformity = uniformity::check(&module);
     if !uniformity.is_empty() {
@@ -521,12 +538,76 @@ fn validator(caps: Capabilities) -> Validator {
 }
 
 fn parse_error(e: &naga::front::wgsl::ParseError) -> RawError {
-    let mut labels = e.labels();
-    let primary = labels.next().and_then(|(span, label)| span.to_range().map(|r| (r, label.to_string())));
-    let mut notes: Vec<(Option<Range<usize>>, String)> =
-        labels.map(|(span, label)| (span.to_range(), label.to_string())).collect();
+    // The first label with a place leads (naga gives some errors, like a wrong return type,
+    // no span of their own but a labelled one).
+    let mut labels: Vec<(Option<Range<usize>>, String)> =
+        e.labels().map(|(span, label)| (span.to_range(), label.to_string())).collect();
+    let lead = labels.iter().position(|(r, _)| r.is_some());
+    let primary = lead.map(|i| labels.remove(i)).and_then(|(r, l)| r.map(|r| (r, l)));
+    let mut notes = labels;
     notes.extend(e.notes().map(|n| (None, n.to_string())));
     RawError { primary, message: e.message().to_string(), notes }
+}
+
+/// Where a declaration of type `ty` is: the type's own (a struct), else a global variable or
+/// struct whose type holds it.
+fn type_span(module: &Module, ty: Handle<naga::Type>) -> naga::Span {
+    let own = module.types.get_span(ty);
+    if own.is_defined() {
+        return own;
+    }
+    let holds = |outer: Handle<naga::Type>| {
+        let mut t = outer;
+        loop {
+            if t == ty {
+                return true;
+            }
+            match module.types[t].inner {
+                TypeInner::Array { base, .. }
+                | TypeInner::BindingArray { base, .. }
+                | TypeInner::Pointer { base, .. } => t = base,
+                _ => return false,
+            }
+        }
+    };
+    if let Some((h, _)) = module.global_variables.iter().find(|(_, v)| holds(v.ty)) {
+        return module.global_variables.get_span(h);
+    }
+    for (h, t) in module.types.iter() {
+        if let TypeInner::Struct { members, .. } = &t.inner
+            && members.iter().any(|m| holds(m.ty))
+        {
+            return module.types.get_span(h);
+        }
+    }
+    naga::Span::UNDEFINED
+}
+
+/// The name of `fn name` in `text`.
+pub fn fn_name_span(text: &str, name: &str) -> Option<Range<usize>> {
+    let code = crate::split::mask_comments(text);
+    crate::split::find_word(&code, "fn").into_iter().find_map(|r| {
+        let after = code[r.end..].trim_start();
+        let start = r.end + (code[r.end..].len() - after.len());
+        (after.starts_with(name) && !after[name.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+            .then(|| start..start + name.len())
+    })
+}
+
+/// The place of the declaration a validation error without spans is about.
+fn declaration_span(e: &naga::valid::ValidationError, module: &Module, text: &str) -> Option<Range<usize>> {
+    use naga::valid::ValidationError as V;
+    let span = match e {
+        V::Function { handle, .. } => module.functions.get_span(*handle),
+        V::GlobalVariable { handle, .. } => module.global_variables.get_span(*handle),
+        V::Constant { handle, .. } => module.constants.get_span(*handle),
+        V::Override { handle, .. } => module.overrides.get_span(*handle),
+        V::Type { handle, .. } => type_span(module, *handle),
+        V::Layouter(l) => type_span(module, l.ty),
+        V::EntryPoint { name, .. } => return fn_name_span(text, name),
+        _ => naga::Span::UNDEFINED,
+    };
+    span.to_range()
 }
 
 fn validation_error(e: &naga::WithSpan<naga::valid::ValidationError>) -> RawError {

@@ -2,7 +2,7 @@
 //! conditionals, comment masking or the whole compile panic; and every byte of an assembled
 //! kernel maps back to the file and line it came from.
 
-use kernels_codegen::assemble::{Pieces, assemble};
+use kernels_codegen::assemble::{NameIndex, Pieces, assemble};
 use kernels_codegen::include::Includes;
 use kernels_codegen::source::{CallSite, SourceFile};
 use kernels_codegen::{annotate, compile, input::Shared, split};
@@ -108,6 +108,7 @@ proptest! {
         // Kept whole (no outlines): every line is there to map back.
         let a = assemble(
             Pieces { texts: &texts, codes: &codes, includes: &includes, outlines: &[None, None] },
+            &NameIndex::default(),
             Some(0),
             1,
             s.preamble.clone(),

@@ -14,6 +14,10 @@ use std::cell::RefCell;
 pub trait Record {
     /// Records (or runs) one call.
     fn record(self, call: Call<'_>) -> Result<()>;
+
+    /// The context the calls go to (for host code that chooses a kernel by what the device
+    /// offers, such as `kernels::ops`' tensor-core products).
+    fn gpu(&self) -> &Gpu;
 }
 
 /// One call of a kernel: what generated functions build, and the untyped API for tools
@@ -219,6 +223,10 @@ impl Record for &Gpu {
         (&batch).record(call)?;
         batch.submit()
     }
+
+    fn gpu(&self) -> &Gpu {
+        self
+    }
 }
 
 impl Record for &Batch<'_> {
@@ -240,6 +248,10 @@ impl Record for &Batch<'_> {
             }
             (Ok(()), None) => Ok(()),
         }
+    }
+
+    fn gpu(&self) -> &Gpu {
+        self.gpu
     }
 }
 

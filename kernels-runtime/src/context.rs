@@ -6,7 +6,6 @@ use crate::kernel::{CoopConfig, CoopScalar};
 use crate::options::{GpuOptions, describe, preference};
 use crate::pipeline::PipelineCache;
 use crate::variant::Capabilities;
-use smallvec::SmallVec;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -623,7 +622,7 @@ impl Gpu {
         #[cfg(not(target_arch = "wasm32"))]
         {
             let device = &self.inner.device;
-            let scopes: SmallVec<[wgpu::ErrorScopeGuard; 3]> =
+            let scopes: smallvec::SmallVec<[wgpu::ErrorScopeGuard; 3]> =
                 filters.iter().map(|&filter| device.push_error_scope(filter)).collect();
             let out = f();
             // Popped innermost first (natively the futures are ready at once); the first filter's
@@ -638,6 +637,7 @@ impl Gpu {
         }
         #[cfg(target_arch = "wasm32")]
         {
+            let _ = filters;
             (f(), None)
         }
     }

@@ -1,0 +1,2400 @@
+// Matrix products on tensor cores: f16 operands (or f32 operands split into two f16 halves for
+// f32 accuracy), f32 accumulation, f32 results. Every kernel has a cooperative-matrix body
+// (`//#if coop`, 16×16×16 tiles, f16 A/B, f32 C) and a portable body of f32 FMAs over the same
+// operands (`//#else` and the edge blocks below): one Rust function, the variant picked when the
+// pipeline is built. `kernels::ops` wraps them (shapes compiled in, scratch, casts).
+//
+// Operands. f16 matrices are `array<vec4<f16>>` (8-byte loads; Rust `Buffer<[f16; 4]>`) in the
+// *f16x4 row layout*: row-major with every row padded with zeros to a multiple of 4 elements,
+// so an [R, C] matrix takes R·⌈C/4⌉ vec4s (exactly row-major when C % 4 == 0).
+// `cast_f16x4` writes that layout from an f32 matrix. f32 operands are plain row-major `array<f32>`.
+//
+// One scheme for every product. A workgroup computes a BM×BN block of the output over the
+// contraction range [kb, ke). Each kernel supplies four hooks the shared cores call: `load_a(row,
+// kc)` / `load_b(col, kc)` return four operand elements along the operand's contiguous dimension
+// (k when A_KC / B_KC, else rows / columns) as f32, zeros outside the matrix; `coop_out(c, row,
+// col)` writes one 16×16 f32 tile of a block that lies wholly inside the output (tensor cores);
+// `store_out(row, col, v)` writes one element, skipping those outside. The block shape, the
+// workgroup size and the operand orientation are per-kernel constants (BM, BN, WGS, A_KC, B_KC)
+// that size the shared workgroup arrays; the family constants below are the one place to retune.
+//
+// Tensor-core core (`cm_block`, f16 operands). The operands' BM×CM_BK and CM_BK×BN slices are
+// staged in workgroup memory as f16 in their global orientation (no transposes: a k-contiguous
+// operand as [row][k], a row-contiguous one as [k][row], rows padded by CM_PAD halves), read by
+// `coopLoadT` (row-major) or `coopLoad` (column-major); the next slice is fetched into registers
+// while the current one is multiplied (register prefetch, in named registers: wgpu bounds every
+// loop, so a loop over a private array is not unrolled and the array lands in local memory —
+// measured 2.5× slower on the H200). The block's 16×16 tiles are shared out among the subgroups
+// from `subgroup_id` / `num_subgroups`, never assuming a subgroup size: with T tiles and n
+// subgroups, each subgroup takes per = min(8, T/n) tiles — a whole 4×2 group (64×32 outputs,
+// 8 accumulators, 4 A and 2 B fragments per 16 k; in T/(8n) rounds when n < T/8), or 1, 2 or 4
+// tiles when n > T/8 (narrow subgroups). So any power-of-two subgroup count n ≤ T is right
+// (NVIDIA 32-wide: n = 16 for the GEMMs; AMD 32/64, Intel 8/16/32: n = 8…64, T = 128): every
+// count that decides control flow depends on n only and is uniform; `subgroup_id` only picks
+// addresses. Every fragment offset and stride in workgroup memory is a multiple of 8 halves
+// (16 bytes), whatever the global shapes. Blocks wholly inside the output (and N % 4 == 0, so f32
+// rows are 16-byte aligned) store their tiles straight from the accumulators (`coop_out`:
+// residual / accumulate / scale by coop loads, `+` and `scalar *`); edge blocks run the portable
+// core instead (a uniform choice per workgroup), so masking never needs per-subgroup control flow
+// or scratch. Workgroup memory, tensor-core variant: GEMMs ≤ 30 KiB + 16.5 KiB (the edge path's),
+// attention 10 + 6.5 KiB; checked against 48 KiB at compile time (`const_assert`): on the H200 a
+// kernel over the limit is not rejected by wgpu 30 and hung the driver (measured).
+//
+// f32-accurate core (`pm_block`). Each f32 operand x is split while staging into hi = x rounded
+// to f16 (on the bits: an f32(f16(x)) round trip is folded away by drivers) and lo = f16(x − hi),
+// and C += lo_a·hi_b + hi_a·lo_b + hi_a·hi_b on tensor cores: f32-level accuracy for |x| ≤ 65504
+// (relative accuracy falls for |x| < 2⁻¹⁴, where lo underflows f16). Staging hi and lo doubles the
+// memory, so its contraction step is PM_BK = 16 and its block 128×128 (24 KiB + 12.5 KiB).
+//
+// Portable core (`fb_block`, f32 FMAs). The scheme of 03_linear.wgsl over sub-blocks of
+// FB_SR × FB_SC outputs (128×64 at WGS = 256, 128×128 at 512, 32×64 at 64), 8×4 per invocation
+// in registers, operands staged as f32 vec4s 16 k at a time (12.5 KiB at WGS = 256, within a
+// browser's 16 KiB); the block is covered sub-block by sub-block. Each output is one fixed FMA
+// chain over k (deterministic).
+//
+// Shapes compiled in: the GEMM kernels take `override` constants M_C, N_C, K_C (0 = read the
+// uniform) so that a pipeline specialised to one shape constant-folds its index arithmetic; the
+// uniform `Params` still gives `@grid` and `@requires` their values, and both must agree (ops
+// sets them together). lavapipe: loops are capped at 65535 iterations per invocation in total, so
+// there contraction lengths are limited to about 65535·16/(number of sub-blocks) (tests stay far
+// below).
+
+// ---- Block shapes of the kernel families (retune here) ----
+// f16 GEMMs: 128×256 output blocks, 512 invocations (16 subgroups of 64×32 on NVIDIA).
+const GEMM_BM: u32 = 128u;
+const GEMM_BN: u32 = 256u;
+const GEMM_WG: u32 = 512u;
+// f32-accurate (split f16) GEMMs, and the f16 GEMMs over f32 operands: 128×128 blocks, 256
+// invocations (8 subgroups of 64×32; a browser's limit, as their portable forms need no f16).
+const PREC_BM: u32 = 128u;
+const PREC_BN: u32 = 128u;
+const PREC_WG: u32 = 256u;
+// Attention: 64×64 tiles (the causal tile of the fast path), 64 invocations (2 subgroups of 64×32).
+const ATT_T: u32 = 64u;
+const ATT_WG: u32 = 64u;
+// Contraction steps (k staged per barrier pair) of the three cores.
+const CM_BK: u32 = 32u;
+const_assert CM_BK == 32u; // the tensor-core loop is unrolled for two 16-deep halves
+const PM_BK: u32 = 16u;
+const FB_BK: u32 = 16u;
+// Halves of padding per staged row (keeps rows 16-byte aligned, spreads banks).
+const CM_PAD: u32 = 8u;
+// Accumulator tiles a subgroup holds (a 4×2 group of 16×16 tiles: 64×32 outputs).
+const CM_ACC: u32 = 8u;
+
+// The workgroup memory the tensor-core variants may use (the H200's limit; see above).
+const WG_MEMORY_MAX: u32 = 49152u;
+
+// The largest finite f16.
+const F16_MAX: f32 = 65504.0;
+const LANE4: vec4<u32> = vec4<u32>(0u, 1u, 2u, 3u);
+
+// The shape of the current product, set by each entry point for its hooks: output rows and
+// columns, the contraction length, and the vec4s per row of the f16 operands.
+var<private> dim_m: u32;
+var<private> dim_n: u32;
+var<private> dim_k: u32;
+var<private> dim_aq: u32;
+var<private> dim_bq: u32;
+
+// x with values beyond the f16 range clamped to ±65504; NaN stays NaN (tested on the bits: WGSL's
+// clamp of NaN is implementation-defined).
+fn f16_clamp(v: vec4<f32>) -> vec4<f32> {
+    return select(clamp(v, vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX)), v, is_nan4(v));
+}
+
+// Which lanes are NaN, from the bits (`v != v` may be folded away).
+fn is_nan4(v: vec4<f32>) -> vec4<bool> {
+    let bits = bitcast<vec4<u32>>(v);
+    return ((bits & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u)) & ((bits & vec4<u32>(0x007fffffu)) != vec4<u32>(0u));
+}
+
+// x rounded to f16 precision (11 significant bits, to nearest even), kept as f32, by integer
+// arithmetic on the bits. Not quantizeToF16: naga validates it only with its
+// SHADER_FLOAT16_IN_FLOAT32 capability, which `kernels!` does not enable; and never f32(f16(x)),
+// which drivers fold to x. Exactly f16's value for |x| ≥ 2⁻¹⁴ (f16's normal range); below it f16
+// has fewer bits, and f16(round_f16(x)) differs from f16(x) by at most 2⁻²⁵. Needs |x| ≤ 65504
+// (callers clamp); NaN stays NaN.
+fn round_f16(v: vec4<f32>) -> vec4<f32> {
+    let bits = bitcast<vec4<u32>>(v);
+    let r = (bits + vec4<u32>(0x0fffu) + ((bits >> vec4<u32>(13u)) & vec4<u32>(1u))) & vec4<u32>(0xffffe000u);
+    return select(bitcast<vec4<f32>>(r), v, is_nan4(v));
+}
+
+// f32 values rounded to f16 (and clamped to its range), kept as f32: what the f16 operand paths
+// multiply, so the portable and tensor-core forms see the same operands.
+fn as_f16(v: vec4<f32>) -> vec4<f32> {
+    return round_f16(f16_clamp(v));
+}
+
+// The four element indices first … first+3 of a row of `len` elements starting at `base`, clamped
+// into the row (len ≥ 1), and which of them are inside it.
+fn idx4(base: u32, first: u32, len: u32) -> vec4<u32> {
+    return vec4<u32>(base) + min(vec4<u32>(first) + LANE4, vec4<u32>(max(len, 1u) - 1u));
+}
+
+fn in4(first: u32, len: u32) -> vec4<bool> {
+    return vec4<u32>(first) + LANE4 < vec4<u32>(len);
+}
+
+// Tile t of the lower triangle in row-major order → (row tile i, column tile j ≤ i). The f32
+// square root is a guess; the loops make it exact. Call with a workgroup-uniform t.
+fn triangle(t: u32) -> vec2<u32> {
+    var i = u32(max((sqrt(8.0 * f32(t) + 1.0) - 1.0) * 0.5, 0.0));
+    while (i > 0u && i * (i + 1u) / 2u > t) {
+        i -= 1u;
+    }
+    while ((i + 1u) * (i + 2u) / 2u <= t) {
+        i += 1u;
+    }
+    return vec2<u32>(i, t - i * (i + 1u) / 2u);
+}
+
+// ---- Portable core: f32 FMAs ----
+// Invocations as FB_TX column groups (4 columns each) by FB_TY row groups (8 rows each): a
+// sub-block of FB_SR × FB_SC outputs. vec4s per staged k-row of A and B (one of padding each),
+// and prefetched vec4s per invocation.
+const FB_TX: u32 = select(16u, 32u, WGS > 256u);
+const FB_TY: u32 = WGS / FB_TX;
+const FB_SR: u32 = 8u * FB_TY;
+const FB_SC: u32 = 4u * FB_TX;
+const FB_LDA: u32 = FB_SR / 4u + 1u;
+const FB_LDB: u32 = FB_SC / 4u + 1u;
+const FB_PFA: u32 = FB_SR * FB_BK / 4u / WGS;
+const FB_PFB: u32 = FB_SC * FB_BK / 4u / WGS;
+// Staged slices: slot k·LD + g holds rows (A) or columns (B) 4g … 4g+3 at k.
+//#if coop
+// (Only the tensor-core variants' budget checks read it.)
+const FB_BYTES: u32 = FB_BK * (FB_LDA + FB_LDB) * 16u;
+//#endif
+var<workgroup> fb_sa: array<vec4<f32>, FB_BK * FB_LDA>;
+var<workgroup> fb_sb: array<vec4<f32>, FB_BK * FB_LDB>;
+// Prefetched vec4s in named registers (as `cm_pa0` … below: loops are bounded, so not unrolled).
+const_assert FB_PFA >= 1u && FB_PFA <= 4u && FB_PFB >= 1u && FB_PFB <= 4u;
+var<private> fb_pa0: vec4<f32>;
+var<private> fb_pa1: vec4<f32>;
+var<private> fb_pa2: vec4<f32>;
+var<private> fb_pa3: vec4<f32>;
+var<private> fb_pb0: vec4<f32>;
+var<private> fb_pb1: vec4<f32>;
+var<private> fb_pb2: vec4<f32>;
+var<private> fb_pb3: vec4<f32>;
+// The invocation's 8×4 outputs: fb_acc[i][j] is row `fb_row(ty, i)`, column 4·tx + j.
+var<private> fb_acc: array<vec4<f32>, 8>;
+
+fn fb_row(ty: u32, i: u32) -> u32 {
+    return 4u * ty + (i % 4u) + (FB_SR / 2u) * (i / 4u);
+}
+
+// The invocation's vec4 e of the sub-block's A or B slice at contraction index kc.
+fn fb_fa(m0: u32, kc: u32, e: u32) -> vec4<f32> {
+    if (A_KC) {
+        return load_a(m0 + e / (FB_BK / 4u), kc + (e % (FB_BK / 4u)) * 4u);
+    }
+    return load_a(m0 + (e % (FB_SR / 4u)) * 4u, kc + e / (FB_SR / 4u));
+}
+
+fn fb_fb(n0: u32, kc: u32, e: u32) -> vec4<f32> {
+    if (B_KC) {
+        return load_b(n0 + e / (FB_BK / 4u), kc + (e % (FB_BK / 4u)) * 4u);
+    }
+    return load_b(n0 + (e % (FB_SC / 4u)) * 4u, kc + e / (FB_SC / 4u));
+}
+
+// Loads the invocation's share of the sub-block's slices at contraction index kc.
+fn fb_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
+    fb_pa0 = fb_fa(m0, kc, tid + 0u * WGS);
+    if (FB_PFA > 1u) {
+        fb_pa1 = fb_fa(m0, kc, tid + 1u * WGS);
+    }
+    if (FB_PFA > 2u) {
+        fb_pa2 = fb_fa(m0, kc, tid + 2u * WGS);
+    }
+    if (FB_PFA > 3u) {
+        fb_pa3 = fb_fa(m0, kc, tid + 3u * WGS);
+    }
+    fb_pb0 = fb_fb(n0, kc, tid + 0u * WGS);
+    if (FB_PFB > 1u) {
+        fb_pb1 = fb_fb(n0, kc, tid + 1u * WGS);
+    }
+    if (FB_PFB > 2u) {
+        fb_pb2 = fb_fb(n0, kc, tid + 2u * WGS);
+    }
+    if (FB_PFB > 3u) {
+        fb_pb3 = fb_fb(n0, kc, tid + 3u * WGS);
+    }
+}
+
+// Writes vec4 e of the A slice into the staged tile (k-contiguous operands are transposed here).
+fn fb_put_a(e: u32, v: vec4<f32>) {
+    if (A_KC) {
+        let row = e / (FB_BK / 4u);
+        let k = (e % (FB_BK / 4u)) * 4u;
+        let at = k * FB_LDA + row / 4u;
+        let c = row % 4u;
+        fb_sa[at][c] = v.x;
+        fb_sa[at + FB_LDA][c] = v.y;
+        fb_sa[at + 2u * FB_LDA][c] = v.z;
+        fb_sa[at + 3u * FB_LDA][c] = v.w;
+    } else {
+        fb_sa[(e / (FB_SR / 4u)) * FB_LDA + e % (FB_SR / 4u)] = v;
+    }
+}
+
+fn fb_put_b(e: u32, v: vec4<f32>) {
+    if (B_KC) {
+        let col = e / (FB_BK / 4u);
+        let k = (e % (FB_BK / 4u)) * 4u;
+        let at = k * FB_LDB + col / 4u;
+        let c = col % 4u;
+        fb_sb[at][c] = v.x;
+        fb_sb[at + FB_LDB][c] = v.y;
+        fb_sb[at + 2u * FB_LDB][c] = v.z;
+        fb_sb[at + 3u * FB_LDB][c] = v.w;
+    } else {
+        fb_sb[(e / (FB_SC / 4u)) * FB_LDB + e % (FB_SC / 4u)] = v;
+    }
+}
+
+fn fb_stage(tid: u32) {
+    fb_put_a(tid + 0u * WGS, fb_pa0);
+    if (FB_PFA > 1u) {
+        fb_put_a(tid + 1u * WGS, fb_pa1);
+    }
+    if (FB_PFA > 2u) {
+        fb_put_a(tid + 2u * WGS, fb_pa2);
+    }
+    if (FB_PFA > 3u) {
+        fb_put_a(tid + 3u * WGS, fb_pa3);
+    }
+    fb_put_b(tid + 0u * WGS, fb_pb0);
+    if (FB_PFB > 1u) {
+        fb_put_b(tid + 1u * WGS, fb_pb1);
+    }
+    if (FB_PFB > 2u) {
+        fb_put_b(tid + 2u * WGS, fb_pb2);
+    }
+    if (FB_PFB > 3u) {
+        fb_put_b(tid + 3u * WGS, fb_pb3);
+    }
+}
+
+// fb_acc += a·b for one staged k: two vec4s of A (8 rows), one of B (4 columns), 32 FMAs.
+fn fb_k(tx: u32, ty: u32, kk: u32) {
+    let a = fb_sa[kk * FB_LDA + ty];
+    let a2 = fb_sa[kk * FB_LDA + FB_SR / 8u + ty];
+    let b = fb_sb[kk * FB_LDB + tx];
+    fb_acc[0] = fma(vec4<f32>(a.x), b, fb_acc[0]);
+    fb_acc[1] = fma(vec4<f32>(a.y), b, fb_acc[1]);
+    fb_acc[2] = fma(vec4<f32>(a.z), b, fb_acc[2]);
+    fb_acc[3] = fma(vec4<f32>(a.w), b, fb_acc[3]);
+    fb_acc[4] = fma(vec4<f32>(a2.x), b, fb_acc[4]);
+    fb_acc[5] = fma(vec4<f32>(a2.y), b, fb_acc[5]);
+    fb_acc[6] = fma(vec4<f32>(a2.z), b, fb_acc[6]);
+    fb_acc[7] = fma(vec4<f32>(a2.w), b, fb_acc[7]);
+}
+
+// The 16 staged k in order, unrolled by hand (lavapipe's loop limiter counts every iteration).
+fn fb_step(tx: u32, ty: u32) {
+    fb_k(tx, ty, 0u);
+    fb_k(tx, ty, 1u);
+    fb_k(tx, ty, 2u);
+    fb_k(tx, ty, 3u);
+    fb_k(tx, ty, 4u);
+    fb_k(tx, ty, 5u);
+    fb_k(tx, ty, 6u);
+    fb_k(tx, ty, 7u);
+    fb_k(tx, ty, 8u);
+    fb_k(tx, ty, 9u);
+    fb_k(tx, ty, 10u);
+    fb_k(tx, ty, 11u);
+    fb_k(tx, ty, 12u);
+    fb_k(tx, ty, 13u);
+    fb_k(tx, ty, 14u);
+    fb_k(tx, ty, 15u);
+}
+
+// The BM×BN block at (m0, n0) over the contraction [kb, ke), sub-block by sub-block; every
+// output through `store_out`. Call from uniform control flow with uniform arguments (tid aside).
+fn fb_block(tid: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
+    let tx = tid % FB_TX;
+    let ty = tid / FB_TX;
+    for (var sr = 0u; sr < BM / FB_SR; sr++) {
+        for (var sc = 0u; sc < BN / FB_SC; sc++) {
+            let bm0 = m0 + sr * FB_SR;
+            let bn0 = n0 + sc * FB_SC;
+            fb_acc = array<vec4<f32>, 8>();
+            if (kb < ke) {
+                fb_fetch(tid, bm0, bn0, kb);
+            }
+            for (var kc = kb; kc < ke; kc += FB_BK) {
+                fb_stage(tid);
+                workgroupBarrier();
+                if (kc + FB_BK < ke) {
+                    fb_fetch(tid, bm0, bn0, kc + FB_BK);
+                }
+                fb_step(tx, ty);
+                workgroupBarrier();
+            }
+            for (var i = 0u; i < 8u; i++) {
+                let row = bm0 + fb_row(ty, i);
+                for (var j = 0u; j < 4u; j++) {
+                    store_out(row, bn0 + 4u * tx + j, fb_acc[i][j]);
+                }
+            }
+        }
+    }
+}
+
+//#if coop
+// ---- Tensor-core core: f16 operands ----
+// vec4s per staged row: of a k-contiguous operand ([row][k]), of a row-contiguous A ([k][row]) and
+// of a column-contiguous B ([k][col]).
+const CM_LDK: u32 = (CM_BK + CM_PAD) / 4u;
+const CM_LDA: u32 = (BM + CM_PAD) / 4u;
+const CM_LDB: u32 = (BN + CM_PAD) / 4u;
+const CM_SA: u32 = select(CM_BK * CM_LDA, BM * CM_LDK, A_KC);
+const CM_SB: u32 = select(CM_BK * CM_LDB, BN * CM_LDK, B_KC);
+const CM_PFA: u32 = BM * CM_BK / 4u / WGS;
+const CM_PFB: u32 = BN * CM_BK / 4u / WGS;
+const CM_BYTES: u32 = (CM_SA + CM_SB) * 8u;
+var<workgroup> cm_sa: array<vec4<f16>, CM_SA>;
+var<workgroup> cm_sb: array<vec4<f16>, CM_SB>;
+// The prefetched vec4s, in named registers: wgpu bounds every loop (naga adds a counter), so a
+// loop over a private array would not be unrolled and the array would live in local memory.
+const_assert CM_PFA >= 1u && CM_PFA <= 8u && CM_PFB >= 1u && CM_PFB <= 8u;
+var<private> cm_pa0: vec4<f16>;
+var<private> cm_pa1: vec4<f16>;
+var<private> cm_pa2: vec4<f16>;
+var<private> cm_pa3: vec4<f16>;
+var<private> cm_pa4: vec4<f16>;
+var<private> cm_pa5: vec4<f16>;
+var<private> cm_pa6: vec4<f16>;
+var<private> cm_pa7: vec4<f16>;
+var<private> cm_pb0: vec4<f16>;
+var<private> cm_pb1: vec4<f16>;
+var<private> cm_pb2: vec4<f16>;
+var<private> cm_pb3: vec4<f16>;
+var<private> cm_pb4: vec4<f16>;
+var<private> cm_pb5: vec4<f16>;
+var<private> cm_pb6: vec4<f16>;
+var<private> cm_pb7: vec4<f16>;
+
+// Staged vec4 e of the A slice: (row in the block, k in the slice) of its first element, and its
+// slot in `cm_sa`.
+fn cm_a_pos(e: u32) -> vec2<u32> {
+    if (A_KC) {
+        return vec2<u32>(e / (CM_BK / 4u), (e % (CM_BK / 4u)) * 4u);
+    }
+    return vec2<u32>((e % (BM / 4u)) * 4u, e / (BM / 4u));
+}
+
+fn cm_a_slot(e: u32) -> u32 {
+    if (A_KC) {
+        return (e / (CM_BK / 4u)) * CM_LDK + e % (CM_BK / 4u);
+    }
+    return (e / (BM / 4u)) * CM_LDA + e % (BM / 4u);
+}
+
+// The same for B: (column in the block, k in the slice), and the slot in `cm_sb`.
+fn cm_b_pos(e: u32) -> vec2<u32> {
+    if (B_KC) {
+        return vec2<u32>(e / (CM_BK / 4u), (e % (CM_BK / 4u)) * 4u);
+    }
+    return vec2<u32>((e % (BN / 4u)) * 4u, e / (BN / 4u));
+}
+
+fn cm_b_slot(e: u32) -> u32 {
+    if (B_KC) {
+        return (e / (CM_BK / 4u)) * CM_LDK + e % (CM_BK / 4u);
+    }
+    return (e / (BN / 4u)) * CM_LDB + e % (BN / 4u);
+}
+
+// The invocation's share (vec4 i, i < CM_PFA or CM_PFB) of the next slices, as f16.
+fn cm_fa(tid: u32, m0: u32, kc: u32, i: u32) -> vec4<f16> {
+    let pos = cm_a_pos(tid + i * WGS);
+    return load_a16(m0 + pos.x, kc + pos.y);
+}
+
+fn cm_fb(tid: u32, n0: u32, kc: u32, i: u32) -> vec4<f16> {
+    let pos = cm_b_pos(tid + i * WGS);
+    return load_b16(n0 + pos.x, kc + pos.y);
+}
+
+// Unrolled by hand, guarded by constants (see the registers above).
+fn cm_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
+    cm_pa0 = cm_fa(tid, m0, kc, 0u);
+    if (CM_PFA > 1u) {
+        cm_pa1 = cm_fa(tid, m0, kc, 1u);
+    }
+    if (CM_PFA > 2u) {
+        cm_pa2 = cm_fa(tid, m0, kc, 2u);
+    }
+    if (CM_PFA > 3u) {
+        cm_pa3 = cm_fa(tid, m0, kc, 3u);
+    }
+    if (CM_PFA > 4u) {
+        cm_pa4 = cm_fa(tid, m0, kc, 4u);
+    }
+    if (CM_PFA > 5u) {
+        cm_pa5 = cm_fa(tid, m0, kc, 5u);
+    }
+    if (CM_PFA > 6u) {
+        cm_pa6 = cm_fa(tid, m0, kc, 6u);
+    }
+    if (CM_PFA > 7u) {
+        cm_pa7 = cm_fa(tid, m0, kc, 7u);
+    }
+    cm_pb0 = cm_fb(tid, n0, kc, 0u);
+    if (CM_PFB > 1u) {
+        cm_pb1 = cm_fb(tid, n0, kc, 1u);
+    }
+    if (CM_PFB > 2u) {
+        cm_pb2 = cm_fb(tid, n0, kc, 2u);
+    }
+    if (CM_PFB > 3u) {
+        cm_pb3 = cm_fb(tid, n0, kc, 3u);
+    }
+    if (CM_PFB > 4u) {
+        cm_pb4 = cm_fb(tid, n0, kc, 4u);
+    }
+    if (CM_PFB > 5u) {
+        cm_pb5 = cm_fb(tid, n0, kc, 5u);
+    }
+    if (CM_PFB > 6u) {
+        cm_pb6 = cm_fb(tid, n0, kc, 6u);
+    }
+    if (CM_PFB > 7u) {
+        cm_pb7 = cm_fb(tid, n0, kc, 7u);
+    }
+}
+
+fn cm_stage(tid: u32) {
+    cm_sa[cm_a_slot(tid + 0u * WGS)] = cm_pa0;
+    if (CM_PFA > 1u) {
+        cm_sa[cm_a_slot(tid + 1u * WGS)] = cm_pa1;
+    }
+    if (CM_PFA > 2u) {
+        cm_sa[cm_a_slot(tid + 2u * WGS)] = cm_pa2;
+    }
+    if (CM_PFA > 3u) {
+        cm_sa[cm_a_slot(tid + 3u * WGS)] = cm_pa3;
+    }
+    if (CM_PFA > 4u) {
+        cm_sa[cm_a_slot(tid + 4u * WGS)] = cm_pa4;
+    }
+    if (CM_PFA > 5u) {
+        cm_sa[cm_a_slot(tid + 5u * WGS)] = cm_pa5;
+    }
+    if (CM_PFA > 6u) {
+        cm_sa[cm_a_slot(tid + 6u * WGS)] = cm_pa6;
+    }
+    if (CM_PFA > 7u) {
+        cm_sa[cm_a_slot(tid + 7u * WGS)] = cm_pa7;
+    }
+    cm_sb[cm_b_slot(tid + 0u * WGS)] = cm_pb0;
+    if (CM_PFB > 1u) {
+        cm_sb[cm_b_slot(tid + 1u * WGS)] = cm_pb1;
+    }
+    if (CM_PFB > 2u) {
+        cm_sb[cm_b_slot(tid + 2u * WGS)] = cm_pb2;
+    }
+    if (CM_PFB > 3u) {
+        cm_sb[cm_b_slot(tid + 3u * WGS)] = cm_pb3;
+    }
+    if (CM_PFB > 4u) {
+        cm_sb[cm_b_slot(tid + 4u * WGS)] = cm_pb4;
+    }
+    if (CM_PFB > 5u) {
+        cm_sb[cm_b_slot(tid + 5u * WGS)] = cm_pb5;
+    }
+    if (CM_PFB > 6u) {
+        cm_sb[cm_b_slot(tid + 6u * WGS)] = cm_pb6;
+    }
+    if (CM_PFB > 7u) {
+        cm_sb[cm_b_slot(tid + 7u * WGS)] = cm_pb7;
+    }
+}
+
+// The A fragment of tile row `tr` (rows 16·tr …) at k 16·s … of the staged slice.
+fn cm_frag_a(tr: u32, s: u32) -> coop_mat16x16<f16, A> {
+    if (A_KC) {
+        return coopLoadT<coop_mat16x16<f16, A>>(&cm_sa[tr * 16u * CM_LDK + s * 4u], CM_LDK);
+    }
+    return coopLoad<coop_mat16x16<f16, A>>(&cm_sa[s * 16u * CM_LDA + tr * 4u], CM_LDA);
+}
+
+// The B fragment of tile column `tc` (columns 16·tc …) at k 16·s … of the staged slice.
+fn cm_frag_b(tc: u32, s: u32) -> coop_mat16x16<f16, B> {
+    if (B_KC) {
+        return coopLoad<coop_mat16x16<f16, B>>(&cm_sb[tc * 16u * CM_LDK + s * 4u], CM_LDK);
+    }
+    return coopLoadT<coop_mat16x16<f16, B>>(&cm_sb[s * 16u * CM_LDB + tc * 4u], CM_LDB);
+}
+
+// Guards. naga 30 rejects an `if` around cooperative-matrix operations unless it can prove the
+// condition uniform, and it takes every function argument and `num_subgroups` for non-uniform;
+// it does not check loop bounds. The guards on how many tiles a subgroup holds (uniform: they
+// depend on `num_subgroups` only) are therefore loops that run once or not at all, e.g.
+// `for (var g2 = 1u; g2 < nb; g2 = 2u)` for "nb ≥ 2"; the macro's own uniformity pass checks
+// them, through the callers' arguments.
+
+// The first tile (row, column) of this subgroup's share in round `round`: `per` consecutive tiles
+// of the block numbered in 4×2 groups (a group is 64×32 outputs; groups row-major over the block).
+fn cm_share(sg: u32, nsg: u32, round: u32, per: u32) -> vec2<u32> {
+    let t0 = (round * nsg + sg) * per;
+    let group = t0 / CM_ACC;
+    let w0 = t0 % CM_ACC;
+    let per_row = BN / 32u;
+    return vec2<u32>((group / per_row) * 4u + w0 / 2u, (group % per_row) * 2u + w0 % 2u);
+}
+
+// The BM×BN block at (m0, n0) over [kb, ke) on tensor cores; every tile through `coop_out`. Call
+// from uniform control flow with uniform arguments (tid and sg aside), for a block wholly inside
+// the output. Each subgroup takes per = min(8, T/nsg) of the block's T tiles: a whole 4×2 group
+// (in T/(8·nsg) rounds when the subgroups are fewer than the groups), or 1, 2 or 4 tiles when
+// they are more (narrow subgroups). Needs nsg ≤ T, a power of two.
+fn cm_block(tid: u32, sg: u32, nsg: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
+    let tiles = (BM / 16u) * (BN / 16u);
+    let per = clamp(tiles / nsg, 1u, CM_ACC);
+    let rounds = max(tiles / (nsg * CM_ACC), 1u);
+    for (var whole = per; whole == CM_ACC; whole = 0u) {
+        for (var round = 0u; round < rounds; round++) {
+            cm_group(tid, cm_share(sg, nsg, round, CM_ACC), m0, n0, kb, ke);
+        }
+    }
+    for (var few = per; few < CM_ACC; few = CM_ACC) {
+        cm_few(tid, cm_share(sg, nsg, 0u, per), per, m0, n0, kb, ke);
+    }
+}
+
+// One subgroup's 4×2 group of tiles from tile (tr, tc) = `at`: 8 accumulators, 4 A and 2 B
+// fragments per 16 k, no guards.
+fn cm_group(tid: u32, at: vec2<u32>, m0: u32, n0: u32, kb: u32, ke: u32) {
+    let tr = at.x;
+    let tc = at.y;
+    var c0 = coop_mat16x16<f32, C>();
+    var c1 = coop_mat16x16<f32, C>();
+    var c2 = coop_mat16x16<f32, C>();
+    var c3 = coop_mat16x16<f32, C>();
+    var c4 = coop_mat16x16<f32, C>();
+    var c5 = coop_mat16x16<f32, C>();
+    var c6 = coop_mat16x16<f32, C>();
+    var c7 = coop_mat16x16<f32, C>();
+    if (kb < ke) {
+        cm_fetch(tid, m0, n0, kb);
+    }
+    for (var kc = kb; kc < ke; kc += CM_BK) {
+        cm_stage(tid);
+        workgroupBarrier();
+        if (kc + CM_BK < ke) {
+            cm_fetch(tid, m0, n0, kc + CM_BK);
+        }
+        // The staged slice's two 16-deep halves, unrolled (CM_BK = 32).
+        {
+            let b0 = cm_frag_b(tc, 0u);
+            let b1 = cm_frag_b(tc + 1u, 0u);
+            let a0 = cm_frag_a(tr, 0u);
+            c0 = coopMultiplyAdd(a0, b0, c0);
+            c1 = coopMultiplyAdd(a0, b1, c1);
+            let a1 = cm_frag_a(tr + 1u, 0u);
+            c2 = coopMultiplyAdd(a1, b0, c2);
+            c3 = coopMultiplyAdd(a1, b1, c3);
+            let a2 = cm_frag_a(tr + 2u, 0u);
+            c4 = coopMultiplyAdd(a2, b0, c4);
+            c5 = coopMultiplyAdd(a2, b1, c5);
+            let a3 = cm_frag_a(tr + 3u, 0u);
+            c6 = coopMultiplyAdd(a3, b0, c6);
+            c7 = coopMultiplyAdd(a3, b1, c7);
+        }
+        {
+            let b0 = cm_frag_b(tc, 1u);
+            let b1 = cm_frag_b(tc + 1u, 1u);
+            let a0 = cm_frag_a(tr, 1u);
+            c0 = coopMultiplyAdd(a0, b0, c0);
+            c1 = coopMultiplyAdd(a0, b1, c1);
+            let a1 = cm_frag_a(tr + 1u, 1u);
+            c2 = coopMultiplyAdd(a1, b0, c2);
+            c3 = coopMultiplyAdd(a1, b1, c3);
+            let a2 = cm_frag_a(tr + 2u, 1u);
+            c4 = coopMultiplyAdd(a2, b0, c4);
+            c5 = coopMultiplyAdd(a2, b1, c5);
+            let a3 = cm_frag_a(tr + 3u, 1u);
+            c6 = coopMultiplyAdd(a3, b0, c6);
+            c7 = coopMultiplyAdd(a3, b1, c7);
+        }
+        workgroupBarrier();
+    }
+    let r0 = m0 + tr * 16u;
+    let q0 = n0 + tc * 16u;
+    coop_out(c0, r0, q0);
+    coop_out(c1, r0, q0 + 16u);
+    coop_out(c2, r0 + 16u, q0);
+    coop_out(c3, r0 + 16u, q0 + 16u);
+    coop_out(c4, r0 + 32u, q0);
+    coop_out(c5, r0 + 32u, q0 + 16u);
+    coop_out(c6, r0 + 48u, q0);
+    coop_out(c7, r0 + 48u, q0 + 16u);
+}
+
+// `per` = 1, 2 or 4 tiles from (tr, tc) = `at`: 1×1, 1×2 or 2×2 (nb columns, na rows), guarded.
+fn cm_few(tid: u32, at: vec2<u32>, per: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
+    let tr = at.x;
+    let tc = at.y;
+    let nb = min(per, 2u);
+    let na = per / nb;
+    var c0 = coop_mat16x16<f32, C>();
+    var c1 = coop_mat16x16<f32, C>();
+    var c2 = coop_mat16x16<f32, C>();
+    var c3 = coop_mat16x16<f32, C>();
+    if (kb < ke) {
+        cm_fetch(tid, m0, n0, kb);
+    }
+    for (var kc = kb; kc < ke; kc += CM_BK) {
+        cm_stage(tid);
+        workgroupBarrier();
+        if (kc + CM_BK < ke) {
+            cm_fetch(tid, m0, n0, kc + CM_BK);
+        }
+        {
+            let a0 = cm_frag_a(tr, 0u);
+            let b0 = cm_frag_b(tc, 0u);
+            c0 = coopMultiplyAdd(a0, b0, c0);
+            for (var g2 = 1u; g2 < nb; g2 = 2u) {
+                let b1 = cm_frag_b(tc + 1u, 0u);
+                c1 = coopMultiplyAdd(a0, b1, c1);
+                // na > 1 only with nb = 2.
+                for (var r2 = 1u; r2 < na; r2 = 2u) {
+                    let a1 = cm_frag_a(tr + 1u, 0u);
+                    c2 = coopMultiplyAdd(a1, b0, c2);
+                    c3 = coopMultiplyAdd(a1, b1, c3);
+                }
+            }
+        }
+        {
+            let a0 = cm_frag_a(tr, 1u);
+            let b0 = cm_frag_b(tc, 1u);
+            c0 = coopMultiplyAdd(a0, b0, c0);
+            for (var g2 = 1u; g2 < nb; g2 = 2u) {
+                let b1 = cm_frag_b(tc + 1u, 1u);
+                c1 = coopMultiplyAdd(a0, b1, c1);
+                // na > 1 only with nb = 2.
+                for (var r2 = 1u; r2 < na; r2 = 2u) {
+                    let a1 = cm_frag_a(tr + 1u, 1u);
+                    c2 = coopMultiplyAdd(a1, b0, c2);
+                    c3 = coopMultiplyAdd(a1, b1, c3);
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    let r0 = m0 + tr * 16u;
+    let q0 = n0 + tc * 16u;
+    coop_out(c0, r0, q0);
+    for (var g2 = 1u; g2 < nb; g2 = 2u) {
+        coop_out(c1, r0, q0 + 16u);
+        for (var r2 = 1u; r2 < na; r2 = 2u) {
+            coop_out(c2, r0 + 16u, q0);
+            coop_out(c3, r0 + 16u, q0 + 16u);
+        }
+    }
+}
+
+// ---- Tensor-core core: f32 operands split into hi + lo f16 (f32-accurate) ----
+const PM_LDK: u32 = (PM_BK + CM_PAD) / 4u;
+const PM_SA: u32 = select(PM_BK * CM_LDA, BM * PM_LDK, A_KC);
+const PM_SB: u32 = select(PM_BK * CM_LDB, BN * PM_LDK, B_KC);
+const PM_PFA: u32 = BM * PM_BK / 4u / WGS;
+const PM_PFB: u32 = BN * PM_BK / 4u / WGS;
+const PM_BYTES: u32 = 2u * (PM_SA + PM_SB) * 8u;
+var<workgroup> pm_sa_hi: array<vec4<f16>, PM_SA>;
+var<workgroup> pm_sa_lo: array<vec4<f16>, PM_SA>;
+var<workgroup> pm_sb_hi: array<vec4<f16>, PM_SB>;
+var<workgroup> pm_sb_lo: array<vec4<f16>, PM_SB>;
+const_assert PM_PFA >= 1u && PM_PFA <= 4u && PM_PFB >= 1u && PM_PFB <= 4u;
+var<private> pm_pa0: vec4<f32>;
+var<private> pm_pa1: vec4<f32>;
+var<private> pm_pa2: vec4<f32>;
+var<private> pm_pa3: vec4<f32>;
+var<private> pm_pb0: vec4<f32>;
+var<private> pm_pb1: vec4<f32>;
+var<private> pm_pb2: vec4<f32>;
+var<private> pm_pb3: vec4<f32>;
+
+fn pm_a_pos(e: u32) -> vec2<u32> {
+    if (A_KC) {
+        return vec2<u32>(e / (PM_BK / 4u), (e % (PM_BK / 4u)) * 4u);
+    }
+    return vec2<u32>((e % (BM / 4u)) * 4u, e / (BM / 4u));
+}
+
+fn pm_a_slot(e: u32) -> u32 {
+    if (A_KC) {
+        return (e / (PM_BK / 4u)) * PM_LDK + e % (PM_BK / 4u);
+    }
+    return (e / (BM / 4u)) * CM_LDA + e % (BM / 4u);
+}
+
+fn pm_b_pos(e: u32) -> vec2<u32> {
+    if (B_KC) {
+        return vec2<u32>(e / (PM_BK / 4u), (e % (PM_BK / 4u)) * 4u);
+    }
+    return vec2<u32>((e % (BN / 4u)) * 4u, e / (BN / 4u));
+}
+
+fn pm_b_slot(e: u32) -> u32 {
+    if (B_KC) {
+        return (e / (PM_BK / 4u)) * PM_LDK + e % (PM_BK / 4u);
+    }
+    return (e / (BN / 4u)) * CM_LDB + e % (BN / 4u);
+}
+
+fn pm_fa(tid: u32, m0: u32, kc: u32, i: u32) -> vec4<f32> {
+    let pos = pm_a_pos(tid + i * WGS);
+    return f16_clamp(load_a(m0 + pos.x, kc + pos.y));
+}
+
+fn pm_fb(tid: u32, n0: u32, kc: u32, i: u32) -> vec4<f32> {
+    let pos = pm_b_pos(tid + i * WGS);
+    return f16_clamp(load_b(n0 + pos.x, kc + pos.y));
+}
+
+fn pm_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
+    pm_pa0 = pm_fa(tid, m0, kc, 0u);
+    if (PM_PFA > 1u) {
+        pm_pa1 = pm_fa(tid, m0, kc, 1u);
+    }
+    if (PM_PFA > 2u) {
+        pm_pa2 = pm_fa(tid, m0, kc, 2u);
+    }
+    if (PM_PFA > 3u) {
+        pm_pa3 = pm_fa(tid, m0, kc, 3u);
+    }
+    pm_pb0 = pm_fb(tid, n0, kc, 0u);
+    if (PM_PFB > 1u) {
+        pm_pb1 = pm_fb(tid, n0, kc, 1u);
+    }
+    if (PM_PFB > 2u) {
+        pm_pb2 = pm_fb(tid, n0, kc, 2u);
+    }
+    if (PM_PFB > 3u) {
+        pm_pb3 = pm_fb(tid, n0, kc, 3u);
+    }
+}
+
+// hi = x rounded to f16 (`round_f16`), lo = f16(x − hi), x − hi being exact in f32.
+fn pm_split_a(slot: u32, v: vec4<f32>) {
+    let hi = round_f16(v);
+    pm_sa_hi[slot] = vec4<f16>(hi);
+    pm_sa_lo[slot] = vec4<f16>(v - hi);
+}
+
+fn pm_split_b(slot: u32, v: vec4<f32>) {
+    let hi = round_f16(v);
+    pm_sb_hi[slot] = vec4<f16>(hi);
+    pm_sb_lo[slot] = vec4<f16>(v - hi);
+}
+
+fn pm_stage(tid: u32) {
+    pm_split_a(pm_a_slot(tid + 0u * WGS), pm_pa0);
+    if (PM_PFA > 1u) {
+        pm_split_a(pm_a_slot(tid + 1u * WGS), pm_pa1);
+    }
+    if (PM_PFA > 2u) {
+        pm_split_a(pm_a_slot(tid + 2u * WGS), pm_pa2);
+    }
+    if (PM_PFA > 3u) {
+        pm_split_a(pm_a_slot(tid + 3u * WGS), pm_pa3);
+    }
+    pm_split_b(pm_b_slot(tid + 0u * WGS), pm_pb0);
+    if (PM_PFB > 1u) {
+        pm_split_b(pm_b_slot(tid + 1u * WGS), pm_pb1);
+    }
+    if (PM_PFB > 2u) {
+        pm_split_b(pm_b_slot(tid + 2u * WGS), pm_pb2);
+    }
+    if (PM_PFB > 3u) {
+        pm_split_b(pm_b_slot(tid + 3u * WGS), pm_pb3);
+    }
+}
+
+fn pm_frag_a_hi(tr: u32) -> coop_mat16x16<f16, A> {
+    if (A_KC) {
+        return coopLoadT<coop_mat16x16<f16, A>>(&pm_sa_hi[tr * 16u * PM_LDK], PM_LDK);
+    }
+    return coopLoad<coop_mat16x16<f16, A>>(&pm_sa_hi[tr * 4u], CM_LDA);
+}
+
+fn pm_frag_a_lo(tr: u32) -> coop_mat16x16<f16, A> {
+    if (A_KC) {
+        return coopLoadT<coop_mat16x16<f16, A>>(&pm_sa_lo[tr * 16u * PM_LDK], PM_LDK);
+    }
+    return coopLoad<coop_mat16x16<f16, A>>(&pm_sa_lo[tr * 4u], CM_LDA);
+}
+
+fn pm_frag_b_hi(tc: u32) -> coop_mat16x16<f16, B> {
+    if (B_KC) {
+        return coopLoad<coop_mat16x16<f16, B>>(&pm_sb_hi[tc * 16u * PM_LDK], PM_LDK);
+    }
+    return coopLoadT<coop_mat16x16<f16, B>>(&pm_sb_hi[tc * 4u], CM_LDB);
+}
+
+fn pm_frag_b_lo(tc: u32) -> coop_mat16x16<f16, B> {
+    if (B_KC) {
+        return coopLoad<coop_mat16x16<f16, B>>(&pm_sb_lo[tc * 16u * PM_LDK], PM_LDK);
+    }
+    return coopLoadT<coop_mat16x16<f16, B>>(&pm_sb_lo[tc * 4u], CM_LDB);
+}
+
+// c + a·b from the split halves: to f32 accuracy with terms = 3 (the small terms first), or the
+// f16 product hi·hi alone with terms = 1 (the loop runs once or not at all: see Guards).
+fn pm_mad(
+    ah: coop_mat16x16<f16, A>,
+    al: coop_mat16x16<f16, A>,
+    bh: coop_mat16x16<f16, B>,
+    bl: coop_mat16x16<f16, B>,
+    c: coop_mat16x16<f32, C>,
+    terms: u32,
+) -> coop_mat16x16<f32, C> {
+    var r = c;
+    for (var t = 1u; t < terms; t = 3u) {
+        r = coopMultiplyAdd(ah, bl, coopMultiplyAdd(al, bh, r));
+    }
+    return coopMultiplyAdd(ah, bh, r);
+}
+
+// `cm_block` for f32 operands: three products per tile pair (f32 accuracy) with terms = 3, the
+// f16 product of the rounded operands with terms = 1; same contract.
+fn pm_block(tid: u32, sg: u32, nsg: u32, m0: u32, n0: u32, kb: u32, ke: u32, terms: u32) {
+    let tiles = (BM / 16u) * (BN / 16u);
+    let per = clamp(tiles / nsg, 1u, CM_ACC);
+    let rounds = max(tiles / (nsg * CM_ACC), 1u);
+    for (var whole = per; whole == CM_ACC; whole = 0u) {
+        for (var round = 0u; round < rounds; round++) {
+            pm_group(tid, cm_share(sg, nsg, round, CM_ACC), m0, n0, kb, ke, terms);
+        }
+    }
+    for (var few = per; few < CM_ACC; few = CM_ACC) {
+        pm_few(tid, cm_share(sg, nsg, 0u, per), per, m0, n0, kb, ke, terms);
+    }
+}
+
+fn pm_group(tid: u32, at: vec2<u32>, m0: u32, n0: u32, kb: u32, ke: u32, terms: u32) {
+    let tr = at.x;
+    let tc = at.y;
+    var c0 = coop_mat16x16<f32, C>();
+    var c1 = coop_mat16x16<f32, C>();
+    var c2 = coop_mat16x16<f32, C>();
+    var c3 = coop_mat16x16<f32, C>();
+    var c4 = coop_mat16x16<f32, C>();
+    var c5 = coop_mat16x16<f32, C>();
+    var c6 = coop_mat16x16<f32, C>();
+    var c7 = coop_mat16x16<f32, C>();
+    if (kb < ke) {
+        pm_fetch(tid, m0, n0, kb);
+    }
+    for (var kc = kb; kc < ke; kc += PM_BK) {
+        pm_stage(tid);
+        workgroupBarrier();
+        if (kc + PM_BK < ke) {
+            pm_fetch(tid, m0, n0, kc + PM_BK);
+        }
+        let bh0 = pm_frag_b_hi(tc);
+        let bl0 = pm_frag_b_lo(tc);
+        let bh1 = pm_frag_b_hi(tc + 1u);
+        let bl1 = pm_frag_b_lo(tc + 1u);
+        let ah0 = pm_frag_a_hi(tr);
+        let al0 = pm_frag_a_lo(tr);
+        c0 = pm_mad(ah0, al0, bh0, bl0, c0, terms);
+        c1 = pm_mad(ah0, al0, bh1, bl1, c1, terms);
+        let ah1 = pm_frag_a_hi(tr + 1u);
+        let al1 = pm_frag_a_lo(tr + 1u);
+        c2 = pm_mad(ah1, al1, bh0, bl0, c2, terms);
+        c3 = pm_mad(ah1, al1, bh1, bl1, c3, terms);
+        let ah2 = pm_frag_a_hi(tr + 2u);
+        let al2 = pm_frag_a_lo(tr + 2u);
+        c4 = pm_mad(ah2, al2, bh0, bl0, c4, terms);
+        c5 = pm_mad(ah2, al2, bh1, bl1, c5, terms);
+        let ah3 = pm_frag_a_hi(tr + 3u);
+        let al3 = pm_frag_a_lo(tr + 3u);
+        c6 = pm_mad(ah3, al3, bh0, bl0, c6, terms);
+        c7 = pm_mad(ah3, al3, bh1, bl1, c7, terms);
+        workgroupBarrier();
+    }
+    let r0 = m0 + tr * 16u;
+    let q0 = n0 + tc * 16u;
+    coop_out(c0, r0, q0);
+    coop_out(c1, r0, q0 + 16u);
+    coop_out(c2, r0 + 16u, q0);
+    coop_out(c3, r0 + 16u, q0 + 16u);
+    coop_out(c4, r0 + 32u, q0);
+    coop_out(c5, r0 + 32u, q0 + 16u);
+    coop_out(c6, r0 + 48u, q0);
+    coop_out(c7, r0 + 48u, q0 + 16u);
+}
+
+fn pm_few(tid: u32, at: vec2<u32>, per: u32, m0: u32, n0: u32, kb: u32, ke: u32, terms: u32) {
+    let tr = at.x;
+    let tc = at.y;
+    let nb = min(per, 2u);
+    let na = per / nb;
+    var c0 = coop_mat16x16<f32, C>();
+    var c1 = coop_mat16x16<f32, C>();
+    var c2 = coop_mat16x16<f32, C>();
+    var c3 = coop_mat16x16<f32, C>();
+    if (kb < ke) {
+        pm_fetch(tid, m0, n0, kb);
+    }
+    for (var kc = kb; kc < ke; kc += PM_BK) {
+        pm_stage(tid);
+        workgroupBarrier();
+        if (kc + PM_BK < ke) {
+            pm_fetch(tid, m0, n0, kc + PM_BK);
+        }
+        let ah0 = pm_frag_a_hi(tr);
+        let al0 = pm_frag_a_lo(tr);
+        let bh0 = pm_frag_b_hi(tc);
+        let bl0 = pm_frag_b_lo(tc);
+        c0 = pm_mad(ah0, al0, bh0, bl0, c0, terms);
+        for (var g2 = 1u; g2 < nb; g2 = 2u) {
+            let bh1 = pm_frag_b_hi(tc + 1u);
+            let bl1 = pm_frag_b_lo(tc + 1u);
+            c1 = pm_mad(ah0, al0, bh1, bl1, c1, terms);
+            for (var r2 = 1u; r2 < na; r2 = 2u) {
+                let ah1 = pm_frag_a_hi(tr + 1u);
+                let al1 = pm_frag_a_lo(tr + 1u);
+                c2 = pm_mad(ah1, al1, bh0, bl0, c2, terms);
+                c3 = pm_mad(ah1, al1, bh1, bl1, c3, terms);
+            }
+        }
+        workgroupBarrier();
+    }
+    let r0 = m0 + tr * 16u;
+    let q0 = n0 + tc * 16u;
+    coop_out(c0, r0, q0);
+    for (var g2 = 1u; g2 < nb; g2 = 2u) {
+        coop_out(c1, r0, q0 + 16u);
+        for (var r2 = 1u; r2 < na; r2 = 2u) {
+            coop_out(c2, r0 + 16u, q0);
+            coop_out(c3, r0 + 16u, q0 + 16u);
+        }
+    }
+}
+//#endif
+
+// The output block of workgroup `w` of a GEMM grid (row-major over blocks): (m0, n0), or past the
+// end when w ≥ blocks (the 2-D fallback's tail).
+fn gemm_block(w: u32, m: u32, n: u32) -> vec3<u32> {
+    let tiles_n = (n + BN - 1u) / BN;
+    let tiles_m = (m + BM - 1u) / BM;
+    return vec3<u32>((w / max(tiles_n, 1u)) * BM, (w % max(tiles_n, 1u)) * BN, select(0u, 1u, w < tiles_n * tiles_m));
+}
+
+// --- KERNEL: cast_f16x4 ---
+// An f32 matrix `src` [rows, cols] (row-major) to the f16x4 row layout of the tensor-core
+// products: `dst` [rows, ⌈cols/4⌉] vec4<f16>, dst[r][c] = f16(src[r, c]) with the row padded by
+// zeros to a multiple of 4. Values beyond the f16 range become ±65504; NaN stays NaN. Overwrites
+// `dst` (the first rows·⌈cols/4⌉ vec4s). Needs SHADER_F16.
+// Grid: one invocation per destination vec4, 1-D (2-D past the device's limit).
+// @grid threads(p.rows * ceil_div(p.cols, 4))
+// @requires len(src) >= p.rows * p.cols
+// @requires len(dst) >= p.rows * ceil_div(p.cols, 4)
+struct CastParams {
+    rows: u32,
+    cols: u32,
+}
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f16>>;
+@group(0) @binding(2) var<uniform> p: CastParams;
+const BM: u32 = 64u;
+const BN: u32 = 64u;
+const WGS: u32 = WG;
+const A_KC: bool = true;
+const B_KC: bool = true;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    return vec4<f32>(0.0);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    return vec4<f32>(0.0);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {}
+
+//#if coop
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_b(col, kc));
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {}
+//#endif
+
+@compute @workgroup_size(WG)
+fn cast_f16x4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    let cq = (p.cols + 3u) / 4u;
+    if (i >= p.rows * cq) {
+        return;
+    }
+    let r = i / cq;
+    let c = (i % cq) * 4u;
+    let at = idx4(r * p.cols, c, p.cols);
+    let v = vec4<f32>(src[at.x], src[at.y], src[at.z], src[at.w]);
+    dst[i] = vec4<f16>(f16_clamp(select(vec4<f32>(0.0), v, in4(c, p.cols))));
+}
+
+// --- KERNEL: matmul_t16 ---
+// Y = X · Wᵀ on tensor cores (the forward of a linear layer, W stored [N, K] as PyTorch's
+// [out, in]). X [M, K] and W [N, K] f16 in the f16x4 row layout (M·⌈K/4⌉ and N·⌈K/4⌉ vec4s),
+// Y [M, N] f32 row-major; f16 products, f32 sums. Overwrites `y` (elements past M·N untouched).
+// Grid: one workgroup per 128×256 output block, 1-D over the blocks (row-major), 2-D past the
+// device's limit. Overrides M_C, N_C, K_C (0: read `p`) compile the shape in; when set they must
+// equal p.m, p.n, p.k. Needs SHADER_F16 (tensor cores: cooperative matrices and subgroups).
+// @grid workgroups(ceil_div(p.n, GEMM_BN) * ceil_div(p.m, GEMM_BM))
+// @requires len(x) >= p.m * ceil_div(p.k, 4)
+// @requires len(w) >= p.n * ceil_div(p.k, 4)
+// @requires len(y) >= p.m * p.n
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> w: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+const BM: u32 = GEMM_BM;
+const BN: u32 = GEMM_BN;
+const WGS: u32 = GEMM_WG;
+const A_KC: bool = true;
+const B_KC: bool = true;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(x[select(0u, row * dim_aq + q, ok)]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let q = kc / 4u;
+    let ok = col < dim_n && q < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(w[select(0u, col * dim_aq + q, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        y[row * dim_n + col] = v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, row * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = col < dim_n && q < dim_aq;
+    return select(vec4<f16>(0.0h), w[select(0u, col * dim_aq + q, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(c, &y[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn matmul_t16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let m = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    dim_m = m;
+    dim_n = n;
+    dim_k = k;
+    let kq = (k + 3u) / 4u;
+    dim_aq = kq;
+    let blk = gemm_block(flat_wg(wid, nwg), m, n);
+    if (blk.z == 0u) {
+        return;
+    }
+//#if coop
+    if (blk.x + BM <= m && blk.y + BN <= n && n % 4u == 0u) {
+        cm_block(tid, sg, nsg, blk.x, blk.y, 0u, kq * 4u);
+        return;
+    }
+//#endif
+    fb_block(tid, blk.x, blk.y, 0u, kq * 4u);
+}
+
+// --- KERNEL: matmul_t16_acc ---
+// Y += X · Wᵀ on tensor cores (residual adds into the stream). X [M, K], W [N, K] f16 in the
+// f16x4 row layout, Y [M, N] f32; the product is summed in f32, then added to Y. Accumulates
+// into `y` (+=). Grid, overrides and needs as `matmul_t16`.
+// @grid workgroups(ceil_div(p.n, GEMM_BN) * ceil_div(p.m, GEMM_BM))
+// @requires len(x) >= p.m * ceil_div(p.k, 4)
+// @requires len(w) >= p.n * ceil_div(p.k, 4)
+// @requires len(y) >= p.m * p.n
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> w: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+const BM: u32 = GEMM_BM;
+const BN: u32 = GEMM_BN;
+const WGS: u32 = GEMM_WG;
+const A_KC: bool = true;
+const B_KC: bool = true;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(x[select(0u, row * dim_aq + q, ok)]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let q = kc / 4u;
+    let ok = col < dim_n && q < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(w[select(0u, col * dim_aq + q, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        let o = row * dim_n + col;
+        y[o] = y[o] + v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, row * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = col < dim_n && q < dim_aq;
+    return select(vec4<f16>(0.0h), w[select(0u, col * dim_aq + q, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = row * dim_n + col;
+    let ld = dim_n;
+    let old = coopLoadT<coop_mat16x16<f32, C>>(&y[at], ld);
+    coopStoreT(old + c, &y[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn matmul_t16_acc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let m = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    dim_m = m;
+    dim_n = n;
+    dim_k = k;
+    let kq = (k + 3u) / 4u;
+    dim_aq = kq;
+    let blk = gemm_block(flat_wg(wid, nwg), m, n);
+    if (blk.z == 0u) {
+        return;
+    }
+//#if coop
+    if (blk.x + BM <= m && blk.y + BN <= n && n % 4u == 0u) {
+        cm_block(tid, sg, nsg, blk.x, blk.y, 0u, kq * 4u);
+        return;
+    }
+//#endif
+    fb_block(tid, blk.x, blk.y, 0u, kq * 4u);
+}
+
+// --- KERNEL: matmul16 ---
+// Y = X · W on tensor cores (input gradients dX = dY · W with W stored [out, in] = [K, N]).
+// X [M, K] and W [K, N] f16 in the f16x4 row layout (M·⌈K/4⌉ and K·⌈N/4⌉ vec4s), Y [M, N] f32;
+// f16 products, f32 sums. Overwrites `y` (elements past M·N untouched). Grid, overrides and
+// needs as `matmul_t16`.
+// @grid workgroups(ceil_div(p.n, GEMM_BN) * ceil_div(p.m, GEMM_BM))
+// @requires len(x) >= p.m * ceil_div(p.k, 4)
+// @requires len(w) >= p.k * ceil_div(p.n, 4)
+// @requires len(y) >= p.m * p.n
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> w: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+const BM: u32 = GEMM_BM;
+const BN: u32 = GEMM_BN;
+const WGS: u32 = GEMM_WG;
+const A_KC: bool = true;
+const B_KC: bool = false;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(x[select(0u, row * dim_aq + q, ok)]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let q = col / 4u;
+    let ok = kc < dim_k && q < dim_bq;
+    return select(vec4<f32>(0.0), vec4<f32>(w[select(0u, kc * dim_bq + q, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        y[row * dim_n + col] = v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, row * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = col / 4u;
+    let ok = kc < dim_k && q < dim_bq;
+    return select(vec4<f16>(0.0h), w[select(0u, kc * dim_bq + q, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(c, &y[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn matmul16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let m = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    dim_m = m;
+    dim_n = n;
+    dim_k = k;
+    dim_aq = (k + 3u) / 4u;
+    dim_bq = (n + 3u) / 4u;
+    let blk = gemm_block(flat_wg(wid, nwg), m, n);
+    if (blk.z == 0u) {
+        return;
+    }
+//#if coop
+    if (blk.x + BM <= m && blk.y + BN <= n && n % 4u == 0u) {
+        cm_block(tid, sg, nsg, blk.x, blk.y, 0u, k);
+        return;
+    }
+//#endif
+    fb_block(tid, blk.x, blk.y, 0u, k);
+}
+
+// --- KERNEL: matmul16_residual ---
+// Y = X · W + R on tensor cores (an input gradient added to the residual stream's). X [M, K] and
+// W [K, N] f16 in the f16x4 row layout, R and Y [M, N] f32; f16 products, f32 sums, R added last.
+// R is read only and must be a different buffer from Y. Overwrites `y` (elements past M·N
+// untouched). Grid, overrides and needs as `matmul_t16`.
+// @grid workgroups(ceil_div(p.n, GEMM_BN) * ceil_div(p.m, GEMM_BM))
+// @requires len(x) >= p.m * ceil_div(p.k, 4)
+// @requires len(w) >= p.k * ceil_div(p.n, 4)
+// @requires len(r) >= p.m * p.n
+// @requires len(y) >= p.m * p.n
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> w: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> r: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+const BM: u32 = GEMM_BM;
+const BN: u32 = GEMM_BN;
+const WGS: u32 = GEMM_WG;
+const A_KC: bool = true;
+const B_KC: bool = false;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(x[select(0u, row * dim_aq + q, ok)]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let q = col / 4u;
+    let ok = kc < dim_k && q < dim_bq;
+    return select(vec4<f32>(0.0), vec4<f32>(w[select(0u, kc * dim_bq + q, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        let o = row * dim_n + col;
+        y[o] = v + r[o];
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = kc / 4u;
+    let ok = row < dim_m && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, row * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = col / 4u;
+    let ok = kc < dim_k && q < dim_bq;
+    return select(vec4<f16>(0.0h), w[select(0u, kc * dim_bq + q, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = row * dim_n + col;
+    let ld = dim_n;
+    let res = coopLoadT<coop_mat16x16<f32, C>>(&r[at], ld);
+    coopStoreT(c + res, &y[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn matmul16_residual(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let m = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    dim_m = m;
+    dim_n = n;
+    dim_k = k;
+    dim_aq = (k + 3u) / 4u;
+    dim_bq = (n + 3u) / 4u;
+    let blk = gemm_block(flat_wg(wid, nwg), m, n);
+    if (blk.z == 0u) {
+        return;
+    }
+//#if coop
+    if (blk.x + BM <= m && blk.y + BN <= n && n % 4u == 0u) {
+        cm_block(tid, sg, nsg, blk.x, blk.y, 0u, k);
+        return;
+    }
+//#endif
+    fb_block(tid, blk.x, blk.y, 0u, k);
+}
+
+// --- KERNEL: matmul_at16_split ---
+// One part of a weight gradient Xᵀ · B on tensor cores, split along its contraction (the tokens)
+// for outputs with too few blocks to fill the GPU. Part s sums rows [s·p.chunk, min((s+1)·p.chunk,
+// M)) in order: parts[s] = Σ X[m, :]ᵀ · B[m, :]. X [M, K] and B [M, N] f16 in the f16x4 row
+// layout (M·⌈K/4⌉ and M·⌈N/4⌉ vec4s), parts [p.parts, K, N] f32. Overwrites `parts` (the first
+// parts·K·N elements; a part with no rows is written as zeros); `linear::matmul_parts_add` then
+// adds the parts to the gradient in a fixed order (`ops::weight_grad_f16` records both):
+// deterministic. Grid: one workgroup per (128×256 block of the K×N output, part), 1-D (parts
+// outermost), 2-D past the device's limit. Overrides M_C (the rows M), N_C, K_C as `matmul_t16`.
+// Needs SHADER_F16.
+// @grid workgroups(ceil_div(p.n, GEMM_BN) * ceil_div(p.k, GEMM_BM) * p.parts)
+// @requires p.parts >= 1
+// @requires p.chunk * p.parts >= p.m
+// @requires len(x) >= p.m * ceil_div(p.k, 4)
+// @requires len(b) >= p.m * ceil_div(p.n, 4)
+// @requires len(parts) >= p.parts * p.k * p.n
+struct SplitParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    parts: u32,
+    chunk: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> parts: array<f32>;
+@group(0) @binding(3) var<uniform> p: SplitParams;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+const BM: u32 = GEMM_BM;
+const BN: u32 = GEMM_BN;
+const WGS: u32 = GEMM_WG;
+const A_KC: bool = false;
+const B_KC: bool = false;
+// Where the current part's contraction ends, and its first output element.
+var<private> part_end: u32;
+var<private> part_base: u32;
+
+// A(row, kc) = X[kc, row]: four output rows (X columns) at token kc.
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let q = row / 4u;
+    let ok = kc < part_end && q < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(x[select(0u, kc * dim_aq + q, ok)]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let q = col / 4u;
+    let ok = kc < part_end && q < dim_bq;
+    return select(vec4<f32>(0.0), vec4<f32>(b[select(0u, kc * dim_bq + q, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        parts[part_base + row * dim_n + col] = v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let q = row / 4u;
+    let ok = kc < part_end && q < dim_aq;
+    return select(vec4<f16>(0.0h), x[select(0u, kc * dim_aq + q, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let q = col / 4u;
+    let ok = kc < part_end && q < dim_bq;
+    return select(vec4<f16>(0.0h), b[select(0u, kc * dim_bq + q, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = part_base + row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(c, &parts[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn matmul_at16_split(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let tokens = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    // The output is [K, N]: its rows are X's columns.
+    dim_m = k;
+    dim_n = n;
+    dim_k = tokens;
+    dim_aq = (k + 3u) / 4u;
+    dim_bq = (n + 3u) / 4u;
+    let per_part = ((n + BN - 1u) / BN) * ((k + BM - 1u) / BM);
+    let w = flat_wg(wid, nwg);
+    let part = w / max(per_part, 1u);
+    if (part >= p.parts) {
+        return;
+    }
+    let blk = gemm_block(w % max(per_part, 1u), k, n);
+    let begin = min(part * p.chunk, tokens);
+    let end = min(begin + p.chunk, tokens);
+    part_end = end;
+    part_base = part * k * n;
+//#if coop
+    if (blk.x + BM <= k && blk.y + BN <= n && n % 4u == 0u) {
+        cm_block(tid, sg, nsg, blk.x, blk.y, begin, end);
+        return;
+    }
+//#endif
+    fb_block(tid, blk.x, blk.y, begin, end);
+}
+
+// --- KERNEL: matmul_at16_split_f32 ---
+// `matmul_at16_split` over f32 operands rounded to f16 while staging (the fused cast): X [M, K]
+// and B [M, N] f32 row-major, each value clamped to ±65504 and rounded to f16 as it is read; f16
+// products, f32 sums. parts [p.parts, K, N] f32. Overwrites `parts` (the first parts·K·N
+// elements). Its portable form needs no f16, so it runs in browsers: 128×128 blocks of 256
+// invocations (the f32-accurate family's shape), one workgroup per (block, part). Overrides as
+// `matmul_at16_split`; the tensor-core form needs SHADER_F16.
+// @grid workgroups(ceil_div(p.n, PREC_BN) * ceil_div(p.k, PREC_BM) * p.parts)
+// @requires p.parts >= 1
+// @requires p.chunk * p.parts >= p.m
+// @requires len(x) >= p.m * p.k
+// @requires len(b) >= p.m * p.n
+// @requires len(parts) >= p.parts * p.k * p.n
+struct SplitParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    parts: u32,
+    chunk: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> parts: array<f32>;
+@group(0) @binding(3) var<uniform> p: SplitParams;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+const BM: u32 = PREC_BM;
+const BN: u32 = PREC_BN;
+const WGS: u32 = PREC_WG;
+const A_KC: bool = false;
+const B_KC: bool = false;
+var<private> part_end: u32;
+var<private> part_base: u32;
+
+// The f32 values (zeros outside); `load_a`/`load_b` round them to f16 for the portable path, the
+// tensor-core path converts them (the same values).
+fn raw_a(row: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(row, dim_m) & vec4<bool>(kc < part_end);
+    let at = idx4(min(kc, dim_k - 1u) * dim_m, row, dim_m);
+    return select(vec4<f32>(0.0), vec4<f32>(x[at.x], x[at.y], x[at.z], x[at.w]), ok);
+}
+
+fn raw_b(col: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(col, dim_n) & vec4<bool>(kc < part_end);
+    let at = idx4(min(kc, dim_k - 1u) * dim_n, col, dim_n);
+    return select(vec4<f32>(0.0), vec4<f32>(b[at.x], b[at.y], b[at.z], b[at.w]), ok);
+}
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    return as_f16(raw_a(row, kc));
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    return as_f16(raw_b(col, kc));
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        parts[part_base + row * dim_n + col] = v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(f16_clamp(raw_a(row, kc)));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(f16_clamp(raw_b(col, kc)));
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = part_base + row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(c, &parts[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn matmul_at16_split_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let tokens = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    dim_m = k;
+    dim_n = n;
+    dim_k = tokens;
+    let per_part = ((n + BN - 1u) / BN) * ((k + BM - 1u) / BM);
+    let w = flat_wg(wid, nwg);
+    let part = w / max(per_part, 1u);
+    if (part >= p.parts) {
+        return;
+    }
+    let blk = gemm_block(w % max(per_part, 1u), k, n);
+    let begin = min(part * p.chunk, tokens);
+    let end = min(begin + p.chunk, tokens);
+    part_end = end;
+    part_base = part * k * n;
+//#if coop
+    if (blk.x + BM <= k && blk.y + BN <= n && n % 4u == 0u) {
+        cm_block(tid, sg, nsg, blk.x, blk.y, begin, end);
+        return;
+    }
+//#endif
+    fb_block(tid, blk.x, blk.y, begin, end);
+}
+
+// --- KERNEL: matmul_t_precise ---
+// Y = X · Wᵀ to f32 accuracy on tensor cores: f32 operands split into hi + lo f16 while staging,
+// three f16 products per tile pair, f32 sums (error ≤ ~1e-6 of Σ|x||w| for |values| ≤ 65504).
+// Its portable form is a plain f32 product. X [M, K], W [N, K], Y [M, N], all f32 row-major.
+// Overwrites `y` (elements past M·N untouched). Grid: one workgroup per 128×128 output block, 1-D
+// (row-major), 2-D past the device's limit. Overrides M_C, N_C, K_C as `matmul_t16`, and SPLIT
+// (default true; false: one f16 product of the operands rounded to f16, for f16-level accuracy).
+// The portable form needs nothing (it runs in browsers); the tensor-core form needs SHADER_F16.
+// @grid workgroups(ceil_div(p.n, PREC_BN) * ceil_div(p.m, PREC_BM))
+// @requires len(x) >= p.m * p.k
+// @requires len(w) >= p.n * p.k
+// @requires len(y) >= p.m * p.n
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+// false: one f16 product of the rounded operands (f16-operand accuracy, three times less
+// tensor-core work) instead of the split.
+override SPLIT: bool = true;
+const BM: u32 = PREC_BM;
+const BN: u32 = PREC_BN;
+const WGS: u32 = PREC_WG;
+const A_KC: bool = true;
+const B_KC: bool = true;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(kc, dim_k) & vec4<bool>(row < dim_m);
+    let at = idx4(min(row, dim_m - 1u) * dim_k, kc, dim_k);
+    return select(vec4<f32>(0.0), vec4<f32>(x[at.x], x[at.y], x[at.z], x[at.w]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(kc, dim_k) & vec4<bool>(col < dim_n);
+    let at = idx4(min(col, dim_n - 1u) * dim_k, kc, dim_k);
+    return select(vec4<f32>(0.0), vec4<f32>(w[at.x], w[at.y], w[at.z], w[at.w]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        y[row * dim_n + col] = v;
+    }
+}
+
+//#if coop
+const_assert PM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_b(col, kc));
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(c, &y[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn matmul_t_precise(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let m = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    dim_m = m;
+    dim_n = n;
+    dim_k = k;
+    let blk = gemm_block(flat_wg(wid, nwg), m, n);
+    if (blk.z == 0u) {
+        return;
+    }
+//#if coop
+    if (blk.x + BM <= m && blk.y + BN <= n && n % 4u == 0u) {
+        pm_block(tid, sg, nsg, blk.x, blk.y, 0u, k, select(1u, 3u, SPLIT));
+        return;
+    }
+//#endif
+    fb_block(tid, blk.x, blk.y, 0u, k);
+}
+
+// --- KERNEL: matmul_precise ---
+// Y = X · W to f32 accuracy on tensor cores (split f16, three products; portable form: a plain
+// f32 product). X [M, K], W [K, N], Y [M, N], all f32 row-major. Overwrites `y` (elements past
+// M·N untouched). Grid, overrides and needs as `matmul_t_precise`.
+// @grid workgroups(ceil_div(p.n, PREC_BN) * ceil_div(p.m, PREC_BM))
+// @requires len(x) >= p.m * p.k
+// @requires len(w) >= p.k * p.n
+// @requires len(y) >= p.m * p.n
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+// false: one f16 product of the rounded operands (f16-operand accuracy, three times less
+// tensor-core work) instead of the split.
+override SPLIT: bool = true;
+const BM: u32 = PREC_BM;
+const BN: u32 = PREC_BN;
+const WGS: u32 = PREC_WG;
+const A_KC: bool = true;
+const B_KC: bool = false;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(kc, dim_k) & vec4<bool>(row < dim_m);
+    let at = idx4(min(row, dim_m - 1u) * dim_k, kc, dim_k);
+    return select(vec4<f32>(0.0), vec4<f32>(x[at.x], x[at.y], x[at.z], x[at.w]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(col, dim_n) & vec4<bool>(kc < dim_k);
+    let at = idx4(min(kc, dim_k - 1u) * dim_n, col, dim_n);
+    return select(vec4<f32>(0.0), vec4<f32>(w[at.x], w[at.y], w[at.z], w[at.w]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        y[row * dim_n + col] = v;
+    }
+}
+
+//#if coop
+const_assert PM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_b(col, kc));
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(c, &y[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn matmul_precise(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let m = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    dim_m = m;
+    dim_n = n;
+    dim_k = k;
+    let blk = gemm_block(flat_wg(wid, nwg), m, n);
+    if (blk.z == 0u) {
+        return;
+    }
+//#if coop
+    if (blk.x + BM <= m && blk.y + BN <= n && n % 4u == 0u) {
+        pm_block(tid, sg, nsg, blk.x, blk.y, 0u, k, select(1u, 3u, SPLIT));
+        return;
+    }
+//#endif
+    fb_block(tid, blk.x, blk.y, 0u, k);
+}
+
+// --- KERNEL: matmul_at_precise_split ---
+// One part of a weight gradient Xᵀ · B to f32 accuracy on tensor cores (split f16, three
+// products; portable form: plain f32), split along the contraction like `matmul_at16_split`:
+// part s sums rows [s·p.chunk, min((s+1)·p.chunk, M)). X [M, K], B [M, N] f32 row-major, parts
+// [p.parts, K, N] f32. Overwrites `parts` (the first parts·K·N elements); add them with
+// `linear::matmul_parts_add` (`ops::weight_grad_precise`). Grid: one workgroup per (128×128
+// block of the K×N output, part), 1-D, 2-D past the device's limit. Overrides as
+// `matmul_at16_split`, and SPLIT as `matmul_t_precise`. The portable form needs nothing; the
+// tensor-core form needs SHADER_F16.
+// @grid workgroups(ceil_div(p.n, PREC_BN) * ceil_div(p.k, PREC_BM) * p.parts)
+// @requires p.parts >= 1
+// @requires p.chunk * p.parts >= p.m
+// @requires len(x) >= p.m * p.k
+// @requires len(b) >= p.m * p.n
+// @requires len(parts) >= p.parts * p.k * p.n
+struct SplitParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    parts: u32,
+    chunk: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> parts: array<f32>;
+@group(0) @binding(3) var<uniform> p: SplitParams;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+// false: one f16 product of the rounded operands (f16-operand accuracy, three times less
+// tensor-core work) instead of the split.
+override SPLIT: bool = true;
+const BM: u32 = PREC_BM;
+const BN: u32 = PREC_BN;
+const WGS: u32 = PREC_WG;
+const A_KC: bool = false;
+const B_KC: bool = false;
+var<private> part_end: u32;
+var<private> part_base: u32;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(row, dim_m) & vec4<bool>(kc < part_end);
+    let at = idx4(min(kc, dim_k - 1u) * dim_m, row, dim_m);
+    return select(vec4<f32>(0.0), vec4<f32>(x[at.x], x[at.y], x[at.z], x[at.w]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(col, dim_n) & vec4<bool>(kc < part_end);
+    let at = idx4(min(kc, dim_k - 1u) * dim_n, col, dim_n);
+    return select(vec4<f32>(0.0), vec4<f32>(b[at.x], b[at.y], b[at.z], b[at.w]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        parts[part_base + row * dim_n + col] = v;
+    }
+}
+
+//#if coop
+const_assert PM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_a(row, kc));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(load_b(col, kc));
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = part_base + row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(c, &parts[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn matmul_at_precise_split(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let tokens = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    dim_m = k;
+    dim_n = n;
+    dim_k = tokens;
+    let per_part = ((n + BN - 1u) / BN) * ((k + BM - 1u) / BM);
+    let w = flat_wg(wid, nwg);
+    let part = w / max(per_part, 1u);
+    if (part >= p.parts) {
+        return;
+    }
+    let blk = gemm_block(w % max(per_part, 1u), k, n);
+    let begin = min(part * p.chunk, tokens);
+    let end = min(begin + p.chunk, tokens);
+    part_end = end;
+    part_base = part * k * n;
+//#if coop
+    if (blk.x + BM <= k && blk.y + BN <= n && n % 4u == 0u) {
+        pm_block(tid, sg, nsg, blk.x, blk.y, begin, end, select(1u, 3u, SPLIT));
+        return;
+    }
+//#endif
+    fb_block(tid, blk.x, blk.y, begin, end);
+}
+
+// --- KERNEL: attention_scores16 ---
+// The causal scores S = scale · Q·Kᵀ of every (b, h) on tensor cores, into the probability
+// workspace of `kernels::fast_attention` (f32, for the softmax). `q` `[B, S, H, Dh]` and `k`
+// `[B, S, Hkv, Dh]` f16 (Dh % 4 == 0, so rows are whole vec4s), read in place; head h reads kv
+// head h / (H / Hkv); `probs` `[B, H, S, S]` f32. Only lower-triangle 64×64 tiles are computed
+// (fully masked tiles are skipped); a diagonal tile is written whole (the softmax then replaces
+// its entries above the diagonal). Overwrites `probs[b, h, s, j]` for j in
+// the tiles up to the diagonal (j < min(S, 64·(⌊s/64⌋+1))). Grid: one workgroup per (b, h,
+// lower-triangle tile), 1-D, 2-D past the device's limit. Needs SHADER_F16; tensor cores for
+// full tiles with S % 4 == 0.
+// @grid workgroups(p.batch * p.heads * (ceil_div(p.seq, ATT_T) * (ceil_div(p.seq, ATT_T) + 1) / 2))
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+struct ScoreParams {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+}
+@group(0) @binding(0) var<storage, read> q: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> probs: array<f32>;
+@group(0) @binding(3) var<uniform> p: ScoreParams;
+const BM: u32 = ATT_T;
+const BN: u32 = ATT_T;
+const WGS: u32 = ATT_WG;
+const A_KC: bool = true;
+const B_KC: bool = true;
+// Bases and row strides (in vec4s) of the (b, h) slices of Q and K, and P's first element.
+var<private> a_base: u32;
+var<private> a_stride: u32;
+var<private> b_base: u32;
+var<private> b_stride: u32;
+var<private> p_base: u32;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let qd = kc / 4u;
+    let ok = row < dim_m && qd < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(q[select(0u, a_base + row * a_stride + qd, ok)]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let qd = kc / 4u;
+    let ok = col < dim_n && qd < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(k[select(0u, b_base + col * b_stride + qd, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        probs[p_base + row * dim_n + col] = p.scale * v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let qd = kc / 4u;
+    let ok = row < dim_m && qd < dim_aq;
+    return select(vec4<f16>(0.0h), q[select(0u, a_base + row * a_stride + qd, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let qd = kc / 4u;
+    let ok = col < dim_n && qd < dim_aq;
+    return select(vec4<f16>(0.0h), k[select(0u, b_base + col * b_stride + qd, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = p_base + row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(p.scale * c, &probs[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn attention_scores16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let seq = p.seq;
+    let nt = (seq + ATT_T - 1u) / ATT_T;
+    let ntri = nt * (nt + 1u) / 2u;
+    let w = flat_wg(wid, nwg);
+    if (w >= p.batch * p.heads * ntri) {
+        return;
+    }
+    let bh = w / ntri;
+    let ij = triangle(w - bh * ntri);
+    let h = bh % p.heads;
+    let bb = bh / p.heads;
+    let kvh = h / (p.heads / p.kv_heads);
+    let dq = p.head_dim / 4u;
+    dim_m = seq;
+    dim_n = seq;
+    dim_aq = dq;
+    a_stride = p.heads * dq;
+    b_stride = p.kv_heads * dq;
+    a_base = bb * seq * a_stride + h * dq;
+    b_base = bb * seq * b_stride + kvh * dq;
+    p_base = bh * seq * seq;
+    let m0 = ij.x * ATT_T;
+    let n0 = ij.y * ATT_T;
+//#if coop
+    if (m0 + ATT_T <= seq && seq % 4u == 0u) {
+        cm_block(tid, sg, nsg, m0, n0, 0u, dq * 4u);
+        return;
+    }
+//#endif
+    fb_block(tid, m0, n0, 0u, dq * 4u);
+}
+
+// --- KERNEL: attention_pv16 ---
+// Y = alpha · P·X per (b, h) over the causal part on tensor cores: O = P·V (alpha 1) and the
+// backward's dQ = scale · dS·K. `probs` `[B, H, S, S]` f32 (P, or dS, with the fast path's row
+// contract; rounded to f16 as it is read: the fused cast), `x` `[B, S, Hkv, Dh]` f16 (V, or K;
+// Dh % 4 == 0), `y` `[B, S, H, Dh]` f32 (O, or dQ); head h reads kv head h / (H / Hkv).
+// Y[b,s,h,:] = alpha Σ_j P[b,h,s,j] X[b,j,kvh,:] over j < min(S, 64·(⌊s/64⌋+1)): key tiles past
+// the diagonal are skipped. Overwrites `y` (the first B·S·H·Dh elements). Grid: one workgroup
+// per (query tile, b, h, 64-column slice of Dh), 1-D (longest contractions first), 2-D past the
+// device's limit. Needs SHADER_F16; tensor cores for full 64×64 output tiles.
+// @grid workgroups(ceil_div(p.seq, ATT_T) * p.batch * p.heads * ceil_div(p.head_dim, ATT_T))
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+// @requires len(x) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(y) >= p.batch * p.seq * p.heads * p.head_dim
+struct AttParams {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    alpha: f32,
+}
+@group(0) @binding(0) var<storage, read> probs: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: AttParams;
+const BM: u32 = ATT_T;
+const BN: u32 = ATT_T;
+const WGS: u32 = ATT_WG;
+const A_KC: bool = true;
+const B_KC: bool = false;
+var<private> p_base: u32;
+var<private> kend: u32;
+var<private> b_base: u32;
+var<private> b_stride: u32;
+var<private> y_base: u32;
+var<private> y_stride: u32;
+
+// A(row, kc) = P[s = row, j = kc … kc+3].
+fn raw_a(row: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(kc, kend) & vec4<bool>(row < dim_m);
+    let at = idx4(p_base + min(row, dim_m - 1u) * dim_m, kc, kend);
+    return select(vec4<f32>(0.0), vec4<f32>(probs[at.x], probs[at.y], probs[at.z], probs[at.w]), ok);
+}
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    return as_f16(raw_a(row, kc));
+}
+
+// B(kc, col) = X[b, j = kc, kvh, col … col+3].
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let qd = col / 4u;
+    let ok = kc < kend && qd < dim_bq;
+    return select(vec4<f32>(0.0), vec4<f32>(x[select(0u, b_base + kc * b_stride + qd, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        y[y_base + row * y_stride + col] = p.alpha * v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(f16_clamp(raw_a(row, kc)));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let qd = col / 4u;
+    let ok = kc < kend && qd < dim_bq;
+    return select(vec4<f16>(0.0h), x[select(0u, b_base + kc * b_stride + qd, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = y_base + row * y_stride + col;
+    let ld = y_stride;
+    coopStoreT(p.alpha * c, &y[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn attention_pv16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let seq = p.seq;
+    let dh = p.head_dim;
+    let nt = (seq + ATT_T - 1u) / ATT_T;
+    let ncol = (dh + ATT_T - 1u) / ATT_T;
+    let per_tile = p.batch * p.heads * ncol;
+    let w = flat_wg(wid, nwg);
+    if (w >= nt * per_tile) {
+        return;
+    }
+    let it = nt - 1u - w / per_tile;
+    let rest = w % per_tile;
+    let bh = rest / ncol;
+    let ct = rest % ncol;
+    let h = bh % p.heads;
+    let bb = bh / p.heads;
+    let kvh = h / (p.heads / p.kv_heads);
+    dim_m = seq;
+    dim_n = dh;
+    dim_bq = dh / 4u;
+    p_base = bh * seq * seq;
+    b_stride = p.kv_heads * dim_bq;
+    b_base = bb * seq * b_stride + kvh * dim_bq;
+    y_stride = p.heads * dh;
+    y_base = bb * seq * y_stride + h * dh;
+    let m0 = it * ATT_T;
+    let n0 = ct * ATT_T;
+    // Causal: keys before the end of the query tile.
+    let ke = min(seq, m0 + ATT_T);
+    kend = ke;
+//#if coop
+    if (m0 + ATT_T <= seq && n0 + ATT_T <= dh) {
+        cm_block(tid, sg, nsg, m0, n0, 0u, ke);
+        return;
+    }
+//#endif
+    fb_block(tid, m0, n0, 0u, ke);
+}
+
+// --- KERNEL: attention_ptx16 ---
+// Y = alpha · Σ_{heads g of the kv group} P_gᵀ·X_g on tensor cores: the backward's dV = Σ_g
+// P_gᵀ·dO_g (alpha 1) and dK = scale · Σ_g dS_gᵀ·Q_g. `probs` `[B, H, S, S]` f32 (P or dS, the fast
+// path's row contract; rounded to f16 as read), `x` `[B, S, H, Dh]` f16 (dO or Q; Dh % 4 == 0),
+// `y` `[B, S, Hkv, Dh]` f32 (dV or dK): Y[b,j,kvh,:] = alpha Σ_g Σ_{s ≥ 64·⌊j/64⌋} P[b,h_g,s,j]
+// X[b,s,h_g,:] with h_g = kvh·(H/Hkv) + g. The contraction runs over (g, s) — heads in order, then
+// queries from the key tile's first row (earlier queries do not see the key tile: those tiles are
+// skipped), each head's range padded to a multiple of 32 with zeros — as one fixed chain, so the
+// bits repeat and no atomics are needed. Overwrites `y` (the first B·S·Hkv·Dh elements). Grid:
+// one workgroup per (key tile, b, kv head, 64-column slice of Dh), 1-D (longest contractions
+// first), 2-D past the device's limit. Needs SHADER_F16; tensor cores for full 64×64 output tiles.
+// @grid workgroups(ceil_div(p.seq, ATT_T) * p.batch * p.kv_heads * ceil_div(p.head_dim, ATT_T))
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+// @requires len(x) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(y) >= p.batch * p.seq * p.kv_heads * p.head_dim
+struct AttParams {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    alpha: f32,
+}
+@group(0) @binding(0) var<storage, read> probs: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: AttParams;
+const BM: u32 = ATT_T;
+const BN: u32 = ATT_T;
+const WGS: u32 = ATT_WG;
+const A_KC: bool = false;
+const B_KC: bool = false;
+// The key tile's first query, each head's padded query span, the group's first head, and bases.
+var<private> r_first: u32;
+var<private> span: u32;
+var<private> p_base: u32;
+var<private> b_base: u32;
+var<private> b_stride: u32;
+var<private> y_base: u32;
+var<private> y_stride: u32;
+
+// A(row, kc) = P[b, h_g, s, j = row … row+3] with (g, s) from kc.
+fn raw_a(row: u32, kc: u32) -> vec4<f32> {
+    let g = kc / span;
+    let s = r_first + kc % span;
+    let ok = in4(row, dim_m) & vec4<bool>(s < dim_m);
+    let at = idx4(p_base + g * dim_m * dim_m + min(s, dim_m - 1u) * dim_m, row, dim_m);
+    return select(vec4<f32>(0.0), vec4<f32>(probs[at.x], probs[at.y], probs[at.z], probs[at.w]), ok);
+}
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    return as_f16(raw_a(row, kc));
+}
+
+// B(kc, col) = X[b, s, h_g, col … col+3].
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let g = kc / span;
+    let s = r_first + kc % span;
+    let qd = col / 4u;
+    let ok = s < dim_m && qd < dim_bq;
+    return select(vec4<f32>(0.0), vec4<f32>(x[select(0u, b_base + g * dim_bq + s * b_stride + qd, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        y[y_base + row * y_stride + col] = p.alpha * v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(f16_clamp(raw_a(row, kc)));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let g = kc / span;
+    let s = r_first + kc % span;
+    let qd = col / 4u;
+    let ok = s < dim_m && qd < dim_bq;
+    return select(vec4<f16>(0.0h), x[select(0u, b_base + g * dim_bq + s * b_stride + qd, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = y_base + row * y_stride + col;
+    let ld = y_stride;
+    coopStoreT(p.alpha * c, &y[at], ld);
+}
+//#endif
+
+@compute @workgroup_size(WGS)
+fn attention_ptx16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let seq = p.seq;
+    let dh = p.head_dim;
+    let nt = (seq + ATT_T - 1u) / ATT_T;
+    let ncol = (dh + ATT_T - 1u) / ATT_T;
+    let per_tile = p.batch * p.kv_heads * ncol;
+    let w = flat_wg(wid, nwg);
+    if (w >= nt * per_tile) {
+        return;
+    }
+    let jt = w / per_tile;
+    let rest = w % per_tile;
+    let bkv = rest / ncol;
+    let ct = rest % ncol;
+    let kvh = bkv % p.kv_heads;
+    let bb = bkv / p.kv_heads;
+    let group = p.heads / p.kv_heads;
+    let h0 = kvh * group;
+    dim_m = seq;
+    dim_n = dh;
+    dim_bq = dh / 4u;
+    let r0 = jt * ATT_T;
+    r_first = r0;
+    let sp = (seq - r0 + 31u) / 32u * 32u;
+    span = sp;
+    p_base = (bb * p.heads + h0) * seq * seq;
+    b_stride = p.heads * dim_bq;
+    b_base = bb * seq * b_stride + h0 * dim_bq;
+    y_stride = p.kv_heads * dh;
+    y_base = bb * seq * y_stride + kvh * dh;
+    let n0 = ct * ATT_T;
+//#if coop
+    if (r0 + ATT_T <= seq && n0 + ATT_T <= dh) {
+        cm_block(tid, sg, nsg, r0, n0, 0u, group * sp);
+        return;
+    }
+//#endif
+    fb_block(tid, r0, n0, 0u, group * sp);
+}

@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/misspelled_annotation.wgsl");
+
+fn main() {}

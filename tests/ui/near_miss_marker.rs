@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/near_miss_marker.wgsl");
+
+fn main() {}

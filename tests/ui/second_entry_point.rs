@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/second_entry_point.wgsl");
+
+fn main() {}

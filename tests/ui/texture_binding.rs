@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/texture_binding.wgsl");
+
+fn main() {}
