@@ -7,8 +7,7 @@ mod reference;
 
 use common::{assert_close, check_tail, gpu, gpu_with, poisoned, rng, uniform};
 use kernels::attention::{attention_decode, attention_forward};
-use kernels::{Buffer, Error, Gpu, GpuOptions};
-use rand::rngs::StdRng;
+use kernels::{Error, Gpu, GpuOptions};
 use reference::{Inputs, Shape, inputs, shape};
 
 fn params(sh: Shape, scale: f32) -> attention_forward::Params {

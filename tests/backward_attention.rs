@@ -7,13 +7,11 @@ mod common;
 #[path = "reference/attention.rs"]
 mod reference;
 
-use common::{assert_close, central_differences, check_tail, gpu, poisoned, rel_err, rng, same_bits, uniform};
+use common::{TAIL, assert_close, central_differences, check_tail, gpu, poisoned, rel_err, rng, same_bits, uniform};
 use kernels::attention::attention_forward;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq, rope_k_backward, rope_q_backward};
 use kernels::rope::{rope_k, rope_q};
 use kernels::{Buffer, Error, Gpu};
-use rand::Rng;
-use rand::rngs::StdRng;
 use reference::{Inputs, Shape, inputs, shape};
 
 /// Device copies of the inputs and of the forward's O and lse.

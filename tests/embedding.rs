@@ -7,7 +7,7 @@ mod common;
 #[path = "reference/elementwise.rs"]
 mod reference;
 
-use common::{assert_close, check_tail, gpu, has_f16, poisoned, rng, uniform};
+use common::{TAIL, assert_close, check_tail, gpu, has_f16, poisoned, rng, uniform};
 use kernels::embedding::{embed_backward, embed_lookup, embed_lookup_w16};
 use kernels::{Error, Gpu, f16};
 use rand::Rng;

@@ -8,13 +8,11 @@ mod common;
 #[path = "reference/attention.rs"]
 mod reference;
 
-use common::{assert_close, central_differences, check_tail, gpu, gpu_with, poisoned, rel_err, rng, same_bits, uniform};
+use common::{assert_close, central_differences, check_tail, gpu, gpu_with, poisoned, rel_err, rng, same_bits};
 use kernels::attention::{attention_fast_scores, attention_forward};
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
 use kernels::fast_attention::{self, Params};
 use kernels::{Buffer, Error, Gpu, GpuOptions};
-use rand::Rng;
-use rand::rngs::StdRng;
 use reference::{Inputs, Shape, inputs, shape};
 
 fn params(sh: Shape, scale: f32) -> Params {

@@ -34,7 +34,12 @@ pub struct Inputs {
 /// neither flat nor one-hot.
 pub fn inputs(rng: &mut StdRng, sh: Shape) -> Inputs {
     let mut uniform = |n: usize, r: f32| (0..n).map(|_| rng.random_range(-r..r)).collect::<Vec<f32>>();
-    Inputs { q: uniform(sh.q_len(), 2.0), k: uniform(sh.kv_len(), 2.0), v: uniform(sh.kv_len(), 1.0), d_o: uniform(sh.q_len(), 1.0) }
+    Inputs {
+        q: uniform(sh.q_len(), 2.0),
+        k: uniform(sh.kv_len(), 2.0),
+        v: uniform(sh.kv_len(), 1.0),
+        d_o: uniform(sh.q_len(), 1.0),
+    }
 }
 
 impl Shape {
