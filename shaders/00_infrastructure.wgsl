@@ -111,6 +111,7 @@ fn scale(
 // @grid workgroups(ceil_div(p.n, EW_CHUNK))
 // @requires len(x) >= p.n
 // @requires len(y) >= p.n
+// @accumulates y
 struct Params {
     n: u32,
     alpha: f32,

@@ -166,6 +166,7 @@ fn embed_lookup_w16(
 // @requires len(d_out) >= p.rows * p.dim
 // @requires len(ids) >= p.rows
 // @requires len(d_table) >= p.vocab * p.dim
+// @accumulates d_table
 struct Params {
     rows: u32,
     dim: u32,

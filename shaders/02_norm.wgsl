@@ -405,6 +405,7 @@ fn rmsnorm_backward(
 // @grid workgroups(ceil_div(p.d, COLS))
 // @requires len(partials) >= ceil_div(p.rows, NORM_BLOCK) * p.d
 // @requires len(dgamma) >= p.d
+// @accumulates dgamma
 struct Params {
     rows: u32,
     d: u32,

@@ -108,6 +108,7 @@ fn matmul_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
 // @requires len(x) >= p.m * p.k
 // @requires len(w) >= p.n * p.k
 // @requires len(y) >= p.m * p.n
+// @accumulates y
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -153,6 +154,7 @@ fn matmul_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 // @requires len(x) >= p.m * p.k
 // @requires len(b) >= p.m * p.n
 // @requires len(y) >= p.k * p.n
+// @accumulates y
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -216,6 +218,7 @@ fn matmul_at_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
 // @requires p.parts >= 1
 // @requires len(parts) >= p.parts * p.len
 // @requires len(y) >= p.len
+// @accumulates y
 struct AddParams {
     len: u32,
     parts: u32,

@@ -1159,6 +1159,7 @@ fn matmul_t16(
 // @requires len(x) >= p.m * ceil_div(p.k, 4)
 // @requires len(w) >= p.n * ceil_div(p.k, 4)
 // @requires len(y) >= p.m * p.n
+// @accumulates y
 struct Params {
     m: u32,
     n: u32,

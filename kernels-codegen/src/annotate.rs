@@ -1,6 +1,6 @@
 //! The comments around a kernel: its doc text, and the annotations `// @grid …` and
 //! `// @requires …` that let the generated function compute its own grid and check buffer
-//! lengths before dispatching.
+//! lengths before dispatching, and `// @accumulates …` (which bindings it adds into, for hosts).
 
 use crate::split::{Section, find_word, mask_comments};
 use std::ops::Range;
@@ -8,7 +8,7 @@ use std::ops::Range;
 /// One annotation line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Annotation {
-    /// `grid` or `requires`.
+    /// `grid`, `requires` or `accumulates`.
     pub kind: String,
     /// The expression text after the keyword.
     pub expr: String,
@@ -21,7 +21,7 @@ pub struct Annotation {
 pub struct Notes {
     /// Doc text, one entry per line.
     pub doc: Vec<String>,
-    /// `@grid` and `@requires` lines.
+    /// `@grid`, `@requires` and `@accumulates` lines.
     pub annotations: Vec<Annotation>,
     /// Lines that look like an annotation but name none (`// @require …`, `// @grd …`): the
     /// line's byte range and the word written.
@@ -187,7 +187,7 @@ pub fn notes(text: &str, section: &Section) -> Notes {
         let Some(t) = comment_text(line) else {
             continue;
         };
-        let annotation = ["grid", "requires"].iter().find_map(|k| {
+        let annotation = ["grid", "requires", "accumulates"].iter().find_map(|k| {
             let rest = t.strip_prefix('@')?.strip_prefix(k)?;
             (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| (k.to_string(), rest.trim().to_string()))
         });

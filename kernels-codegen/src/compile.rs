@@ -457,7 +457,8 @@ impl Ctx<'_> {
             .collect()
     }
 
-    /// The `@grid` and `@requires` annotations as typed values (errors at their lines).
+    /// The `@grid`, `@requires` and `@accumulates` annotations as typed values (errors at their
+    /// lines).
     fn shape(&self, notes: &Notes, iface: &Interface, name: &str, errors: &mut Vec<Diagnostic>) -> Shape {
         let file = self.sources.get(self.kernel_file);
         let mut shape = Shape::default();
@@ -478,6 +479,16 @@ impl Ctx<'_> {
                     }
                     Err(e) => {
                         errors.push(Diagnostic::at(location.clone(), format!("in `@requires`: {e}")).in_kernel(name))
+                    }
+                },
+                "accumulates" => match shape::accumulates(&a.expr, iface) {
+                    Ok(names) => shape.accumulates.extend(names.into_iter().map(|value| Located {
+                        value,
+                        text: a.expr.clone(),
+                        location: location.clone(),
+                    })),
+                    Err(e) => {
+                        errors.push(Diagnostic::at(location.clone(), format!("in `@accumulates`: {e}")).in_kernel(name))
                     }
                 },
                 _ => {

@@ -11,7 +11,8 @@
 //! (bindings, layouts, workgroup size) → [`annotate`] and [`shape`] (docs, `@grid` and
 //! `@requires` as typed values) → [`expand`](mod@expand) (tokens). [`compile`] runs the stages
 //! up to [`shape`] for one file and collects every error with its original location;
-//! [`expand`](mod@expand) only emits what it decided.
+//! [`expand`](mod@expand) only emits what it decided. [`manifest`] turns compiled files into the
+//! web export's data (browser WGSL and a JSON manifest) for hosts without Rust.
 
 pub mod annotate;
 pub mod assemble;
@@ -20,6 +21,7 @@ pub mod diagnostic;
 pub mod expand;
 pub mod include;
 pub mod input;
+pub mod manifest;
 pub mod outline;
 pub mod reflect;
 pub mod shape;

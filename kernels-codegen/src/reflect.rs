@@ -122,6 +122,16 @@ pub struct Binding {
     pub runtime_sized: bool,
 }
 
+/// How an entry point uses a binding: naga's analysis of the entry point and every function it
+/// calls (an atomic operation both reads and writes; `arrayLength` does neither).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Usage {
+    /// Some path reads it.
+    pub read: bool,
+    /// Some path writes it.
+    pub written: bool,
+}
+
 /// One pipeline-overridable constant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OverrideDef {
@@ -150,6 +160,9 @@ pub struct Interface {
     pub consts: Vec<(String, i128)>,
     /// Module-scope scalar constants for the host: (name, Rust type, value as a Rust literal).
     pub exported: Vec<(String, &'static str, String)>,
+    /// How the entry point uses each binding, by binding name; empty when the module was not
+    /// validated (no analysis to read).
+    pub usage: Vec<(String, Usage)>,
 }
 
 /// Why a kernel's interface cannot be given to the host, and where (a span in the module's
@@ -190,6 +203,7 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
     let at = |span: naga::Span, message: String| ReflectError { message, span: span.to_range() };
     let mut r = Reflector { module, layouter: &layouter, structs: Vec::new() };
     let mut bindings = Vec::new();
+    let mut usage = Vec::new();
     for (handle, var) in module.global_variables.iter() {
         let Some(rb) = &var.binding else { continue };
         if let Some(info) = info
@@ -199,6 +213,13 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
         }
         let name = var.name.clone().unwrap_or_else(|| format!("binding{}", rb.binding));
         let span = module.global_variables.get_span(handle);
+        if let Some(info) = info {
+            use naga::valid::GlobalUse;
+            let uses = info.get_entry_point(index)[handle];
+            let read = uses.intersects(GlobalUse::READ | GlobalUse::ATOMIC);
+            let written = uses.intersects(GlobalUse::WRITE | GlobalUse::ATOMIC);
+            usage.push((name.clone(), Usage { read, written }));
+        }
         let binding = match var.space {
             AddressSpace::Storage { access } => {
                 let access = if access.contains(StorageAccess::STORE) { Access::ReadWrite } else { Access::Read };
@@ -280,7 +301,15 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
         });
     }
     let (consts, exported) = constants(module);
-    Ok(Interface { workgroup_size: ep.workgroup_size, bindings, structs: r.structs, overrides, consts, exported })
+    Ok(Interface {
+        workgroup_size: ep.workgroup_size,
+        bindings,
+        structs: r.structs,
+        overrides,
+        consts,
+        exported,
+        usage,
+    })
 }
 
 /// The module-scope constants with a literal value: integers (for shape expressions), and
@@ -520,6 +549,29 @@ mod tests {
         assert_eq!(out.stride, 16);
         assert_eq!(out.ty, HostType::Array(Box::new(HostType::Scalar(HostScalar::F32)), 4));
         assert!(out.runtime_sized);
+    }
+
+    #[test]
+    fn usage_is_what_the_entry_point_does() {
+        let i = reflect_src(
+            "@group(0) @binding(0) var<storage, read_write> written: array<f32>;\n\
+             @group(0) @binding(1) var<storage, read_write> both: array<f32>;\n\
+             @group(0) @binding(2) var<storage, read_write> counter: atomic<u32>;\n\
+             @group(0) @binding(3) var<storage, read_write> queried: array<f32>;\n\
+             @group(0) @binding(4) var<uniform> n: u32;\n\
+             fn helper(i: u32) { both[i] += 1.0; }\n\
+             @compute @workgroup_size(1) fn k() {\n\
+                 written[0] = f32(arrayLength(&queried) + n);\n\
+                 helper(0u);\n\
+                 atomicAdd(&counter, 1u);\n\
+             }",
+        );
+        let usage = |name: &str| i.usage.iter().find(|(n, _)| n == name).map(|(_, u)| *u).unwrap();
+        assert_eq!(usage("written"), Usage { read: false, written: true });
+        assert_eq!(usage("both"), Usage { read: true, written: true }, "through a called function");
+        assert_eq!(usage("counter"), Usage { read: true, written: true }, "atomics do both");
+        assert_eq!(usage("queried"), Usage { read: false, written: false }, "arrayLength reads no element");
+        assert_eq!(usage("n"), Usage { read: true, written: false });
     }
 
     #[test]

@@ -14,6 +14,10 @@
 //!   workgroups) — both with the 2-D fallback past the per-dimension limit — or
 //!   `workgroups(x, y)` / `workgroups(x, y, z)` (an explicit grid, checked against the limits).
 //!
+//! `// @accumulates y[, z]` says that the kernel adds into those read-write storage bindings
+//! (`+=`) rather than updating them in place by another rule: a fact for hosts (the web
+//! export's `access`), checked against naga's analysis ([`accumulates`]).
+//!
 //! **Semantics** (the generated Rust, `kernels_runtime::shape`, and any other evaluator — a
 //! JavaScript host with `BigInt` — must agree): values are `i128`; every leaf fits (u32, i32,
 //! lengths); `+ - *` fail on overflow; `/` and `%` truncate toward zero (Rust's and `BigInt`'s
@@ -234,6 +238,8 @@ pub struct Shape {
     pub grid: GridSource,
     /// The `@requires` checks, in order.
     pub requires: Vec<Located<Requirement>>,
+    /// The bindings named by `@accumulates`, in order.
+    pub accumulates: Vec<Located<String>>,
 }
 
 /// Translates an expression against a kernel's interface.
@@ -439,6 +445,39 @@ pub fn requirement(text: &str, iface: &Interface) -> Result<Requirement, String>
 /// Token text back to how a person writes it: `r#len (r#x)` → `len(x)`, `p . n` → `p.n`.
 fn tidy(s: &str) -> String {
     s.replace("r#", "").replace(" . ", ".").replace(" (", "(").replace("( ", "(").replace(" )", ")").replace(" ,", ",")
+}
+
+/// Parses and checks an `@accumulates`: one or more binding names, separated by commas, each a
+/// `read_write` storage binding that the entry point both reads and writes.
+pub fn accumulates(text: &str, iface: &Interface) -> Result<Vec<String>, String> {
+    let usage = "an `@accumulates` names the read-write storage bindings the kernel adds into, like `@accumulates y`";
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return Err(format!("`{text}`: {usage}"));
+        }
+        let b = iface
+            .bindings
+            .iter()
+            .find(|b| b.name == name)
+            .ok_or_else(|| format!("`{name}` is not a binding of this kernel"))?;
+        if b.access != Access::ReadWrite {
+            return Err(format!("`{name}` is not a `read_write` storage binding, so nothing accumulates into it"));
+        }
+        if let Some((_, u)) = iface.usage.iter().find(|(n, _)| n == name)
+            && !(u.read && u.written)
+        {
+            return Err(format!(
+                "the kernel {} `{name}`, so it does not accumulate into it (`+=` reads and writes)",
+                if u.written { "never reads" } else { "never writes" }
+            ));
+        }
+        if out.iter().any(|n| n == name) {
+            return Err(format!("`{name}` is named twice"));
+        }
+        out.push(name.to_string());
+    }
+    Ok(out)
 }
 
 /// Parses and checks a `@grid`.

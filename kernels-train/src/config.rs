@@ -9,10 +9,12 @@ pub const MAX_LAYERS: usize = 1024;
 /// accepts; what fits a device is checked against its limits when the model is allocated.
 pub const MAX_WIDTH: usize = 1 << 24;
 
-/// The model's shape. Vocabulary: bytes (256).
+/// The model's shape. The vocabulary is the tokenizer's, padded
+/// ([`crate::tokenizer::Tokenizer::model_vocab`]); 256 for bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
-    /// Vocabulary size (256: byte-level tokens).
+    /// Vocabulary size: rows of the embedding (tied to the head) and logits per position (256
+    /// for byte tokens; a tokenizer's vocabulary padded to a multiple of 64).
     pub vocab: usize,
     /// Model width.
     pub dim: usize,
@@ -33,7 +35,8 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
-    /// A config with the SwiGLU width LLaMA uses: ⅔ · 4 · dim, rounded up to a multiple of 32.
+    /// A config with the SwiGLU width LLaMA uses: ⅔ · 4 · dim, rounded up to a multiple of 32,
+    /// and byte tokens ([`ModelConfig::with_vocab`] sets another vocabulary).
     pub fn new(dim: usize, layers: usize, heads: usize, kv_heads: usize, seq_len: usize) -> ModelConfig {
         ModelConfig {
             vocab: 256,
@@ -46,6 +49,16 @@ impl ModelConfig {
             norm_eps: 1e-5,
             rope_base: 10000.0,
         }
+    }
+
+    /// The `tiny` preset: 2 layers, width 64, 4 heads (2 key/value), context 64, bytes.
+    pub fn tiny() -> ModelConfig {
+        ModelConfig::new(64, 2, 4, 2, 64)
+    }
+
+    /// The same shape with a vocabulary of `vocab` tokens.
+    pub fn with_vocab(self, vocab: usize) -> ModelConfig {
+        ModelConfig { vocab, ..self }
     }
 
     /// Width of one head.
@@ -62,8 +75,14 @@ impl ModelConfig {
     /// damaged or crafted checkpoint cannot ask for absurd sizes), before anything is allocated.
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |m: String| Err(Error::Config(m));
-        if self.dim == 0 || self.layers == 0 || self.heads == 0 || self.kv_heads == 0 || self.seq_len == 0 {
-            return bad("dim, layers, heads, kv heads and sequence length must all be at least 1".into());
+        if self.vocab == 0
+            || self.dim == 0
+            || self.layers == 0
+            || self.heads == 0
+            || self.kv_heads == 0
+            || self.seq_len == 0
+        {
+            return bad("vocabulary, dim, layers, heads, kv heads and sequence length must all be at least 1".into());
         }
         for (what, value, max) in [
             ("vocabulary", self.vocab, MAX_WIDTH),
@@ -75,9 +94,6 @@ impl ModelConfig {
             if value > max {
                 return bad(format!("the {what} {value} is over this trainer's bound {max}"));
             }
-        }
-        if self.vocab != 256 {
-            return bad(format!("the vocabulary is {}: this trainer reads bytes (256)", self.vocab));
         }
         if !self.dim.is_multiple_of(self.heads) {
             return bad(format!("heads ({}) must divide the model width ({})", self.heads, self.dim));
@@ -158,6 +174,12 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// The `tiny` preset's schedule: batches of 8, 150 steps, learning rate 4e-3 warming up
+    /// over 15 steps and decaying to 4e-4.
+    pub fn tiny() -> TrainConfig {
+        TrainConfig { batch: 8, steps: 150, lr: 4e-3, min_lr: 4e-4, warmup: 15, ..TrainConfig::default() }
+    }
+
     /// Learning rate at `step` (0-based): linear warm-up, then cosine decay to `min_lr`.
     pub fn lr_at(&self, step: usize) -> f32 {
         if self.warmup > 0 && step < self.warmup {
@@ -229,13 +251,14 @@ mod tests {
     fn absurd_or_non_finite_fields_are_refused() {
         let ok = ModelConfig::new(64, 2, 4, 2, 32);
         type Change = fn(&mut ModelConfig);
-        let cases: [(&str, Change); 9] = [
+        let cases: [(&str, Change); 10] = [
             ("at least 1", |c| c.heads = 0),
             ("at least 1", |c| c.seq_len = 0),
             ("layers 100000000 is over", |c| c.layers = 100_000_000),
             ("model width", |c| c.dim = usize::MAX),
             ("sequence length", |c| c.seq_len = 1 << 40),
-            ("reads bytes", |c| c.vocab = 255),
+            ("vocabulary 16777217 is over", |c| c.vocab = (1 << 24) + 1),
+            ("vocabulary, dim", |c| c.vocab = 0),
             ("epsilon", |c| c.norm_eps = f32::NAN),
             ("epsilon", |c| c.norm_eps = 0.0),
             ("RoPE base", |c| c.rope_base = f32::INFINITY),

@@ -1,9 +1,11 @@
-//! Training text as byte tokens: a file read into memory once (so nothing another process does
-//! to the file later can reach the run), or the project's own text built into the program. The
-//! last part is held out for validation.
+//! Training text as token ids: a file read into memory once (so nothing another process does to
+//! the file later can reach the run), or the project's own text built into the program,
+//! tokenized once by the run's [`Tokenizer`]. The last part is held out for validation.
 
 use crate::Error;
 use crate::rng::Rng;
+use crate::tokenizer::Tokenizer;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// The default corpus: this project's own text (docs, kernels, sources), built in, so a fresh
@@ -24,62 +26,114 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("kernels-runtime/src/pipeline.rs", include_str!("../../kernels-runtime/src/pipeline.rs")),
 ];
 
-/// Byte tokens, split into a training part and a held-out tail.
+/// The built-in text: [`BUILT_IN`]'s files, each after a `==> name <==` line.
+pub fn built_in_text() -> Vec<u8> {
+    let mut text = Vec::new();
+    for (name, body) in BUILT_IN {
+        text.extend_from_slice(format!("\n==> {name} <==\n").as_bytes());
+        text.extend_from_slice(body.as_bytes());
+    }
+    text
+}
+
+/// Reads a training text file whole into memory. (It was memory-mapped once; a file truncated
+/// by another process while the run read it then ended the run with SIGBUS.)
+#[cfg(not(target_arch = "wasm32"))]
+pub fn read_text(path: &Path) -> Result<Vec<u8>, Error> {
+    let bytes = std::fs::read(path).map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
+    if bytes.is_empty() {
+        return Err(Error::Data(format!("{} is empty: nothing to train on", path.display())));
+    }
+    // The first MiB; a character cut at its end is not an error.
+    if std::str::from_utf8(&bytes[..bytes.len().min(1 << 20)]).is_err_and(|e| e.error_len().is_some()) {
+        crate::note(format!("warning: {} does not look like UTF-8 text; training on its bytes anyway", path.display()));
+    }
+    Ok(bytes)
+}
+
+/// Token ids, two bytes each while the vocabulary allows (bytes, GPT-2's 50257).
+enum Ids {
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+}
+
+impl Ids {
+    fn new(ids: Vec<u32>, vocab: usize) -> Ids {
+        if vocab <= 1 << 16 { Ids::U16(ids.into_iter().map(|i| i as u16).collect()) } else { Ids::U32(ids) }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Ids::U16(v) => v.len(),
+            Ids::U32(v) => v.len(),
+        }
+    }
+
+    /// Appends ids `start..start + n` to `out`.
+    fn extend_into(&self, out: &mut Vec<u32>, start: usize, n: usize) {
+        match self {
+            Ids::U16(v) => out.extend(v[start..start + n].iter().map(|&i| i as u32)),
+            Ids::U32(v) => out.extend_from_slice(&v[start..start + n]),
+        }
+    }
+}
+
+/// The training text as token ids, split into a training part and a held-out tail (the last
+/// 5%), with the tokenizer that made them.
 pub struct Corpus {
-    bytes: Vec<u8>,
+    ids: Ids,
     split: usize,
+    tokenizer: Tokenizer,
     /// Where the text came from (for messages).
     pub source: String,
 }
 
 impl std::fmt::Debug for Corpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Corpus").field("source", &self.source).field("bytes", &self.len()).finish()
+        f.debug_struct("Corpus")
+            .field("source", &self.source)
+            .field("tokens", &self.len())
+            .field("tokenizer", &self.tokenizer)
+            .finish()
     }
 }
 
 impl Corpus {
-    /// The built-in text.
+    /// The built-in text as bytes.
     pub fn built_in() -> Corpus {
-        let mut text = Vec::new();
-        for (name, body) in BUILT_IN {
-            text.extend_from_slice(format!("\n==> {name} <==\n").as_bytes());
-            text.extend_from_slice(body.as_bytes());
-        }
-        Corpus::from_bytes(text, "built-in project text")
+        Corpus::from_bytes(built_in_text(), "built-in project text")
     }
 
-    /// In-memory bytes.
+    /// In-memory bytes as byte tokens.
     pub fn from_bytes(bytes: Vec<u8>, source: &str) -> Corpus {
-        let split = split_point(bytes.len());
-        Corpus { bytes, split, source: source.to_string() }
+        Corpus::from_ids(Ids::U16(bytes.into_iter().map(u16::from).collect()), Tokenizer::bytes(), source)
     }
 
-    /// A file, read whole into memory. (It was memory-mapped once; a file truncated by another
-    /// process while the run read it then ended the run with SIGBUS.)
-    pub fn open(path: &Path) -> Result<Corpus, Error> {
-        let bytes = std::fs::read(path).map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
-        if bytes.is_empty() {
-            return Err(Error::Data(format!("{} is empty: nothing to train on", path.display())));
-        }
-        // The first MiB; a character cut at its end is not an error.
-        if std::str::from_utf8(&bytes[..bytes.len().min(1 << 20)]).is_err_and(|e| e.error_len().is_some()) {
-            crate::note(format!(
-                "warning: {} does not look like UTF-8 text; training on its bytes anyway",
-                path.display()
-            ));
-        }
-        Ok(Corpus::from_bytes(bytes, &path.display().to_string()))
+    /// `text` tokenized once, here, by `tokenizer`.
+    pub fn new(text: &[u8], source: &str, tokenizer: Tokenizer) -> Result<Corpus, Error> {
+        let ids = if tokenizer.is_bytes() {
+            // Two bytes per byte, without a four-byte copy in between.
+            Ids::U16(text.iter().map(|&b| u16::from(b)).collect())
+        } else {
+            let ids = tokenizer.encode(text).map_err(|e| Error::Data(format!("{source}: {e}")))?;
+            Ids::new(ids, tokenizer.vocab_size())
+        };
+        Ok(Corpus::from_ids(ids, tokenizer, source))
     }
 
-    /// All bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+    fn from_ids(ids: Ids, tokenizer: Tokenizer, source: &str) -> Corpus {
+        let split = split_point(ids.len());
+        Corpus { ids, split, tokenizer, source: source.to_string() }
     }
 
-    /// Length in bytes.
+    /// The tokenizer of the ids.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Length in tokens.
     pub fn len(&self) -> usize {
-        self.bytes().len()
+        self.ids.len()
     }
 
     /// Whether there is no text.
@@ -87,27 +141,28 @@ impl Corpus {
         self.len() == 0
     }
 
-    /// The training part.
-    pub fn train(&self) -> &[u8] {
-        &self.bytes()[..self.split]
+    /// Tokens in the training part.
+    pub fn train_len(&self) -> usize {
+        self.split
     }
 
-    /// The held-out tail.
-    pub fn validation(&self) -> &[u8] {
-        &self.bytes()[self.split..]
+    /// Tokens in the held-out tail.
+    pub fn validation_len(&self) -> usize {
+        self.len() - self.split
     }
 
-    /// Checks that both parts hold at least one window of `seq_len + 1` bytes.
+    /// Checks that both parts hold at least one window of `seq_len + 1` tokens.
     pub fn check(&self, seq_len: usize) -> Result<(), Error> {
         if self.is_empty() {
             return Err(Error::Data(format!("{} is empty: nothing to train on", self.source)));
         }
         let need = seq_len + 1;
-        if self.train().len() < need || self.validation().len() < need {
+        if self.train_len() < need || self.validation_len() < need {
             return Err(Error::Data(format!(
-                "{} has {} bytes: too little for sequences of {seq_len} (the training part and the held-out 5% each need {need} bytes); use a shorter --seq-len or more text",
+                "{} has {} tokens ({}): too little for sequences of {seq_len} (the training part and the held-out 5% each need {need} tokens); use a shorter --seq-len or more text",
                 self.source,
-                self.len()
+                self.len(),
+                self.tokenizer.describe()
             )));
         }
         Ok(())
@@ -116,34 +171,33 @@ impl Corpus {
     /// The training batch of `step`: `batch` windows at positions drawn from (seed, step) alone,
     /// so a resumed run sees the same batches. Returns (inputs, targets), each `batch · seq_len`.
     pub fn train_batch(&self, seed: u64, step: u64, batch: usize, seq_len: usize) -> (Vec<u32>, Vec<u32>) {
-        let data = self.train();
         let mut rng = Rng::for_step(seed, 1, step);
-        let starts: Vec<usize> = (0..batch).map(|_| rng.below((data.len() - seq_len) as u64) as usize).collect();
-        windows(data, &starts, seq_len)
+        let starts: Vec<usize> = (0..batch).map(|_| rng.below((self.train_len() - seq_len) as u64) as usize).collect();
+        self.windows(0, &starts, seq_len)
     }
 
     /// Validation batch `k` of `count`: windows spread evenly over the held-out tail.
     pub fn validation_batch(&self, k: usize, count: usize, batch: usize, seq_len: usize) -> (Vec<u32>, Vec<u32>) {
-        let data = self.validation();
-        let room = data.len() - seq_len;
+        let room = self.validation_len() - seq_len;
         let total = (count * batch).max(1);
         let starts: Vec<usize> = (0..batch).map(|b| (k * batch + b) * room / total).collect();
-        windows(data, &starts, seq_len)
+        self.windows(self.split, &starts, seq_len)
+    }
+
+    /// Windows of `seq_len` tokens at `base + start` and the same shifted by one.
+    fn windows(&self, base: usize, starts: &[usize], seq_len: usize) -> (Vec<u32>, Vec<u32>) {
+        let mut x = Vec::with_capacity(starts.len() * seq_len);
+        let mut y = Vec::with_capacity(starts.len() * seq_len);
+        for &s in starts {
+            self.ids.extend_into(&mut x, base + s, seq_len);
+            self.ids.extend_into(&mut y, base + s + 1, seq_len);
+        }
+        (x, y)
     }
 }
 
 fn split_point(len: usize) -> usize {
     len - len / 20
-}
-
-fn windows(data: &[u8], starts: &[usize], seq_len: usize) -> (Vec<u32>, Vec<u32>) {
-    let mut x = Vec::with_capacity(starts.len() * seq_len);
-    let mut y = Vec::with_capacity(starts.len() * seq_len);
-    for &s in starts {
-        x.extend(data[s..s + seq_len].iter().map(|&b| b as u32));
-        y.extend(data[s + 1..s + seq_len + 1].iter().map(|&b| b as u32));
-    }
-    (x, y)
 }
 
 #[cfg(test)]
@@ -163,6 +217,23 @@ mod tests {
         assert_ne!(c.train_batch(7, 4, 4, 32).0, c.train_batch(7, 3, 4, 32).0);
         let (vx, _) = c.validation_batch(1, 2, 2, 32);
         assert_eq!(vx.len(), 64);
+    }
+
+    #[test]
+    fn bpe_corpus_batches_are_windows_of_its_ids() {
+        let text = built_in_text();
+        let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 400, false).unwrap();
+        let c = Corpus::new(&text, "built-in", tk.clone()).unwrap();
+        let ids = tk.encode(&text).unwrap();
+        assert_eq!(c.len(), ids.len());
+        assert!(c.len() < text.len(), "{} tokens for {} bytes", c.len(), text.len());
+        c.check(64).unwrap();
+        let (x, y) = c.train_batch(3, 5, 2, 64);
+        // Each window is a run of the corpus's ids, the targets shifted by one.
+        let at = ids.windows(64).position(|w| w == &x[..64]).expect("a window of the ids");
+        assert_eq!(&y[..64], &ids[at + 1..at + 65]);
+        let (vx, _) = c.validation_batch(0, 1, 1, 64);
+        assert_eq!(&vx[..], &ids[c.train_len()..c.train_len() + 64]);
     }
 
     #[test]

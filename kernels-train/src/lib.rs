@@ -1,8 +1,14 @@
-//! A LLaMA-style decoder trained entirely on the GPU with the `kernels` library: byte tokens,
-//! tied embedding, RMSNorm, rotary grouped-query attention, SwiGLU, cross-entropy, global-norm
-//! clipping and AdamW — forward, backward and update recorded into one submission per step.
+//! A LLaMA-style decoder trained entirely on the GPU with the `kernels` library: byte or BPE
+//! tokens ([`tokenizer`]), tied embedding, RMSNorm, rotary grouped-query attention, SwiGLU,
+//! cross-entropy, global-norm clipping and AdamW — forward, backward and update recorded into
+//! one submission per step.
+//!
+//! Natively and on `wasm32-unknown-unknown` (in a browser, through WebGPU): there every GPU
+//! read-back is `async` (`Trainer::step_async`, `checkpoint_async`, …) and checkpoints are
+//! bytes (`checkpoint::to_bytes`); the command line, files, locks and signals are native only.
 
 pub mod checkpoint;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod cli;
 pub mod config;
 pub mod data;
@@ -11,10 +17,12 @@ pub mod params;
 pub mod plot;
 pub mod rng;
 pub mod sample;
+pub mod tokenizer;
 pub mod trainer;
 
 /// A line on stderr. A stderr that cannot be written (a full disk under a redirect, a closed
 /// pipe) is no reason to stop a run, so unlike `eprintln!` this never panics.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn note(line: impl std::fmt::Display) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "{line}");

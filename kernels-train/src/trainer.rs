@@ -1,15 +1,18 @@
 //! The training loop around [`Model`]: batches from the corpus, the schedule, validation,
-//! checkpoints and sampling.
+//! checkpoints and sampling. Every method that reads from the GPU has an `_async` form (the
+//! only one on wasm32, where nothing may block).
 
 use crate::Error;
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::{ModelConfig, TrainConfig};
 use crate::data::Corpus;
-use crate::model::Model;
+use crate::model::{Model, Tensors};
 use crate::params;
 use crate::rng::Rng;
 use crate::sample::sample;
+use crate::tokenizer::Tokenizer;
 use kernels::Gpu;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// A model, its data and where the run stands.
@@ -29,10 +32,20 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// A new run: weights from `train.seed`.
+    /// A new run: weights from `train.seed`. The model's vocabulary must be the corpus
+    /// tokenizer's ([`crate::tokenizer::Tokenizer::model_vocab`]).
     pub fn new(gpu: &Gpu, cfg: &ModelConfig, train: &TrainConfig, corpus: Corpus) -> Result<Trainer, Error> {
         cfg.validate()?;
         train.validate()?;
+        let tokenizer = corpus.tokenizer();
+        if cfg.vocab != tokenizer.model_vocab() {
+            return Err(Error::Config(format!(
+                "a model vocabulary of {} for the tokenizer {}, which needs {}",
+                cfg.vocab,
+                tokenizer.describe(),
+                tokenizer.model_vocab()
+            )));
+        }
         corpus.check(cfg.seq_len)?;
         // Before the host copy of the weights is made: a model too large for the device is an
         // error naming the limit, not an allocation abort.
@@ -42,12 +55,14 @@ impl Trainer {
         Ok(Trainer { model, corpus, train: train.clone(), step: 0, train_history: Vec::new(), val_history: Vec::new() })
     }
 
-    /// Continues a run from a checkpoint (its model shape and seed; `train` gives the rest).
+    /// Continues a run from a checkpoint (its model shape and seed; `train` gives the rest). The
+    /// corpus must have been tokenized by the checkpoint's tokenizer.
     pub fn resume(gpu: &Gpu, ck: Checkpoint, train: &TrainConfig, corpus: Corpus) -> Result<Trainer, Error> {
         ck.model.validate()?;
         if let Some(what) = ck.non_finite() {
             return Err(Error::Diverged(format!("the checkpoint cannot be resumed: {what}")));
         }
+        checkpoint::check_tokenizer(&ck.tokenizer, Some(corpus.tokenizer()))?;
         let train = TrainConfig { seed: ck.seed, ..train.clone() };
         train.validate()?;
         corpus.check(ck.model.seq_len)?;
@@ -63,21 +78,48 @@ impl Trainer {
         })
     }
 
-    /// One step on the next batch; with `read_loss`, waits for it and returns the loss.
-    pub fn step(&mut self, read_loss: bool) -> Result<Option<f32>, Error> {
+    /// Records and submits the step on the next batch.
+    fn submit_step(&mut self) -> Result<(), Error> {
         let (x, y) = self.corpus.train_batch(self.train.seed, self.step, self.train.batch, self.model.cfg.seq_len);
         self.model.train_step(&x, &y, self.train.batch, &self.train, self.step)?;
         self.step += 1;
-        if read_loss {
-            let loss = self.model.read_loss()?;
-            self.train_history.push((self.step as usize, loss));
-            Ok(Some(loss))
-        } else {
-            Ok(None)
+        Ok(())
+    }
+
+    fn record_loss(&mut self, loss: f32) -> f32 {
+        self.train_history.push((self.step as usize, loss));
+        loss
+    }
+
+    /// One step on the next batch; with `read_loss`, waits for it and returns the loss.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn step(&mut self, read_loss: bool) -> Result<Option<f32>, Error> {
+        self.submit_step()?;
+        if !read_loss {
+            return Ok(None);
         }
+        let loss = self.model.read_loss()?;
+        Ok(Some(self.record_loss(loss)))
+    }
+
+    /// [`Trainer::step`] without blocking.
+    pub async fn step_async(&mut self, read_loss: bool) -> Result<Option<f32>, Error> {
+        self.submit_step()?;
+        if !read_loss {
+            return Ok(None);
+        }
+        let loss = self.model.read_loss_async().await?;
+        Ok(Some(self.record_loss(loss)))
+    }
+
+    fn record_validation(&mut self, total: f64, batches: usize) -> f32 {
+        let loss = (total / batches as f64) as f32;
+        self.val_history.push((self.step as usize, loss));
+        loss
     }
 
     /// The mean loss over `batches` batches of the held-out text.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn validate(&mut self, batches: usize) -> Result<f32, Error> {
         let batches = batches.max(1);
         let mut total = 0.0;
@@ -85,30 +127,50 @@ impl Trainer {
             let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len);
             total += self.model.eval_loss(&x, &y, self.train.batch)? as f64;
         }
-        let loss = (total / batches as f64) as f32;
-        self.val_history.push((self.step as usize, loss));
-        Ok(loss)
+        Ok(self.record_validation(total, batches))
     }
 
-    /// Everything needed to resume.
-    pub fn checkpoint(&self) -> Result<Checkpoint, Error> {
-        let (m, v) = self.model.moments()?;
-        Ok(Checkpoint {
+    /// [`Trainer::validate`] without blocking.
+    pub async fn validate_async(&mut self, batches: usize) -> Result<f32, Error> {
+        let batches = batches.max(1);
+        let mut total = 0.0;
+        for k in 0..batches {
+            let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len);
+            total += self.model.eval_loss_async(&x, &y, self.train.batch).await? as f64;
+        }
+        Ok(self.record_validation(total, batches))
+    }
+
+    fn checkpoint_of(&self, params: Tensors, (m, v): (Tensors, Tensors)) -> Checkpoint {
+        Checkpoint {
             model: self.model.cfg.clone(),
             step: self.step,
             seed: self.train.seed,
-            params: self.model.weights()?,
+            params,
             m,
             v,
             train_history: self.train_history.clone(),
             val_history: self.val_history.clone(),
-        })
+            tokenizer: self.corpus.tokenizer().clone(),
+        }
+    }
+
+    /// Everything needed to resume.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn checkpoint(&self) -> Result<Checkpoint, Error> {
+        Ok(self.checkpoint_of(self.model.weights()?, self.model.moments()?))
+    }
+
+    /// [`Trainer::checkpoint`] without blocking.
+    pub async fn checkpoint_async(&self) -> Result<Checkpoint, Error> {
+        Ok(self.checkpoint_of(self.model.weights_async().await?, self.model.moments_async().await?))
     }
 
     /// Why the current state (`ck`, from [`Trainer::checkpoint`]) must not be written over a
     /// checkpoint (`None`: it may): a weight or moment is NaN or infinite, or the loss is: that
     /// of the last forward pass, or that of the current weights on the first validation batch
     /// (one forward pass, evaluated here; the training state is not changed).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn divergence(&mut self, ck: &Checkpoint) -> Result<Option<String>, Error> {
         if let Some(what) = ck.non_finite() {
             return Ok(Some(format!("at step {}, {what}", self.step)));
@@ -127,6 +189,7 @@ impl Trainer {
 
     /// Writes a checkpoint (atomically and durably); a diverged state is refused
     /// ([`Trainer::divergence`], [`Error::Diverged`]) and `path` left as it was.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn save(&mut self, path: &Path) -> Result<(), Error> {
         let ck = self.checkpoint()?;
         if let Some(why) = self.divergence(&ck)? {
@@ -135,37 +198,102 @@ impl Trainer {
         checkpoint::save(path, &ck)
     }
 
-    /// Continues `prompt` by `n` bytes, sampled with `temperature` and `top_k`.
+    /// Continues `prompt` by `n` tokens, sampled with `temperature` and `top_k`; returns the
+    /// continuation's text.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn generate(
         &mut self,
-        prompt: &[u8],
+        prompt: &str,
         n: usize,
         temperature: f32,
         top_k: usize,
         seed: u64,
-    ) -> Result<Vec<u8>, Error> {
-        generate(&mut self.model, prompt, n, temperature, top_k, seed)
+    ) -> Result<String, Error> {
+        generate(&mut self.model, self.corpus.tokenizer(), prompt, n, temperature, top_k, seed)
+    }
+
+    /// [`Trainer::generate`] without blocking.
+    pub async fn generate_async(
+        &mut self,
+        prompt: &str,
+        n: usize,
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    ) -> Result<String, Error> {
+        generate_async(&mut self.model, self.corpus.tokenizer(), prompt, n, temperature, top_k, seed).await
     }
 }
 
-/// Continues `prompt` by `n` bytes with the model's forward kernels.
+/// The state of a generation: the context so far and the tokens sampled.
+struct Generation {
+    rng: Rng,
+    ctx: Vec<u32>,
+    out: Vec<u32>,
+    /// Tokens that can be sampled: the tokenizer's, not the model's padding.
+    vocab: usize,
+    temperature: f32,
+    top_k: usize,
+}
+
+impl Generation {
+    fn new(
+        tokenizer: &Tokenizer,
+        prompt: &str,
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    ) -> Result<Generation, Error> {
+        let mut ctx = tokenizer.encode(prompt.as_bytes())?;
+        if ctx.is_empty() {
+            ctx = tokenizer.encode(b"\n")?;
+        }
+        let vocab = tokenizer.vocab_size();
+        Ok(Generation { rng: Rng::for_step(seed, 7, 0), ctx, out: Vec::new(), vocab, temperature, top_k })
+    }
+
+    fn push(&mut self, logits: &[f32]) {
+        let logits = &logits[..self.vocab.min(logits.len())];
+        let next = sample(logits, self.temperature, self.top_k, &mut self.rng) as u32;
+        self.ctx.push(next);
+        self.out.push(next);
+    }
+}
+
+/// Continues `prompt` by `n` tokens with the model's forward kernels; returns the continuation's
+/// text (decoded by `tokenizer`, the model's).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn generate(
     model: &mut Model,
-    prompt: &[u8],
+    tokenizer: &Tokenizer,
+    prompt: &str,
     n: usize,
     temperature: f32,
     top_k: usize,
     seed: u64,
-) -> Result<Vec<u8>, Error> {
-    let mut rng = Rng::for_step(seed, 7, 0);
-    let mut ctx: Vec<u32> =
-        if prompt.is_empty() { vec![b'\n' as u32] } else { prompt.iter().map(|&b| b as u32).collect() };
-    let mut out = Vec::with_capacity(n);
+) -> Result<String, Error> {
+    let mut g = Generation::new(tokenizer, prompt, temperature, top_k, seed)?;
     for _ in 0..n {
-        let logits = model.next_logits(&ctx)?;
-        let next = sample(&logits, temperature, top_k, &mut rng) as u32;
-        ctx.push(next);
-        out.push(next as u8);
+        let logits = model.next_logits(&g.ctx)?;
+        g.push(&logits);
     }
-    Ok(out)
+    tokenizer.decode(&g.out)
+}
+
+/// [`generate`] without blocking.
+pub async fn generate_async(
+    model: &mut Model,
+    tokenizer: &Tokenizer,
+    prompt: &str,
+    n: usize,
+    temperature: f32,
+    top_k: usize,
+    seed: u64,
+) -> Result<String, Error> {
+    let mut g = Generation::new(tokenizer, prompt, temperature, top_k, seed)?;
+    for _ in 0..n {
+        let logits = model.next_logits_async(&g.ctx).await?;
+        g.push(&logits);
+    }
+    tokenizer.decode(&g.out)
 }

@@ -14,7 +14,6 @@ mod common;
 use clap::Parser;
 use kernels_train::checkpoint::{self, Checkpoint};
 use kernels_train::cli::{self, Args, Stop, exit};
-use kernels_train::data::Corpus;
 use kernels_train::rng::Rng;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -91,7 +90,7 @@ fn signals_save_a_checkpoint_that_resumes_and_one_run_holds_a_checkpoint() {
     let Some(_gpu) = common::gpu() else { return };
     let dir = tmp("signals");
     let data = dir.join("data.txt");
-    let text = Corpus::built_in().bytes().to_vec();
+    let text = kernels_train::data::built_in_text();
     std::fs::write(&data, &text).unwrap();
     let ck = dir.join("m.safetensors");
     let (datap, ckp) = (data.to_str().unwrap(), ck.to_str().unwrap());

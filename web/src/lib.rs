@@ -10,6 +10,10 @@
 //!   wasm-bindgen, called by `index.html`) opens the browser's adapter and writes the lines into
 //!   the page (`<li data-status="pass|fail|info|needs-f16">`);
 //! - natively, on the native adapter, in this crate's unit test.
+//!
+//! [`train`] is the second page, `train.html`: the trainer of `kernels-train` in the browser.
+
+pub mod train;
 
 use kernels::infrastructure::{axpy, clamp_inplace, copy, fill_const, fill_zero, reduce_max, reduce_sum, scale};
 use kernels::ops::{ReduceScratch, reduce_max_into, reduce_sum_into};
@@ -332,7 +336,7 @@ async fn reductions(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> 
 
 /// The preamble's `wg_reduce_sum` / `wg_reduce_max` directly, max then two sums back to back:
 /// every invocation must get its workgroup's result, and Σ 0..255 must be exactly 32640 at
-/// whatever subgroup size the device runs (the original engine got 7392 with subgroups of 8).
+/// whatever subgroup size the device runs (a reduction written for one subgroup size sums wrong at another).
 async fn probe(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> {
     const GROUPS: usize = 5;
     let mut vals: Vec<f32> = (0..256).map(|t| t as f32).collect();

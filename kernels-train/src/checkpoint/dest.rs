@@ -13,6 +13,12 @@ pub fn curve_path(checkpoint: &Path) -> PathBuf {
     checkpoint.with_file_name(format!("{}.loss.svg", stem(checkpoint)))
 }
 
+/// `model.safetensors` → `model.tokenizer.json`: a copy of the run's tokenizer (other than
+/// bytes) in the standard format, for other tools; the checkpoint records its own.
+pub fn tokenizer_path(checkpoint: &Path) -> PathBuf {
+    checkpoint.with_file_name(format!("{}.tokenizer.json", stem(checkpoint)))
+}
+
 /// `model.safetensors` → `model.diverged.safetensors`: where the state of a run whose loss
 /// became NaN or infinite goes (never over the checkpoint).
 pub fn diverged_path(checkpoint: &Path) -> PathBuf {
@@ -106,10 +112,11 @@ impl Destination {
             return 0;
         }
         let dir = dir_of(&self.path);
-        let prefixes: Vec<String> = [self.path.clone(), curve_path(&self.path), diverged_path(&self.path)]
-            .iter()
-            .map(|p| partial_prefix(p))
-            .collect();
+        let prefixes: Vec<String> =
+            [self.path.clone(), curve_path(&self.path), diverged_path(&self.path), tokenizer_path(&self.path)]
+                .iter()
+                .map(|p| partial_prefix(p))
+                .collect();
         let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
         let mut removed = 0;
         for entry in entries.flatten() {
@@ -139,6 +146,16 @@ impl Destination {
     pub fn write_curve(&self, svg: &str) -> Result<PathBuf, Error> {
         let to = curve_path(&self.path);
         write_atomic(&to, |w| w.write_all(svg.as_bytes()))?;
+        Ok(to)
+    }
+}
+
+impl Destination {
+    /// Writes the tokenizer's `tokenizer.json` beside the checkpoint ([`tokenizer_path`]),
+    /// atomically; returns where.
+    pub fn write_tokenizer(&self, json: &str) -> Result<PathBuf, Error> {
+        let to = tokenizer_path(&self.path);
+        write_atomic(&to, |w| w.write_all(json.as_bytes()))?;
         Ok(to)
     }
 }

@@ -2,7 +2,11 @@
 //! loadable by PyTorch's `safetensors.torch.load_file`), the AdamW moments
 //! (`optim.m.<name>`, `optim.v.<name>`), the loss history (`history.train`, `history.validation`:
 //! [n, 2] of (step, loss)), and metadata: `format`, `config` (the model shape as JSON), `step`
-//! (steps done), `seed`, and `checksum`.
+//! (steps done), `seed`, `tokenizer` (`bytes`, or the tokenizer's `tokenizer.json` text:
+//! [`Tokenizer::record`]) and `checksum`.
+//!
+//! [`to_bytes`] and [`from_bytes`] encode and decode a checkpoint in memory (every target,
+//! the browser's too); the files (`save`, `load`, `Destination`) are native only.
 //!
 //! What is guaranteed (each tested):
 //! - **Integrity.** `checksum` is a CRC-32 over every other metadata entry and every tensor's
@@ -20,21 +24,31 @@
 //! - **One run per checkpoint** ([`Destination`]): an advisory lock on `.NAME.lock` beside it,
 //!   held for the whole run; a second run on the same checkpoint fails with [`Error::Busy`].
 
+#[cfg(not(target_arch = "wasm32"))]
 mod dest;
 mod read;
 mod write;
 
-pub use dest::{Destination, curve_path, diverged_path};
+#[cfg(not(target_arch = "wasm32"))]
+pub use dest::{Destination, curve_path, diverged_path, tokenizer_path};
+pub use read::from_bytes;
+#[cfg(not(target_arch = "wasm32"))]
 pub use read::load;
+pub use write::to_bytes;
+#[cfg(not(target_arch = "wasm32"))]
 pub use write::{save, save_diverged, write_atomic};
 
 use crate::Error;
 use crate::config::ModelConfig;
 use crate::model::Tensors;
+use crate::tokenizer::Tokenizer;
 use std::collections::BTreeMap;
 
-/// The format tag in the metadata (2: with a checksum).
-pub const FORMAT: &str = "kernels-train/2";
+/// The format tag in the metadata (3: with the tokenizer).
+pub const FORMAT: &str = "kernels-train/3";
+
+/// The previous format (a checksum, no tokenizer: bytes), still read.
+pub const FORMAT_BYTES_ONLY: &str = "kernels-train/2";
 
 /// Largest step count a checkpoint may record (the optimizer's bias correction takes the step
 /// as an `i32`).
@@ -59,6 +73,8 @@ pub struct Checkpoint {
     pub train_history: Vec<(usize, f32)>,
     /// (step, validation loss).
     pub val_history: Vec<(usize, f32)>,
+    /// The tokenizer the model reads (its vocabulary, padded, is `model.vocab`).
+    pub tokenizer: Tokenizer,
 }
 
 impl Checkpoint {
@@ -114,6 +130,7 @@ fn metadata(c: &Checkpoint) -> BTreeMap<String, String> {
         ("config".to_string(), config_json(&c.model)),
         ("step".to_string(), c.step.to_string()),
         ("seed".to_string(), c.seed.to_string()),
+        ("tokenizer".to_string(), c.tokenizer.record().to_string()),
     ])
 }
 
@@ -152,6 +169,20 @@ fn checksum<'a>(
         field(t.data);
     }
     format!("crc32:{:08x}", h.finalize())
+}
+
+/// Checks that a checkpoint's tokenizer is the one the user asked for (`None`: none asked,
+/// the checkpoint's is used).
+pub fn check_tokenizer(found: &Tokenizer, wanted: Option<&Tokenizer>) -> Result<(), Error> {
+    match wanted {
+        Some(w) if w != found => Err(Error::Checkpoint(format!(
+            "the checkpoint was trained with another tokenizer: {} (checkpoint) vs {} (--tokenizer){}; omit --tokenizer to use the checkpoint's",
+            found.describe(),
+            w.describe(),
+            if w.describe() == found.describe() { ", with other tokens or merges" } else { "" }
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Checks that a checkpoint fits the model the user asked for.

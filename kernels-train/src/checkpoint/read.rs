@@ -1,10 +1,12 @@
 //! Reading: parse, verify the checksum, bound the metadata, then copy the tensors out.
 
-use super::{Checkpoint, FORMAT, MAX_STEP, TensorBytes, checksum, parse_config};
+use super::{Checkpoint, FORMAT, FORMAT_BYTES_ONLY, MAX_STEP, TensorBytes, checksum, parse_config};
 use crate::Error;
 use crate::model::Tensors;
 use crate::params::{self, LAYER_TENSORS, host_vec};
+use crate::tokenizer::Tokenizer;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// Reads a checkpoint. In order, before anything is allocated for its contents: the file parses
@@ -13,19 +15,22 @@ use std::path::Path;
 /// step within [`MAX_STEP`], and it holds exactly the tensors of that model. A damaged file is an
 /// [`Error::Corrupt`] that says so; a missing one or another program's file an
 /// [`Error::Checkpoint`].
+#[cfg(not(target_arch = "wasm32"))]
 pub fn load(path: &Path) -> Result<Checkpoint, Error> {
     let bytes = std::fs::read(path).map_err(|e| Error::Checkpoint(format!("cannot read {}: {e}", path.display())))?;
-    decode(&bytes, &path.display().to_string())
+    from_bytes(&bytes, &path.display().to_string())
 }
 
-/// [`load`] of a file's bytes; `shown` names the file in messages.
-pub(super) fn decode(bytes: &[u8], shown: &str) -> Result<Checkpoint, Error> {
+/// A checkpoint from a file's bytes (`load` without the file), with the same checks; `shown`
+/// names the file in messages.
+pub fn from_bytes(bytes: &[u8], shown: &str) -> Result<Checkpoint, Error> {
     let corrupt = |what: String| Error::Corrupt(format!("{shown}: {what}"));
     let st = SafeTensors::deserialize(bytes).map_err(|e| corrupt(format!("not a valid safetensors file ({e})")))?;
     let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| corrupt(e.to_string()))?;
     let meta = header.metadata().clone().unwrap_or_default();
-    match meta.get("format").map(String::as_str) {
-        Some(FORMAT) => {}
+    let format = meta.get("format").map(String::as_str);
+    match format {
+        Some(FORMAT | FORMAT_BYTES_ONLY) => {}
         Some(f) if f.starts_with("kernels-train/") => {
             return Err(Error::Checkpoint(format!(
                 "{shown} was written by another version of this trainer (format {f}; this one reads {FORMAT})"
@@ -58,6 +63,19 @@ pub(super) fn decode(bytes: &[u8], shown: &str) -> Result<Checkpoint, Error> {
         meta.get(k).and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| corrupt(format!("the metadata lacks `{k}`")))
     };
     let (step, seed) = (num("step")?, num("seed")?);
+    let tokenizer = match (format, meta.get("tokenizer")) {
+        (Some(FORMAT_BYTES_ONLY), _) => Tokenizer::bytes(),
+        (_, Some(record)) => Tokenizer::from_record(record).map_err(|e| corrupt(e.to_string()))?,
+        (_, None) => return Err(corrupt("the metadata lacks `tokenizer`".into())),
+    };
+    if tokenizer.model_vocab() != model.vocab {
+        return Err(corrupt(format!(
+            "its vocabulary of {} does not fit its tokenizer, {} (a model vocabulary of {})",
+            model.vocab,
+            tokenizer.describe(),
+            tokenizer.model_vocab()
+        )));
+    }
     if step > MAX_STEP {
         return Err(corrupt(format!("its step {step} is over {MAX_STEP}")));
     }
@@ -107,6 +125,7 @@ pub(super) fn decode(bytes: &[u8], shown: &str) -> Result<Checkpoint, Error> {
         v,
         train_history: hist("history.train")?,
         val_history: hist("history.validation")?,
+        tokenizer,
     })
 }
 

@@ -22,6 +22,7 @@ fn sample(seed: u64) -> Checkpoint {
         params: init,
         train_history: vec![(0, 5.5), (1, 5.0)],
         val_history: vec![(1, 5.1)],
+        tokenizer: crate::tokenizer::Tokenizer::bytes(),
     }
 }
 
@@ -104,7 +105,7 @@ fn single_bit_flips_are_rejected_or_harmless() {
     let mut bytes = good.clone();
     for bit in bits {
         bytes[bit / 8] ^= 1 << (bit % 8);
-        let result = read::decode(&bytes, "flipped");
+        let result = from_bytes(&bytes, "flipped");
         bytes[bit / 8] ^= 1 << (bit % 8);
         match result {
             Err(Error::Corrupt(_) | Error::Checkpoint(_)) => rejected += 1,
@@ -209,11 +210,72 @@ fn crafted_metadata_is_refused_before_allocation() {
                 h["__metadata__"]["step"] = "0".into();
             }),
         ),
+        (
+            "no tokenizer",
+            craft(&|h| {
+                h["__metadata__"].as_object_mut().unwrap().remove("tokenizer");
+            }),
+        ),
+        (
+            "a tokenizer that does not parse",
+            craft(&|h| {
+                h["__metadata__"]["tokenizer"] = "{\"model\": 3}".into();
+            }),
+        ),
+        ("a vocabulary that is not the tokenizer's", craft(&set_config("vocab", 320.into()))),
     ] {
         let e = result.expect_err(what);
         assert!(matches!(e, Error::Corrupt(_)), "{what}: {e}");
         eprintln!("{what}: {e}");
     }
+    // A file of the previous format (no tokenizer) reads as bytes.
+    let old = craft(&|h| {
+        let meta = h["__metadata__"].as_object_mut().unwrap();
+        meta.remove("tokenizer");
+        meta.insert("format".into(), FORMAT_BYTES_ONLY.into());
+    });
+    assert_eq!(old.unwrap(), c);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A checkpoint with a BPE tokenizer: its JSON is in the metadata, under the checksum (a
+/// changed merge is damage), and it reads back as the same tokenizer; in memory and on disk
+/// the bytes are the same.
+#[test]
+fn the_tokenizer_is_recorded_under_the_checksum() {
+    let text = crate::data::built_in_text();
+    let tk = crate::tokenizer::Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 300, false).unwrap();
+    let model = ModelConfig::new(8, 1, 2, 1, 4).with_vocab(tk.model_vocab());
+    let init = params::init(&model, 9).unwrap();
+    let c = Checkpoint {
+        model,
+        step: 2,
+        seed: 9,
+        m: init.as_ref().map(|p| p.iter().map(|x| x * 0.5).collect()),
+        v: init.as_ref().map(|p| p.iter().map(|x| x * x).collect()),
+        params: init,
+        train_history: vec![(1, 5.5)],
+        val_history: vec![],
+        tokenizer: tk,
+    };
+    let bytes = to_bytes(&c).unwrap();
+    let back = from_bytes(&bytes, "memory").unwrap();
+    assert_eq!(back, c);
+    assert_eq!(back.tokenizer.json(), c.tokenizer.json());
+    let dir = scratch_dir("tokenizer");
+    let path = dir.join("model.safetensors");
+    save(&path, &c).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    // One merge changed inside the header: the checksum refuses it.
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + n]).unwrap();
+    let at = header.find("merges").expect("the BPE's merges are in the header");
+    let mut damaged = bytes.clone();
+    // A letter of a merge, changed to another letter: the JSON stays valid.
+    let i = 8 + at + 8 + header[at + 8..].find(|c: char| c.is_ascii_lowercase()).unwrap();
+    damaged[i] = if damaged[i] == b'a' { b'b' } else { b'a' };
+    let e = from_bytes(&damaged, "damaged").unwrap_err();
+    assert!(matches!(e, Error::Corrupt(_)), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

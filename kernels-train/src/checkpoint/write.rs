@@ -1,12 +1,38 @@
-//! Writing: the safetensors encoding with its checksum, and the atomic, durable file write.
+//! Writing: the safetensors encoding with its checksum (in memory on every target), and the
+//! atomic, durable file write (native).
 
 use super::{Checkpoint, TensorBytes, checksum, metadata};
 use crate::Error;
 use crate::params;
+#[cfg(not(target_arch = "wasm32"))]
 use std::io::Write;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::{Path, PathBuf};
+#[cfg(not(target_arch = "wasm32"))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The bytes of the checkpoint file of `c`, exactly as [`save`] writes them (same format, same
+/// checksum); refuses a state holding a NaN or an infinity ([`Error::Diverged`]). For the
+/// browser, which has no files: its "download checkpoint" is these bytes.
+pub fn to_bytes(c: &Checkpoint) -> Result<Vec<u8>, Error> {
+    c.model.validate()?;
+    if let Some(what) = c.non_finite() {
+        return Err(Error::Diverged(format!("{what}; no checkpoint written")));
+    }
+    let (train, val) = (history(&c.train_history), history(&c.val_history));
+    let (header, data) = encode(c, &train, &val)?;
+    let total = data.iter().map(|t| t.len() * 4).sum::<usize>() + 8 + header.len();
+    let mut out = Vec::new();
+    out.try_reserve_exact(total).map_err(|e| Error::Save(format!("no memory for a {total}-byte checkpoint: {e}")))?;
+    out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    out.extend_from_slice(&header);
+    for t in data {
+        out.extend_from_slice(bytemuck::cast_slice(t));
+    }
+    Ok(out)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 /// Writes `c` to `path` atomically and durably; refuses a state holding a NaN or an infinity
 /// ([`Error::Diverged`]): a checkpoint written here is always finite.
 pub fn save(path: &Path, c: &Checkpoint) -> Result<(), Error> {
@@ -17,6 +43,7 @@ pub fn save(path: &Path, c: &Checkpoint) -> Result<(), Error> {
     save_diverged(path, c)
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Writes `c` to `path` atomically and durably, finite or not (for the record of a diverged
 /// run; [`save`] is the one for checkpoints).
 pub fn save_diverged(path: &Path, c: &Checkpoint) -> Result<(), Error> {
@@ -82,6 +109,7 @@ fn encode<'a>(c: &'a Checkpoint, train: &'a [f32], val: &'a [f32]) -> Result<(Ve
     Ok((bytes, tensors.into_iter().map(|t| t.2).collect()))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// A temporary file's name beside `path`: `.NAME.partial-PID-N`, unique within the process
 /// and across processes, and never a checkpoint name.
 pub(super) fn partial_name(path: &Path) -> PathBuf {
@@ -90,12 +118,14 @@ pub(super) fn partial_name(path: &Path) -> PathBuf {
     path.with_file_name(format!("{}{}-{n}", partial_prefix(path), std::process::id()))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// The prefix of every temporary file of `path` (`.NAME.partial-`).
 pub(super) fn partial_prefix(path: &Path) -> String {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "checkpoint".into());
     format!(".{name}.partial-")
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Writes a file atomically and durably: `fill` writes the contents into a new temporary file
 /// beside `path` (`.NAME.partial-PID-N`), which is flushed to disk, renamed over `path`, and the
 /// directory flushed after the rename. On any failure the temporary file is removed and `path`
@@ -124,6 +154,7 @@ pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut dyn Write) -> std::io::R
     sync_dir(dir).map_err(|e| fail("flush the directory of", e))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Flushes a directory's entries (the rename) to disk. Filesystems that cannot (the call is
 /// refused as invalid or unsupported) are taken as they are.
 fn sync_dir(dir: &Path) -> std::io::Result<()> {

@@ -2,6 +2,7 @@
 
 use crate::config::{ModelConfig, TrainConfig};
 use crate::model::Attention;
+use crate::tokenizer::TokenizerChoice;
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 
@@ -14,7 +15,7 @@ pub enum Preset {
     Gpt2Small,
 }
 
-/// Train a LLaMA-style byte-level language model on the GPU, or sample from one.
+/// Train a LLaMA-style language model on the GPU (on bytes or BPE tokens), or sample from one.
 #[derive(Parser, Debug)]
 #[command(name = "train", version, about, long_about = None)]
 pub struct Args {
@@ -36,7 +37,7 @@ pub struct Args {
     /// SwiGLU width (default ⅔·4·dim rounded up to 32).
     #[arg(long)]
     pub ffn: Option<usize>,
-    /// Context length in bytes.
+    /// Context length in tokens.
     #[arg(long)]
     pub seq_len: Option<usize>,
     /// Sequences per step.
@@ -75,6 +76,12 @@ pub struct Args {
     /// A UTF-8 text file to train on (default: this project's own text, built in).
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// Tokens: `bytes` (256, the default of a new run), `bpe:N` (train an N-token byte-level BPE
+    /// on the training text, saved beside the checkpoint as NAME.tokenizer.json), or a
+    /// tokenizer.json file (e.g. GPT-2's). --resume and --generate use the checkpoint's; given
+    /// there, it must name the same one.
+    #[arg(long, value_name = "bytes|bpe:N|FILE.json")]
+    pub tokenizer: Option<TokenizerChoice>,
     /// Where the checkpoint goes (the loss curve goes beside it, `.loss.svg`; a diverged
     /// state, never over it, to `.diverged.safetensors`).
     #[arg(long, default_value = "checkpoints/model.safetensors")]
@@ -94,13 +101,13 @@ pub struct Args {
     /// Sample from the checkpoint, continuing this prompt, and exit.
     #[arg(long)]
     pub generate: Option<String>,
-    /// Bytes to sample.
-    #[arg(long, default_value_t = 300)]
-    pub sample_bytes: usize,
+    /// Tokens to sample (bytes, with byte tokens).
+    #[arg(long, alias = "sample-bytes", default_value_t = 300)]
+    pub sample_tokens: usize,
     /// Sampling temperature (0: greedy).
     #[arg(long, default_value_t = 0.8)]
     pub temperature: f32,
-    /// Sample among the k most likely bytes (0: all).
+    /// Sample among the k most likely tokens (0: all).
     #[arg(long, default_value_t = 40)]
     pub top_k: usize,
     /// Time one step on the GPU (timestamps around every dispatch) and print where it went.
@@ -129,8 +136,9 @@ pub enum AttentionArg {
 
 /// The model shape the flags ask for (preset defaults, flags on top).
 pub fn model_config(a: &Args) -> ModelConfig {
+    let tiny = ModelConfig::tiny();
     let (layers, dim, heads, kv, seq) = match a.preset {
-        Preset::Tiny => (2, 64, 4, 2, 64),
+        Preset::Tiny => (tiny.layers, tiny.dim, tiny.heads, tiny.kv_heads, tiny.seq_len),
         Preset::Gpt2Small => (12, 768, 12, 12, 1024),
     };
     let mut c = ModelConfig::new(
@@ -148,8 +156,9 @@ pub fn model_config(a: &Args) -> ModelConfig {
 
 /// The training settings the flags ask for.
 pub fn train_config(a: &Args) -> TrainConfig {
+    let tiny = TrainConfig::tiny();
     let (batch, steps, lr, min_lr, warmup) = match a.preset {
-        Preset::Tiny => (8, 150, 4e-3, 4e-4, 15),
+        Preset::Tiny => (tiny.batch, tiny.steps, tiny.lr, tiny.min_lr, tiny.warmup),
         Preset::Gpt2Small => (8, 2000, 6e-4, 6e-5, 100),
     };
     TrainConfig {

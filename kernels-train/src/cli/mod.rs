@@ -21,7 +21,8 @@ pub use signals::{SIGHUP, SIGINT, SIGTERM, Stop};
 
 use crate::Error;
 use crate::checkpoint::Destination;
-use crate::data::Corpus;
+use crate::data;
+use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use clap::Parser;
 
 /// The process exit codes.
@@ -73,10 +74,6 @@ fn usage(message: String) -> Failure {
 /// after the current step and returns with code 128 + the signal's number.
 pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     args::check(&args).map_err(usage)?;
-    let corpus = match &args.data {
-        Some(p) => Corpus::open(p)?,
-        None => Corpus::built_in(),
-    };
     let say = Say(args.quiet);
     if let Some(prompt) = &args.generate {
         let gpu = kernels::Gpu::new().map_err(Error::from)?;
@@ -112,10 +109,18 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
         }
         Some(dest)
     };
+    let (text, source) = match &args.data {
+        Some(p) => (data::read_text(p)?, p.display().to_string()),
+        None => (data::built_in_text(), "built-in project text".to_string()),
+    };
     let gpu = kernels::Gpu::new().map_err(Error::from)?;
     say.line(format!("adapter: {}", gpu.report()));
-    let trainer =
-        if args.resume { resume::open(&args, &gpu, corpus, &say)? } else { train::start(&args, &gpu, corpus)? };
+    let trainer = if args.resume {
+        resume::open(&args, &gpu, &text, &source, &say)?
+    } else {
+        train::start(&args, &gpu, &text, &source, dest.as_ref(), &say)?
+    };
+    drop(text);
     train::describe(&trainer, &say);
     let warm = gpu.warm_up(kernels::all_kernels()).map_err(Error::from)?;
     say.line(format!("pipelines: {} built in {:.2} s", warm.built, warm.seconds));
@@ -123,6 +128,26 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
         None => profile::run(trainer),
         Some(dest) => train::run(&args, trainer, &dest, stop, &say),
     }
+}
+
+/// Checks `--tokenizer`, if given, against the tokenizer a checkpoint recorded (which
+/// `--resume` and `--generate` use): naming another is an error that says what each is.
+fn check_recorded(args: &Args, found: &Tokenizer) -> Result<(), Failure> {
+    let wanted = match &args.tokenizer {
+        None => return Ok(()),
+        Some(TokenizerChoice::Bytes) => Tokenizer::bytes(),
+        Some(TokenizerChoice::File(path)) => Tokenizer::open(path)?,
+        // The checkpoint's BPE is used as recorded, not trained again: its size must match.
+        Some(TokenizerChoice::Bpe(n)) if !found.is_bytes() && found.vocab_size() == *n => return Ok(()),
+        Some(TokenizerChoice::Bpe(n)) => {
+            return Err(Error::Checkpoint(format!(
+                "the checkpoint was trained with another tokenizer: {} (checkpoint) vs a BPE of {n} tokens (--tokenizer bpe:{n}); omit --tokenizer to use the checkpoint's",
+                found.describe()
+            ))
+            .into());
+        }
+    };
+    Ok(crate::checkpoint::check_tokenizer(found, Some(&wanted))?)
 }
 
 /// Writes the program's output (a sample, a profile) to stdout; a stdout that cannot take it

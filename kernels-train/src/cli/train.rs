@@ -8,32 +8,73 @@ use crate::Error;
 use crate::checkpoint::Destination;
 use crate::data::Corpus;
 use crate::plot::loss_svg;
+use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use crate::trainer::Trainer;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels::Gpu;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// A new run from the flags' model and seed.
-pub(super) fn start(args: &Args, gpu: &Gpu, corpus: Corpus) -> Result<Trainer, Failure> {
-    Ok(Trainer::new(gpu, &model_config(args), &train_config(args), corpus)?)
+/// A new run from the flags' model, tokenizer and seed. A `bpe:N` tokenizer is trained on
+/// `text` here (with a progress bar); a tokenizer other than bytes is written beside the
+/// checkpoint (`dest`, if any) as `NAME.tokenizer.json`.
+pub(super) fn start(
+    args: &Args,
+    gpu: &Gpu,
+    text: &[u8],
+    source: &str,
+    dest: Option<&Destination>,
+    say: &Say,
+) -> Result<Trainer, Failure> {
+    let tokenizer = match args.tokenizer.clone().unwrap_or(TokenizerChoice::Bytes) {
+        TokenizerChoice::Bytes => Tokenizer::bytes(),
+        TokenizerChoice::File(path) => Tokenizer::open(&path)?,
+        TokenizerChoice::Bpe(n) => {
+            let text = std::str::from_utf8(text).map_err(|e| {
+                Error::Data(format!("{source} is not UTF-8 ({e}): a BPE is trained on text; use --tokenizer bytes"))
+            })?;
+            say.line(format!("training a byte-level BPE of {n} tokens on {source}"));
+            let started = Instant::now();
+            let t = Tokenizer::train_bpe(text, n, !args.quiet)?;
+            say.line(format!("BPE trained: {} in {:.1} s", t.describe(), started.elapsed().as_secs_f64()));
+            t
+        }
+    };
+    if let (Some(dest), Some(json)) = (dest, tokenizer.json()) {
+        let to = dest.write_tokenizer(json)?;
+        say.line(format!("tokenizer: {}", to.display()));
+    }
+    let started = Instant::now();
+    let corpus = Corpus::new(text, source, tokenizer)?;
+    if !corpus.tokenizer().is_bytes() {
+        say.line(format!(
+            "tokenized {} bytes into {} tokens in {:.1} s",
+            text.len(),
+            corpus.len(),
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    let cfg = model_config(args).with_vocab(corpus.tokenizer().model_vocab());
+    Ok(Trainer::new(gpu, &cfg, &train_config(args), corpus)?)
 }
 
 /// One line about the model and the data.
 pub(super) fn describe(trainer: &Trainer, say: &Say) {
     let cfg = &trainer.model.cfg;
     say.line(format!(
-        "model: {} layers, width {}, {} heads ({} kv), ffn {}, context {}; {:.2}M parameters; {:?} attention; data: {} ({} bytes)",
+        "model: {} layers, width {}, {} heads ({} kv), ffn {}, context {}, vocabulary {}; {:.2}M parameters; {:?} attention; data: {} ({} tokens: {})",
         cfg.layers,
         cfg.dim,
         cfg.heads,
         cfg.kv_heads,
         cfg.ffn_hidden,
         cfg.seq_len,
+        cfg.vocab,
         cfg.parameters() as f64 / 1e6,
         trainer.model.attention,
         trainer.corpus.source,
-        trainer.corpus.len()
+        trainer.corpus.len(),
+        trainer.corpus.tokenizer().describe()
     ));
 }
 
@@ -226,6 +267,6 @@ pub(super) fn run(
             ),
         });
     }
-    let sample = trainer.generate(b"\n", args.sample_bytes.min(400), args.temperature, args.top_k, args.seed)?;
-    super::output(format!("--- sample ---\n{}\n--------------", String::from_utf8_lossy(&sample)))
+    let sample = trainer.generate("\n", args.sample_tokens.min(400), args.temperature, args.top_k, args.seed)?;
+    super::output(format!("--- sample ---\n{sample}\n--------------"))
 }

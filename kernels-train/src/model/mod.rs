@@ -5,11 +5,12 @@
 //!
 //! By stage: `alloc` allocates the buffers (`Model::with_attention`), `forward` records
 //! the forward pass and the loss, `backward` the gradients, `update` clipping and AdamW; this
-//! file holds the model and what callers use (a step, an evaluation, the next byte's logits,
-//! copies back to the host).
+//! file holds the model and what callers use (a step, an evaluation, the next token's logits,
+//! copies back to the host). Every read-back has an `_async` form, the only one on wasm32 (a
+//! browser's thread must not block); the blocking forms are native only.
 //!
 //! Shapes: M = batch · seq_len rows; D model width; F SwiGLU width; H·Dh query width; Hkv·Dh
-//! key/value width; V = 256. Linear layers keep PyTorch's [out, in] weight layout, so the forward
+//! key/value width; V the vocabulary (256 for bytes). Linear layers keep PyTorch's [out, in] weight layout, so the forward
 //! is `Y = X·Wᵀ` (`matmul_t`), the input gradient `dX = dY·W` (`matmul`) and the weight gradient
 //! `dW += dYᵀ·X` (`matmul_at_acc`, split along the tokens when the output is small:
 //! `kernels::ops::matmul_at_acc_split`).
@@ -159,6 +160,7 @@ impl Model {
     }
 
     /// A training step recorded into a profiled batch: GPU time of every dispatch.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn profile_step(
         &mut self,
         tokens: &[u32],
@@ -178,13 +180,19 @@ impl Model {
     }
 
     /// The mean loss of the last step or evaluation (reads two floats back).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read_loss(&self) -> Result<f32, Error> {
-        let out = self.loss_out.read(&self.gpu)?;
-        Ok(if out[1] > 0.0 { out[0] / out[1] } else { 0.0 })
+        Ok(mean_loss(&self.loss_out.read(&self.gpu)?))
+    }
+
+    /// [`Model::read_loss`] without blocking.
+    pub async fn read_loss_async(&self) -> Result<f32, Error> {
+        Ok(mean_loss(&self.loss_out.read_async(&self.gpu).await?))
     }
 
     /// Forward, loss and backward of one batch without updating: gradients are added to the
     /// gradient buffers. Returns the loss. (For tests and tools.)
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn forward_backward(&mut self, tokens: &[u32], targets: &[u32], batch: usize) -> Result<f32, Error> {
         self.load_tokens(tokens, targets, batch)?;
         let gpu = self.gpu.clone();
@@ -196,21 +204,35 @@ impl Model {
         self.read_loss()
     }
 
-    /// The mean loss of a batch, with no gradients.
-    pub fn eval_loss(&mut self, tokens: &[u32], targets: &[u32], batch: usize) -> Result<f32, Error> {
+    /// Records and submits the forward pass and the loss of a batch, with no gradients.
+    fn submit_eval(&mut self, tokens: &[u32], targets: &[u32], batch: usize) -> Result<(), Error> {
         self.load_tokens(tokens, targets, batch)?;
         let gpu = self.gpu.clone();
         let b = gpu.batch();
         self.record_forward(&b, batch, self.cfg.seq_len)?;
         self.record_loss(&b, batch * self.cfg.seq_len)?;
         b.submit()?;
+        Ok(())
+    }
+
+    /// The mean loss of a batch, with no gradients.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn eval_loss(&mut self, tokens: &[u32], targets: &[u32], batch: usize) -> Result<f32, Error> {
+        self.submit_eval(tokens, targets, batch)?;
         self.read_loss()
     }
 
-    /// The logits for the byte after `context` (its last `seq_len` bytes are used).
-    pub fn next_logits(&mut self, context: &[u32]) -> Result<Vec<f32>, Error> {
+    /// [`Model::eval_loss`] without blocking.
+    pub async fn eval_loss_async(&mut self, tokens: &[u32], targets: &[u32], batch: usize) -> Result<f32, Error> {
+        self.submit_eval(tokens, targets, batch)?;
+        self.read_loss_async().await
+    }
+
+    /// Records and submits the forward pass of `context`'s last `seq_len` tokens; returns
+    /// how many that is.
+    fn submit_next(&mut self, context: &[u32]) -> Result<usize, Error> {
         if context.is_empty() {
-            return Err(Error::Config("generation needs at least one byte of prompt".into()));
+            return Err(Error::Config("generation needs at least one token of prompt".into()));
         }
         let ctx = &context[context.len().saturating_sub(self.cfg.seq_len)..];
         let n = ctx.len();
@@ -221,26 +243,70 @@ impl Model {
         let b = gpu.batch();
         self.record_forward(&b, 1, n)?;
         b.submit()?;
+        Ok(n)
+    }
+
+    /// The logits for the token after `context` (its last `seq_len` tokens are used).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn next_logits(&mut self, context: &[u32]) -> Result<Vec<f32>, Error> {
+        let n = self.submit_next(context)?;
         let v = self.cfg.vocab;
         Ok(self.acts.logits.read_range(&self.gpu, (n - 1) * v..n * v)?)
     }
 
+    /// [`Model::next_logits`] without blocking. (It reads the whole logits buffer back: the
+    /// runtime has no asynchronous partial read.)
+    pub async fn next_logits_async(&mut self, context: &[u32]) -> Result<Vec<f32>, Error> {
+        let n = self.submit_next(context)?;
+        let v = self.cfg.vocab;
+        let mut all = self.acts.logits.read_async(&self.gpu).await?;
+        all.truncate(n * v);
+        Ok(all.split_off((n - 1) * v))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
     fn read_all(&self, tensors: &ModelWeights<B>) -> Result<Tensors, Error> {
         Ok(tensors.as_ref().try_map(|b| b.read(&self.gpu))?)
     }
 
+    async fn read_all_async(&self, tensors: &ModelWeights<B>) -> Result<Tensors, Error> {
+        let mut out = Vec::with_capacity(tensors.count());
+        for b in tensors.as_ref().into_vec() {
+            out.push(b.read_async(&self.gpu).await?);
+        }
+        ModelWeights::from_vec(out, self.cfg.layers)
+    }
+
     /// Copies the parameters back to the host.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn weights(&self) -> Result<Tensors, Error> {
         self.read_all(&self.params)
     }
 
+    /// [`Model::weights`] without blocking.
+    pub async fn weights_async(&self) -> Result<Tensors, Error> {
+        self.read_all_async(&self.params).await
+    }
+
     /// Copies the gradient buffers back to the host.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn gradients(&self) -> Result<Tensors, Error> {
         self.read_all(&self.grads)
     }
 
     /// Copies the AdamW moments back to the host: (m, v).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn moments(&self) -> Result<(Tensors, Tensors), Error> {
         Ok((self.read_all(&self.opt.m)?, self.read_all(&self.opt.v)?))
     }
+
+    /// [`Model::moments`] without blocking.
+    pub async fn moments_async(&self) -> Result<(Tensors, Tensors), Error> {
+        Ok((self.read_all_async(&self.opt.m).await?, self.read_all_async(&self.opt.v).await?))
+    }
+}
+
+/// The mean loss from `loss_out`'s (sum, count).
+fn mean_loss(out: &[f32]) -> f32 {
+    if out[1] > 0.0 { out[0] / out[1] } else { 0.0 }
 }
