@@ -4,30 +4,18 @@
 // several MB: with one 4-byte load per invocation, even a full device holds only about 1 MB in
 // flight). So every invocation here handles several elements and issues all its loads before it
 // uses any:
-// - The element-wise kernels: workgroup `w` owns the EW_CHUNK = 2048 elements
-//   `[w·2048, (w+1)·2048)`; invocation `tid` handles `w·2048 + tid + k·256` for k = 0..7, so in
-//   each of the 8 steps consecutive invocations touch consecutive elements (coalesced). Grid
-//   `workgroups(⌈n/2048⌉)` (2-D past the device's limit; `flat_wg` recovers `w`). An invocation
-//   whose 8 elements are all below `n` loads them at once (unrolled by hand into two vec4s);
-//   the last workgroup's invocations take a guarded loop instead, so nothing past `n` is read
-//   or written.
+// - The element-wise kernels: 8 elements per invocation, 2048 per workgroup, grid
+//   `workgroups(⌈n/2048⌉)` (2-D past the device's limit), through `lib/elementwise.wgsl`; each
+//   kernel defines what it does to 8 elements at once (`ew_eight`) and to one (`ew_one`).
 // - The reductions: workgroup `w` folds REDUCE_CHUNK = 4096 elements into one partial, 16 per
 //   invocation, all 16 loaded before the first addition (the last, partial chunk takes a
 //   guarded loop); the host runs them again on the partials until one value is left
 //   (`kernels::ops::reduce_sum_into`).
-
-// Elements per invocation (EW_PER) and per workgroup (EW_CHUNK) of the element-wise kernels.
-const EW_PER: u32 = 8u;
-const EW_CHUNK: u32 = 2048u;
-const_assert EW_CHUNK == WG * EW_PER;
+//#include "lib/elementwise.wgsl"
 
 // Elements each reduction workgroup folds into one partial: 16 per invocation.
 const REDUCE_CHUNK: u32 = 4096u;
 const_assert REDUCE_CHUNK == 16u * WG;
-// Offsets of an invocation's elements from its first: steps 0..3 and 4..7 of the element-wise
-// kernels (and of each half of a reduction invocation's 8 + 8 loads).
-const EW_LO: vec4<u32> = vec4<u32>(0u, WG, 2u * WG, 3u * WG);
-const EW_HI: vec4<u32> = vec4<u32>(4u * WG, 5u * WG, 6u * WG, 7u * WG);
 
 // --- KERNEL: fill_zero ---
 // Sets `x[i] = 0` for `i < n`. Overwrites `x`; elements past `n` are untouched.
@@ -91,35 +79,30 @@ struct Params {
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<uniform> p: Params;
 
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    let a = vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]) * p.alpha;
+    let b = vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]) * p.alpha;
+    x[lo.x] = a.x;
+    x[lo.y] = a.y;
+    x[lo.z] = a.z;
+    x[lo.w] = a.w;
+    x[hi.x] = b.x;
+    x[hi.y] = b.y;
+    x[hi.z] = b.z;
+    x[hi.w] = b.w;
+}
+
+fn ew_one(j: u32) {
+    x[j] = x[j] * p.alpha;
+}
+
 @compute @workgroup_size(WG)
 fn scale(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    let lo = i + EW_LO;
-    let hi = i + EW_HI;
-    if (hi.w < p.n) {
-        // All 8 loads first, then the stores.
-        let a = vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]) * p.alpha;
-        let b = vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]) * p.alpha;
-        x[lo.x] = a.x;
-        x[lo.y] = a.y;
-        x[lo.z] = a.z;
-        x[lo.w] = a.w;
-        x[hi.x] = b.x;
-        x[hi.y] = b.y;
-        x[hi.z] = b.z;
-        x[hi.w] = b.w;
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < p.n) {
-                x[j] = x[j] * p.alpha;
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, p.n);
 }
 
 // --- KERNEL: axpy ---
@@ -137,38 +120,34 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    let xa = vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]);
+    let xb = vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]);
+    let ya = vec4<f32>(y[lo.x], y[lo.y], y[lo.z], y[lo.w]);
+    let yb = vec4<f32>(y[hi.x], y[hi.y], y[hi.z], y[hi.w]);
+    let a = fma(vec4<f32>(p.alpha), xa, ya);
+    let b = fma(vec4<f32>(p.alpha), xb, yb);
+    y[lo.x] = a.x;
+    y[lo.y] = a.y;
+    y[lo.z] = a.z;
+    y[lo.w] = a.w;
+    y[hi.x] = b.x;
+    y[hi.y] = b.y;
+    y[hi.z] = b.z;
+    y[hi.w] = b.w;
+}
+
+fn ew_one(j: u32) {
+    y[j] = fma(p.alpha, x[j], y[j]);
+}
+
 @compute @workgroup_size(WG)
 fn axpy(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    let lo = i + EW_LO;
-    let hi = i + EW_HI;
-    if (hi.w < p.n) {
-        let xa = vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]);
-        let xb = vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]);
-        let ya = vec4<f32>(y[lo.x], y[lo.y], y[lo.z], y[lo.w]);
-        let yb = vec4<f32>(y[hi.x], y[hi.y], y[hi.z], y[hi.w]);
-        let a = fma(vec4<f32>(p.alpha), xa, ya);
-        let b = fma(vec4<f32>(p.alpha), xb, yb);
-        y[lo.x] = a.x;
-        y[lo.y] = a.y;
-        y[lo.z] = a.z;
-        y[lo.w] = a.w;
-        y[hi.x] = b.x;
-        y[hi.y] = b.y;
-        y[hi.z] = b.z;
-        y[hi.w] = b.w;
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < p.n) {
-                y[j] = fma(p.alpha, x[j], y[j]);
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, p.n);
 }
 
 // --- KERNEL: copy ---
@@ -181,34 +160,30 @@ fn axpy(
 @group(0) @binding(1) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(2) var<uniform> n: u32;
 
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    let a = vec4<f32>(src[lo.x], src[lo.y], src[lo.z], src[lo.w]);
+    let b = vec4<f32>(src[hi.x], src[hi.y], src[hi.z], src[hi.w]);
+    dst[lo.x] = a.x;
+    dst[lo.y] = a.y;
+    dst[lo.z] = a.z;
+    dst[lo.w] = a.w;
+    dst[hi.x] = b.x;
+    dst[hi.y] = b.y;
+    dst[hi.z] = b.z;
+    dst[hi.w] = b.w;
+}
+
+fn ew_one(j: u32) {
+    dst[j] = src[j];
+}
+
 @compute @workgroup_size(WG)
 fn copy(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    let lo = i + EW_LO;
-    let hi = i + EW_HI;
-    if (hi.w < n) {
-        let a = vec4<f32>(src[lo.x], src[lo.y], src[lo.z], src[lo.w]);
-        let b = vec4<f32>(src[hi.x], src[hi.y], src[hi.z], src[hi.w]);
-        dst[lo.x] = a.x;
-        dst[lo.y] = a.y;
-        dst[lo.z] = a.z;
-        dst[lo.w] = a.w;
-        dst[hi.x] = b.x;
-        dst[hi.y] = b.y;
-        dst[hi.z] = b.z;
-        dst[hi.w] = b.w;
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < n) {
-                dst[j] = src[j];
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, n);
 }
 
 // --- KERNEL: clamp_inplace ---
@@ -229,34 +204,30 @@ fn clamp_keep_nan(v: vec4<f32>) -> vec4<f32> {
     return select(min(max(v, vec4<f32>(p.lo)), vec4<f32>(p.hi)), v, v != v);
 }
 
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    let a = clamp_keep_nan(vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]));
+    let b = clamp_keep_nan(vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]));
+    x[lo.x] = a.x;
+    x[lo.y] = a.y;
+    x[lo.z] = a.z;
+    x[lo.w] = a.w;
+    x[hi.x] = b.x;
+    x[hi.y] = b.y;
+    x[hi.z] = b.z;
+    x[hi.w] = b.w;
+}
+
+fn ew_one(j: u32) {
+    x[j] = clamp_keep_nan(vec4<f32>(x[j])).x;
+}
+
 @compute @workgroup_size(WG)
 fn clamp_inplace(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    let lo = i + EW_LO;
-    let hi = i + EW_HI;
-    if (hi.w < p.n) {
-        let a = clamp_keep_nan(vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]));
-        let b = clamp_keep_nan(vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]));
-        x[lo.x] = a.x;
-        x[lo.y] = a.y;
-        x[lo.z] = a.z;
-        x[lo.w] = a.w;
-        x[hi.x] = b.x;
-        x[hi.y] = b.y;
-        x[hi.z] = b.z;
-        x[hi.w] = b.w;
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < p.n) {
-                x[j] = clamp_keep_nan(vec4<f32>(x[j])).x;
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, p.n);
 }
 
 // --- KERNEL: reduce_sum ---

@@ -4,13 +4,8 @@
 
 // Invocations per workgroup of 1-D kernels, and the size the reductions below expect.
 const WG: u32 = 256u;
-// WebGPU's guaranteed limit of workgroups per grid dimension. The runtime uses the device's own
-// limit when it splits a 1-D dispatch; kernels do not depend on this value.
-const MAX_WG_DIM: u32 = 65535u;
 // A finite "minus infinity": the identity of max.
 const NEG_INF: f32 = -3.4028234e38;
-// The largest finite f32.
-const F32_MAX: f32 = 3.4028234e38;
 
 // One linear invocation index in a 1-D dispatch, whether the host dispatched (n, 1, 1) or the
 // 2-D fallback (x, y, 1). Use with @workgroup_size(WG); compare with the length and skip
@@ -28,11 +23,6 @@ fn flat_wg(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 // by compilers that assume no NaNs, so test the exponent bits.
 fn is_finite(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
-}
-
-// x where it is finite, 0 where it is NaN or ±Inf (for the edges of backward passes).
-fn nan_guard(x: f32) -> f32 {
-    return select(0.0, x, is_finite(x));
 }
 
 // Scratch for the workgroup reductions.

@@ -4,15 +4,14 @@
 // `[V, D]` row-major, activations `[rows, D]`. An id ≥ V is "no token": its lookup row is zero
 // and its gradient is dropped.
 //
-// The lookups are 1-D over the rows·D output elements, several per invocation so that enough
-// loads are in flight to cover the memory latency: workgroup `w` owns the EW_CHUNK = 2048
-// elements `[w·2048, (w+1)·2048)` of the flattened output, invocation `tid` copies elements
-// `w·2048 + tid + k·256`, k = 0..7 (in each step consecutive invocations touch consecutive
-// elements: coalesced), issuing its 8 id loads, then its 8 table loads, before any store. Grid
-// `workgroups(⌈rows·D/2048⌉)`, 2-D past the device's limit (`flat_wg`), so any number of rows
-// works; the last workgroup's invocations take a guarded loop. The backward is key-major: one workgroup per (vocabulary row, chunk of
-// BWD_COLS columns), which scans every id in order and sums the matching dOut rows in position
-// order — deterministic without float atomics.
+// The lookups are element-wise over the rows·D output elements, 8 per invocation through
+// `lib/elementwise.wgsl` (grid `workgroups(⌈rows·D/2048⌉)`, 2-D past the device's limit, so any
+// number of rows works): each invocation issues its 8 id loads, then its 8 table loads, before
+// any store. The two lookups share their body (below) and differ in the table's type. The
+// backward is key-major: one workgroup per (vocabulary row, chunk of BWD_COLS columns), which
+// scans every id in order and sums the matching dOut rows in position order — deterministic
+// without float atomics.
+//#include "lib/elementwise.wgsl"
 
 // Columns of the table gradient one `embed_backward` workgroup owns: BWD_PER columns per
 // invocation, WG · BWD_PER in all.
@@ -23,11 +22,6 @@ const BWD_COLS: u32 = 1024u;
 const BWD_WORDS: u32 = 8u;
 const_assert BWD_COLS == WG * BWD_PER;
 
-// Output elements per invocation (EW_PER) and per workgroup (EW_CHUNK) of the lookups.
-const EW_PER: u32 = 8u;
-const EW_CHUNK: u32 = 2048u;
-const_assert EW_CHUNK == WG * EW_PER;
-
 // (row, column) of element i + WG of a row-major [·, dim] matrix, given (row, column) of
 // element i and WG = q·dim + rem (q = WG / dim, rem = WG % dim): one carry at most, since
 // column + rem < 2·dim. Saves a division per element.
@@ -35,6 +29,53 @@ fn step_place(rc: vec2<u32>, q: u32, rem: u32, dim: u32) -> vec2<u32> {
     let c = rc.y + rem;
     let carry = c >= dim;
     return vec2<u32>(rc.x + q + select(0u, 1u, carry), select(c, c - dim, carry));
+}
+
+// The body of `embed_lookup` and `embed_lookup_w16` (the hooks of `elementwise`), which bind
+// `ids`, `out` and `p` alike and differ only in the table's type: each defines the hook
+//   fn table_at(i: u32) -> f32   element i of the table, as f32
+
+// Column c of the table row of token id `id`, or 0 for an id ≥ vocab (tested before
+// indexing: id · dim may wrap for a huge id).
+fn fetch(id: u32, c: u32) -> f32 {
+    var v = 0.0;
+    if (id < p.vocab) {
+        v = table_at(id * p.dim + c);
+    }
+    return v;
+}
+
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    // (row, column) of the 8 elements, one division for all.
+    let i = lo.x;
+    let q = WG / p.dim;
+    let rem = WG - q * p.dim;
+    let e0 = vec2<u32>(i / p.dim, i % p.dim);
+    let e1 = step_place(e0, q, rem, p.dim);
+    let e2 = step_place(e1, q, rem, p.dim);
+    let e3 = step_place(e2, q, rem, p.dim);
+    let e4 = step_place(e3, q, rem, p.dim);
+    let e5 = step_place(e4, q, rem, p.dim);
+    let e6 = step_place(e5, q, rem, p.dim);
+    let e7 = step_place(e6, q, rem, p.dim);
+    // 8 id loads, then 8 table loads, then the stores.
+    let ia = vec4<u32>(ids[e0.x], ids[e1.x], ids[e2.x], ids[e3.x]);
+    let ib = vec4<u32>(ids[e4.x], ids[e5.x], ids[e6.x], ids[e7.x]);
+    let a = vec4<f32>(fetch(ia.x, e0.y), fetch(ia.y, e1.y), fetch(ia.z, e2.y), fetch(ia.w, e3.y));
+    let b = vec4<f32>(fetch(ib.x, e4.y), fetch(ib.y, e5.y), fetch(ib.z, e6.y), fetch(ib.w, e7.y));
+    out[lo.x] = a.x;
+    out[lo.y] = a.y;
+    out[lo.z] = a.z;
+    out[lo.w] = a.w;
+    out[hi.x] = b.x;
+    out[hi.y] = b.y;
+    out[hi.z] = b.z;
+    out[hi.w] = b.w;
+}
+
+fn ew_one(j: u32) {
+    let r = j / p.dim;
+    out[j] = fetch(ids[r], j - r * p.dim);
 }
 
 // --- KERNEL: embed_lookup ---
@@ -56,14 +97,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// Column c of the table row of token id `id`, or 0 for an id ≥ vocab (tested before
-// indexing: id · dim may wrap for a huge id).
-fn fetch(id: u32, c: u32) -> f32 {
-    var v = 0.0;
-    if (id < p.vocab) {
-        v = table[id * p.dim + c];
-    }
-    return v;
+fn table_at(i: u32) -> f32 {
+    return table[i];
 }
 
 @compute @workgroup_size(WG)
@@ -72,42 +107,7 @@ fn embed_lookup(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let n = p.rows * p.dim;
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    if (i + 7u * WG < n) {
-        // (row, column) of the 8 elements, one division for all.
-        let q = WG / p.dim;
-        let rem = WG - q * p.dim;
-        let e0 = vec2<u32>(i / p.dim, i % p.dim);
-        let e1 = step_place(e0, q, rem, p.dim);
-        let e2 = step_place(e1, q, rem, p.dim);
-        let e3 = step_place(e2, q, rem, p.dim);
-        let e4 = step_place(e3, q, rem, p.dim);
-        let e5 = step_place(e4, q, rem, p.dim);
-        let e6 = step_place(e5, q, rem, p.dim);
-        let e7 = step_place(e6, q, rem, p.dim);
-        // 8 id loads, then 8 table loads, then the stores.
-        let ia = vec4<u32>(ids[e0.x], ids[e1.x], ids[e2.x], ids[e3.x]);
-        let ib = vec4<u32>(ids[e4.x], ids[e5.x], ids[e6.x], ids[e7.x]);
-        let a = vec4<f32>(fetch(ia.x, e0.y), fetch(ia.y, e1.y), fetch(ia.z, e2.y), fetch(ia.w, e3.y));
-        let b = vec4<f32>(fetch(ib.x, e4.y), fetch(ib.y, e5.y), fetch(ib.z, e6.y), fetch(ib.w, e7.y));
-        out[i] = a.x;
-        out[i + WG] = a.y;
-        out[i + 2u * WG] = a.z;
-        out[i + 3u * WG] = a.w;
-        out[i + 4u * WG] = b.x;
-        out[i + 5u * WG] = b.y;
-        out[i + 6u * WG] = b.z;
-        out[i + 7u * WG] = b.w;
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < n) {
-                let r = j / p.dim;
-                out[j] = fetch(ids[r], j - r * p.dim);
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, p.rows * p.dim);
 }
 
 // --- KERNEL: embed_lookup_w16 ---
@@ -129,13 +129,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// Column c of the table row of token id `id`, widened, or 0 for an id ≥ vocab.
-fn fetch(id: u32, c: u32) -> f32 {
-    var v = 0.0;
-    if (id < p.vocab) {
-        v = f32(table[id * p.dim + c]);
-    }
-    return v;
+fn table_at(i: u32) -> f32 {
+    return f32(table[i]);
 }
 
 @compute @workgroup_size(WG)
@@ -144,40 +139,7 @@ fn embed_lookup_w16(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let n = p.rows * p.dim;
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    if (i + 7u * WG < n) {
-        let q = WG / p.dim;
-        let rem = WG - q * p.dim;
-        let e0 = vec2<u32>(i / p.dim, i % p.dim);
-        let e1 = step_place(e0, q, rem, p.dim);
-        let e2 = step_place(e1, q, rem, p.dim);
-        let e3 = step_place(e2, q, rem, p.dim);
-        let e4 = step_place(e3, q, rem, p.dim);
-        let e5 = step_place(e4, q, rem, p.dim);
-        let e6 = step_place(e5, q, rem, p.dim);
-        let e7 = step_place(e6, q, rem, p.dim);
-        let ia = vec4<u32>(ids[e0.x], ids[e1.x], ids[e2.x], ids[e3.x]);
-        let ib = vec4<u32>(ids[e4.x], ids[e5.x], ids[e6.x], ids[e7.x]);
-        let a = vec4<f32>(fetch(ia.x, e0.y), fetch(ia.y, e1.y), fetch(ia.z, e2.y), fetch(ia.w, e3.y));
-        let b = vec4<f32>(fetch(ib.x, e4.y), fetch(ib.y, e5.y), fetch(ib.z, e6.y), fetch(ib.w, e7.y));
-        out[i] = a.x;
-        out[i + WG] = a.y;
-        out[i + 2u * WG] = a.z;
-        out[i + 3u * WG] = a.w;
-        out[i + 4u * WG] = b.x;
-        out[i + 5u * WG] = b.y;
-        out[i + 6u * WG] = b.z;
-        out[i + 7u * WG] = b.w;
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < n) {
-                let r = j / p.dim;
-                out[j] = fetch(ids[r], j - r * p.dim);
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, p.rows * p.dim);
 }
 
 // --- KERNEL: embed_backward ---

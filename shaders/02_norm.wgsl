@@ -80,28 +80,9 @@ fn sum_sq8(ss: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {
     return fma(b.w, b.w, s);
 }
 
-// --- KERNEL: rmsnorm_forward ---
-// RMSNorm forward: `y[r, j] = x[r, j] · rrms[r] · gamma[j]` with
-// `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`, for the `[rows, d]` row-major x.
-// One workgroup of 256 per two rows (grid `workgroups(⌈rows/2⌉)`, 2-D past 65535 workgroups;
-// the last workgroup of an odd count has one row), 8 columns per invocation, row and chunk of
-// 2048 (file header).
-// Overwrites `y[0 .. rows·d]` and `rrms[0 .. rows]` (saved for `rmsnorm_backward`).
-// @grid workgroups(ceil_div(p.rows, FWD_ROWS))
-// @requires len(x) >= p.rows * p.d
-// @requires len(gamma) >= p.d
-// @requires len(y) >= p.rows * p.d
-// @requires len(rrms) >= p.rows
-struct Params {
-    rows: u32,
-    d: u32,
-    eps: f32,
-}
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> gamma: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<storage, read_write> rrms: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+// The forward body of `rmsnorm_forward` and `rmsnorm_forward_w16`, which bind `x`, `y`, `rrms`
+// (f32) and `p` (rows, d, eps) alike and differ only in γ's type: each defines the hook
+//   fn gamma_at(j: u32) -> f32   γ at column j < d, as f32
 
 // x at columns j of the row starting at `base`, 0 at columns ≥ lim (lim = d, or 0 for a row
 // that does not exist).
@@ -126,16 +107,16 @@ fn load_x(base: u32, j: vec4<u32>, lim: u32) -> vec4<f32> {
 fn load_gamma(j: vec4<u32>) -> vec4<f32> {
     var v = vec4<f32>(0.0);
     if (j.x < p.d) {
-        v.x = gamma[j.x];
+        v.x = gamma_at(j.x);
     }
     if (j.y < p.d) {
-        v.y = gamma[j.y];
+        v.y = gamma_at(j.y);
     }
     if (j.z < p.d) {
-        v.z = gamma[j.z];
+        v.z = gamma_at(j.z);
     }
     if (j.w < p.d) {
-        v.w = gamma[j.w];
+        v.w = gamma_at(j.w);
     }
     return v;
 }
@@ -156,12 +137,8 @@ fn store_y(base: u32, j: vec4<u32>, lim: u32, v: vec4<f32>) {
     }
 }
 
-@compute @workgroup_size(WG)
-fn rmsnorm_forward(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
+// Rows 2w and 2w + 1 of the forward, w = flat_wg(wid, nwg).
+fn rmsnorm_rows(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) {
     let r0 = flat_wg(wid, nwg) * FWD_ROWS;
     // Workgroups past the last row (2-D grid tail) leave together: uniform control flow.
     if (r0 >= p.rows) {
@@ -210,6 +187,43 @@ fn rmsnorm_forward(
     if (tid == 1u && r0 + 1u < p.rows) {
         rrms[r0 + 1u] = r.y;
     }
+}
+
+// --- KERNEL: rmsnorm_forward ---
+// RMSNorm forward: `y[r, j] = x[r, j] · rrms[r] · gamma[j]` with
+// `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`, for the `[rows, d]` row-major x.
+// One workgroup of 256 per two rows (grid `workgroups(⌈rows/2⌉)`, 2-D past 65535 workgroups;
+// the last workgroup of an odd count has one row), 8 columns per invocation, row and chunk of
+// 2048 (file header).
+// Overwrites `y[0 .. rows·d]` and `rrms[0 .. rows]` (saved for `rmsnorm_backward`).
+// @grid workgroups(ceil_div(p.rows, FWD_ROWS))
+// @requires len(x) >= p.rows * p.d
+// @requires len(gamma) >= p.d
+// @requires len(y) >= p.rows * p.d
+// @requires len(rrms) >= p.rows
+struct Params {
+    rows: u32,
+    d: u32,
+    eps: f32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> gamma: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> rrms: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+// The hook of `rmsnorm_rows`: γ at column j.
+fn gamma_at(j: u32) -> f32 {
+    return gamma[j];
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm_forward(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    rmsnorm_rows(wid, nwg, tid);
 }
 
 // --- KERNEL: rmsnorm_forward_w16 ---
@@ -235,57 +249,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> rrms: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-// x at columns j of the row starting at `base`, 0 at columns ≥ lim (lim = d, or 0 for a row
-// that does not exist).
-fn load_x(base: u32, j: vec4<u32>, lim: u32) -> vec4<f32> {
-    var v = vec4<f32>(0.0);
-    if (j.x < lim) {
-        v.x = x[base + j.x];
-    }
-    if (j.y < lim) {
-        v.y = x[base + j.y];
-    }
-    if (j.z < lim) {
-        v.z = x[base + j.z];
-    }
-    if (j.w < lim) {
-        v.w = x[base + j.w];
-    }
-    return v;
-}
-
-// γ at columns j, widened, 0 past d.
-fn load_gamma(j: vec4<u32>) -> vec4<f32> {
-    var v = vec4<f32>(0.0);
-    if (j.x < p.d) {
-        v.x = f32(gamma[j.x]);
-    }
-    if (j.y < p.d) {
-        v.y = f32(gamma[j.y]);
-    }
-    if (j.z < p.d) {
-        v.z = f32(gamma[j.z]);
-    }
-    if (j.w < p.d) {
-        v.w = f32(gamma[j.w]);
-    }
-    return v;
-}
-
-// y at columns j below lim of the row starting at `base`.
-fn store_y(base: u32, j: vec4<u32>, lim: u32, v: vec4<f32>) {
-    if (j.x < lim) {
-        y[base + j.x] = v.x;
-    }
-    if (j.y < lim) {
-        y[base + j.y] = v.y;
-    }
-    if (j.z < lim) {
-        y[base + j.z] = v.z;
-    }
-    if (j.w < lim) {
-        y[base + j.w] = v.w;
-    }
+// The hook of `rmsnorm_rows`: γ at column j, widened.
+fn gamma_at(j: u32) -> f32 {
+    return f32(gamma[j]);
 }
 
 @compute @workgroup_size(WG)
@@ -294,54 +260,7 @@ fn rmsnorm_forward_w16(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let r0 = flat_wg(wid, nwg) * FWD_ROWS;
-    // Workgroups past the last row (2-D grid tail) leave together: uniform control flow.
-    if (r0 >= p.rows) {
-        return;
-    }
-    // Rows r0 and r0 + 1; the second has no columns when r0 is the last row.
-    let base0 = r0 * p.d;
-    let base1 = base0 + p.d;
-    let lim1 = select(0u, p.d, r0 + 1u < p.rows);
-    // The first chunk's x (both rows) and γ, kept in registers. Each invocation adds its squares
-    // in increasing column order (zeros past d add nothing).
-    let j_lo = tid + STEP_LO;
-    let j_hi = tid + STEP_HI;
-    let xa = load_x(base0, j_lo, p.d);
-    let xb = load_x(base0, j_hi, p.d);
-    let za = load_x(base1, j_lo, lim1);
-    let zb = load_x(base1, j_hi, lim1);
-    let ga = load_gamma(j_lo);
-    let gb = load_gamma(j_hi);
-    var ss = vec2<f32>(sum_sq8(0.0, xa, xb), sum_sq8(0.0, za, zb));
-    for (var c = CHUNK; c < p.d; c += CHUNK) {
-        let s0 = sum_sq8(ss.x, load_x(base0, c + j_lo, p.d), load_x(base0, c + j_hi, p.d));
-        ss = vec2<f32>(s0, sum_sq8(ss.y, load_x(base1, c + j_lo, lim1), load_x(base1, c + j_hi, lim1)));
-    }
-    let total = wg_reduce_sum2(tid, ss);
-    let r = 1.0 / sqrt(total / f32(p.d) + p.eps);
-    store_y(base0, j_lo, p.d, xa * r.x * ga);
-    store_y(base0, j_hi, p.d, xb * r.x * gb);
-    store_y(base1, j_lo, lim1, za * r.y * ga);
-    store_y(base1, j_hi, lim1, zb * r.y * gb);
-    for (var c = CHUNK; c < p.d; c += CHUNK) {
-        let g_lo = load_gamma(c + j_lo);
-        let g_hi = load_gamma(c + j_hi);
-        let ya = load_x(base0, c + j_lo, p.d) * r.x * g_lo;
-        let yb = load_x(base0, c + j_hi, p.d) * r.x * g_hi;
-        let wa = load_x(base1, c + j_lo, lim1) * r.y * g_lo;
-        let wb = load_x(base1, c + j_hi, lim1) * r.y * g_hi;
-        store_y(base0, c + j_lo, p.d, ya);
-        store_y(base0, c + j_hi, p.d, yb);
-        store_y(base1, c + j_lo, lim1, wa);
-        store_y(base1, c + j_hi, lim1, wb);
-    }
-    if (tid == 0u) {
-        rrms[r0] = r.x;
-    }
-    if (tid == 1u && r0 + 1u < p.rows) {
-        rrms[r0 + 1u] = r.y;
-    }
+    rmsnorm_rows(wid, nwg, tid);
 }
 
 // --- KERNEL: rmsnorm_backward ---

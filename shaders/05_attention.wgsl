@@ -36,130 +36,10 @@ fn fwd_bk(dh: u32, bq: u32) -> u32 {
     return min(FWD_KV_FLOATS / dh, FWD_S_FLOATS / bq);
 }
 
-// ---------------------------------------------------------------------------------------------
-// The fast path (`attention_fast_*` kernels; `kernels::fast_attention` records the sequence).
-// It materialises the attention probabilities P `[B, H, S, S]` (row-major per (b, h), row
-// stride S) and runs the products as register-tiled batched GEMMs, the scheme of
-// 03_linear.wgsl: a workgroup of 16×16 invocations computes a 64×64 output tile, each
-// invocation a 4×4 block in registers (rows 4·ty … 4·ty+3, columns 4·tx … 4·tx+3,
-// tx = index % 16, ty = index / 16); the contraction goes in steps of 16 with both operands'
-// 64×16 slices staged in workgroup memory as vec4s (rows padded by one vec4 against bank
-// conflicts), and the next step's global loads are issued before the current step is
-// multiplied. Operands are read in place through strides and per-(b, h) base offsets; elements
-// past the matrices are read at clamped in-range indices and replaced by 0, so every size works.
-// Workgroup memory 2 × 17 × 16 × 16 B = 8.5 KiB.
-//
-// Causality is handled by tiles of FT_TILE = 64 keys and queries: query tile i (queries
-// 64i … 64i+63) only meets key tiles 0 … i. The score-shaped kernels run one workgroup per
-// lower-triangle tile (a flattened triangular index, no idle workgroups); the products with P
-// stop (or start) their contraction at the diagonal tile. P's contract: row s holds the
-// probabilities of keys 0 … s and zeros for keys s+1 … up to the end of its 64-key tile
-// (min(S, 64·(⌊s/64⌋+1)) − 1); entries further right are never written nor read.
-const FT_TILE: u32 = 64u;
-// Contraction step: the k extent of the staged operand tiles.
-const FT_K: u32 = 16u;
-// Invocations per side of the workgroup (FT_SIDE² = WG).
-const FT_SIDE: u32 = 16u;
-// vec4 slots per staged k-row: 16 plus one of padding.
-const FT_ROW: u32 = 17u;
-
-// Staged operand tiles: slot kk·FT_ROW + g holds the 4 rows (A) or columns (B) 4g … 4g+3 at
-// contraction index k0 + kk.
-var<workgroup> ft_a: array<vec4<f32>, FT_K * FT_ROW>;
-var<workgroup> ft_b: array<vec4<f32>, FT_K * FT_ROW>;
-// The invocation's 4×4 outputs: ft_acc[i][j] is row 4·ty + i, column 4·tx + j of the tile.
-var<private> ft_acc: array<vec4<f32>, 4>;
-
-// Where one invocation loads its four elements of a 64×16 operand slice: element offsets
-// `base + at + min(k0 + kk, kn − 1)·ks`, valid where `ok` and k0 + kk < kn, staged as one vec4
-// at `slot`.
-struct FtSlot {
-    at: vec4<u32>,
-    ok: vec4<bool>,
-    kk: u32,
-    ks: u32,
-    kn: u32,
-    slot: u32,
-}
-
-// An operand stored with k contiguous (element (r, k) at r·row_stride + k): 16 lanes read 64
-// contiguous bytes of a row.
-fn ft_slot_k(tid: u32, r0: u32, rows: u32, row_stride: u32, kn: u32) -> FtSlot {
-    let kk = tid % FT_SIDE;
-    let g = tid / FT_SIDE;
-    let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
-    let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
-    return FtSlot(rc * row_stride, r < vec4<u32>(rows), kk, 1u, kn, kk * FT_ROW + g);
-}
-
-// An operand stored with the output dimension contiguous (element (r, k) at r + k·k_stride):
-// 16 lanes read 256 contiguous bytes of one k-row.
-fn ft_slot_r(tid: u32, r0: u32, rows: u32, k_stride: u32, kn: u32) -> FtSlot {
-    let kk = tid / FT_SIDE;
-    let g = tid % FT_SIDE;
-    let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
-    let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
-    return FtSlot(rc, r < vec4<u32>(rows), kk, k_stride, kn, kk * FT_ROW + g);
-}
-
-// The four element offsets of `s` at step k0 from `base` (always in range; kn ≥ 1).
-fn ft_index(s: FtSlot, base: u32, k0: u32) -> vec4<u32> {
-    return vec4<u32>(base) + s.at + vec4<u32>(min(k0 + s.kk, s.kn - 1u) * s.ks);
-}
-
-// Which of the four elements of `s` at step k0 are inside the matrix.
-fn ft_mask(s: FtSlot, k0: u32) -> vec4<bool> {
-    return s.ok & vec4<bool>(k0 + s.kk < s.kn);
-}
-
-fn ft_clear() {
-    ft_acc = array<vec4<f32>, 4>();
-}
-
-// ft_acc += a·b for one staged k: 16 FMAs.
-fn ft_acc_k(tx: u32, ty: u32, kk: u32) {
-    let a = ft_a[kk * FT_ROW + ty];
-    let b = ft_b[kk * FT_ROW + tx];
-    ft_acc[0] = fma(vec4<f32>(a.x), b, ft_acc[0]);
-    ft_acc[1] = fma(vec4<f32>(a.y), b, ft_acc[1]);
-    ft_acc[2] = fma(vec4<f32>(a.z), b, ft_acc[2]);
-    ft_acc[3] = fma(vec4<f32>(a.w), b, ft_acc[3]);
-}
-
-// ft_acc += (staged A)·(staged B) over the 16 staged k, in order; unrolled by hand (see
-// `acc_step` in 03_linear.wgsl: it also keeps lavapipe's loop limiter off the inner loop).
-fn ft_step(tx: u32, ty: u32) {
-    ft_acc_k(tx, ty, 0u);
-    ft_acc_k(tx, ty, 1u);
-    ft_acc_k(tx, ty, 2u);
-    ft_acc_k(tx, ty, 3u);
-    ft_acc_k(tx, ty, 4u);
-    ft_acc_k(tx, ty, 5u);
-    ft_acc_k(tx, ty, 6u);
-    ft_acc_k(tx, ty, 7u);
-    ft_acc_k(tx, ty, 8u);
-    ft_acc_k(tx, ty, 9u);
-    ft_acc_k(tx, ty, 10u);
-    ft_acc_k(tx, ty, 11u);
-    ft_acc_k(tx, ty, 12u);
-    ft_acc_k(tx, ty, 13u);
-    ft_acc_k(tx, ty, 14u);
-    ft_acc_k(tx, ty, 15u);
-}
-
-// Tile t of the lower triangle in row-major order → (row tile i, column tile j ≤ i), i.e. the
-// i with i(i+1)/2 ≤ t < (i+1)(i+2)/2. The f32 square root is a guess; the loops make it exact.
-// Call with a workgroup-uniform t.
-fn ft_triangle(t: u32) -> vec2<u32> {
-    var i = u32(max((sqrt(8.0 * f32(t) + 1.0) - 1.0) * 0.5, 0.0));
-    while (i > 0u && i * (i + 1u) / 2u > t) {
-        i -= 1u;
-    }
-    while ((i + 1u) * (i + 2u) / 2u <= t) {
-        i += 1u;
-    }
-    return vec2<u32>(i, t - i * (i + 1u) / 2u);
-}
+// The fast path (`attention_fast_*` kernels; `kernels::fast_attention` records the sequence):
+// its tiles, the row contract of P and the products are in `lib/attention_tiles.wgsl`, shared
+// with the backward.
+//#include "lib/attention_tiles.wgsl"
 
 // --- KERNEL: attention_forward ---
 // Causal GQA attention with an online softmax over blocks of keys (flash-attention style).
@@ -203,6 +83,21 @@ var<workgroup> skv: array<f32, FWD_KV_FLOATS>;
 var<workgroup> ss: array<f32, FWD_S_FLOATS>;
 var<workgroup> srow: array<f32, FWD_BQ_MAX>;
 
+// The dot products of `lib/attention_blocks.wgsl`: query row i of sq with key row j of skv, stored
+// scaled into ss.
+fn pair_dot(which: u32, i: u32, j: u32, c: u32, step: u32, dh: u32) -> f32 {
+    var s = 0.0;
+    for (var d = c; d < dh; d += step) {
+        s = fma(sq[i * dh + d], skv[j * dh + d], s);
+    }
+    return s;
+}
+
+fn pair_store(at: u32, v: f32) {
+    ss[at] = v * p.scale;
+}
+//#include "lib/attention_blocks.wgsl"
+
 @compute @workgroup_size(WG)
 fn attention_forward(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -213,27 +108,17 @@ fn attention_forward(
     let seq = p.seq;
     let bq = fwd_bq(dh);
     let bk = fwd_bk(dh, bq);
-    let nqb = (seq + bq - 1u) / bq;
-    let w = flat_wg(wid, nwg);
+    let blk = query_block(flat_wg(wid, nwg), bq, seq, p.heads, p.kv_heads, dh);
     // Whole workgroups past the end leave together (uniform).
-    if (w >= p.batch * p.heads * nqb) {
+    if (blk.bh >= p.batch * p.heads) {
         return;
     }
-    let qb = w % nqb;
-    let bh = w / nqb;
-    let h = bh % p.heads;
-    let b = bh / p.heads;
-    let kvh = h / (p.heads / p.kv_heads);
-    let q0 = qb * bq;
-    let nq = min(bq, seq - q0);
-    let q_stride = p.heads * dh;
-    let kv_stride = p.kv_heads * dh;
-    let q_base = b * seq * q_stride + h * dh;
-    let kv_base = b * seq * kv_stride + kvh * dh;
+    let q0 = blk.q0;
+    let nq = blk.nq;
 
     // The Q block (its nq valid rows; loops below never read past them).
     for (var e = tid; e < nq * dh; e += WG) {
-        sq[e] = q[q_base + (q0 + e / dh) * q_stride + e % dh];
+        sq[e] = q[blk.q_base + (q0 + e / dh) * blk.q_stride + e % dh];
     }
 
     var acc: array<f32, FWD_PER_THREAD>;
@@ -249,51 +134,15 @@ fn attention_forward(
     for (var k0 = 0u; k0 < kend; k0 += bk) {
         // Only the nq × nk pairs of this tile are computed (ragged tails cost nothing).
         let nk = min(bk, kend - k0);
-        let npairs = nq * nk;
         // The previous tile's O update is done with skv and ss.
         workgroupBarrier();
         for (var e = tid; e < nk * dh; e += WG) {
-            skv[e] = k[kv_base + (k0 + e / dh) * kv_stride + e % dh];
+            skv[e] = k[blk.kv_base + (k0 + e / dh) * blk.kv_stride + e % dh];
         }
         workgroupBarrier();
 
-        // Scores ss[i·bk + j] = scale · q_i·k_j.
-        if (npairs >= WG) {
-            for (var pi = tid; pi < npairs; pi += WG) {
-                let i = pi / nk;
-                let j = pi - i * nk;
-                let qo = i * dh;
-                let ko = j * dh;
-                var s = 0.0;
-                for (var d = 0u; d < dh; d++) {
-                    s = fma(sq[qo + d], skv[ko + d], s);
-                }
-                ss[i * bk + j] = s * p.scale;
-            }
-        } else {
-            // `split` invocations per pair, each over dims c, c + split, …; summed in order.
-            let split = min(WG / npairs, dh);
-            let pi = tid % npairs;
-            let c = tid / npairs;
-            var s = 0.0;
-            if (c < split) {
-                let qo = (pi / nk) * dh;
-                let ko = (pi % nk) * dh;
-                for (var d = c; d < dh; d += split) {
-                    s = fma(sq[qo + d], skv[ko + d], s);
-                }
-            }
-            sh_red[tid] = s;
-            workgroupBarrier();
-            if (tid < npairs) {
-                var t = 0.0;
-                for (var c2 = 0u; c2 < split; c2++) {
-                    t += sh_red[c2 * npairs + tid];
-                }
-                ss[(tid / nk) * bk + tid % nk] = t * p.scale;
-            }
-        }
-        workgroupBarrier();
+        // Scores ss[i·bk + j] = scale · q_i·k_j (ends with a barrier).
+        pair_dots(tid, 0u, 0u, nq, nk, bk, dh);
 
         // Online softmax, one invocation per query row; scores become probabilities
         // (0 where masked) and srow gets the factor that rescales the row's old O.
@@ -322,7 +171,7 @@ fn attention_forward(
         }
         // The V tile into the same memory (the scores are done with K).
         for (var e = tid; e < nk * dh; e += WG) {
-            skv[e] = v[kv_base + (k0 + e / dh) * kv_stride + e % dh];
+            skv[e] = v[blk.kv_base + (k0 + e / dh) * blk.kv_stride + e % dh];
         }
         workgroupBarrier();
 
@@ -344,14 +193,14 @@ fn attention_forward(
     workgroupBarrier();
     if (tid < nq) {
         srow[tid] = 1.0 / l_run;
-        lse[(b * p.heads + h) * seq + q0 + tid] = m_run + log(l_run);
+        lse[blk.bh * seq + q0 + tid] = m_run + log(l_run);
     }
     workgroupBarrier();
     for (var r = 0u; r < FWD_PER_THREAD; r++) {
         let e = tid + r * WG;
         if (e < nq * dh) {
             let i = e / dh;
-            o[q_base + (q0 + i) * q_stride + e - i * dh] = acc[r] * srow[i];
+            o[blk.q_base + (q0 + i) * blk.q_stride + e - i * dh] = acc[r] * srow[i];
         }
     }
 }
@@ -485,15 +334,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> probs: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-fn load_a(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
-    let i = ft_index(s, base, k0);
-    return select(vec4<f32>(0.0), vec4<f32>(q[i.x], q[i.y], q[i.z], q[i.w]), ft_mask(s, k0));
-}
-
-fn load_b(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
-    let i = ft_index(s, base, k0);
-    return select(vec4<f32>(0.0), vec4<f32>(k[i.x], k[i.y], k[i.z], k[i.w]), ft_mask(s, k0));
-}
+fn load_a(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(q[i.x], q[i.y], q[i.z], q[i.w]); }
+fn load_b(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(k[i.x], k[i.y], k[i.z], k[i.w]); }
 
 @compute @workgroup_size(WG)
 fn attention_fast_scores(
@@ -502,48 +344,19 @@ fn attention_fast_scores(
     @builtin(local_invocation_index) tid: u32,
 ) {
     let seq = p.seq;
-    let dh = p.head_dim;
-    let nt = (seq + FT_TILE - 1u) / FT_TILE;
-    let ntri = nt * (nt + 1u) / 2u;
+    let ntri = score_tiles(seq);
     let w = flat_wg(wid, nwg);
     // Whole workgroups past the end leave together (uniform).
     if (w >= p.batch * p.heads * ntri) {
         return;
     }
-    let bh = w / ntri;
-    let ij = ft_triangle(w - bh * ntri);
-    let h = bh % p.heads;
-    let b = bh / p.heads;
-    let kvh = h / (p.heads / p.kv_heads);
-    let q_stride = p.heads * dh;
-    let kv_stride = p.kv_heads * dh;
-    let q_base = b * seq * q_stride + h * dh;
-    let k_base = b * seq * kv_stride + kvh * dh;
-    let tx = tid % FT_SIDE;
-    let ty = tid / FT_SIDE;
-    let m0 = ij.x * FT_TILE;
-    let n0 = ij.y * FT_TILE;
-    let sa = ft_slot_k(tid, m0, seq, q_stride, dh);
-    let sb = ft_slot_k(tid, n0, seq, kv_stride, dh);
-    ft_clear();
-    var va = load_a(sa, q_base, 0u);
-    var vb = load_b(sb, k_base, 0u);
-    for (var k0 = 0u; k0 < dh; k0 += FT_K) {
-        ft_a[sa.slot] = va;
-        ft_b[sb.slot] = vb;
-        workgroupBarrier();
-        if (k0 + FT_K < dh) {
-            va = load_a(sa, q_base, k0 + FT_K);
-            vb = load_b(sb, k_base, k0 + FT_K);
-        }
-        ft_step(tx, ty);
-        workgroupBarrier();
-    }
-    let p_base = bh * seq * seq;
+    let t = score_tile(w, tid, ntri, p.heads, p.kv_heads);
+    score_product(tid, t, seq, p.heads, p.kv_heads, p.head_dim);
+    let p_base = t.bh * seq * seq;
     for (var i = 0u; i < 4u; i++) {
-        let r = m0 + 4u * ty + i;
+        let r = t.r0 + i;
         for (var j = 0u; j < 4u; j++) {
-            let c = n0 + 4u * tx + j;
+            let c = t.c0 + j;
             // c ≤ r < S: the causal part only (c ≤ r also keeps c inside the row).
             if (r < seq && c <= r) {
                 probs[p_base + r * seq + c] = p.scale * ft_acc[i][j];
@@ -644,15 +457,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-fn load_a(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
-    let i = ft_index(s, base, k0);
-    return select(vec4<f32>(0.0), vec4<f32>(probs[i.x], probs[i.y], probs[i.z], probs[i.w]), ft_mask(s, k0));
-}
-
-fn load_b(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
-    let i = ft_index(s, base, k0);
-    return select(vec4<f32>(0.0), vec4<f32>(x[i.x], x[i.y], x[i.z], x[i.w]), ft_mask(s, k0));
-}
+fn load_a(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(probs[i.x], probs[i.y], probs[i.z], probs[i.w]); }
+fn load_b(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(x[i.x], x[i.y], x[i.z], x[i.w]); }
+fn store_c(o: u32, v: f32) { y[o] = v; }
 
 @compute @workgroup_size(WG)
 fn attention_fast_pv(
@@ -663,53 +470,23 @@ fn attention_fast_pv(
     let seq = p.seq;
     let dh = p.head_dim;
     let nt = (seq + FT_TILE - 1u) / FT_TILE;
-    let ncol = (dh + FT_TILE - 1u) / FT_TILE;
-    let per_tile = p.batch * p.heads * ncol;
-    let w = flat_wg(wid, nwg);
-    if (w >= nt * per_tile) {
+    // (query tile from the last, b·H + h, column slice)
+    let ct = column_tile(flat_wg(wid, nwg), p.batch, p.heads, dh);
+    // Whole workgroups past the end leave together (uniform).
+    if (ct.x >= nt) {
         return;
     }
-    let it = nt - 1u - w / per_tile;
-    let rest = w % per_tile;
-    let bh = rest / ncol;
-    let ct = rest % ncol;
-    let h = bh % p.heads;
-    let b = bh / p.heads;
+    let h = ct.y % p.heads;
+    let b = ct.y / p.heads;
     let kvh = h / (p.heads / p.kv_heads);
     let q_stride = p.heads * dh;
     let kv_stride = p.kv_heads * dh;
-    let p_base = bh * seq * seq;
-    let x_base = b * seq * kv_stride + kvh * dh;
-    let tx = tid % FT_SIDE;
-    let ty = tid / FT_SIDE;
-    let m0 = it * FT_TILE;
-    let n0 = ct * FT_TILE;
+    let m0 = (nt - 1u - ct.x) * FT_TILE;
+    let n0 = ct.z * FT_TILE;
     // Causal: keys before the end of the query tile (≥ 1).
     let kend = min(seq, m0 + FT_TILE);
     let sa = ft_slot_k(tid, m0, seq, seq, kend);
     let sb = ft_slot_r(tid, n0, dh, kv_stride, kend);
-    ft_clear();
-    var va = load_a(sa, p_base, 0u);
-    var vb = load_b(sb, x_base, 0u);
-    for (var k0 = 0u; k0 < kend; k0 += FT_K) {
-        ft_a[sa.slot] = va;
-        ft_b[sb.slot] = vb;
-        workgroupBarrier();
-        if (k0 + FT_K < kend) {
-            va = load_a(sa, p_base, k0 + FT_K);
-            vb = load_b(sb, x_base, k0 + FT_K);
-        }
-        ft_step(tx, ty);
-        workgroupBarrier();
-    }
-    let y_base = b * seq * q_stride + h * dh;
-    for (var i = 0u; i < 4u; i++) {
-        let r = m0 + 4u * ty + i;
-        for (var j = 0u; j < 4u; j++) {
-            let c = n0 + 4u * tx + j;
-            if (r < seq && c < dh) {
-                y[y_base + r * q_stride + c] = p.alpha * ft_acc[i][j];
-            }
-        }
-    }
+    ft_product(tid, sa, sb, ct.y * seq * seq, b * seq * kv_stride + kvh * dh, kend);
+    ft_store(tid, m0, n0, seq, dh, b * seq * q_stride + h * dh, q_stride, p.alpha);
 }

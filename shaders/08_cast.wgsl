@@ -1,23 +1,11 @@
 // Casts between f32 and f16 (for f16 copies of the f32 master weights, and back).
 //
-// Element-wise, 1-D, several elements per invocation so that enough loads are in flight to
-// cover the memory latency: workgroup `w` owns the EW_CHUNK = 2048 elements
-// `[w·2048, (w+1)·2048)`, invocation `tid` converts `w·2048 + tid + k·256` for k = 0..7 (in each
-// step consecutive invocations touch consecutive elements: coalesced), issuing its 8 loads
-// before any store. Grid `workgroups(⌈n/2048⌉)`, 2-D past the device's workgroup limit
-// (`flat_wg` recovers `w`); the last workgroup's invocations take a guarded loop, so nothing
-// past `n` is read or written. Both need SHADER_F16.
+// Element-wise, 1-D, 8 elements per invocation, through `lib/elementwise.wgsl` (loads in flight
+// to cover the memory latency, the 2-D grid fallback, a guarded tail). Both need SHADER_F16.
+//#include "lib/elementwise.wgsl"
 
 // The largest finite f16.
 const F16_MAX: f32 = 65504.0;
-
-// Elements per invocation (EW_PER) and per workgroup (EW_CHUNK).
-const EW_PER: u32 = 8u;
-const EW_CHUNK: u32 = 2048u;
-const_assert EW_CHUNK == WG * EW_PER;
-// Offsets of an invocation's elements from its first: steps 0..3 and 4..7.
-const EW_LO: vec4<u32> = vec4<u32>(0u, WG, 2u * WG, 3u * WG);
-const EW_HI: vec4<u32> = vec4<u32>(4u * WG, 5u * WG, 6u * WG, 7u * WG);
 
 // --- KERNEL: cast_f32_to_f16 ---
 // `dst[i] = f16(clamp(src[i], −65504, 65504))` for i < p.n: values beyond the f16 range,
@@ -47,35 +35,31 @@ fn to_f16(v: f32) -> f16 {
     return select(f16(clamp(v, -F16_MAX, F16_MAX)), f16(v), is_nan);
 }
 
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    // All 8 loads first, then the stores.
+    let a = vec4<f32>(src[lo.x], src[lo.y], src[lo.z], src[lo.w]);
+    let b = vec4<f32>(src[hi.x], src[hi.y], src[hi.z], src[hi.w]);
+    dst[lo.x] = to_f16(a.x);
+    dst[lo.y] = to_f16(a.y);
+    dst[lo.z] = to_f16(a.z);
+    dst[lo.w] = to_f16(a.w);
+    dst[hi.x] = to_f16(b.x);
+    dst[hi.y] = to_f16(b.y);
+    dst[hi.z] = to_f16(b.z);
+    dst[hi.w] = to_f16(b.w);
+}
+
+fn ew_one(j: u32) {
+    dst[j] = to_f16(src[j]);
+}
+
 @compute @workgroup_size(WG)
 fn cast_f32_to_f16(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    let lo = i + EW_LO;
-    let hi = i + EW_HI;
-    if (hi.w < p.n) {
-        // All 8 loads first, then the stores.
-        let a = vec4<f32>(src[lo.x], src[lo.y], src[lo.z], src[lo.w]);
-        let b = vec4<f32>(src[hi.x], src[hi.y], src[hi.z], src[hi.w]);
-        dst[lo.x] = to_f16(a.x);
-        dst[lo.y] = to_f16(a.y);
-        dst[lo.z] = to_f16(a.z);
-        dst[lo.w] = to_f16(a.w);
-        dst[hi.x] = to_f16(b.x);
-        dst[hi.y] = to_f16(b.y);
-        dst[hi.z] = to_f16(b.z);
-        dst[hi.w] = to_f16(b.w);
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < p.n) {
-                dst[j] = to_f16(src[j]);
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, p.n);
 }
 
 // --- KERNEL: cast_f16_to_f32 ---
@@ -92,32 +76,28 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    let a = vec4<f32>(vec4<f16>(src[lo.x], src[lo.y], src[lo.z], src[lo.w]));
+    let b = vec4<f32>(vec4<f16>(src[hi.x], src[hi.y], src[hi.z], src[hi.w]));
+    dst[lo.x] = a.x;
+    dst[lo.y] = a.y;
+    dst[lo.z] = a.z;
+    dst[lo.w] = a.w;
+    dst[hi.x] = b.x;
+    dst[hi.y] = b.y;
+    dst[hi.z] = b.z;
+    dst[hi.w] = b.w;
+}
+
+fn ew_one(j: u32) {
+    dst[j] = f32(src[j]);
+}
+
 @compute @workgroup_size(WG)
 fn cast_f16_to_f32(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    let lo = i + EW_LO;
-    let hi = i + EW_HI;
-    if (hi.w < p.n) {
-        let a = vec4<f32>(vec4<f16>(src[lo.x], src[lo.y], src[lo.z], src[lo.w]));
-        let b = vec4<f32>(vec4<f16>(src[hi.x], src[hi.y], src[hi.z], src[hi.w]));
-        dst[lo.x] = a.x;
-        dst[lo.y] = a.y;
-        dst[lo.z] = a.z;
-        dst[lo.w] = a.w;
-        dst[hi.x] = b.x;
-        dst[hi.y] = b.y;
-        dst[hi.z] = b.z;
-        dst[hi.w] = b.w;
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < p.n) {
-                dst[j] = f32(src[j]);
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, p.n);
 }

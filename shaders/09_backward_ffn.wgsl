@@ -1,47 +1,12 @@
 // Backward of the feed-forward activations (`06_activation.wgsl`): GELU (tanh approximation)
 // and the SwiGLU combine.
 //
-// Element-wise, 1-D, several elements per invocation so that enough loads are in flight to
-// cover the memory latency: workgroup `w` owns the EW_CHUNK = 2048 elements
-// `[w·2048, (w+1)·2048)`, invocation `tid` handles `w·2048 + tid + k·256` for k = 0..7 (in each
-// step consecutive invocations touch consecutive elements: coalesced), issuing all its loads
-// before any store. Grid `workgroups(⌈n/2048⌉)`, 2-D past the device's workgroup limit
-// (`flat_wg` recovers `w`); the last workgroup's invocations take a guarded loop, so nothing
-// past `n` is read or written.
-//
-// Numerics as in the forward file: the sigmoid and σ(1−σ) come from e = exp(−|z|) ∈ (0, 1],
-// which never overflows, so no Inf/NaN arises for finite inputs (checked up to |x| = 10⁴).
-
-// √(2/π) and the cubic coefficient of the tanh approximation.
-const GELU_C: f32 = 0.7978845608028654;
-const GELU_A: f32 = 0.044715;
-
-// Elements per invocation (EW_PER) and per workgroup (EW_CHUNK).
-const EW_PER: u32 = 8u;
-const EW_CHUNK: u32 = 2048u;
-const_assert EW_CHUNK == WG * EW_PER;
-// Offsets of an invocation's elements from its first: steps 0..3 and 4..7.
-const EW_LO: vec4<u32> = vec4<u32>(0u, WG, 2u * WG, 3u * WG);
-const EW_HI: vec4<u32> = vec4<u32>(4u * WG, 5u * WG, 6u * WG, 7u * WG);
-
-// (σ(z), σ(z)·(1 − σ(z))), stable for every z.
-fn sigmoid_and_slope(z: f32) -> vec2<f32> {
-    let e = exp(-abs(z));
-    let r = 1.0 / (1.0 + e);
-    return vec2<f32>(select(e * r, r, z >= 0.0), e * r * r);
-}
-
-// d/dx of gelu(x) = x·σ(z), z = 2·√(2/π)·(x + 0.044715·x³):
-// gelu'(x) = σ(z) + x·σ(z)(1 − σ(z))·z'(x), z'(x) = 2·√(2/π)·(1 + 3·0.044715·x²)
-// (the same as 0.5·(1 + tanh u) + 0.5·x·sech²(u)·u'). For |x| ≥ 16, σ(1 − σ) underflows
-// to 0 (|z| > 600), so the second term is dropped there: it keeps x·z'(x) from overflowing to
-// Inf (0·Inf = NaN) for huge x.
-fn gelu_grad(x: f32) -> f32 {
-    let z = 2.0 * GELU_C * (x + GELU_A * x * x * x);
-    let s = sigmoid_and_slope(z);
-    let dz = 2.0 * GELU_C * (1.0 + 3.0 * GELU_A * x * x);
-    return s.x + select(0.0, x * s.y * dz, abs(x) < 16.0);
-}
+// Element-wise, 1-D, 8 elements per invocation through `lib/elementwise.wgsl` (enough loads in
+// flight to cover the memory latency, the 2-D grid fallback, a guarded tail); the derivatives
+// and their numerics are in `lib/activations.wgsl`, beside the forward functions: no Inf/NaN
+// arises for finite inputs (checked up to |x| = 10⁴).
+//#include "lib/elementwise.wgsl"
+//#include "lib/activations.wgsl"
 
 // --- KERNEL: ffn_gelu_backward ---
 // `dx[i] = dy[i] · gelu'(x[i])` for i < p.n, the derivative of `gelu_inplace`'s tanh
@@ -64,39 +29,35 @@ fn gelu_bwd4(xv: vec4<f32>, d: vec4<f32>) -> vec4<f32> {
     return d * vec4<f32>(gelu_grad(xv.x), gelu_grad(xv.y), gelu_grad(xv.z), gelu_grad(xv.w));
 }
 
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    // All 16 loads first, then the stores.
+    let xa = vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]);
+    let xb = vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]);
+    let da = vec4<f32>(dy[lo.x], dy[lo.y], dy[lo.z], dy[lo.w]);
+    let db = vec4<f32>(dy[hi.x], dy[hi.y], dy[hi.z], dy[hi.w]);
+    let a = gelu_bwd4(xa, da);
+    let b = gelu_bwd4(xb, db);
+    dx[lo.x] = a.x;
+    dx[lo.y] = a.y;
+    dx[lo.z] = a.z;
+    dx[lo.w] = a.w;
+    dx[hi.x] = b.x;
+    dx[hi.y] = b.y;
+    dx[hi.z] = b.z;
+    dx[hi.w] = b.w;
+}
+
+fn ew_one(j: u32) {
+    dx[j] = dy[j] * gelu_grad(x[j]);
+}
+
 @compute @workgroup_size(WG)
 fn ffn_gelu_backward(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    let lo = i + EW_LO;
-    let hi = i + EW_HI;
-    if (hi.w < p.n) {
-        // All 16 loads first, then the stores.
-        let xa = vec4<f32>(x[lo.x], x[lo.y], x[lo.z], x[lo.w]);
-        let xb = vec4<f32>(x[hi.x], x[hi.y], x[hi.z], x[hi.w]);
-        let da = vec4<f32>(dy[lo.x], dy[lo.y], dy[lo.z], dy[lo.w]);
-        let db = vec4<f32>(dy[hi.x], dy[hi.y], dy[hi.z], dy[hi.w]);
-        let a = gelu_bwd4(xa, da);
-        let b = gelu_bwd4(xb, db);
-        dx[lo.x] = a.x;
-        dx[lo.y] = a.y;
-        dx[lo.z] = a.z;
-        dx[lo.w] = a.w;
-        dx[hi.x] = b.x;
-        dx[hi.y] = b.y;
-        dx[hi.z] = b.z;
-        dx[hi.w] = b.w;
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < p.n) {
-                dx[j] = dy[j] * gelu_grad(x[j]);
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, p.n);
 }
 
 // --- KERNEL: ffn_swiglu_backward ---
@@ -128,55 +89,51 @@ fn swiglu_bwd(g: f32, u: f32, go: f32) -> vec2<f32> {
     return vec2<f32>(go * u * (s.x + g * s.y), go * g * s.x);
 }
 
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    // All 24 loads first, then the stores.
+    let ga = vec4<f32>(gate[lo.x], gate[lo.y], gate[lo.z], gate[lo.w]);
+    let gb = vec4<f32>(gate[hi.x], gate[hi.y], gate[hi.z], gate[hi.w]);
+    let ua = vec4<f32>(up[lo.x], up[lo.y], up[lo.z], up[lo.w]);
+    let ub = vec4<f32>(up[hi.x], up[hi.y], up[hi.z], up[hi.w]);
+    let oa = vec4<f32>(d_out[lo.x], d_out[lo.y], d_out[lo.z], d_out[lo.w]);
+    let ob = vec4<f32>(d_out[hi.x], d_out[hi.y], d_out[hi.z], d_out[hi.w]);
+    let r0 = swiglu_bwd(ga.x, ua.x, oa.x);
+    let r1 = swiglu_bwd(ga.y, ua.y, oa.y);
+    let r2 = swiglu_bwd(ga.z, ua.z, oa.z);
+    let r3 = swiglu_bwd(ga.w, ua.w, oa.w);
+    let r4 = swiglu_bwd(gb.x, ub.x, ob.x);
+    let r5 = swiglu_bwd(gb.y, ub.y, ob.y);
+    let r6 = swiglu_bwd(gb.z, ub.z, ob.z);
+    let r7 = swiglu_bwd(gb.w, ub.w, ob.w);
+    d_gate[lo.x] = r0.x;
+    d_gate[lo.y] = r1.x;
+    d_gate[lo.z] = r2.x;
+    d_gate[lo.w] = r3.x;
+    d_gate[hi.x] = r4.x;
+    d_gate[hi.y] = r5.x;
+    d_gate[hi.z] = r6.x;
+    d_gate[hi.w] = r7.x;
+    d_up[lo.x] = r0.y;
+    d_up[lo.y] = r1.y;
+    d_up[lo.z] = r2.y;
+    d_up[lo.w] = r3.y;
+    d_up[hi.x] = r4.y;
+    d_up[hi.y] = r5.y;
+    d_up[hi.z] = r6.y;
+    d_up[hi.w] = r7.y;
+}
+
+fn ew_one(j: u32) {
+    let r = swiglu_bwd(gate[j], up[j], d_out[j]);
+        d_gate[j] = r.x;
+        d_up[j] = r.y;
+}
+
 @compute @workgroup_size(WG)
 fn ffn_swiglu_backward(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    let lo = i + EW_LO;
-    let hi = i + EW_HI;
-    if (hi.w < p.n) {
-        // All 24 loads first, then the stores.
-        let ga = vec4<f32>(gate[lo.x], gate[lo.y], gate[lo.z], gate[lo.w]);
-        let gb = vec4<f32>(gate[hi.x], gate[hi.y], gate[hi.z], gate[hi.w]);
-        let ua = vec4<f32>(up[lo.x], up[lo.y], up[lo.z], up[lo.w]);
-        let ub = vec4<f32>(up[hi.x], up[hi.y], up[hi.z], up[hi.w]);
-        let oa = vec4<f32>(d_out[lo.x], d_out[lo.y], d_out[lo.z], d_out[lo.w]);
-        let ob = vec4<f32>(d_out[hi.x], d_out[hi.y], d_out[hi.z], d_out[hi.w]);
-        let r0 = swiglu_bwd(ga.x, ua.x, oa.x);
-        let r1 = swiglu_bwd(ga.y, ua.y, oa.y);
-        let r2 = swiglu_bwd(ga.z, ua.z, oa.z);
-        let r3 = swiglu_bwd(ga.w, ua.w, oa.w);
-        let r4 = swiglu_bwd(gb.x, ub.x, ob.x);
-        let r5 = swiglu_bwd(gb.y, ub.y, ob.y);
-        let r6 = swiglu_bwd(gb.z, ub.z, ob.z);
-        let r7 = swiglu_bwd(gb.w, ub.w, ob.w);
-        d_gate[lo.x] = r0.x;
-        d_gate[lo.y] = r1.x;
-        d_gate[lo.z] = r2.x;
-        d_gate[lo.w] = r3.x;
-        d_gate[hi.x] = r4.x;
-        d_gate[hi.y] = r5.x;
-        d_gate[hi.z] = r6.x;
-        d_gate[hi.w] = r7.x;
-        d_up[lo.x] = r0.y;
-        d_up[lo.y] = r1.y;
-        d_up[lo.z] = r2.y;
-        d_up[lo.w] = r3.y;
-        d_up[hi.x] = r4.y;
-        d_up[hi.y] = r5.y;
-        d_up[hi.z] = r6.y;
-        d_up[hi.w] = r7.y;
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < p.n) {
-                let r = swiglu_bwd(gate[j], up[j], d_out[j]);
-                d_gate[j] = r.x;
-                d_up[j] = r.y;
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, p.n);
 }

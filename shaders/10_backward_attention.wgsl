@@ -17,8 +17,7 @@
 // are bitwise identical run to run.
 //
 // The fast path's backward (over the probabilities `[B, H, S, S]` that the fast forward left,
-// see the file preamble below; `kernels::fast_attention` records it), in
-// this order: `attention_fast_delta` (Δ), `attention_fast_ptx` (dV = Σ_g P_gᵀ·dO_g),
+// see `lib/attention_tiles.wgsl`; `kernels::fast_attention` records it), in this order: `attention_fast_delta` (Δ), `attention_fast_ptx` (dV = Σ_g P_gᵀ·dO_g),
 // `attention_fast_ds` (dS = P ⊙ (dO·Vᵀ − Δ) in place of P), `attention_fast_pv` of
 // 05_attention.wgsl (dQ = scale·dS·K), `attention_fast_ptx` (dK = scale·Σ_g dS_gᵀ·Q_g). Same
 // convention: everything overwritten, deterministic, no atomics.
@@ -43,11 +42,6 @@ const DKV_TILE_FLOATS: u32 = 768u;
 const DKV_B_MAX: u32 = 16u;
 const DKV_PER_THREAD: u32 = 3u; // DKV_TILE_FLOATS / WG
 
-// 2π split so that k·TWO_PI_HI is exact for k < 2^16 (see 04_rope.wgsl).
-const TWO_PI_HI: f32 = 6.28125;
-const TWO_PI_LO: f32 = 0.0019353071795864769;
-const INV_TWO_PI: f32 = 0.15915494309189535;
-
 fn dq_bq(dh: u32) -> u32 {
     return min(DQ_BQ_MAX, DQ_TILE_FLOATS / dh);
 }
@@ -60,141 +54,11 @@ fn dkv_b(dh: u32) -> u32 {
     return min(DKV_B_MAX, DKV_TILE_FLOATS / dh);
 }
 
-// (cos θ, sin θ) for θ = pos · base^(−2i/dh), exactly as `rope_q` / `rope_k` compute it.
-fn rope_cos_sin(pos: u32, i: u32, dh: u32, base: f32) -> vec2<f32> {
-    let inv_freq = exp2(-(f32(2u * i) / f32(dh)) * log2(base));
-    let fp = f32(pos);
-    let a = fp * inv_freq;
-    let a_err = fma(fp, inv_freq, -a);
-    let k = round(a * INV_TWO_PI);
-    let r = ((a - k * TWO_PI_HI) - k * TWO_PI_LO) + a_err;
-    return vec2<f32>(cos(r), sin(r));
-}
+// The RoPE angles, exactly those of the forward.
+//#include "lib/rope.wgsl"
 
-// ---------------------------------------------------------------------------------------------
-// The fast path (`attention_fast_*` kernels; `kernels::fast_attention` records the sequence).
-// It materialises the attention probabilities P `[B, H, S, S]` (row-major per (b, h), row
-// stride S) and runs the products as register-tiled batched GEMMs, the scheme of
-// 03_linear.wgsl: a workgroup of 16×16 invocations computes a 64×64 output tile, each
-// invocation a 4×4 block in registers (rows 4·ty … 4·ty+3, columns 4·tx … 4·tx+3,
-// tx = index % 16, ty = index / 16); the contraction goes in steps of 16 with both operands'
-// 64×16 slices staged in workgroup memory as vec4s (rows padded by one vec4 against bank
-// conflicts), and the next step's global loads are issued before the current step is
-// multiplied. Operands are read in place through strides and per-(b, h) base offsets; elements
-// past the matrices are read at clamped in-range indices and replaced by 0, so every size works.
-// Workgroup memory 2 × 17 × 16 × 16 B = 8.5 KiB.
-//
-// Causality is handled by tiles of FT_TILE = 64 keys and queries: query tile i (queries
-// 64i … 64i+63) only meets key tiles 0 … i. The score-shaped kernels run one workgroup per
-// lower-triangle tile (a flattened triangular index, no idle workgroups); the products with P
-// stop (or start) their contraction at the diagonal tile. P's contract: row s holds the
-// probabilities of keys 0 … s and zeros for keys s+1 … up to the end of its 64-key tile
-// (min(S, 64·(⌊s/64⌋+1)) − 1); entries further right are never written nor read.
-const FT_TILE: u32 = 64u;
-// Contraction step: the k extent of the staged operand tiles.
-const FT_K: u32 = 16u;
-// Invocations per side of the workgroup (FT_SIDE² = WG).
-const FT_SIDE: u32 = 16u;
-// vec4 slots per staged k-row: 16 plus one of padding.
-const FT_ROW: u32 = 17u;
-
-// Staged operand tiles: slot kk·FT_ROW + g holds the 4 rows (A) or columns (B) 4g … 4g+3 at
-// contraction index k0 + kk.
-var<workgroup> ft_a: array<vec4<f32>, FT_K * FT_ROW>;
-var<workgroup> ft_b: array<vec4<f32>, FT_K * FT_ROW>;
-// The invocation's 4×4 outputs: ft_acc[i][j] is row 4·ty + i, column 4·tx + j of the tile.
-var<private> ft_acc: array<vec4<f32>, 4>;
-
-// Where one invocation loads its four elements of a 64×16 operand slice: element offsets
-// `base + at + min(k0 + kk, kn − 1)·ks`, valid where `ok` and k0 + kk < kn, staged as one vec4
-// at `slot`.
-struct FtSlot {
-    at: vec4<u32>,
-    ok: vec4<bool>,
-    kk: u32,
-    ks: u32,
-    kn: u32,
-    slot: u32,
-}
-
-// An operand stored with k contiguous (element (r, k) at r·row_stride + k): 16 lanes read 64
-// contiguous bytes of a row.
-fn ft_slot_k(tid: u32, r0: u32, rows: u32, row_stride: u32, kn: u32) -> FtSlot {
-    let kk = tid % FT_SIDE;
-    let g = tid / FT_SIDE;
-    let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
-    let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
-    return FtSlot(rc * row_stride, r < vec4<u32>(rows), kk, 1u, kn, kk * FT_ROW + g);
-}
-
-// An operand stored with the output dimension contiguous (element (r, k) at r + k·k_stride):
-// 16 lanes read 256 contiguous bytes of one k-row.
-fn ft_slot_r(tid: u32, r0: u32, rows: u32, k_stride: u32, kn: u32) -> FtSlot {
-    let kk = tid / FT_SIDE;
-    let g = tid % FT_SIDE;
-    let r = vec4<u32>(r0 + 4u * g) + vec4<u32>(0u, 1u, 2u, 3u);
-    let rc = min(r, vec4<u32>(max(rows, 1u) - 1u));
-    return FtSlot(rc, r < vec4<u32>(rows), kk, k_stride, kn, kk * FT_ROW + g);
-}
-
-// The four element offsets of `s` at step k0 from `base` (always in range; kn ≥ 1).
-fn ft_index(s: FtSlot, base: u32, k0: u32) -> vec4<u32> {
-    return vec4<u32>(base) + s.at + vec4<u32>(min(k0 + s.kk, s.kn - 1u) * s.ks);
-}
-
-// Which of the four elements of `s` at step k0 are inside the matrix.
-fn ft_mask(s: FtSlot, k0: u32) -> vec4<bool> {
-    return s.ok & vec4<bool>(k0 + s.kk < s.kn);
-}
-
-fn ft_clear() {
-    ft_acc = array<vec4<f32>, 4>();
-}
-
-// ft_acc += a·b for one staged k: 16 FMAs.
-fn ft_acc_k(tx: u32, ty: u32, kk: u32) {
-    let a = ft_a[kk * FT_ROW + ty];
-    let b = ft_b[kk * FT_ROW + tx];
-    ft_acc[0] = fma(vec4<f32>(a.x), b, ft_acc[0]);
-    ft_acc[1] = fma(vec4<f32>(a.y), b, ft_acc[1]);
-    ft_acc[2] = fma(vec4<f32>(a.z), b, ft_acc[2]);
-    ft_acc[3] = fma(vec4<f32>(a.w), b, ft_acc[3]);
-}
-
-// ft_acc += (staged A)·(staged B) over the 16 staged k, in order; unrolled by hand (see
-// `acc_step` in 03_linear.wgsl: it also keeps lavapipe's loop limiter off the inner loop).
-fn ft_step(tx: u32, ty: u32) {
-    ft_acc_k(tx, ty, 0u);
-    ft_acc_k(tx, ty, 1u);
-    ft_acc_k(tx, ty, 2u);
-    ft_acc_k(tx, ty, 3u);
-    ft_acc_k(tx, ty, 4u);
-    ft_acc_k(tx, ty, 5u);
-    ft_acc_k(tx, ty, 6u);
-    ft_acc_k(tx, ty, 7u);
-    ft_acc_k(tx, ty, 8u);
-    ft_acc_k(tx, ty, 9u);
-    ft_acc_k(tx, ty, 10u);
-    ft_acc_k(tx, ty, 11u);
-    ft_acc_k(tx, ty, 12u);
-    ft_acc_k(tx, ty, 13u);
-    ft_acc_k(tx, ty, 14u);
-    ft_acc_k(tx, ty, 15u);
-}
-
-// Tile t of the lower triangle in row-major order → (row tile i, column tile j ≤ i), i.e. the
-// i with i(i+1)/2 ≤ t < (i+1)(i+2)/2. The f32 square root is a guess; the loops make it exact.
-// Call with a workgroup-uniform t.
-fn ft_triangle(t: u32) -> vec2<u32> {
-    var i = u32(max((sqrt(8.0 * f32(t) + 1.0) - 1.0) * 0.5, 0.0));
-    while (i > 0u && i * (i + 1u) / 2u > t) {
-        i -= 1u;
-    }
-    while ((i + 1u) * (i + 2u) / 2u <= t) {
-        i += 1u;
-    }
-    return vec2<u32>(i, t - i * (i + 1u) / 2u);
-}
+// The fast path's tiles, the row contract of P and its products.
+//#include "lib/attention_tiles.wgsl"
 
 // --- KERNEL: attention_backward_dq ---
 // Attention backward, query-major part: dQ and Δ = rowsum(dO ⊙ O).
@@ -246,9 +110,9 @@ var<workgroup> spair: array<f32, 512>;
 var<workgroup> slse: array<f32, DQ_BQ_MAX>;
 var<workgroup> sdelta: array<f32, DQ_BQ_MAX>;
 
-// The dot product of row i of sq (which == 1) or sdo (which == 0) with row j of skv, over dims
-// c, c + step, … < dh.
-fn dq_dot(which: u32, i: u32, j: u32, c: u32, step: u32, dh: u32) -> f32 {
+// The dot products of `lib/attention_blocks.wgsl`: row i of sq (which == 1) or sdo (which == 0) with
+// row j of skv, stored into spair.
+fn pair_dot(which: u32, i: u32, j: u32, c: u32, step: u32, dh: u32) -> f32 {
     var s = 0.0;
     if (which == 1u) {
         for (var d = c; d < dh; d += step) {
@@ -262,37 +126,10 @@ fn dq_dot(which: u32, i: u32, j: u32, c: u32, step: u32, dh: u32) -> f32 {
     return s;
 }
 
-// spair[off + i·bk + j] = dq_dot(which, i, j) for i < nq, j < nk (row stride bk); each dot
-// split over `min(WG / (nq·nk), dh)` invocations, summed in a fixed order, when there are fewer
-// than WG pairs. Call in uniform control flow; ends with a barrier.
-fn dq_pairs(tid: u32, which: u32, off: u32, nq: u32, nk: u32, bk: u32, dh: u32) {
-    let npairs = nq * nk;
-    if (npairs >= WG) {
-        for (var pi = tid; pi < npairs; pi += WG) {
-            let i = pi / nk;
-            let j = pi - i * nk;
-            spair[off + i * bk + j] = dq_dot(which, i, j, 0u, 1u, dh);
-        }
-    } else {
-        let split = min(WG / npairs, dh);
-        let pi = tid % npairs;
-        let c = tid / npairs;
-        var s = 0.0;
-        if (c < split) {
-            s = dq_dot(which, pi / nk, pi % nk, c, split, dh);
-        }
-        sh_red[tid] = s;
-        workgroupBarrier();
-        if (tid < npairs) {
-            var t = 0.0;
-            for (var c2 = 0u; c2 < split; c2++) {
-                t += sh_red[c2 * npairs + tid];
-            }
-            spair[off + (tid / nk) * bk + tid % nk] = t;
-        }
-    }
-    workgroupBarrier();
+fn pair_store(at: u32, v: f32) {
+    spair[at] = v;
 }
+//#include "lib/attention_blocks.wgsl"
 
 @compute @workgroup_size(WG)
 fn attention_backward_dq(
@@ -304,27 +141,17 @@ fn attention_backward_dq(
     let seq = p.seq;
     let bq = dq_bq(dh);
     let bk = dq_bk(dh, bq);
-    let nqb = (seq + bq - 1u) / bq;
-    let w = flat_wg(wid, nwg);
-    if (w >= p.batch * p.heads * nqb) {
+    let blk = query_block(flat_wg(wid, nwg), bq, seq, p.heads, p.kv_heads, dh);
+    if (blk.bh >= p.batch * p.heads) {
         return;
     }
-    let qb = w % nqb;
-    let bh = w / nqb;
-    let h = bh % p.heads;
-    let b = bh / p.heads;
-    let kvh = h / (p.heads / p.kv_heads);
-    let q0 = qb * bq;
-    let nq = min(bq, seq - q0);
-    let q_stride = p.heads * dh;
-    let kv_stride = p.kv_heads * dh;
-    let q_base = b * seq * q_stride + h * dh;
-    let kv_base = b * seq * kv_stride + kvh * dh;
-    let row_base = bh * seq + q0; // lse / Δ index of query q0
+    let q0 = blk.q0;
+    let nq = blk.nq;
+    let row_base = blk.bh * seq + q0; // lse / Δ index of query q0
 
     // Q and dO of the block (its nq valid rows; loops below never read past them).
     for (var e = tid; e < nq * dh; e += WG) {
-        let a = q_base + (q0 + e / dh) * q_stride + e % dh;
+        let a = blk.q_base + (q0 + e / dh) * blk.q_stride + e % dh;
         sq[e] = q[a];
         sdo[e] = d_o[a];
     }
@@ -339,7 +166,7 @@ fn attention_backward_dq(
         let c = tid / nq;
         var s = 0.0;
         if (c < split) {
-            let a = q_base + (q0 + i) * q_stride;
+            let a = blk.q_base + (q0 + i) * blk.q_stride;
             for (var d = c; d < dh; d += split) {
                 s = fma(d_o[a + d], o[a + d], s);
             }
@@ -368,15 +195,15 @@ fn attention_backward_dq(
         // The previous tile is done with skv and spair (the first: Δ is done with sh_red).
         workgroupBarrier();
         for (var e = tid; e < nk * dh; e += WG) {
-            skv[e] = v[kv_base + (k0 + e / dh) * kv_stride + e % dh];
+            skv[e] = v[blk.kv_base + (k0 + e / dh) * blk.kv_stride + e % dh];
         }
         workgroupBarrier();
-        dq_pairs(tid, 0u, 0u, nq, nk, bk, dh); // dP
+        pair_dots(tid, 0u, 0u, nq, nk, bk, dh); // dP
         for (var e = tid; e < nk * dh; e += WG) {
-            skv[e] = k[kv_base + (k0 + e / dh) * kv_stride + e % dh];
+            skv[e] = k[blk.kv_base + (k0 + e / dh) * blk.kv_stride + e % dh];
         }
         workgroupBarrier();
-        dq_pairs(tid, 1u, PAIRS_MAX, nq, nk, bk, dh); // q·k
+        pair_dots(tid, 1u, PAIRS_MAX, nq, nk, bk, dh); // q·k
         for (var pi = tid; pi < npairs; pi += WG) {
             let i = pi / nk;
             let j = pi - i * nk;
@@ -407,7 +234,7 @@ fn attention_backward_dq(
         let e = tid + r * WG;
         if (e < nq * dh) {
             let i = e / dh;
-            dq[q_base + (q0 + i) * q_stride + e - i * dh] = p.scale * acc[r];
+            dq[blk.q_base + (q0 + i) * blk.q_stride + e - i * dh] = p.scale * acc[r];
         }
     }
 }
@@ -462,9 +289,9 @@ var<workgroup> spair: array<f32, 512>;
 var<workgroup> slse: array<f32, DKV_B_MAX>;
 var<workgroup> sdelta: array<f32, DKV_B_MAX>;
 
-// The dot product of query row i with key row j: sq·sk (which == 1) or sdo·sv (which == 0),
-// over dims c, c + step, … < dh.
-fn dkv_dot(which: u32, i: u32, j: u32, c: u32, step: u32, dh: u32) -> f32 {
+// The dot products of `lib/attention_blocks.wgsl`: query row i with key row j, sq·sk (which == 1) or
+// sdo·sv (which == 0), stored into spair.
+fn pair_dot(which: u32, i: u32, j: u32, c: u32, step: u32, dh: u32) -> f32 {
     var s = 0.0;
     if (which == 1u) {
         for (var d = c; d < dh; d += step) {
@@ -478,35 +305,10 @@ fn dkv_dot(which: u32, i: u32, j: u32, c: u32, step: u32, dh: u32) -> f32 {
     return s;
 }
 
-// spair[off + i·bk + j] = dkv_dot(which, i, j) for i < nq, j < nk, as `dq_pairs`. Ends with a barrier.
-fn dkv_pairs(tid: u32, which: u32, off: u32, nq: u32, nk: u32, bk: u32, dh: u32) {
-    let npairs = nq * nk;
-    if (npairs >= WG) {
-        for (var pi = tid; pi < npairs; pi += WG) {
-            let i = pi / nk;
-            let j = pi - i * nk;
-            spair[off + i * bk + j] = dkv_dot(which, i, j, 0u, 1u, dh);
-        }
-    } else {
-        let split = min(WG / npairs, dh);
-        let pi = tid % npairs;
-        let c = tid / npairs;
-        var s = 0.0;
-        if (c < split) {
-            s = dkv_dot(which, pi / nk, pi % nk, c, split, dh);
-        }
-        sh_red[tid] = s;
-        workgroupBarrier();
-        if (tid < npairs) {
-            var t = 0.0;
-            for (var c2 = 0u; c2 < split; c2++) {
-                t += sh_red[c2 * npairs + tid];
-            }
-            spair[off + (tid / nk) * bk + tid % nk] = t;
-        }
-    }
-    workgroupBarrier();
+fn pair_store(at: u32, v: f32) {
+    spair[at] = v;
 }
+//#include "lib/attention_blocks.wgsl"
 
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv(
@@ -568,8 +370,8 @@ fn attention_backward_dkdv(
                 sdelta[tid] = delta[row_base + q0 + tid];
             }
             workgroupBarrier();
-            dkv_pairs(tid, 1u, 0u, nq, nk, bk, dh); // q·k
-            dkv_pairs(tid, 0u, PAIRS_MAX, nq, nk, bk, dh); // dP
+            pair_dots(tid, 1u, 0u, nq, nk, bk, dh); // q·k
+            pair_dots(tid, 0u, PAIRS_MAX, nq, nk, bk, dh); // dP
             for (var pi = tid; pi < npairs; pi += WG) {
                 let i = pi / nk;
                 let j = pi - i * nk;
@@ -635,19 +437,12 @@ struct Params {
 @compute @workgroup_size(WG)
 fn rope_q_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let idx = flat_id(gid, nwg);
-    let half = p.head_dim / 2u;
-    if (idx >= p.batch * p.seq * p.heads * half) {
-        return;
+    if (idx < p.batch * p.seq * p.heads * (p.head_dim / 2u)) {
+        let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
+        let y = vec2<f32>(dq[r.at], dq[r.at + 1u]);
+        dq[r.at] = y.x * r.cs.x + y.y * r.cs.y;
+        dq[r.at + 1u] = y.y * r.cs.x - y.x * r.cs.y;
     }
-    let i = idx % half;
-    let row = idx / half;
-    let s = (row / p.heads) % p.seq;
-    let cs = rope_cos_sin(s + p.pos_offset, i, p.head_dim, p.base);
-    let a = row * p.head_dim + 2u * i;
-    let y0 = dq[a];
-    let y1 = dq[a + 1u];
-    dq[a] = y0 * cs.x + y1 * cs.y;
-    dq[a + 1u] = y1 * cs.x - y0 * cs.y;
 }
 
 // --- KERNEL: rope_k_backward ---
@@ -672,19 +467,12 @@ struct Params {
 @compute @workgroup_size(WG)
 fn rope_k_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let idx = flat_id(gid, nwg);
-    let half = p.head_dim / 2u;
-    if (idx >= p.batch * p.seq * p.kv_heads * half) {
-        return;
+    if (idx < p.batch * p.seq * p.kv_heads * (p.head_dim / 2u)) {
+        let r = rope_pair(idx, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
+        let y = vec2<f32>(dk[r.at], dk[r.at + 1u]);
+        dk[r.at] = y.x * r.cs.x + y.y * r.cs.y;
+        dk[r.at + 1u] = y.y * r.cs.x - y.x * r.cs.y;
     }
-    let i = idx % half;
-    let row = idx / half;
-    let s = (row / p.kv_heads) % p.seq;
-    let cs = rope_cos_sin(s + p.pos_offset, i, p.head_dim, p.base);
-    let a = row * p.head_dim + 2u * i;
-    let y0 = dk[a];
-    let y1 = dk[a + 1u];
-    dk[a] = y0 * cs.x + y1 * cs.y;
-    dk[a + 1u] = y1 * cs.x - y0 * cs.y;
 }
 
 // --- KERNEL: attention_fast_delta ---
@@ -760,15 +548,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-fn load_a(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
-    let i = ft_index(s, base, k0);
-    return select(vec4<f32>(0.0), vec4<f32>(probs[i.x], probs[i.y], probs[i.z], probs[i.w]), ft_mask(s, k0));
-}
-
-fn load_b(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
-    let i = ft_index(s, base, k0);
-    return select(vec4<f32>(0.0), vec4<f32>(x[i.x], x[i.y], x[i.z], x[i.w]), ft_mask(s, k0));
-}
+fn load_a(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(probs[i.x], probs[i.y], probs[i.z], probs[i.w]); }
+fn load_b(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(x[i.x], x[i.y], x[i.z], x[i.w]); }
+fn store_c(o: u32, v: f32) { y[o] = v; }
 
 @compute @workgroup_size(WG)
 fn attention_fast_ptx(
@@ -778,26 +560,21 @@ fn attention_fast_ptx(
 ) {
     let seq = p.seq;
     let dh = p.head_dim;
-    let nt = (seq + FT_TILE - 1u) / FT_TILE;
-    let ncol = (dh + FT_TILE - 1u) / FT_TILE;
-    let per_tile = p.batch * p.kv_heads * ncol;
-    let w = flat_wg(wid, nwg);
-    if (w >= nt * per_tile) {
+    // (key tile, b·Hkv + kv head, column slice)
+    let ct = column_tile(flat_wg(wid, nwg), p.batch, p.kv_heads, dh);
+    // Whole workgroups past the end leave together (uniform).
+    if (ct.x >= (seq + FT_TILE - 1u) / FT_TILE) {
         return;
     }
-    let jt = w / per_tile;
-    let rest = w % per_tile;
-    let bkv = rest / ncol;
-    let ct = rest % ncol;
-    let kvh = bkv % p.kv_heads;
-    let b = bkv / p.kv_heads;
+    let kvh = ct.y % p.kv_heads;
+    let b = ct.y / p.kv_heads;
     let group = p.heads / p.kv_heads;
     let q_stride = p.heads * dh;
     let kv_stride = p.kv_heads * dh;
-    let tx = tid % FT_SIDE;
-    let ty = tid / FT_SIDE;
-    let r0 = jt * FT_TILE;
-    let n0 = ct * FT_TILE;
+    let tx = tid % TILE_SIDE;
+    let ty = tid / TILE_SIDE;
+    let r0 = ct.x * FT_TILE;
+    let n0 = ct.z * FT_TILE;
     // A(j, s) = P[s, j]: j contiguous, s strided by S. B(d, s) = X[b, s, h, d]: d contiguous.
     let sa = ft_slot_r(tid, r0, seq, seq, seq);
     let sb = ft_slot_r(tid, n0, dh, q_stride, seq);
@@ -808,38 +585,29 @@ fn attention_fast_ptx(
     ft_clear();
     var g = 0u;
     var k0 = r0;
-    var va = load_a(sa, p_base0, k0);
-    var vb = load_b(sb, x_base0, k0);
+    var va = ft_stage_a(sa, p_base0, k0);
+    var vb = ft_stage_b(sb, x_base0, k0);
     while (g < group) {
         ft_a[sa.slot] = va;
         ft_b[sb.slot] = vb;
         workgroupBarrier();
         // The next step: the next 16 queries, or the next head from the key tile's first row.
-        var k1 = k0 + FT_K;
+        var k1 = k0 + TILE_K;
         var g1 = g;
         if (k1 >= seq) {
             k1 = r0;
             g1 = g + 1u;
         }
         if (g1 < group) {
-            va = load_a(sa, p_base0 + g1 * seq * seq, k1);
-            vb = load_b(sb, x_base0 + g1 * dh, k1);
+            va = ft_stage_a(sa, p_base0 + g1 * seq * seq, k1);
+            vb = ft_stage_b(sb, x_base0 + g1 * dh, k1);
         }
-        ft_step(tx, ty);
+        acc_step(tx, ty);
         workgroupBarrier();
         g = g1;
         k0 = k1;
     }
-    let y_base = b * seq * kv_stride + kvh * dh;
-    for (var i = 0u; i < 4u; i++) {
-        let r = r0 + 4u * ty + i;
-        for (var j = 0u; j < 4u; j++) {
-            let c = n0 + 4u * tx + j;
-            if (r < seq && c < dh) {
-                y[y_base + r * kv_stride + c] = p.alpha * ft_acc[i][j];
-            }
-        }
-    }
+    ft_store(tid, r0, n0, seq, dh, b * seq * kv_stride + kvh * dh, kv_stride, p.alpha);
 }
 
 // --- KERNEL: attention_fast_ds ---
@@ -872,15 +640,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> probs: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-fn load_a(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
-    let i = ft_index(s, base, k0);
-    return select(vec4<f32>(0.0), vec4<f32>(d_o[i.x], d_o[i.y], d_o[i.z], d_o[i.w]), ft_mask(s, k0));
-}
-
-fn load_b(s: FtSlot, base: u32, k0: u32) -> vec4<f32> {
-    let i = ft_index(s, base, k0);
-    return select(vec4<f32>(0.0), vec4<f32>(v[i.x], v[i.y], v[i.z], v[i.w]), ft_mask(s, k0));
-}
+fn load_a(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(d_o[i.x], d_o[i.y], d_o[i.z], d_o[i.w]); }
+fn load_b(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(v[i.x], v[i.y], v[i.z], v[i.w]); }
 
 @compute @workgroup_size(WG)
 fn attention_fast_ds(
@@ -889,50 +650,22 @@ fn attention_fast_ds(
     @builtin(local_invocation_index) tid: u32,
 ) {
     let seq = p.seq;
-    let dh = p.head_dim;
-    let nt = (seq + FT_TILE - 1u) / FT_TILE;
-    let ntri = nt * (nt + 1u) / 2u;
+    let ntri = score_tiles(seq);
     let w = flat_wg(wid, nwg);
     if (w >= p.batch * p.heads * ntri) {
         return;
     }
-    let bh = w / ntri;
-    let ij = ft_triangle(w - bh * ntri);
-    let h = bh % p.heads;
-    let b = bh / p.heads;
-    let kvh = h / (p.heads / p.kv_heads);
-    let q_stride = p.heads * dh;
-    let kv_stride = p.kv_heads * dh;
-    let o_base = b * seq * q_stride + h * dh;
-    let v_base = b * seq * kv_stride + kvh * dh;
-    let tx = tid % FT_SIDE;
-    let ty = tid / FT_SIDE;
-    let m0 = ij.x * FT_TILE;
-    let n0 = ij.y * FT_TILE;
-    let sa = ft_slot_k(tid, m0, seq, q_stride, dh);
-    let sb = ft_slot_k(tid, n0, seq, kv_stride, dh);
-    ft_clear();
-    var va = load_a(sa, o_base, 0u);
-    var vb = load_b(sb, v_base, 0u);
-    for (var k0 = 0u; k0 < dh; k0 += FT_K) {
-        ft_a[sa.slot] = va;
-        ft_b[sb.slot] = vb;
-        workgroupBarrier();
-        if (k0 + FT_K < dh) {
-            va = load_a(sa, o_base, k0 + FT_K);
-            vb = load_b(sb, v_base, k0 + FT_K);
-        }
-        ft_step(tx, ty);
-        workgroupBarrier();
-    }
-    let p_base = bh * seq * seq;
-    let d_base = bh * seq;
+    // dP = dO·Vᵀ for the tile (in ft_acc), then dS in place of P.
+    let t = score_tile(w, tid, ntri, p.heads, p.kv_heads);
+    score_product(tid, t, seq, p.heads, p.kv_heads, p.head_dim);
+    let p_base = t.bh * seq * seq;
+    let d_base = t.bh * seq;
     for (var i = 0u; i < 4u; i++) {
-        let r = m0 + 4u * ty + i;
+        let r = t.r0 + i;
         if (r < seq) {
             let dr = delta[d_base + r];
             for (var j = 0u; j < 4u; j++) {
-                let c = n0 + 4u * tx + j;
+                let c = t.c0 + j;
                 if (c <= r) {
                     let at = p_base + r * seq + c;
                     probs[at] = probs[at] * (ft_acc[i][j] - dr);

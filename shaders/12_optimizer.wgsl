@@ -46,13 +46,9 @@ const QBLOCK: u32 = 256u;
 const QBLOCKS_PER_WG: u32 = 4u;
 const QCHUNK: u32 = 1024u;
 const_assert QCHUNK == QBLOCKS_PER_WG * QBLOCK;
-// Elements per `adamw_update` invocation (EW_PER) and workgroup (EW_CHUNK).
-const EW_PER: u32 = 8u;
-const EW_CHUNK: u32 = 2048u;
-const_assert EW_CHUNK == WG * EW_PER;
-// Offsets of an invocation's elements from its first: steps 0..3 and 4..7.
-const STEP_LO: vec4<u32> = vec4<u32>(0u, WG, 2u * WG, 3u * WG);
-const STEP_HI: vec4<u32> = vec4<u32>(4u * WG, 5u * WG, 6u * WG, 7u * WG);
+// `adamw_update` is element-wise: 8 elements per invocation, 2048 per workgroup (EW_CHUNK);
+// EW_LO / EW_HI are also the offsets of the other kernels' unrolled loads.
+//#include "lib/elementwise.wgsl"
 
 // --- KERNEL: reduce_norm_sq ---
 // Partial sums of squares of one gradient tensor `g` (n values): workgroup b writes
@@ -107,8 +103,8 @@ fn reduce_norm_sq(
     var st = vec2<f32>(0.0);
     if (b < p.n / NORM_BLOCK) {
         // A full block: the 16 loads first, then the sums in index order.
-        let l0 = i + STEP_LO;
-        let l1 = i + STEP_HI;
+        let l0 = i + EW_LO;
+        let l1 = i + EW_HI;
         let l2 = l0 + 8u * WG;
         let l3 = l1 + 8u * WG;
         let x0 = vec4<f32>(g[l0.x], g[l0.y], g[l0.z], g[l0.w]);
@@ -243,38 +239,34 @@ fn put4(i: vec4<u32>, x: vec4<f32>, r: Step) {
     put1(i.w, x.w, r.m.w, r.v.w, r.p.w);
 }
 
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    let clip = stats[1];
+    // All 32 loads first, then the stores.
+    let xa = vec4<f32>(g[lo.x], g[lo.y], g[lo.z], g[lo.w]);
+    let xb = vec4<f32>(g[hi.x], g[hi.y], g[hi.z], g[hi.w]);
+    let ma = vec4<f32>(m[lo.x], m[lo.y], m[lo.z], m[lo.w]);
+    let mb = vec4<f32>(m[hi.x], m[hi.y], m[hi.z], m[hi.w]);
+    let va = vec4<f32>(v[lo.x], v[lo.y], v[lo.z], v[lo.w]);
+    let vb = vec4<f32>(v[hi.x], v[hi.y], v[hi.z], v[hi.w]);
+    let wa = vec4<f32>(p[lo.x], p[lo.y], p[lo.z], p[lo.w]);
+    let wb = vec4<f32>(p[hi.x], p[hi.y], p[hi.z], p[hi.w]);
+    put4(lo, xa, adam4(xa, ma, va, wa, clip));
+    put4(hi, xb, adam4(xb, mb, vb, wb, clip));
+}
+
+fn ew_one(j: u32) {
+    let x = g[j];
+    let r = adam4(vec4<f32>(x), vec4<f32>(m[j]), vec4<f32>(v[j]), vec4<f32>(p[j]), stats[1]);
+    put1(j, x, r.m.x, r.v.x, r.p.x);
+}
+
 @compute @workgroup_size(WG)
 fn adamw_update(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let i = flat_wg(wid, nwg) * EW_CHUNK + tid;
-    let clip = stats[1];
-    let lo = i + STEP_LO;
-    let hi = i + STEP_HI;
-    if (hi.w < h.n) {
-        // All 32 loads first, then the stores.
-        let xa = vec4<f32>(g[lo.x], g[lo.y], g[lo.z], g[lo.w]);
-        let xb = vec4<f32>(g[hi.x], g[hi.y], g[hi.z], g[hi.w]);
-        let ma = vec4<f32>(m[lo.x], m[lo.y], m[lo.z], m[lo.w]);
-        let mb = vec4<f32>(m[hi.x], m[hi.y], m[hi.z], m[hi.w]);
-        let va = vec4<f32>(v[lo.x], v[lo.y], v[lo.z], v[lo.w]);
-        let vb = vec4<f32>(v[hi.x], v[hi.y], v[hi.z], v[hi.w]);
-        let wa = vec4<f32>(p[lo.x], p[lo.y], p[lo.z], p[lo.w]);
-        let wb = vec4<f32>(p[hi.x], p[hi.y], p[hi.z], p[hi.w]);
-        put4(lo, xa, adam4(xa, ma, va, wa, clip));
-        put4(hi, xb, adam4(xb, mb, vb, wb, clip));
-    } else {
-        for (var k = 0u; k < EW_PER; k++) {
-            let j = i + k * WG;
-            if (j < h.n) {
-                let x = g[j];
-                let r = adam4(vec4<f32>(x), vec4<f32>(m[j]), vec4<f32>(v[j]), vec4<f32>(p[j]), clip);
-                put1(j, x, r.m.x, r.v.x, r.p.x);
-            }
-        }
-    }
+    elementwise(wid, nwg, tid, h.n);
 }
 
 // --- KERNEL: adamw_8bit_update ---
@@ -436,7 +428,7 @@ fn adamw_8bit_update(
     }
     // Value tid of the blocks b0 … b0 + 3.
     let b0 = w * QBLOCKS_PER_WG;
-    let i = w * QCHUNK + tid + STEP_LO;
+    let i = w * QCHUNK + tid + EW_LO;
     // All loads first: the scales, then the codes, gradients and parameters of the 4 values.
     let s0 = scales_of(b0);
     let s1 = scales_of(b0 + 1u);

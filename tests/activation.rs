@@ -6,17 +6,9 @@ mod common;
 #[path = "reference/elementwise.rs"]
 mod reference;
 
-use common::{assert_close, gpu, rng, uniform};
+use common::{TAIL, assert_close, check_tail, gpu, rng, uniform};
 use kernels::Gpu;
 use kernels::activation::{gelu_inplace, swiglu_combine};
-
-/// Elements after the first `n` of every output buffer, poisoned with NaN; they must stay NaN.
-const TAIL: usize = 7;
-
-#[track_caller]
-fn check_tail(what: &str, got: &[f32], n: usize) {
-    assert!(got[n..].iter().all(|v| v.is_nan()), "{what}: elements past n were written");
-}
 
 /// `gelu_inplace` over `xs` (tail poisoned); returns the first `xs.len()` values.
 fn run_gelu(gpu: &Gpu, xs: &[f32]) -> Vec<f32> {
@@ -41,18 +33,9 @@ fn run_swiglu(gpu: &Gpu, gate: &[f32], up: &[f32]) -> Vec<f32> {
     got[..n].to_vec()
 }
 
-/// Inputs far out in both tails, zeros and tiny values: the results must be finite and match
-/// the reference to f32 accuracy in absolute terms scaled by max(1, |x|) (deep in the negative
-/// tail the true values are below 1e-30 and the GPU's exp may flush them to 0).
-fn extreme_inputs() -> Vec<f32> {
-    let mut v = vec![0.0f32, -0.0, 1e-30, -1e-30, 1e-6, -1e-6];
-    for m in [0.5f32, 1.0, 3.0, 5.0, 8.0, 10.0, 15.0, 16.0, 20.0, 50.0, 88.0, 100.0, 1e3, 5e3, 1e4] {
-        v.push(m);
-        v.push(-m);
-    }
-    v
-}
-
+/// On `reference::extreme_inputs`: finite results that match the reference to f32 accuracy in
+/// absolute terms scaled by max(1, |x|) (deep in the negative tail the true values are below
+/// 1e-30 and the GPU's exp may flush them to 0).
 #[track_caller]
 fn check_extreme(what: &str, xs: &[f32], got: &[f32], want: &[f64]) {
     for ((&x, &g), &w) in xs.iter().zip(got).zip(want) {
@@ -78,7 +61,7 @@ fn gelu_inplace_matches_reference() {
 #[test]
 fn gelu_inplace_is_finite_for_large_inputs() {
     let Some(gpu) = gpu() else { return };
-    let xs = extreme_inputs();
+    let xs = reference::extreme_inputs();
     let got = run_gelu(&gpu, &xs);
     check_extreme("gelu", &xs, &got, &reference::gelu_all(&reference::widen(&xs)));
     // The tails: gelu(x) = x for large x, -0 or a tiny negative value for very negative x.
@@ -106,7 +89,7 @@ fn swiglu_combine_matches_reference() {
 fn swiglu_combine_is_finite_for_large_inputs() {
     let Some(gpu) = gpu() else { return };
     let mut rng = rng("swiglu_extreme");
-    let gate = extreme_inputs();
+    let gate = reference::extreme_inputs();
     let up = uniform(&mut rng, gate.len(), 0.5, 1.0);
     let got = run_swiglu(&gpu, &gate, &up);
     check_extreme("swiglu", &gate, &got, &reference::swiglu(&reference::widen(&gate), &reference::widen(&up)));

@@ -5,27 +5,10 @@ mod common;
 #[path = "reference/attention.rs"]
 mod reference;
 
-use common::{assert_close, gpu, gpu_with, rng, uniform};
+use common::{assert_close, check_tail, gpu, gpu_with, poisoned, rng, uniform};
 use kernels::attention::{attention_decode, attention_forward};
-use kernels::{Buffer, Error, Gpu, GpuOptions};
-use rand::rngs::StdRng;
-use reference::Shape;
-
-/// Elements appended to every output; they must stay NaN.
-const TAIL: usize = 7;
-
-fn poisoned(gpu: &Gpu, n: usize) -> Buffer<f32> {
-    gpu.filled(n + TAIL, f32::NAN).unwrap()
-}
-
-#[track_caller]
-fn check_tail(what: &str, got: &[f32], n: usize) {
-    assert!(got[n..].iter().all(|v| v.is_nan()), "{what}: elements past the output were written");
-}
-
-fn shape(batch: usize, seq: usize, heads: usize, kv_heads: usize, head_dim: usize) -> Shape {
-    Shape { batch, seq, heads, kv_heads, head_dim }
-}
+use kernels::{Error, Gpu, GpuOptions};
+use reference::{Inputs, Shape, inputs, shape};
 
 fn params(sh: Shape, scale: f32) -> attention_forward::Params {
     attention_forward::Params::new(
@@ -36,22 +19,6 @@ fn params(sh: Shape, scale: f32) -> attention_forward::Params {
         sh.head_dim as u32,
         scale,
     )
-}
-
-struct Inputs {
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-}
-
-fn inputs(rng: &mut StdRng, sh: Shape) -> Inputs {
-    // Scores q·k/√Dh with a standard deviation around 1.3: the softmax is neither flat nor
-    // one-hot.
-    Inputs {
-        q: uniform(rng, sh.q_len(), -2.0, 2.0),
-        k: uniform(rng, sh.kv_len(), -2.0, 2.0),
-        v: uniform(rng, sh.kv_len(), -1.0, 1.0),
-    }
 }
 
 /// Runs the forward into NaN-poisoned outputs; returns (O, lse) with their tails.

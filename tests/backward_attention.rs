@@ -7,50 +7,12 @@ mod common;
 #[path = "reference/attention.rs"]
 mod reference;
 
-use common::{assert_close, gpu, rel_err, rng, uniform};
+use common::{TAIL, assert_close, central_differences, check_tail, gpu, poisoned, rel_err, rng, same_bits, uniform};
 use kernels::attention::attention_forward;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq, rope_k_backward, rope_q_backward};
 use kernels::rope::{rope_k, rope_q};
 use kernels::{Buffer, Error, Gpu};
-use rand::Rng;
-use rand::rngs::StdRng;
-use reference::Shape;
-
-const TAIL: usize = 7;
-
-fn poisoned(gpu: &Gpu, n: usize) -> Buffer<f32> {
-    gpu.filled(n + TAIL, f32::NAN).unwrap()
-}
-
-#[track_caller]
-fn check_tail(what: &str, got: &[f32], n: usize) {
-    assert!(got[n..].iter().all(|v| v.is_nan()), "{what}: elements past the output were written");
-}
-
-fn shape(batch: usize, seq: usize, heads: usize, kv_heads: usize, head_dim: usize) -> Shape {
-    Shape { batch, seq, heads, kv_heads, head_dim }
-}
-
-fn same_bits(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-}
-
-/// Host copies of the inputs.
-struct Inputs {
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    d_o: Vec<f32>,
-}
-
-fn inputs(rng: &mut StdRng, sh: Shape) -> Inputs {
-    Inputs {
-        q: uniform(rng, sh.q_len(), -2.0, 2.0),
-        k: uniform(rng, sh.kv_len(), -2.0, 2.0),
-        v: uniform(rng, sh.kv_len(), -1.0, 1.0),
-        d_o: uniform(rng, sh.q_len(), -1.0, 1.0),
-    }
-}
+use reference::{Inputs, Shape, inputs, shape};
 
 /// Device copies of the inputs and of the forward's O and lse.
 struct Device {
@@ -286,26 +248,13 @@ fn backward_matches_finite_differences() {
         let mut g = Grads::poisoned(&gpu, sh);
         backward(&gpu, &d, &mut g, sh, scale);
         let [dq, dk, dv, _] = g.read(&gpu);
-        for (which, grad) in [(0usize, &dq), (1, &dk), (2, &dv)] {
-            let n = if which == 0 { sh.q_len() } else { sh.kv_len() };
-            let mut fd = Vec::new();
-            let mut an = Vec::new();
-            for _ in 0..12 {
-                let i = rng.random_range(0..n);
-                let mut l = [0.0f64; 2];
-                for (side, sign) in [(0, 1.0f32), (1, -1.0)] {
-                    let (mut q, mut k, mut v) = (x.q.clone(), x.k.clone(), x.v.clone());
-                    match which {
-                        0 => q[i] += sign * h,
-                        1 => k[i] += sign * h,
-                        _ => v[i] += sign * h,
-                    }
-                    l[side] = loss(&gpu, &q, &k, &v, &x.d_o, sh, scale);
-                }
-                fd.push((l[0] - l[1]) / (2.0 * h as f64));
-                an.push(grad[i]);
-            }
-            let name = ["dQ", "dK", "dV"][which];
+        for (name, which, grad) in [("dQ", 0, &dq), ("dK", 1, &dk), ("dV", 2, &dv)] {
+            let qkv = [x.q.as_slice(), &x.k, &x.v];
+            let (an, fd) = central_differences(&mut rng, qkv[which], grad, h, 12, |t| {
+                let mut p = qkv;
+                p[which] = t;
+                loss(&gpu, p[0], p[1], p[2], &x.d_o, sh, scale)
+            });
             let e = rel_err(&an, &fd);
             assert!(e < 1e-2, "{name} {sh:?}: backward vs finite differences: relative error {e:e}\n{an:?}\n{fd:?}");
         }
@@ -466,20 +415,10 @@ fn rope_backward_matches_finite_differences() {
         let x = uniform(&mut rng, n, -1.0, 1.0);
         let g = uniform(&mut rng, n, -1.0, 1.0);
         let grad = run_rope(&gpu, &g, sh, off, key, true);
-        let mut fd = Vec::new();
-        let mut an = Vec::new();
-        for _ in 0..16 {
-            let i = rng.random_range(0..n);
-            let mut l = [0.0f64; 2];
-            for (side, sign) in [(0, 1.0f32), (1, -1.0)] {
-                let mut xp = x.clone();
-                xp[i] += sign * h;
-                let y = run_rope(&gpu, &xp, sh, off, key, false);
-                l[side] = y[..n].iter().zip(&g).map(|(&a, &b)| a as f64 * b as f64).sum();
-            }
-            fd.push((l[0] - l[1]) / (2.0 * h as f64));
-            an.push(grad[i]);
-        }
+        let (an, fd) = central_differences(&mut rng, &x, &grad, h, 16, |xp| {
+            let y = run_rope(&gpu, xp, sh, off, key, false);
+            y[..n].iter().zip(&g).map(|(&a, &b)| a as f64 * b as f64).sum()
+        });
         let e = rel_err(&an, &fd);
         assert!(e < 1e-3, "rope backward {sh:?} key={key}: vs finite differences {e:e}");
     }

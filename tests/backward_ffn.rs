@@ -6,22 +6,15 @@ mod common;
 #[path = "reference/elementwise.rs"]
 mod reference;
 
-use common::{assert_close, gpu, rng, uniform};
+use common::{TAIL, assert_close, check_tail, gpu, rng, uniform};
 use kernels::Gpu;
 use kernels::activation::{gelu_inplace, swiglu_combine};
 use kernels::backward_ffn::{ffn_gelu_backward, ffn_swiglu_backward};
 use rand::Rng;
 use rand::seq::index::sample;
 
-/// Elements after the first `n` of every output buffer, poisoned with NaN; they must stay NaN.
-const TAIL: usize = 7;
 /// Lengths: tiny, around a workgroup, not multiples of 256, past 256 workgroups.
 const LENGTHS: [usize; 6] = [1, 255, 257, 1000, 65_537, 300_001];
-
-#[track_caller]
-fn check_tail(what: &str, got: &[f32], n: usize) {
-    assert!(got[n..].iter().all(|v| v.is_nan()), "{what}: elements past n were written");
-}
 
 fn run_gelu_backward(gpu: &Gpu, x: &[f32], dy: &[f32]) -> Vec<f32> {
     let n = x.len();
@@ -64,16 +57,6 @@ fn swiglu_loss(gpu: &Gpu, gate: &[f32], up: &[f32], g: &[f32]) -> f64 {
     out.read(gpu).unwrap().iter().zip(g).map(|(&y, &g)| y as f64 * g as f64).sum()
 }
 
-/// Large inputs, zeros and tiny values.
-fn extreme_inputs() -> Vec<f32> {
-    let mut v = vec![0.0f32, -0.0, 1e-30, -1e-30, 1e-6, -1e-6];
-    for m in [0.5f32, 1.0, 3.0, 5.0, 8.0, 10.0, 15.0, 16.0, 20.0, 50.0, 88.0, 100.0, 1e3, 5e3, 1e4] {
-        v.push(m);
-        v.push(-m);
-    }
-    v
-}
-
 #[track_caller]
 fn check_extreme(what: &str, xs: &[f32], got: &[f32], want: &[f64]) {
     for ((&x, &g), &w) in xs.iter().zip(got).zip(want) {
@@ -114,7 +97,7 @@ fn ffn_swiglu_backward_matches_reference() {
 #[test]
 fn backward_is_finite_for_large_inputs() {
     let Some(gpu) = gpu() else { return };
-    let xs = extreme_inputs();
+    let xs = reference::extreme_inputs();
     let ones = vec![1.0f32; xs.len()];
     // gelu'(x) itself (dy = 1): 1 for large x, 0 for very negative x, ≈ 1.13 at its peak.
     let got = run_gelu_backward(&gpu, &xs, &ones);

@@ -5,22 +5,12 @@ mod common;
 #[path = "reference/elementwise.rs"]
 mod reference;
 
-use common::{assert_close, gpu, rng, uniform};
+use common::{TAIL, assert_close, gpu, has_f16, rng, uniform};
 use kernels::cast::{cast_f16_to_f32, cast_f32_to_f16};
 use kernels::{Gpu, f16};
 use rand::Rng;
 
-/// Elements after the first `n` of every output buffer, poisoned with NaN; they must stay NaN.
-const TAIL: usize = 7;
 const LENGTHS: [usize; 6] = [1, 255, 257, 1000, 65_537, 300_001];
-
-fn has_f16(gpu: &Gpu) -> bool {
-    let ok = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
-    if !ok {
-        eprintln!("adapter without SHADER_F16: nothing to run");
-    }
-    ok
-}
 
 fn to_f16(gpu: &Gpu, xs: &[f32]) -> Vec<f16> {
     let n = xs.len();
@@ -60,7 +50,7 @@ fn is_a_neighbour(x: f32, got: f16) -> bool {
 #[test]
 fn cast_f32_to_f16_matches_reference() {
     let Some(gpu) = gpu() else { return };
-    if !has_f16(&gpu) {
+    if !has_f16(&gpu, "the casts") {
         return;
     }
     let mut rng = rng("cast_f32_to_f16");
@@ -83,7 +73,7 @@ fn cast_f32_to_f16_matches_reference() {
 #[test]
 fn cast_f32_to_f16_clamps_and_keeps_nan() {
     let Some(gpu) = gpu() else { return };
-    if !has_f16(&gpu) {
+    if !has_f16(&gpu, "the casts") {
         return;
     }
     let max = 65504.0f32;
@@ -126,7 +116,7 @@ fn cast_f32_to_f16_clamps_and_keeps_nan() {
 #[test]
 fn cast_f16_to_f32_is_exact() {
     let Some(gpu) = gpu() else { return };
-    if !has_f16(&gpu) {
+    if !has_f16(&gpu, "the casts") {
         return;
     }
     let mut rng = rng("cast_f16_to_f32");
@@ -165,7 +155,7 @@ fn cast_f16_to_f32_is_exact() {
 #[test]
 fn round_trip_within_f16_precision() {
     let Some(gpu) = gpu() else { return };
-    if !has_f16(&gpu) {
+    if !has_f16(&gpu, "the casts") {
         return;
     }
     let mut rng = rng("cast_round_trip");

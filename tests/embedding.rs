@@ -7,14 +7,11 @@ mod common;
 #[path = "reference/elementwise.rs"]
 mod reference;
 
-use common::{assert_close, gpu, rng, uniform};
+use common::{TAIL, assert_close, check_tail, gpu, has_f16, poisoned, rng, uniform};
 use kernels::embedding::{embed_backward, embed_lookup, embed_lookup_w16};
 use kernels::{Error, Gpu, f16};
 use rand::Rng;
 use rand::rngs::StdRng;
-
-/// Elements after the first `n` of every output buffer, poisoned with NaN; they must stay NaN.
-const TAIL: usize = 5;
 
 /// `rows` ids: mostly in `0..vocab`, about one in ten out of range (vocab, vocab + small, and
 /// u32::MAX, which would wrap `id * dim` if the kernel indexed before testing).
@@ -26,15 +23,6 @@ fn random_ids(rng: &mut StdRng, rows: usize, vocab: usize) -> Vec<u32> {
             _ => rng.random_range(0..vocab as u32),
         })
         .collect()
-}
-
-fn poisoned(gpu: &Gpu, n: usize) -> kernels::Buffer<f32> {
-    gpu.filled(n + TAIL, f32::NAN).unwrap()
-}
-
-#[track_caller]
-fn check_tail(what: &str, got: &[f32], n: usize) {
-    assert!(got[n..].iter().all(|v| v.is_nan()), "{what}: elements past the output were written");
 }
 
 fn run_lookup(gpu: &Gpu, ids: &[u32], table: &[f32], vocab: usize, dim: usize) -> Vec<f32> {
@@ -99,8 +87,7 @@ fn embed_lookup_matches_reference() {
 #[test]
 fn embed_lookup_w16_matches_reference() {
     let Some(gpu) = gpu() else { return };
-    if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
-        eprintln!("adapter without SHADER_F16: nothing to run");
+    if !has_f16(&gpu, "embed_lookup_w16") {
         return;
     }
     let mut rng = rng("embed_lookup_w16");

@@ -8,59 +8,19 @@ mod common;
 #[path = "reference/attention.rs"]
 mod reference;
 
-use common::{assert_close, gpu, gpu_with, rel_err, rng, uniform};
+use common::{assert_close, central_differences, check_tail, gpu, gpu_with, poisoned, rel_err, rng, same_bits};
 use kernels::attention::{attention_fast_scores, attention_forward};
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
 use kernels::fast_attention::{self, Params};
 use kernels::{Buffer, Error, Gpu, GpuOptions};
-use rand::Rng;
-use rand::rngs::StdRng;
-use reference::Shape;
-
-/// Elements appended to every output and workspace; they must stay NaN.
-const TAIL: usize = 7;
-
-fn poisoned(gpu: &Gpu, n: usize) -> Buffer<f32> {
-    gpu.filled(n + TAIL, f32::NAN).unwrap()
-}
-
-#[track_caller]
-fn check_tail(what: &str, got: &[f32], n: usize) {
-    assert!(got[n..].iter().all(|v| v.is_nan()), "{what}: elements past the output were written");
-}
-
-fn shape(batch: usize, seq: usize, heads: usize, kv_heads: usize, head_dim: usize) -> Shape {
-    Shape { batch, seq, heads, kv_heads, head_dim }
-}
+use reference::{Inputs, Shape, inputs, shape};
 
 fn params(sh: Shape, scale: f32) -> Params {
     Params::new(sh.batch as u32, sh.seq as u32, sh.heads as u32, sh.kv_heads as u32, sh.head_dim as u32, scale)
 }
 
-fn same_bits(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-}
-
 fn to64(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&a| a as f64).collect()
-}
-
-struct Inputs {
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    d_o: Vec<f32>,
-}
-
-fn inputs(rng: &mut StdRng, sh: Shape) -> Inputs {
-    // Scores q·k/√Dh with a standard deviation around 1.3: the softmax is neither flat nor
-    // one-hot.
-    Inputs {
-        q: uniform(rng, sh.q_len(), -2.0, 2.0),
-        k: uniform(rng, sh.kv_len(), -2.0, 2.0),
-        v: uniform(rng, sh.kv_len(), -1.0, 1.0),
-        d_o: uniform(rng, sh.q_len(), -1.0, 1.0),
-    }
 }
 
 /// Everything the fast path produced (each with its NaN tail).
@@ -286,26 +246,13 @@ fn fast_backward_matches_finite_differences() {
         let x = inputs(&mut rng, sh);
         let scale = 1.0 / (sh.head_dim as f32).sqrt();
         let fast = run_fast(&gpu, &x, sh, scale);
-        for (which, grad) in [(0usize, &fast.dq), (1, &fast.dk), (2, &fast.dv)] {
-            let n = if which == 0 { sh.q_len() } else { sh.kv_len() };
-            let mut fd = Vec::new();
-            let mut an = Vec::new();
-            for _ in 0..8 {
-                let i = rng.random_range(0..n);
-                let mut l = [0.0f64; 2];
-                for (side, sign) in [(0, 1.0f32), (1, -1.0)] {
-                    let (mut q, mut k, mut v) = (x.q.clone(), x.k.clone(), x.v.clone());
-                    match which {
-                        0 => q[i] += sign * h,
-                        1 => k[i] += sign * h,
-                        _ => v[i] += sign * h,
-                    }
-                    l[side] = loss(&gpu, &q, &k, &v, &x.d_o, sh, scale);
-                }
-                fd.push((l[0] - l[1]) / (2.0 * h as f64));
-                an.push(grad[i]);
-            }
-            let name = ["dQ", "dK", "dV"][which];
+        for (name, which, grad) in [("dQ", 0, &fast.dq), ("dK", 1, &fast.dk), ("dV", 2, &fast.dv)] {
+            let qkv = [x.q.as_slice(), &x.k, &x.v];
+            let (an, fd) = central_differences(&mut rng, qkv[which], grad, h, 8, |t| {
+                let mut p = qkv;
+                p[which] = t;
+                loss(&gpu, p[0], p[1], p[2], &x.d_o, sh, scale)
+            });
             let e = rel_err(&an, &fd);
             assert!(e < 1e-2, "{name} {sh:?}: backward vs finite differences: relative error {e:e}\n{an:?}\n{fd:?}");
         }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_close, gpu, gpu_with, rng, uniform};
+use common::{TAIL, assert_close, check_tail, gpu, gpu_with, poisoned, rng, uniform};
 use kernels::infrastructure::{axpy, clamp_inplace, copy, fill_const, fill_zero, scale};
 use kernels::ops::{self, ReduceScratch};
 use kernels::{Arg, Call, Gpu, GpuOptions, Grid, Record};
@@ -16,16 +16,6 @@ use probe::{grid_probe, reduce_probe, subgroup_only, tuned};
 /// (16,776,960 invocations), which needs the 2-D grid.
 const LENGTHS: [usize; 6] = [1, 255, 257, 1000, 65_537, 16_776_961];
 
-/// Poisoned output of `n + 7` elements: the tail must stay NaN.
-fn poisoned(gpu: &Gpu, n: usize) -> kernels::Buffer<f32> {
-    gpu.filled(n + 7, f32::NAN).unwrap()
-}
-
-#[track_caller]
-fn check_tail(got: &[f32], n: usize) {
-    assert!(got[n..].iter().all(|v| v.is_nan()), "elements past n were written");
-}
-
 #[test]
 fn fill_zero_and_fill_const() {
     let Some(gpu) = gpu() else { return };
@@ -35,15 +25,36 @@ fn fill_zero_and_fill_const() {
         fill_zero(&gpu, &mut x, n as u32).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().all(|&v| v == 0.0), "fill_zero n={n}");
-        check_tail(&got, n);
+        check_tail("fill_zero", &got, n);
 
         let value: f32 = rng.random_range(-10.0..10.0);
         let mut x = poisoned(&gpu, n);
         fill_const(&gpu, &mut x, fill_const::Params::new(n as u32, value)).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().all(|&v| v == value), "fill_const n={n}");
-        check_tail(&got, n);
+        check_tail("fill_const", &got, n);
     }
+}
+
+/// `axpy` (y += alpha·x, y with a NaN tail that must stay NaN) and `copy` of `xs` into a
+/// poisoned buffer, against float64.
+fn check_axpy_and_copy(gpu: &Gpu, xs: &[f32], ys: &[f32], alpha: f32) {
+    let n = xs.len();
+    let x = gpu.upload(xs).unwrap();
+    let mut ypad = ys.to_vec();
+    ypad.extend([f32::NAN; TAIL]);
+    let mut y = gpu.upload(&ypad).unwrap();
+    axpy(gpu, &x, &mut y, axpy::Params::new(n as u32, alpha)).unwrap();
+    let got = y.read(gpu).unwrap();
+    let want: Vec<f64> = xs.iter().zip(ys).map(|(&x, &y)| y as f64 + alpha as f64 * x as f64).collect();
+    assert_close(&format!("axpy n={n}"), &got[..n], &want, 1e-6);
+    check_tail("axpy", &got, n);
+
+    let mut dst = poisoned(gpu, n);
+    copy(gpu, &x, &mut dst, n as u32).unwrap();
+    let got = dst.read(gpu).unwrap();
+    assert_eq!(&got[..n], xs, "copy n={n}");
+    check_tail("copy", &got, n);
 }
 
 #[test]
@@ -58,31 +69,15 @@ fn scale_axpy_copy_clamp() {
 
         // scale: poison the tail only (the head is the input).
         let mut padded = xs.clone();
-        padded.extend([f32::NAN; 7]);
+        padded.extend([f32::NAN; TAIL]);
         let mut x = gpu.upload(&padded).unwrap();
         scale(&gpu, &mut x, scale::Params::new(n as u32, alpha)).unwrap();
         let got = x.read(&gpu).unwrap();
         let want: Vec<f64> = xs.iter().map(|&v| v as f64 * alpha as f64).collect();
         assert_close(&format!("scale n={n}"), &got[..n], &want, 1e-6);
-        check_tail(&got, n);
+        check_tail("scale", &got, n);
 
-        // axpy: y += alpha x.
-        let x = gpu.upload(&xs).unwrap();
-        let mut ypad = ys.clone();
-        ypad.extend([f32::NAN; 7]);
-        let mut y = gpu.upload(&ypad).unwrap();
-        axpy(&gpu, &x, &mut y, axpy::Params::new(n as u32, alpha)).unwrap();
-        let got = y.read(&gpu).unwrap();
-        let want: Vec<f64> = xs.iter().zip(&ys).map(|(&x, &y)| y as f64 + alpha as f64 * x as f64).collect();
-        assert_close(&format!("axpy n={n}"), &got[..n], &want, 1e-6);
-        check_tail(&got, n);
-
-        // copy into a poisoned buffer.
-        let mut dst = poisoned(&gpu, n);
-        copy(&gpu, &x, &mut dst, n as u32).unwrap();
-        let got = dst.read(&gpu).unwrap();
-        assert_eq!(&got[..n], &xs[..], "copy n={n}");
-        check_tail(&got, n);
+        check_axpy_and_copy(&gpu, &xs, &ys, alpha);
 
         // clamp.
         let mut x = gpu.upload(&padded).unwrap();
@@ -90,7 +85,7 @@ fn scale_axpy_copy_clamp() {
         let got = x.read(&gpu).unwrap();
         let want: Vec<f64> = xs.iter().map(|&v| v.clamp(lo, hi) as f64).collect();
         assert_close(&format!("clamp n={n}"), &got[..n], &want, 1e-7);
-        check_tail(&got, n);
+        check_tail("clamp_inplace", &got, n);
     }
 }
 
@@ -263,45 +258,31 @@ fn elementwise_lengths_around_the_chunk() {
         let ys = uniform(&mut rng, n, -4.0, 4.0);
         let alpha: f32 = rng.random_range(-3.0..3.0);
         let mut padded = xs.clone();
-        padded.extend([f32::NAN; 7]);
+        padded.extend([f32::NAN; TAIL]);
 
         let mut x = poisoned(&gpu, n);
         fill_zero(&gpu, &mut x, n as u32).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().all(|&v| v == 0.0), "fill_zero n={n}");
-        check_tail(&got, n);
+        check_tail("fill_zero", &got, n);
         fill_const(&gpu, &mut x, fill_const::Params::new(n as u32, alpha)).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().all(|&v| v == alpha), "fill_const n={n}");
-        check_tail(&got, n);
+        check_tail("fill_const", &got, n);
 
         let mut x = gpu.upload(&padded).unwrap();
         scale(&gpu, &mut x, scale::Params::new(n as u32, alpha)).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().zip(&xs).all(|(&g, &v)| g == v * alpha), "scale n={n}");
-        check_tail(&got, n);
+        check_tail("scale", &got, n);
 
-        let x = gpu.upload(&xs).unwrap();
-        let mut ypad = ys.clone();
-        ypad.extend([f32::NAN; 7]);
-        let mut y = gpu.upload(&ypad).unwrap();
-        axpy(&gpu, &x, &mut y, axpy::Params::new(n as u32, alpha)).unwrap();
-        let got = y.read(&gpu).unwrap();
-        let want: Vec<f64> = xs.iter().zip(&ys).map(|(&x, &y)| y as f64 + alpha as f64 * x as f64).collect();
-        assert_close(&format!("axpy n={n}"), &got[..n], &want, 1e-6);
-        check_tail(&got, n);
-
-        let mut dst = poisoned(&gpu, n);
-        copy(&gpu, &x, &mut dst, n as u32).unwrap();
-        let got = dst.read(&gpu).unwrap();
-        assert_eq!(&got[..n], &xs[..], "copy n={n}");
-        check_tail(&got, n);
+        check_axpy_and_copy(&gpu, &xs, &ys, alpha);
 
         let mut x = gpu.upload(&padded).unwrap();
         clamp_inplace(&gpu, &mut x, clamp_inplace::Params::new(n as u32, -1.0, 2.0)).unwrap();
         let got = x.read(&gpu).unwrap();
         assert!(got[..n].iter().zip(&xs).all(|(&g, &v)| g == v.clamp(-1.0, 2.0)), "clamp n={n}");
-        check_tail(&got, n);
+        check_tail("clamp_inplace", &got, n);
     }
 }
 
@@ -352,7 +333,7 @@ fn chunked_kernels_on_a_2d_grid() {
     let n = 5 * 2048 + 7;
     let xs = uniform(&mut rng, n, -4.0, 4.0);
     let mut padded = xs.clone();
-    padded.extend([f32::NAN; 7]);
+    padded.extend([f32::NAN; TAIL]);
     let x = gpu.upload(&padded).unwrap();
     let params = scale::Params::new(n as u32, -1.5);
     let call = Call {
@@ -364,7 +345,7 @@ fn chunked_kernels_on_a_2d_grid() {
     (&gpu).record(call).unwrap();
     let got = x.read(&gpu).unwrap();
     assert!(got[..n].iter().zip(&xs).all(|(&g, &v)| g == v * -1.5), "scale on a 2-D grid");
-    check_tail(&got, n);
+    check_tail("scale on a 2-D grid", &got, n);
 
     let n = 5 * 4096 + 3;
     let xs = uniform(&mut rng, n, -1.0, 1.0);

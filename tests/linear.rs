@@ -8,7 +8,7 @@ mod common;
 #[path = "reference/linear.rs"]
 mod reference;
 
-use common::{assert_close, gpu, rng, uniform};
+use common::{TAIL, assert_close, gpu, has_f16, rng, uniform};
 use kernels::linear::{
     self, matmul, matmul_at, matmul_at_acc, matmul_residual, matmul_residual_w16, matmul_t, matmul_t_acc, matmul_t_w16,
     matmul_w16,
@@ -22,9 +22,6 @@ type Params = linear::matmul::Params;
 /// (m, n, k): one element; every dimension off the tiles; N and K past a few tiles; a long K
 /// with a narrow N; a larger product.
 const SHAPES: [(usize, usize, usize); 5] = [(1, 1, 1), (65, 70, 33), (130, 257, 64), (37, 5, 300), (256, 384, 200)];
-
-/// Elements past the output written with NaN, which must survive.
-const TAIL: usize = 7;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
@@ -164,14 +161,6 @@ fn reference(kind: Kind, inp: &Inputs, w: &[f32]) -> Vec<f64> {
     }
 }
 
-fn has_f16(gpu: &Gpu) -> bool {
-    let yes = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
-    if !yes {
-        eprintln!("adapter without SHADER_F16: f16-weight kernels not run");
-    }
-    yes
-}
-
 /// The f16 kinds against the unrounded f32 weights: rounding moves each weight by at most 2⁻¹¹
 /// of itself, so each output moves by at most 2⁻¹¹·Σ|x|·|w| (a bound per element: a relative
 /// error in norm fails when a residual or accumulated value cancels the product).
@@ -203,7 +192,7 @@ fn within_f16_rounding(what: &str, kind: Kind, inp: &Inputs, got: &[f32]) {
 /// ([`within_f16_rounding`]). One shape is run twice and must repeat bit for bit.
 fn check_kind(kind: Kind) {
     let Some(gpu) = gpu() else { return };
-    if kind.f16() && !has_f16(&gpu) {
+    if kind.f16() && !has_f16(&gpu, "the f16-weight kernels") {
         return;
     }
     let mut rng = rng(&format!("{kind:?}"));
@@ -289,7 +278,7 @@ fn add32(a: &[f32], b: &[f32]) -> Vec<f32> {
 #[test]
 fn forms_agree_with_each_other() {
     let Some(gpu) = gpu() else { return };
-    let f16_ok = has_f16(&gpu);
+    let f16_ok = has_f16(&gpu, "the f16-weight kernels");
     let mut rng = rng("forms");
     for (m, n, k) in [(65, 70, 33), (37, 5, 300), (1, 1, 1)] {
         let shape = (m, n, k);
@@ -416,7 +405,7 @@ fn more_than_65535_rows() {
 #[test]
 fn a_short_buffer_is_an_error() {
     let Some(gpu) = gpu() else { return };
-    let f16_ok = has_f16(&gpu);
+    let f16_ok = has_f16(&gpu, "the f16-weight kernels");
     let shape @ (m, _, k) = (5, 6, 7);
     for kind in ALL {
         let out = kind.out_len(shape);
@@ -452,7 +441,7 @@ fn a_short_buffer_is_an_error() {
 #[test]
 fn residual_is_read_only_and_distinct() {
     let Some(gpu) = gpu() else { return };
-    let f16_ok = has_f16(&gpu);
+    let f16_ok = has_f16(&gpu, "the f16-weight kernels");
     let mut rng = rng("residual");
     let shape = (65, 70, 33);
     for kind in [Kind::Residual, Kind::ResidualW16] {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{gpu, gpu_with};
+use common::{gpu, gpu_with, has_f16};
 use kernels::infrastructure::{axpy, copy, scale};
 use kernels::{Arg, Call, Error, Gpu, GpuOptions, Grid, Record};
 
@@ -95,8 +95,7 @@ fn kernel_needing_a_missing_feature() {
 #[test]
 fn f16_kernel_runs_where_the_feature_exists() {
     let Some(gpu) = gpu() else { return };
-    if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
-        eprintln!("adapter without SHADER_F16: nothing to run");
+    if !has_f16(&gpu, "the f16 kernel") {
         return;
     }
     let vals = [0.5f32, -2.25, 1024.0, 3.0, 7.0];

@@ -7,7 +7,7 @@ mod common;
 #[path = "reference/norm.rs"]
 mod reference;
 
-use common::{assert_close, gpu, gpu_with, rel_err, rng, uniform};
+use common::{assert_close, gpu, gpu_with, has_f16, rel_err, rng, uniform};
 use kernels::norm::{rmsnorm_backward, rmsnorm_dgamma_reduce, rmsnorm_forward, rmsnorm_forward_w16};
 use kernels::{Error, Gpu, GpuOptions, f16};
 use rand::Rng;
@@ -100,8 +100,7 @@ fn forward_tree_variant() {
 #[test]
 fn forward_w16_matches_reference() {
     let Some(gpu) = gpu() else { return };
-    if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
-        eprintln!("adapter without SHADER_F16: rmsnorm_forward_w16 not run");
+    if !has_f16(&gpu, "rmsnorm_forward_w16") {
         return;
     }
     let mut rng = rng("rmsnorm_forward_w16");

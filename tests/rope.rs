@@ -5,14 +5,12 @@ mod common;
 #[path = "reference/attention.rs"]
 mod reference;
 
-use common::{assert_close, gpu, rel_err, rng, uniform};
+use common::{TAIL, assert_close, gpu, rel_err, rng, uniform};
 use kernels::Error;
 use kernels::backward_attention::rope_q_backward;
 use kernels::rope::{rope_k, rope_q};
 
 const BASE: f32 = 10_000.0;
-const TAIL: usize = 7;
-
 /// (batch, seq, heads, head_dim)
 type Dims = (usize, usize, usize, usize);
 

@@ -1,8 +1,9 @@
 //! Helpers shared by the GPU tests: opening the adapter (a hard failure under `CI=true`),
-//! random inputs that are different every run (the seed is printed), and float64 comparisons.
+//! random inputs that are different every run (the seed is printed), NaN-poisoned outputs,
+//! float64 comparisons and central differences.
 #![allow(dead_code)]
 
-use kernels::{Gpu, GpuOptions};
+use kernels::{Buffer, Gpu, GpuOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -61,4 +62,60 @@ pub fn rel_err(got: &[f32], want: &[f64]) -> f64 {
 pub fn assert_close(what: &str, got: &[f32], want: &[f64], tol: f64) {
     let e = rel_err(got, want);
     assert!(e < tol, "{what}: relative error {e:e} ≥ {tol:e}");
+}
+
+/// Elements appended to every poisoned output; they must stay NaN.
+pub const TAIL: usize = 7;
+
+/// An output of `n` elements and a tail of [`TAIL`], all NaN, so that whatever a kernel leaves
+/// unwritten shows.
+pub fn poisoned(gpu: &Gpu, n: usize) -> Buffer<f32> {
+    gpu.filled(n + TAIL, f32::NAN).unwrap()
+}
+
+/// Asserts that everything of `got` past its first `n` elements is still NaN.
+#[track_caller]
+pub fn check_tail(what: &str, got: &[f32], n: usize) {
+    assert!(got[n..].iter().all(|v| v.is_nan()), "{what}: elements past the output were written");
+}
+
+/// Whether `a` and `b` hold the same bits.
+pub fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// Whether the adapter has `SHADER_F16`; says so (`what` not run) when it has not.
+pub fn has_f16(gpu: &Gpu, what: &str) -> bool {
+    let yes = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
+    if !yes {
+        eprintln!("adapter without SHADER_F16: {what} not run");
+    }
+    yes
+}
+
+/// Central differences of `loss` at `samples` coordinates i of `x` drawn from `rng`: the
+/// analytic `grad[i]` and (loss(x + h·eᵢ) − loss(x − h·eᵢ)) / 2h, as two vectors for
+/// [`rel_err`].
+pub fn central_differences(
+    rng: &mut StdRng,
+    x: &[f32],
+    grad: &[f32],
+    h: f32,
+    samples: usize,
+    mut loss: impl FnMut(&[f32]) -> f64,
+) -> (Vec<f32>, Vec<f64>) {
+    let mut analytic = Vec::with_capacity(samples);
+    let mut numeric = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let i = rng.random_range(0..x.len());
+        let mut l = [0.0f64; 2];
+        for (side, sign) in [(0, 1.0f32), (1, -1.0)] {
+            let mut xs = x.to_vec();
+            xs[i] += sign * h;
+            l[side] = loss(&xs);
+        }
+        numeric.push((l[0] - l[1]) / (2.0 * h as f64));
+        analytic.push(grad[i]);
+    }
+    (analytic, numeric)
 }

@@ -1,8 +1,11 @@
 //! Float64 CPU references for RoPE and causal grouped-query attention (forward, decode,
-//! backward). Plain functions over row-major slices, batch first:
-//! Q, O, dO `[B, S, H, Dh]`, K, V `[B, S, Hkv, Dh]`, lse `[B, H, S]`; query head `h` reads kv
-//! head `h / (H / Hkv)`; causal (query `s` sees keys `0..=s`).
+//! backward), and the attention tests' shapes and random inputs. Plain functions over row-major
+//! slices, batch first: Q, O, dO `[B, S, H, Dh]`, K, V `[B, S, Hkv, Dh]`, lse `[B, H, S]`; query
+//! head `h` reads kv head `h / (H / Hkv)`; causal (query `s` sees keys `0..=s`).
 #![allow(dead_code)]
+
+use rand::Rng;
+use rand::rngs::StdRng;
 
 /// The shape of one attention call.
 #[derive(Clone, Copy, Debug)]
@@ -12,6 +15,31 @@ pub struct Shape {
     pub heads: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
+}
+
+/// `Shape { batch, seq, heads, kv_heads, head_dim }`.
+pub fn shape(batch: usize, seq: usize, heads: usize, kv_heads: usize, head_dim: usize) -> Shape {
+    Shape { batch, seq, heads, kv_heads, head_dim }
+}
+
+/// Host copies of an attention call's inputs, and of an upstream gradient dO.
+pub struct Inputs {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub d_o: Vec<f32>,
+}
+
+/// Random inputs for `sh`: scores q·k/√Dh with a standard deviation around 1.3, so the softmax is
+/// neither flat nor one-hot.
+pub fn inputs(rng: &mut StdRng, sh: Shape) -> Inputs {
+    let mut uniform = |n: usize, r: f32| (0..n).map(|_| rng.random_range(-r..r)).collect::<Vec<f32>>();
+    Inputs {
+        q: uniform(sh.q_len(), 2.0),
+        k: uniform(sh.kv_len(), 2.0),
+        v: uniform(sh.kv_len(), 1.0),
+        d_o: uniform(sh.q_len(), 1.0),
+    }
 }
 
 impl Shape {

@@ -106,3 +106,14 @@ pub fn cast_to_f16_range(x: f64) -> f64 {
 pub fn widen(x: &[f32]) -> Vec<f64> {
     x.iter().map(|&v| v as f64).collect()
 }
+
+/// Inputs far out in both tails (|x| up to 1e4, past where exp over- or underflows), zeros and
+/// tiny values, for the activations and their derivatives, which must stay finite on them.
+pub fn extreme_inputs() -> Vec<f32> {
+    let mut v = vec![0.0f32, -0.0, 1e-30, -1e-30, 1e-6, -1e-6];
+    for m in [0.5f32, 1.0, 3.0, 5.0, 8.0, 10.0, 15.0, 16.0, 20.0, 50.0, 88.0, 100.0, 1e3, 5e3, 1e4] {
+        v.push(m);
+        v.push(-m);
+    }
+    v
+}
