@@ -6,8 +6,9 @@ use kernels_codegen::CallSite;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
-fn shaders() -> Vec<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shaders");
+/// The `.wgsl` files of `shaders/<sub>`, by name.
+fn wgsl_files(sub: &str) -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shaders").join(sub);
     let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -16,6 +17,10 @@ fn shaders() -> Vec<(String, String)> {
         .collect();
     files.sort();
     files
+}
+
+fn shaders() -> Vec<(String, String)> {
+    wgsl_files("")
 }
 
 /// Text that matters to the format or to WGSL, to insert at random.
@@ -121,6 +126,31 @@ fn workdir() -> PathBuf {
     std::env::temp_dir().join(format!("kernels-fuzz-{}", std::process::id()))
 }
 
+/// The setup the fuzzer edits is sound: every kernel file, unedited, with the shared preamble and
+/// the library copied beside it, expands without an error.
+#[test]
+fn unedited_shader_files_expand_cleanly() {
+    let dir = std::env::temp_dir().join(format!("kernels-fuzz-clean-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    for (name, text) in wgsl_files("lib") {
+        std::fs::write(dir.join("lib").join(name), text).unwrap();
+    }
+    let files = shaders();
+    for (name, text) in &files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    for (name, _) in files.iter().filter(|(n, _)| n != "00_shared.wgsl") {
+        let site = CallSite { manifest_dir: Some(dir.clone()), calling_file: None };
+        let tokens = kernels_codegen::expand(quote::quote!(#name), &site).to_string();
+        assert!(
+            !tokens.contains("compile_error"),
+            "{name} does not expand cleanly: {}",
+            &tokens[..tokens.len().min(600)]
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -130,6 +160,8 @@ proptest! {
         file in any::<prop::sample::Index>(),
         edits in prop::collection::vec(edit(), 1..4),
         shared_edits in prop::collection::vec(edit(), 0..2),
+        lib_file in any::<prop::sample::Index>(),
+        lib_edits in prop::collection::vec(edit(), 0..2),
     ) {
         let files = shaders();
         let kernel_files: Vec<&(String, String)> = files.iter().filter(|(n, _)| n != "00_shared.wgsl").collect();
@@ -141,9 +173,21 @@ proptest! {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("00_shared.wgsl"), &shared).unwrap();
         std::fs::write(dir.join(name), &text).unwrap();
+        // The library the kernel files include (`//#include "lib/…"`), one of its files edited.
+        let lib = wgsl_files("lib");
+        let edited = lib_file.index(lib.len());
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        for (i, (lib_name, lib_text)) in lib.iter().enumerate() {
+            let lib_text = if i == edited { lib_edits.iter().fold(lib_text.clone(), |t, e| apply(&t, e)) } else { lib_text.clone() };
+            std::fs::write(dir.join("lib").join(lib_name), lib_text).unwrap();
+        }
         let site = CallSite { manifest_dir: Some(dir.clone()), calling_file: None };
         let out = std::panic::catch_unwind(|| kernels_codegen::expand(quote::quote!(#name), &site));
-        prop_assert!(out.is_ok(), "the macro panicked on {name} after {edits:?} (shared: {shared_edits:?})");
+        prop_assert!(
+            out.is_ok(),
+            "the macro panicked on {name} after {edits:?} (shared: {shared_edits:?}, lib/{}: {lib_edits:?})",
+            lib[edited].0
+        );
         // The expansion is Rust, errors included.
         let tokens = out.unwrap();
         prop_assert!(syn::parse2::<syn::File>(tokens).is_ok(), "the expansion does not parse after {edits:?}");
