@@ -6,8 +6,8 @@
 # writes report.md and results.tar.gz (every log and JSON file; the device tool returns at most
 # 8 files) to ${OUT:-/tmp/out}.
 #
-# A shorter run picks phases and sizes: PHASES (default "tests bench train torch"), BENCHES
-# (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
+# A shorter run picks phases and sizes: PHASES (default "tests train torch bench", run in that
+# order), BENCHES (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
 # TORCH_ONLY (bench/torch_baselines.py --only), NOCOOP_TESTS=1 (the tests again with
 # KERNELS_COOPERATIVE_MATRIX=0). The SM clock and power are logged every 100 ms for the whole
 # run (clocks.csv) and every phase's start is stamped (phases.log), so each number can be tied
@@ -19,7 +19,7 @@ OUT=$(mktemp -d)
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json CI=true XDG_RUNTIME_DIR=/tmp
-PHASES=" ${PHASES:-tests bench train torch} "
+PHASES=" ${PHASES:-tests train torch bench} "
 root=$PWD
 bins=$(mktemp -d)
 tar xJf .dev/bins.tar.xz -C "$bins"
@@ -49,13 +49,6 @@ if [[ $PHASES == *" tests "* ]]; then
     fi
 fi
 save
-if [[ $PHASES == *" bench "* ]]; then
-    for b in ${BENCHES:-gemm memory attention reductions host_overhead}; do
-        stamp "bench $b"
-        KERNELS_BENCH_JSON="$OUT/$b.jsonl" timeout 300 "./$b"
-    done > "$OUT/bench.log" 2>&1
-fi
-save
 if [[ $PHASES == *" train "* ]]; then
     # gpt2-small: --precision mixed and f32 (fewer steps: it is slower), then one profiled step
     # of each.
@@ -77,6 +70,15 @@ if [[ $PHASES == *" torch "* ]]; then
     PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" "${only[@]}" > "$OUT/torch.log" 2>&1
 fi
 save
+if [[ $PHASES == *" bench "* ]]; then
+    cd "$bins"
+    for b in ${BENCHES:-gemm memory attention reductions host_overhead}; do
+        stamp "bench $b"
+        KERNELS_BENCH_JSON="$OUT/$b.jsonl" timeout 300 "./$b"
+    done > "$OUT/bench.log" 2>&1
+fi
+save
+cd "$root"
 stamp end
 kill "$clocks" 2>/dev/null
 python3 bench/report.py "$OUT" | tee "$OUT/report.md"
