@@ -10,8 +10,8 @@ pub enum Precision {
     /// `Mixed` where the adapter has tensor cores (cooperative matrices), else `F32`.
     #[default]
     Auto,
-    /// f32 throughout. Products run on tensor cores as f32-accurate split products where the
-    /// adapter has them (`kernels::ops::matmul_t_precise` and friends), else as the f32 SGEMM.
+    /// f32 throughout, products through the f32 SGEMM (not the split products on tensor cores,
+    /// which are f32-accurate only in f16's normal range: gradients are smaller).
     F32,
     /// f32 master weights and AdamW moments; f16 copies of the weights written by the optimizer;
     /// every linear layer's product (forward, input gradient, weight gradient, the tied head
@@ -42,7 +42,6 @@ impl Precision {
         let resolved = self.resolve(gpu).unwrap_or(self);
         let what = match resolved {
             Precision::Mixed => "mixed (f16 products, f32 master weights, dynamic loss scaling)",
-            _ if tensor => "f32 (f32-accurate split products on tensor cores)",
             _ => "f32 (f32 SGEMM)",
         };
         let why = match (self, tensor) {

@@ -179,7 +179,7 @@ impl Model {
         }
         let products = match precision {
             Precision::Mixed => Products::Half,
-            _ if kernels::ops::on_tensor_cores(gpu, &kernels::linear16::matmul_t_precise::KERNEL) => Products::Precise,
+            // Not the split products on tensor cores: see `products`.
             _ => Products::Sgemm,
         };
         let attention = attention.resolve(gpu, cfg, batch)?;
@@ -236,7 +236,7 @@ impl Model {
         let wgrad_len = layout
             .iter()
             .filter_map(|p| match p.shape[..] {
-                [out, inp] => Some(weight_grad_scratch(gpu, products, rows, inp, out)),
+                [out, inp] => Some(weight_grad_scratch(products, rows, inp, out)),
                 _ => None,
             })
             .max()

@@ -115,8 +115,7 @@ impl Model {
     }
 }
 
-/// `out = resid + x·wᵀ` (a residual branch): a copy and an accumulating product, or (f32 on
-/// tensor cores, whose f32-accurate products overwrite) the product and an add.
+/// `out = resid + x·wᵀ` (a residual branch): a copy and an accumulating product.
 #[allow(clippy::too_many_arguments)]
 fn residual_forward(
     b: &Batch<'_>,
@@ -129,13 +128,6 @@ fn residual_forward(
     out: &mut kernels::Buffer<f32>,
     (m, n, k): (u32, u32, u32),
 ) -> Result<(), Error> {
-    if mode == Products::Precise {
-        forward(b, mode, x, w, w16, half, out, (m, n, k), false)?;
-        let ap = kernels::infrastructure::axpy::Params::new(m * n, 1.0);
-        kernels::infrastructure::axpy(b, resid, out, ap)?;
-    } else {
-        copy(b, resid, out, m * n)?;
-        forward(b, mode, x, w, w16, half, out, (m, n, k), true)?;
-    }
-    Ok(())
+    copy(b, resid, out, m * n)?;
+    forward(b, mode, x, w, w16, half, out, (m, n, k), true)
 }
