@@ -445,7 +445,11 @@ pub fn weight_grad_f16_from_f32(
 /// The accuracy a product of f32 matrices must meet, for [`matmul_t_precise`] and friends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {
-    /// f32 accuracy: error at most about 1e-6 of Σ|a||b| per output (the f32 SGEMM's level).
+    /// f32 accuracy: error at most about 1e-6 of Σ|a||b| per output (the f32 SGEMM's level),
+    /// for operands in f16's normal range, 2⁻¹⁴ ≤ |x| ≤ 65504, on tensor cores: the split keeps
+    /// fewer bits below it (lo underflows f16) and clamps above it. Scale operands into that
+    /// range, or use the SGEMM (`linear`), for values outside it — gradients of a mean loss are
+    /// (the trainer's `--precision f32` uses the SGEMM for that reason: BENCHMARKS.md, run 9).
     F32,
     /// f16 operands: the inputs may be rounded to f16 (error at most about 1e-3 of Σ|a||b|, from
     /// the rounding; typically 1e-5 to 5e-5), sums in f32 — mixed-precision training's products.
@@ -456,7 +460,8 @@ pub enum Precision {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProductPath {
     /// Tensor cores, each f32 operand split into hi + lo f16, three products (`linear16::*_precise`):
-    /// f32 accuracy, measured faster than the f32 SGEMM on an H200.
+    /// f32 accuracy within f16's normal range ([`Precision::F32`]), measured faster than the f32
+    /// SGEMM on an H200.
     TensorCoresSplit,
     /// Tensor cores, one product of the operands rounded to f16 (the precise kernels with
     /// `SPLIT = false`).
