@@ -37,12 +37,23 @@ fn bits(t: &kernels_train::model::Tensors) -> Vec<u32> {
 /// the two runs' batch losses drift apart like any two runs with different rounding (single
 /// batches of 2 sequences differ by up to ~0.4), so the later steps are compared by their
 /// mean: the mean losses of the last 100 steps within MEAN_TOLERANCE of each other, relative.
-/// Both fall. (Measured on lavapipe: ≤ 0.0009 over the first 50 steps; last-100 means f32 3.200,
-/// mixed 3.115, 2.7% apart.)
+/// Both fall. (Measured on lavapipe, on [`fixed_text`]: ≤ 0.00019 over the first 20 steps, the
+/// runs part from step ~45 (0.03 at step 50); last-100 means f32 2.927, mixed 2.888, 1.3% apart.)
+/// The text both runs train on: fixed here, so the measured tolerances do not move whenever the
+/// repository's documents (the built-in corpus) change.
+fn fixed_text() -> Vec<u8> {
+    const PARAGRAPH: &str = "A kernel file holds a shared preamble, a file preamble and one section \
+        per kernel. The macro assembles each kernel, validates it, and writes a typed function that \
+        builds its pipeline once and dispatches it. Weights live in f32; in mixed precision their \
+        f16 copies feed the products, and the loss scale keeps small gradients inside f16's range. \
+        A step that overflows is skipped, the scale is halved, and training goes on.\n";
+    PARAGRAPH.repeat(80).into_bytes()
+}
+
 #[test]
 fn mixed_tracks_f32_on_the_tiny_preset() {
     const STEPS: usize = 200;
-    const EXACT_STEPS: usize = 50;
+    const EXACT_STEPS: usize = 20;
     const STEP_TOLERANCE: f32 = 0.01;
     const MEAN_TOLERANCE: f32 = 0.05; // relative
     let Some(gpu) = common::gpu() else { return };
@@ -58,7 +69,7 @@ fn mixed_tracks_f32_on_the_tiny_preset() {
             precision,
             ..TrainConfig::default()
         };
-        let mut tr = Trainer::new(&gpu, &m, &t, Corpus::built_in()).unwrap();
+        let mut tr = Trainer::new(&gpu, &m, &t, Corpus::from_bytes(fixed_text(), "test text")).unwrap();
         assert_eq!(tr.model.precision, precision);
         let losses: Vec<f32> = (0..STEPS).map(|_| tr.step(true).unwrap().unwrap()).collect();
         (losses, tr.scaler)
