@@ -2,26 +2,16 @@
 //! `//#if coop` variants, the configurations each variant declares, the uniformity rule and
 //! the build-time SPIR-V check. Everything here is build time: no adapter runs coop kernels.
 
-use kernels_codegen::compile::{self, File, Kernel};
+mod common;
+
+use kernels_codegen::compile::{File, Kernel};
 use kernels_codegen::input::Shared;
-use kernels_codegen::source::CallSite;
 use kernels_codegen::validate::{CoopConfig, CoopScalar};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Writes `files` into a fresh directory and compiles `kernel` there.
 fn compile_files(files: &[(&str, &str)], kernel: &str, shared: Shared) -> File {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "kernels-coop-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    for (name, text) in files {
-        std::fs::write(dir.join(name), text).unwrap();
-    }
-    let site = CallSite { manifest_dir: Some(dir.clone()), calling_file: None };
-    let out = compile::compile(&site, kernel, &shared, None);
+    let dir = common::dir(files);
+    let out = common::compile_with(&dir, kernel, &shared);
     let _ = std::fs::remove_dir_all(&dir);
     out
 }

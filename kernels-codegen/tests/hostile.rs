@@ -1,32 +1,10 @@
 //! Strange input (issue 11): errors at the right place, names that break nothing, no panics.
 
-use kernels_codegen::compile::{self, File};
+mod common;
+
+use common::{compile_in, dir};
 use kernels_codegen::diagnostic::Diagnostic;
-use kernels_codegen::input::Shared;
-use kernels_codegen::source::{CallSite, Location};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// A fresh directory holding `files`.
-fn dir(files: &[(&str, &str)]) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "kernels-hostile-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    for (name, text) in files {
-        let path = dir.join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    dir
-}
-
-fn compile_in(dir: &Path, kernel: &str) -> File {
-    let site = CallSite { manifest_dir: Some(dir.to_path_buf()), calling_file: None };
-    compile::compile(&site, kernel, &Shared::Default, None)
-}
+use kernels_codegen::source::Location;
 
 /// Compiles `kernel` with `shared` as `00_shared.wgsl`; the errors as the user sees them.
 fn errors_of(shared: &str, kernel: &str) -> Vec<Diagnostic> {

@@ -2,32 +2,10 @@
 //! most once per kernel, errors inside included text point into the included file, and every
 //! file read is tracked for rebuilds.
 
-use kernels_codegen::compile::{self, File};
-use kernels_codegen::input::Shared;
-use kernels_codegen::source::CallSite;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
-/// A fresh directory holding `files`.
-fn dir(files: &[(&str, &str)]) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "kernels-include-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    for (name, text) in files {
-        let path = dir.join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    dir
-}
-
-fn compile_in(dir: &Path, kernel: &str) -> File {
-    let site = CallSite { manifest_dir: Some(dir.to_path_buf()), calling_file: None };
-    compile::compile(&site, kernel, &Shared::Default, None)
-}
+use common::{compile_in, dir};
+use kernels_codegen::compile::File;
 
 fn errors(f: &File) -> Vec<String> {
     f.all_errors().map(|d| d.render()).collect()
