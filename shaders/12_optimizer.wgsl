@@ -203,24 +203,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> v: array<f32>;
 @group(0) @binding(4) var<storage, read> stats: array<f32>;
 @group(0) @binding(5) var<uniform> h: Params;
-
-// The new moments and parameters of four elements.
-struct Step {
-    m: vec4<f32>,
-    v: vec4<f32>,
-    p: vec4<f32>,
-}
-
-// The update of four elements with raw gradients x, moments mi, vi, parameters w (component by
-// component the scalar formula of the file header; meaningless where x is not finite).
-fn adam4(x: vec4<f32>, mi: vec4<f32>, vi: vec4<f32>, w: vec4<f32>, clip: f32) -> Step {
-    let gc = x * clip;
-    let m1 = h.beta1 * mi + (1.0 - h.beta1) * gc;
-    let v1 = h.beta2 * vi + (1.0 - h.beta2) * (gc * gc);
-    let m_hat = m1 / h.bias1;
-    let v_hat = v1 / h.bias2;
-    return Step(m1, v1, w - h.lr * (m_hat / (sqrt(v_hat) + h.eps) + h.weight_decay * w));
-}
+//#include "lib/adam.wgsl"
 
 // Element i's stores: g zeroed; m, v, p updated where its gradient x is finite.
 fn put1(i: u32, x: f32, mi: f32, vi: f32, w: f32) {
@@ -232,7 +215,7 @@ fn put1(i: u32, x: f32, mi: f32, vi: f32, w: f32) {
     }
 }
 
-fn put4(i: vec4<u32>, x: vec4<f32>, r: Step) {
+fn put4(i: vec4<u32>, x: vec4<f32>, r: AdamStep) {
     put1(i.x, x.x, r.m.x, r.v.x, r.p.x);
     put1(i.y, x.y, r.m.y, r.v.y, r.p.y);
     put1(i.z, x.z, r.m.z, r.v.z, r.p.z);

@@ -193,6 +193,7 @@ struct AdamParams {
 @group(0) @binding(4) var<storage, read_write> p16: array<vec4<f16>>;
 @group(0) @binding(5) var<storage, read> state: array<f32>;
 @group(0) @binding(6) var<uniform> h: AdamParams;
+//#include "lib/adam.wgsl"
 
 @compute @workgroup_size(WG)
 fn adamw_mixed(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -213,16 +214,12 @@ fn adamw_mixed(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
     let w = vec4<f32>(p[at.x], p[at.y], p[at.z], p[at.w]);
     var w_new = w;
     if (!skip) {
-        let gc = x * factor;
-        let m1 = h.beta1 * mi + (1.0 - h.beta1) * gc;
-        let v1 = h.beta2 * vi + (1.0 - h.beta2) * (gc * gc);
-        let m_hat = m1 / h.bias1;
-        let v_hat = v1 / h.bias2;
-        w_new = w - h.lr * (m_hat / (sqrt(v_hat) + h.eps) + h.weight_decay * w);
+        let r = adam4(x, mi, vi, w, factor);
+        w_new = r.p;
         for (var j = 0u; j < 4u; j++) {
             if (inside[j]) {
-                m[at[j]] = m1[j];
-                v[at[j]] = v1[j];
+                m[at[j]] = r.m[j];
+                v[at[j]] = r.v[j];
                 p[at[j]] = w_new[j];
             }
         }
