@@ -482,7 +482,8 @@ pub fn product_path(gpu: &Gpu, precision: Precision) -> ProductPath {
 
 /// `Y = X·Wᵀ` of f32 matrices at `precision`, by the fastest product that meets it
 /// ([`product_path`]): X `[m, k]`, W `[n, k]`, Y `[m, n]` f32, overwritten. On tensor cores the
-/// inputs must lie within ±65504 (f16's range; larger values are clamped).
+/// inputs must lie within ±65504 (f16's range; larger values are clamped), and values below 2⁻¹⁴
+/// keep fewer bits ([`Precision::F32`]).
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_t_precise(
     rec: impl Record + Copy,
