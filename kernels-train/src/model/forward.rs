@@ -1,6 +1,6 @@
 //! The forward pass (embedding → blocks → final norm → tied head) and the loss.
 
-use super::products::{Half, Products, cast_act, forward};
+use super::products::{Operand, forward};
 use super::{Model, fast_params};
 use crate::Error;
 use kernels::Batch;
@@ -9,15 +9,14 @@ use kernels::embedding::embed_lookup;
 use kernels::infrastructure::copy;
 use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::rmsnorm_forward;
-use kernels::ops::F16x4;
+use kernels::ops::{self, F16x4};
 use kernels::rope::{rope_k, rope_q};
 
 impl Model {
     /// Records the forward pass of `batch` sequences of `seq` tokens (seq ≤ seq_len) up to the
     /// logits.
     pub(super) fn record_forward(&mut self, b: &Batch<'_>, batch: usize, seq: usize) -> Result<(), Error> {
-        let Model { cfg: c, params: p, acts, ids, products: mode, half, w16, .. } = self;
-        let mode = *mode;
+        let Model { cfg: c, params: p, acts, ids, half, w16, .. } = self;
         let w16 = w16.as_ref().map(|w| w.as_ref());
         let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
@@ -38,11 +37,14 @@ impl Model {
             let (this, next) = acts.layers.split_at_mut(l + 1);
             let layer = &mut this[l];
             let h16 = w16.map(|w| &w.layers[l]);
-            rmsnorm_forward(b, &layer.x_in, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
-            cast_act(b, mode, &layer.h1, half, rows, d)?;
-            forward(b, mode, &layer.h1, &w.wq, h16.map(|h| h.wq), half, &mut layer.q, mm(hq, d), false)?;
-            forward(b, mode, &layer.h1, &w.wk, h16.map(|h| h.wk), half, &mut layer.k, mm(kv, d), false)?;
-            forward(b, mode, &layer.h1, &w.wv, h16.map(|h| h.wv), half, &mut layer.v, mm(kv, d), false)?;
+            // Every linear layer's input is written once into its kept form (in mixed precision
+            // its f16 copy only) and read by the products here and by the weight gradients.
+            rmsnorm_forward(b, &layer.x_in, &w.attn_norm, layer.h1.target(half)?, &mut layer.rrms1, norm)?;
+            layer.h1.keep(b, half, rows, d)?;
+            let h1 = layer.h1.operand();
+            forward(b, h1, &w.wq, h16.map(|h| h.wq), &mut layer.q, mm(hq, d), false)?;
+            forward(b, h1, &w.wk, h16.map(|h| h.wk), &mut layer.k, mm(kv, d), false)?;
+            forward(b, h1, &w.wv, h16.map(|h| h.wv), &mut layer.v, mm(kv, d), false)?;
             rope_q(b, &mut layer.q, kernels::rope::rope_q::Params::new(bt, sq, h, dh, 0, base))?;
             rope_k(b, &mut layer.k, kernels::rope::rope_k::Params::new(bt, sq, hkv, dh, 0, base))?;
             match &mut layer.probs {
@@ -64,37 +66,32 @@ impl Model {
                     attention_forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, ap)?;
                 }
             }
-            // x_mid = x_in + att·Woᵀ
-            cast_act(b, mode, &layer.att, half, rows, hq)?;
-            residual_forward(
-                b,
-                mode,
-                &layer.att,
-                &w.wo,
-                h16.map(|h| h.wo),
-                half,
-                &layer.x_in,
-                &mut layer.x_mid,
-                mm(d, hq),
-            )?;
-            rmsnorm_forward(b, &layer.x_mid, &w.ffn_norm, &mut layer.h2, &mut layer.rrms2, norm)?;
-            cast_act(b, mode, &layer.h2, half, rows, d)?;
-            forward(b, mode, &layer.h2, &w.w1, h16.map(|h| h.w1), half, &mut layer.g, mm(f, d), false)?;
-            forward(b, mode, &layer.h2, &w.w3, h16.map(|h| h.w3), half, &mut layer.u, mm(f, d), false)?;
+            // x_mid = x_in + att·Woᵀ (the attention backward reads att in f32; mixed precision
+            // keeps its f16 copy too, for Wo's products).
+            if let Some(att16) = &mut layer.att16 {
+                ops::cast_f16x4(b, &layer.att, att16, rows as usize, hq as usize)?;
+            }
+            let att = layer.att16.as_ref().map_or(Operand::F32(&layer.att), Operand::F16);
+            residual_forward(b, att, &w.wo, h16.map(|h| h.wo), &layer.x_in, &mut layer.x_mid, mm(d, hq))?;
+            rmsnorm_forward(b, &layer.x_mid, &w.ffn_norm, layer.h2.target(half)?, &mut layer.rrms2, norm)?;
+            layer.h2.keep(b, half, rows, d)?;
+            let h2 = layer.h2.operand();
+            forward(b, h2, &w.w1, h16.map(|h| h.w1), &mut layer.g, mm(f, d), false)?;
+            forward(b, h2, &w.w3, h16.map(|h| h.w3), &mut layer.u, mm(f, d), false)?;
             let sw = kernels::activation::swiglu_combine::Params::new(rows * f);
-            kernels::activation::swiglu_combine(b, &layer.g, &layer.u, &mut layer.a, sw)?;
+            kernels::activation::swiglu_combine(b, &layer.g, &layer.u, layer.a.target(half)?, sw)?;
+            layer.a.keep(b, half, rows, f)?;
             // The layer's output x_mid + a·W2ᵀ is the next layer's input (or the final one's).
             let out = match next.first_mut() {
                 Some(n) => &mut n.x_in,
                 None => &mut acts.xf,
             };
-            cast_act(b, mode, &layer.a, half, rows, f)?;
-            residual_forward(b, mode, &layer.a, &w.w2, h16.map(|h| h.w2), half, &layer.x_mid, out, mm(d, f))?;
+            residual_forward(b, layer.a.operand(), &w.w2, h16.map(|h| h.w2), &layer.x_mid, out, mm(d, f))?;
         }
-        rmsnorm_forward(b, &acts.xf, &p.final_norm, &mut acts.hf, &mut acts.rrms_f, norm)?;
-        cast_act(b, mode, &acts.hf, half, rows, d)?;
+        rmsnorm_forward(b, &acts.xf, &p.final_norm, acts.hf.target(half)?, &mut acts.rrms_f, norm)?;
+        acts.hf.keep(b, half, rows, d)?;
         let e16 = w16.map(|w| w.embedding);
-        forward(b, mode, &acts.hf, &p.embedding, e16, half, &mut acts.logits, mm(v, d), false)?;
+        forward(b, acts.hf.operand(), &p.embedding, e16, &mut acts.logits, mm(v, d), false)?;
         Ok(())
     }
 
@@ -116,18 +113,15 @@ impl Model {
 }
 
 /// `out = resid + x·wᵀ` (a residual branch): a copy and an accumulating product.
-#[allow(clippy::too_many_arguments)]
 fn residual_forward(
     b: &Batch<'_>,
-    mode: Products,
-    x: &kernels::Buffer<f32>,
+    x: Operand<'_>,
     w: &kernels::Buffer<f32>,
     w16: Option<&kernels::Buffer<F16x4>>,
-    half: &Option<Half>,
     resid: &kernels::Buffer<f32>,
     out: &mut kernels::Buffer<f32>,
     (m, n, k): (u32, u32, u32),
 ) -> Result<(), Error> {
     copy(b, resid, out, m * n)?;
-    forward(b, mode, x, w, w16, half, out, (m, n, k), true)
+    forward(b, x, w, w16, out, (m, n, k), true)
 }
