@@ -119,12 +119,13 @@ fn mixed_tracks_f32_on_the_tiny_preset() {
 /// (and rows past the step's) when the step starts: the loss and every gradient (divided by the
 /// loss scale) against the float64 model's central differences. A copy sized, padded or
 /// indexed wrongly, or a weight gradient reading a stale or wrong operand, fails here.
-/// Tolerances are f16 rounding's (measured on lavapipe: loss within 1.5e-5 relative, every
-/// gradient within 0.5e-3 to 1.9e-3; asserted 5e-4 and 1e-2).
+/// Tolerances are f16 rounding's (measured on lavapipe over a few seeds: loss within 1.5e-5
+/// relative, every gradient within 0.5e-3 to 3.4e-3; asserted 5e-4 and 2e-2: a row of a kept copy
+/// left stale moved the loss by 5e-2).
 #[test]
 fn mixed_gradients_match_float64_at_widths_not_a_multiple_of_4() {
     const LOSS_TOLERANCE: f64 = 5e-4;
-    const GRAD_TOLERANCE: f64 = 1e-2;
+    const GRAD_TOLERANCE: f64 = 2e-2;
     let Some(gpu) = common::gpu() else { return };
     let mut cfg = ModelConfig::new(18, 2, 3, 1, 8);
     cfg.ffn_hidden = 22;

@@ -294,7 +294,6 @@ impl Model {
             let widest = [d, f, hq, kv, cfg.vocab].into_iter().max().unwrap_or(d);
             let half = Half {
                 x16: gpu.zeros(f16x4_len(rows, widest))?,
-                stage: z(rows * d.max(f))?,
                 flag: gpu.zeros(1)?,
                 state: gpu.upload(&scaler.unwrap_or_default().to_gpu())?,
                 growth_interval,

@@ -34,9 +34,6 @@ pub(super) struct Half {
     /// dY's f16 copy in the backward: each output gradient is cast here once
     /// (`kernels::mixed::cast_grad_f16x4`) and feeds both its input and its weight gradient.
     pub x16: Buffer<F16x4>,
-    /// Where RMSNorm and SwiGLU write their f32 output before it is cast into the activation's
-    /// kept f16 copy ([`Kept::F16`]); one buffer [rows, max(dim, ffn)] for all layers.
-    pub stage: B,
     /// Set by the gradient casts when a value overflows f16 (`kernels::mixed::cast_grad_f16x4`).
     pub flag: Buffer<u32>,
     /// The loss scaler's state (`crate::scaler::STATE_LEN` floats).
@@ -49,8 +46,8 @@ pub(super) struct Half {
 pub(super) enum Kept {
     /// f32 `[rows, cols]` (f32 precision).
     F32(B),
-    /// Only the f16 copy, in the f16x4 row layout (mixed precision: nothing reads the f32 values
-    /// after the cast, so they live in [`Half::stage`] until then).
+    /// Only the f16 copy, in the f16x4 row layout (mixed precision: written directly by
+    /// `kernels::fused`'s RMSNorm and SwiGLU; nothing reads the f32 values).
     F16(Buffer<F16x4>),
 }
 
@@ -66,25 +63,6 @@ impl Kept {
             Kept::F32(x) => Operand::F32(x),
             Kept::F16(x) => Operand::F16(x),
         }
-    }
-
-    /// The f32 buffer a producer (RMSNorm, SwiGLU) writes this activation into: the kept buffer
-    /// itself, or in mixed precision the staging buffer, which [`Kept::keep`] then casts.
-    pub fn target<'a>(&'a mut self, half: &'a mut Option<Half>) -> Result<&'a mut B, Error> {
-        match self {
-            Kept::F32(x) => Ok(x),
-            Kept::F16(_) => Ok(&mut half.as_mut().ok_or_else(missing)?.stage),
-        }
-    }
-
-    /// Mixed precision: casts the staged `[rows, cols]` values into the kept f16 copy (f32:
-    /// nothing to do, [`Kept::target`] wrote the kept buffer).
-    pub fn keep(&mut self, b: &Batch<'_>, half: &Option<Half>, rows: u32, cols: u32) -> Result<(), Error> {
-        if let Kept::F16(x16) = self {
-            let h = half.as_ref().ok_or_else(missing)?;
-            ops::cast_f16x4(b, &h.stage, x16, rows as usize, cols as usize)?;
-        }
-        Ok(())
     }
 }
 
