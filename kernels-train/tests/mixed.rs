@@ -41,8 +41,9 @@ fn bits(t: &kernels_train::model::Tensors) -> Vec<u32> {
 /// the two runs' batch losses drift apart like any two runs with different rounding (single
 /// batches of 2 sequences differ by up to ~0.4), so the later steps are compared by their
 /// mean: the mean losses of the last 100 steps within MEAN_TOLERANCE of each other, relative.
-/// Both fall. (Measured on lavapipe, on [`fixed_text`]: ≤ 0.00020 over the first 20 steps, the
-/// runs part from step ~45 (0.04 at step 50); last-100 means f32 2.927, mixed 2.964, 1.3% apart.)
+/// Both fall. (Measured on lavapipe, on [`fixed_text`]: ≤ 0.00009 over the first 20 steps, the
+/// runs part from step ~45 (0.02 at step 50); last-100 means f32 2.927, mixed 2.929, 0.05% apart;
+/// before the fused kernels and the kept f16 activations: 0.00019, 2.927 and 2.888, 1.3%.)
 /// The text both runs train on: fixed here, so the measured tolerances do not move whenever the
 /// repository's documents (the built-in corpus) change.
 fn fixed_text() -> Vec<u8> {
@@ -119,13 +120,14 @@ fn mixed_tracks_f32_on_the_tiny_preset() {
 /// (and rows past the step's) when the step starts: the loss and every gradient (divided by the
 /// loss scale) against the float64 model's central differences. A copy sized, padded or
 /// indexed wrongly, or a weight gradient reading a stale or wrong operand, fails here.
-/// Tolerances are f16 rounding's (measured on lavapipe over a few seeds: loss within 1.5e-5
-/// relative, every gradient within 0.5e-3 to 3.4e-3; asserted 5e-4 and 2e-2: a row of a kept copy
-/// left stale moved the loss by 5e-2).
+/// Tolerances are f16 rounding's (measured on lavapipe over 8 seeds: loss within 5e-5 relative,
+/// the worst gradient of a run 2.7e-3 to 1.0e-2; asserted 5e-4 and 5e-2). Planted bugs: one row of
+/// att's kept copy left stale moved the loss by 5e-2, one row of dY's f16 cast left stale the
+/// embedding's gradient by 0.49.
 #[test]
 fn mixed_gradients_match_float64_at_widths_not_a_multiple_of_4() {
     const LOSS_TOLERANCE: f64 = 5e-4;
-    const GRAD_TOLERANCE: f64 = 2e-2;
+    const GRAD_TOLERANCE: f64 = 5e-2;
     let Some(gpu) = common::gpu() else { return };
     let mut cfg = ModelConfig::new(18, 2, 3, 1, 8);
     cfg.ffn_hidden = 22;
