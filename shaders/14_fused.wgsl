@@ -77,13 +77,14 @@ fn rmsnorm_f16(
 
 // --- KERNEL: residual_rmsnorm_f16 ---
 // The residual add and the next RMSNorm in one pass: `x[r, j] + res[r, j]` (one f32 addition)
-// stored back into the residual stream x, then `rmsnorm_f16` of that sum: `y[r, j] = f16(x[r, j] · rrms[r] · gamma[j])`, `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d +
-// eps)`. Shapes: x, res `[rows, d]` row-major f32; y `[rows, ⌈d/4⌉]` vec4<f16> (f16x4 row
-// layout, padding columns written as 0). Updates `x[0 .. rows·d]` in place; overwrites
+// stored back into the residual stream x, then `rmsnorm_f16` of that sum:
+// `y[r, j] = f16(x[r, j] · rrms[r] · gamma[j])`, `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`.
+// Shapes: x, res `[rows, d]` row-major f32; y `[rows, ⌈d/4⌉]` vec4<f16> (f16x4 row layout,
+// padding columns written as 0). Updates `x[0 .. rows·d]` in place; overwrites
 // `y[0 .. rows·⌈d/4⌉]` and `rrms[0 .. rows]` (rrms and the new x are what
-// `norm::rmsnorm_backward` takes).
-// `res` must not be `x` (the borrow rules of the generated function see to that). Needs
-// SHADER_F16. One workgroup of 256 per 4 rows (grid `workgroups(⌈rows/4⌉)`), as `rmsnorm_f16`.
+// `norm::rmsnorm_backward` takes). `res` must not be `x` (the borrow rules of the generated
+// function see to that). Needs SHADER_F16. One workgroup of 256 per 4 rows (grid
+// `workgroups(⌈rows/4⌉)`), as `rmsnorm_f16`.
 // @grid workgroups(ceil_div(p.rows, NORM_ROWS))
 // @requires len(x) >= p.rows * p.d
 // @requires len(res) >= p.rows * p.d
