@@ -241,8 +241,9 @@ fn dims(m: usize, n: usize, k: usize) -> Result<(u32, u32, u32)> {
     Ok((to_u32(m, "m")?, to_u32(n, "n")?, to_u32(k, "k")?))
 }
 
-/// Records `linear16::cast_f16x4`: `src` `[rows, cols]` f32 into `dst` in the f16x4 row layout
-/// (at least [`f16x4_len`]`(rows, cols)` elements). Needs SHADER_F16.
+/// Records a cast of `src` `[rows, cols]` f32 into `dst` in the f16x4 row layout (at least
+/// [`f16x4_len`]`(rows, cols)` elements): `fused::cast_f16x4`, which writes bit for bit what
+/// `linear16::cast_f16x4` writes with four vec4s per invocation. Needs SHADER_F16.
 pub fn cast_f16x4(
     rec: impl Record,
     src: &Buffer<f32>,
@@ -250,8 +251,8 @@ pub fn cast_f16x4(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
-    let p = crate::linear16::cast_f16x4::CastParams::new(to_u32(rows, "rows")?, to_u32(cols, "cols")?);
-    crate::linear16::cast_f16x4(rec, src, dst, p)
+    let p = crate::fused::cast_f16x4::RowsParams::new(to_u32(rows, "rows")?, to_u32(cols, "cols")?);
+    crate::fused::cast_f16x4(rec, src, dst, p)
 }
 
 /// Whether `kernel` runs its tensor-core (cooperative-matrix) variant on `gpu`: the adapter

@@ -1,6 +1,6 @@
 //! Allocation: every buffer the model needs, sized once for batches of up to `batch` sequences.
 
-use super::products::{Half, Products, rows_cols, weight_grad_scratch};
+use super::products::{Half, Kept, Products, rows_cols, weight_grad_scratch};
 use super::{Attention, B, Model, ModelOptions, Precision, Tensors, fast_params};
 use crate::Error;
 use crate::config::ModelConfig;
@@ -9,21 +9,28 @@ use kernels::ops::{F16x4, f16x4_len, weight_grad_scratch_len};
 use kernels::{Buffer, Gpu};
 
 /// Activations one layer keeps for its backward pass.
+/// In mixed precision every linear layer's input is kept only as its f16 copy ([`Kept::F16`]),
+/// and the attention output in f32 (its backward reads it) and f16.
 pub(super) struct Layer {
     pub x_in: B,
-    pub h1: B,
+    /// The attention input (after RMSNorm).
+    pub h1: Kept,
     pub rrms1: B,
     pub q: B,
     pub k: B,
     pub v: B,
     pub att: B,
+    /// Mixed precision: `att`'s f16 copy, the output projection's input.
+    pub att16: Option<Buffer<F16x4>>,
     pub lse: B,
     pub x_mid: B,
-    pub h2: B,
+    /// The feed-forward input (after RMSNorm).
+    pub h2: Kept,
     pub rrms2: B,
     pub g: B,
     pub u: B,
-    pub a: B,
+    /// The SwiGLU output, W2's input.
+    pub a: Kept,
     /// The fast path's probabilities (P, then dS in the backward); empty when streaming.
     pub probs: Option<B>,
 }
@@ -33,8 +40,8 @@ pub(super) struct Activations {
     pub layers: Vec<Layer>,
     /// The last layer's output.
     pub xf: B,
-    /// The final norm's output and its reciprocal RMS.
-    pub hf: B,
+    /// The final norm's output (the head's input) and its reciprocal RMS.
+    pub hf: Kept,
     pub rrms_f: B,
     /// Logits, then (after the loss) their gradient.
     pub logits: B,
@@ -204,30 +211,33 @@ impl Model {
         let (hq, kv) = (cfg.heads * cfg.head_dim(), cfg.kv_dim());
         let rows = batch * s;
         let probs_len = fast_params(cfg, batch, cfg.seq_len).probs_len();
+        let half = products == Products::Half;
+        let kept = |cols: usize| Kept::zeros(gpu, half, rows, cols);
         let mut layers = Vec::new();
         for _ in 0..cfg.layers {
             layers.push(Layer {
                 x_in: z(rows * d)?,
-                h1: z(rows * d)?,
+                h1: kept(d)?,
                 rrms1: z(rows)?,
                 q: z(rows * hq)?,
                 k: z(rows * kv)?,
                 v: z(rows * kv)?,
                 att: z(rows * hq)?,
+                att16: if half { Some(gpu.zeros(f16x4_len(rows, hq))?) } else { None },
                 lse: z(batch * cfg.heads * s)?,
                 x_mid: z(rows * d)?,
-                h2: z(rows * d)?,
+                h2: kept(d)?,
                 rrms2: z(rows)?,
                 g: z(rows * f)?,
                 u: z(rows * f)?,
-                a: z(rows * f)?,
+                a: kept(f)?,
                 probs: if fast { Some(z(probs_len)?) } else { None },
             });
         }
         let acts = Activations {
             layers,
             xf: z(rows * d)?,
-            hf: z(rows * d)?,
+            hf: kept(d)?,
             rrms_f: z(rows)?,
             logits: z(rows * cfg.vocab)?,
             losses: z(rows)?,
@@ -276,7 +286,7 @@ impl Model {
             norm_bad: gpu.zeros(total.max(1))?,
             stats: z(4)?,
         };
-        let (w16, half) = if products == Products::Half {
+        let (w16, half) = if half {
             let w16 = layout.as_ref().try_map(|p| {
                 let (r, c) = rows_cols(&p.shape);
                 gpu.zeros::<F16x4>(f16x4_len(r, c))
@@ -297,7 +307,6 @@ impl Model {
             batch,
             attention,
             precision,
-            products,
             w16,
             half,
             gpu: gpu.clone(),

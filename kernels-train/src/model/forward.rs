@@ -1,9 +1,9 @@
 //! The forward pass (embedding → blocks → final norm → tied head) and the loss.
 
-use super::products::{Half, Products, cast_act, forward};
+use super::B;
+use super::products::{Kept, Operand, forward};
 use super::{Model, fast_params};
 use crate::Error;
-use kernels::Batch;
 use kernels::attention::attention_forward;
 use kernels::embedding::embed_lookup;
 use kernels::infrastructure::copy;
@@ -11,13 +11,13 @@ use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::rmsnorm_forward;
 use kernels::ops::F16x4;
 use kernels::rope::{rope_k, rope_q};
+use kernels::{Batch, Buffer};
 
 impl Model {
     /// Records the forward pass of `batch` sequences of `seq` tokens (seq ≤ seq_len) up to the
     /// logits.
     pub(super) fn record_forward(&mut self, b: &Batch<'_>, batch: usize, seq: usize) -> Result<(), Error> {
-        let Model { cfg: c, params: p, acts, ids, products: mode, half, w16, .. } = self;
-        let mode = *mode;
+        let Model { cfg: c, params: p, acts, ids, w16, .. } = self;
         let w16 = w16.as_ref().map(|w| w.as_ref());
         let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
@@ -29,20 +29,28 @@ impl Model {
         let base = c.rope_base;
         let scale = 1.0 / (dh as f32).sqrt();
         let mm = |n: u32, k: u32| (rows, n, k);
-        let norm = kernels::norm::rmsnorm_forward::Params::new(rows, d, eps);
+        let norm = (rows, d, eps);
         let Some(first) = acts.layers.first_mut() else {
             return Err(Error::Config("the model has no layers".into()));
         };
         embed_lookup(b, ids, &p.embedding, &mut first.x_in, kernels::embedding::embed_lookup::Params::new(rows, d, v))?;
+        // Mixed precision: whether the last residual branch's `+ resid` is still to be added (by
+        // the next norm, `fused::residual_rmsnorm_f16`), resid being the previous layer's x_mid.
+        let mut pending = false;
         for (l, w) in p.layers.iter().enumerate() {
-            let (this, next) = acts.layers.split_at_mut(l + 1);
-            let layer = &mut this[l];
+            let (done, rest) = acts.layers.split_at_mut(l);
+            let (this, next) = rest.split_at_mut(1);
+            let layer = &mut this[0];
             let h16 = w16.map(|w| &w.layers[l]);
-            rmsnorm_forward(b, &layer.x_in, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
-            cast_act(b, mode, &layer.h1, half, rows, d)?;
-            forward(b, mode, &layer.h1, &w.wq, h16.map(|h| h.wq), half, &mut layer.q, mm(hq, d), false)?;
-            forward(b, mode, &layer.h1, &w.wk, h16.map(|h| h.wk), half, &mut layer.k, mm(kv, d), false)?;
-            forward(b, mode, &layer.h1, &w.wv, h16.map(|h| h.wv), half, &mut layer.v, mm(kv, d), false)?;
+            // Every linear layer's input is written once in its kept form (in mixed precision
+            // its f16 copy only, by the fused norm or SwiGLU) and read by the products here and
+            // by the weight gradients.
+            let res = if pending { done.last().map(|prev| &prev.x_mid) } else { None };
+            norm_into(b, &mut layer.x_in, res, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
+            let h1 = layer.h1.operand();
+            forward(b, h1, &w.wq, h16.map(|h| h.wq), &mut layer.q, mm(hq, d), false)?;
+            forward(b, h1, &w.wk, h16.map(|h| h.wk), &mut layer.k, mm(kv, d), false)?;
+            forward(b, h1, &w.wv, h16.map(|h| h.wv), &mut layer.v, mm(kv, d), false)?;
             rope_q(b, &mut layer.q, kernels::rope::rope_q::Params::new(bt, sq, h, dh, 0, base))?;
             rope_k(b, &mut layer.k, kernels::rope::rope_k::Params::new(bt, sq, hkv, dh, 0, base))?;
             match &mut layer.probs {
@@ -64,37 +72,42 @@ impl Model {
                     attention_forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, ap)?;
                 }
             }
-            // x_mid = x_in + att·Woᵀ
-            cast_act(b, mode, &layer.att, half, rows, hq)?;
-            residual_forward(
-                b,
-                mode,
-                &layer.att,
-                &w.wo,
-                h16.map(|h| h.wo),
-                half,
-                &layer.x_in,
-                &mut layer.x_mid,
-                mm(d, hq),
-            )?;
-            rmsnorm_forward(b, &layer.x_mid, &w.ffn_norm, &mut layer.h2, &mut layer.rrms2, norm)?;
-            cast_act(b, mode, &layer.h2, half, rows, d)?;
-            forward(b, mode, &layer.h2, &w.w1, h16.map(|h| h.w1), half, &mut layer.g, mm(f, d), false)?;
-            forward(b, mode, &layer.h2, &w.w3, h16.map(|h| h.w3), half, &mut layer.u, mm(f, d), false)?;
-            let sw = kernels::activation::swiglu_combine::Params::new(rows * f);
-            kernels::activation::swiglu_combine(b, &layer.g, &layer.u, &mut layer.a, sw)?;
+            // x_mid = x_in + att·Woᵀ (the attention backward reads att in f32; mixed precision
+            // keeps its f16 copy too, for Wo's products).
+            if let Some(att16) = &mut layer.att16 {
+                let cp = kernels::fused::cast_f16x4::RowsParams::new(rows, hq);
+                kernels::fused::cast_f16x4(b, &layer.att, att16, cp)?;
+            }
+            let att = layer.att16.as_ref().map_or(Operand::F32(&layer.att), Operand::F16);
+            let wo = (&w.wo, h16.map(|h| h.wo));
+            pending = residual_forward(b, att, wo, &layer.x_in, &mut layer.x_mid, mm(d, hq))?;
+            let res = if pending { Some(&layer.x_in) } else { None };
+            norm_into(b, &mut layer.x_mid, res, &w.ffn_norm, &mut layer.h2, &mut layer.rrms2, norm)?;
+            let h2 = layer.h2.operand();
+            forward(b, h2, &w.w1, h16.map(|h| h.w1), &mut layer.g, mm(f, d), false)?;
+            forward(b, h2, &w.w3, h16.map(|h| h.w3), &mut layer.u, mm(f, d), false)?;
+            match &mut layer.a {
+                Kept::F32(a) => {
+                    let sw = kernels::activation::swiglu_combine::Params::new(rows * f);
+                    kernels::activation::swiglu_combine(b, &layer.g, &layer.u, a, sw)?;
+                }
+                Kept::F16(a16) => {
+                    let sw = kernels::fused::swiglu_f16::RowsParams::new(rows, f);
+                    kernels::fused::swiglu_f16(b, &layer.g, &layer.u, a16, sw)?;
+                }
+            }
             // The layer's output x_mid + a·W2ᵀ is the next layer's input (or the final one's).
             let out = match next.first_mut() {
                 Some(n) => &mut n.x_in,
                 None => &mut acts.xf,
             };
-            cast_act(b, mode, &layer.a, half, rows, f)?;
-            residual_forward(b, mode, &layer.a, &w.w2, h16.map(|h| h.w2), half, &layer.x_mid, out, mm(d, f))?;
+            let w2 = (&w.w2, h16.map(|h| h.w2));
+            pending = residual_forward(b, layer.a.operand(), w2, &layer.x_mid, out, mm(d, f))?;
         }
-        rmsnorm_forward(b, &acts.xf, &p.final_norm, &mut acts.hf, &mut acts.rrms_f, norm)?;
-        cast_act(b, mode, &acts.hf, half, rows, d)?;
+        let res = if pending { acts.layers.last().map(|last| &last.x_mid) } else { None };
+        norm_into(b, &mut acts.xf, res, &p.final_norm, &mut acts.hf, &mut acts.rrms_f, norm)?;
         let e16 = w16.map(|w| w.embedding);
-        forward(b, mode, &acts.hf, &p.embedding, e16, half, &mut acts.logits, mm(v, d), false)?;
+        forward(b, acts.hf.operand(), &p.embedding, e16, &mut acts.logits, mm(v, d), false)?;
         Ok(())
     }
 
@@ -115,19 +128,60 @@ impl Model {
     }
 }
 
-/// `out = resid + x·wᵀ` (a residual branch): a copy and an accumulating product.
-#[allow(clippy::too_many_arguments)]
+/// The residual branch `out = resid + x·wᵀ`. f32 `x`: a copy of `resid` and an accumulating
+/// product (returns false). f16 `x` (mixed precision): only `out = x·wᵀ`, and returns true: the
+/// next norm (`fused::residual_rmsnorm_f16`) adds `resid` — the same one f32 addition as the
+/// accumulating product's (`y + v`), so the same bits, without the copy and the product's read
+/// of `out`.
 fn residual_forward(
     b: &Batch<'_>,
-    mode: Products,
-    x: &kernels::Buffer<f32>,
-    w: &kernels::Buffer<f32>,
-    w16: Option<&kernels::Buffer<F16x4>>,
-    half: &Option<Half>,
-    resid: &kernels::Buffer<f32>,
-    out: &mut kernels::Buffer<f32>,
+    x: Operand<'_>,
+    (w, w16): (&B, Option<&Buffer<F16x4>>),
+    resid: &B,
+    out: &mut B,
     (m, n, k): (u32, u32, u32),
+) -> Result<bool, Error> {
+    match x {
+        Operand::F32(_) => {
+            copy(b, resid, out, m * n)?;
+            forward(b, x, w, w16, out, (m, n, k), true)?;
+            Ok(false)
+        }
+        Operand::F16(_) => {
+            forward(b, x, w, w16, out, (m, n, k), false)?;
+            Ok(true)
+        }
+    }
+}
+
+/// RMSNorm of `x` [rows, d] into the kept activation `y`, its reciprocal RMS into `rrms`. f32:
+/// `norm::rmsnorm_forward`. f16 (mixed precision): `fused::rmsnorm_f16`, or with `res` (a
+/// residual branch's pending `+ resid`, see [`residual_forward`])
+/// `fused::residual_rmsnorm_f16`, which first adds `res` into `x` in place.
+fn norm_into(
+    b: &Batch<'_>,
+    x: &mut B,
+    res: Option<&B>,
+    gamma: &B,
+    y: &mut Kept,
+    rrms: &mut B,
+    (rows, d, eps): (u32, u32, f32),
 ) -> Result<(), Error> {
-    copy(b, resid, out, m * n)?;
-    forward(b, mode, x, w, w16, half, out, (m, n, k), true)
+    match (y, res) {
+        (Kept::F32(y), None) => {
+            rmsnorm_forward(b, x, gamma, y, rrms, kernels::norm::rmsnorm_forward::Params::new(rows, d, eps))?
+        }
+        (Kept::F16(y), None) => {
+            let p = kernels::fused::rmsnorm_f16::NormParams::new(rows, d, eps);
+            kernels::fused::rmsnorm_f16(b, x, gamma, y, rrms, p)?
+        }
+        (Kept::F16(y), Some(res)) => {
+            let p = kernels::fused::residual_rmsnorm_f16::NormParams::new(rows, d, eps);
+            kernels::fused::residual_rmsnorm_f16(b, x, res, gamma, y, rrms, p)?
+        }
+        (Kept::F32(_), Some(_)) => {
+            return Err(Error::Config("internal: a pending residual add before an f32 norm".into()));
+        }
+    }
+    Ok(())
 }

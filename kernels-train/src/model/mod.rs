@@ -26,7 +26,7 @@ use crate::config::{ModelConfig, TrainConfig};
 use crate::params::{ModelWeights, Param};
 use alloc::{Activations, Optimizer, Scratch};
 use kernels::{Buffer, Gpu};
-use products::{Half, Products};
+use products::Half;
 
 pub use crate::precision::Precision;
 pub use crate::scaler::ScalerState;
@@ -123,11 +123,10 @@ pub struct Model {
     /// The precision in use (`F32` or `Mixed`, resolved).
     pub precision: Precision,
     gpu: Gpu,
-    /// How the linear layers' products run.
-    products: Products,
     /// Mixed precision: the weights' f16 copies (f16x4 row layout; vectors as one row).
     w16: Option<ModelWeights<Buffer<kernels::ops::F16x4>>>,
-    /// Mixed precision: the f16 operand scratch and the loss scaler.
+    /// Mixed precision: dY's f16 scratch, the staging buffer of the kept f16 activations and the
+    /// loss scaler.
     half: Option<Half>,
     /// Names, shapes and kinds of the tensors below.
     layout: ModelWeights<Param>,

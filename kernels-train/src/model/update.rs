@@ -25,13 +25,21 @@ impl Model {
         if let (Some(h), Some(w16)) = (half.as_mut(), w16.as_mut()) {
             // Mixed precision: the scaler decides skip or not and this step's gradient factor
             // (clip / loss scale), then AdamW updates the masters and rewrites the f16 copies.
+            // `fused::adamw_mixed` takes Adam's step count as this step's number less the steps
+            // the scaler has skipped (its state on the GPU), so a skipped step does not advance
+            // the bias correction, as PyTorch's GradScaler skips `optimizer.step()`; the learning
+            // rate follows the step number, skipped steps included (PyTorch's scheduler steps).
             let sp = kernels::mixed::scaler_update::ScalerParams::new(h.growth_interval, t.clip);
             kernels::mixed::scaler_update(b, &opt.stats, &mut h.flag, &mut h.state, sp)?;
+            let number = u32::try_from(step + 1).ok().filter(|&n| n < 1 << 24).ok_or_else(|| {
+                Error::Config(format!("mixed precision counts steps below 2^24; this is step {}", step + 1))
+            })?;
+            let (ln1, ln2) = ((t.beta1 as f64).ln() as f32, (t.beta2 as f64).ln() as f32);
             let tensors = params.iter_mut().zip(grads.iter_mut()).zip(opt.m.iter_mut()).zip(opt.v.iter_mut());
             for (((((w, g), m), v), w16), p) in tensors.zip(w16.iter_mut()).zip(layout.iter()) {
                 let wd = if p.decays() { t.weight_decay } else { 0.0 };
                 let (rows, cols) = rows_cols(&p.shape);
-                let a = kernels::mixed::adamw_mixed::AdamParams::new(
+                let a = kernels::fused::adamw_mixed::AdamParams::new(
                     rows as u32,
                     cols as u32,
                     lr,
@@ -39,10 +47,11 @@ impl Model {
                     t.beta2,
                     t.eps,
                     wd,
-                    bias1,
-                    bias2,
+                    number,
+                    ln1,
+                    ln2,
                 );
-                kernels::mixed::adamw_mixed(b, w, g, m, v, w16, &h.state, a)?;
+                kernels::fused::adamw_mixed(b, w, g, m, v, w16, &h.state, a)?;
             }
             return Ok(());
         }
