@@ -34,6 +34,7 @@ kernel_files! {
     linear16: "shaders/11_linear16.wgsl",
     optimizer: "shaders/12_optimizer.wgsl",
     mixed: "shaders/13_mixed.wgsl",
+    attention16: "shaders/14_attention16.wgsl",
 }
 
 pub mod fast_attention;
