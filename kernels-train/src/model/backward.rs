@@ -82,8 +82,14 @@ impl Model {
             // Attention: x_mid = x_in + att·Woᵀ.
             input_grad(b, mode, &s.dx, &w.wo, h16.map(|h| h.wo), half, None, &mut s.datt, mm(hq, d))?;
             wg.add(b, &s.dx, &y.att, &mut gl.wo, &shape.wo)?;
-            match (&mut y.probs, &mut s.fast_delta) {
-                (Some(probs), Some(delta)) => {
+            match (&mut y.probs, &mut s.fast_delta, s.att16.as_mut()) {
+                // Mixed precision: f16 operands on tensor cores (`attention16`).
+                (Some(probs), Some(delta), Some(a16)) => {
+                    let fp = fast_params(c, batch, c.seq_len);
+                    let ins = (&y.q, &y.k, &y.v, &y.att, &s.datt);
+                    a16.backward(b, half, ins, probs, delta, (&mut s.dq, &mut s.dk, &mut s.dv), fp)?;
+                }
+                (Some(probs), Some(delta), None) => {
                     let fp = fast_params(c, batch, c.seq_len);
                     kernels::fast_attention::backward(
                         b, &y.q, &y.k, &y.v, &y.att, &s.datt, probs, delta, &mut s.dq, &mut s.dk, &mut s.dv, fp,
