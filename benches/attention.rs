@@ -145,6 +145,7 @@ fn main() {
     let up16 = |seed: u64| gpu.upload(&kernels::ops::to_f16x4(&rnd(seed), b * s * h, dh)).unwrap();
     let (q16, k16, v16, d_o16) = (up16(1), up16(2), up16(3), up16(4));
     let mut ws = kernels::fast_attention::Workspace16::new(&gpu, &fp).unwrap();
+    let mut flag = gpu.zeros::<u32>(1).unwrap();
     let batch = gpu.profiled_batch(9 * reps).unwrap();
     for _ in 0..reps {
         kernels::fast_attention::forward16(&batch, &q16, &k16, &v16, &mut o, &mut lse, &mut ws.probs, fp).unwrap();
@@ -159,6 +160,7 @@ fn main() {
             &ws.probs,
             &mut ws.ds,
             &mut ws.delta,
+            &mut flag,
             &mut dq,
             &mut dk,
             &mut dv,

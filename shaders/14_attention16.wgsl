@@ -12,6 +12,8 @@
 
 // The causal tile of the fast path (64 keys).
 const TILE: u32 = 64u;
+// The largest finite f16.
+const F16_MAX: f32 = 65504.0;
 
 // --- KERNEL: attention16_ds ---
 // dS = P ⊙ (dP − Δ), over dP: `probs` `[B, H, S, S]` holding P (as
@@ -19,13 +21,17 @@ const TILE: u32 = 64u;
 // `linear16::attention_scores16` writes it with scale 1: the tiles up to the diagonal, diagonal
 // tiles whole), `delta` `[B, H, S]` (Δ = rowsum(dO ⊙ O), `attention_fast_delta`). Row (b, h, s):
 // ds[j] ← P[j]·(dP[j] − Δ) for j ≤ s, 0 for s < j < min(S, 64·(⌊s/64⌋+1)) (written as 0 whatever
-// dP holds there, so the products read zeros past the diagonal). Overwrites those entries of
-// `ds`; `probs` is only read. Grid: one workgroup per row, `workgroups(B·H·S)`, 1-D (2-D past the
+// dP holds there, so the products read zeros past the diagonal). The products round dS to f16
+// (clamping it to ±65504) as they load it, so the overflow check of loss scaling is made here:
+// any dS that is NaN, ±Inf or beyond ±65504 sets `flag[0]` to 1 (never clears it), as
+// `mixed::cast_grad_f16x4` does for the gradients it casts. Overwrites those entries of `ds`;
+// `probs` is only read. Grid: one workgroup per row, `workgroups(B·H·S)`, 1-D (2-D past the
 // device's limit); the row strided over the 256 invocations.
 // @grid workgroups(p.batch * p.heads * p.seq)
 // @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
 // @requires len(ds) >= p.batch * p.heads * p.seq * p.seq
 // @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(flag) >= 1
 struct Params {
     batch: u32,
     seq: u32,
@@ -34,7 +40,8 @@ struct Params {
 @group(0) @binding(0) var<storage, read> probs: array<f32>;
 @group(0) @binding(1) var<storage, read> delta: array<f32>;
 @group(0) @binding(2) var<storage, read_write> ds: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(4) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
 fn attention16_ds(
@@ -52,11 +59,18 @@ fn attention16_ds(
     let base = w * seq;
     let tile_end = min(seq, (s / TILE + 1u) * TILE);
     let dr = delta[w];
+    var bad = false;
     for (var j = tid; j < tile_end; j += WG) {
         var v = 0.0;
         if (j <= s) {
             v = probs[base + j] * (ds[base + j] - dr);
         }
         ds[base + j] = v;
+        // NaN and ±Inf have the exponent bits all ones (`v != v` may be folded away); NaN fails
+        // the comparison, so both tests are needed.
+        bad = bad || !is_finite(v) || abs(v) > F16_MAX;
+    }
+    if (bad) {
+        atomicOr(&flag[0], 1u);
     }
 }

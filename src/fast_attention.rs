@@ -23,8 +23,9 @@
 //! (`attention_pv16`), dV = Σ_g P_gᵀ·dO_g and dK = scale·Σ_g dS_gᵀ·Q_g (`attention_ptx16`).
 //! P and dS stay f32 in their workspaces and are rounded to f16 as the products load them; the
 //! softmax, lse, Δ = rowsum(dO ⊙ O) (from the f32 dO and O) and dS = P ⊙ (dP − Δ)
-//! (`attention16::attention16_ds`) are f32 arithmetic. The backward needs a second S×S workspace
-//! for dP (then dS), and leaves P intact.
+//! (`attention16::attention16_ds`, which also raises a loss-scaling overflow flag when a dS is
+//! beyond f16's range) are f32 arithmetic. The backward needs a second S×S workspace for dP (then
+//! dS), and leaves P intact.
 //!
 //! ```no_run
 //! use kernels::fast_attention::{self, Params};
@@ -355,7 +356,11 @@ pub fn forward16(
 /// scale 1, into `ds`, at least [`Params::probs_len`] floats), dS = P ⊙ (dP − Δ) in place of dP
 /// (`attention16::attention16_ds`, f32), dQ = scale·dS·K (`attention_pv16`) and
 /// dK = scale·Σ_g dS_gᵀ·Q_g (`attention_ptx16`); P and dS are rounded to f16 as the products read
-/// them. Every size is checked before anything is recorded. Needs `SHADER_F16`.
+/// them. `flag` (at least 1 element) is the overflow check of loss scaling: `flag[0]` is set to 1
+/// (never cleared) when a dS value is NaN, ±Inf or beyond ±65504 — where its f16 rounding would
+/// clamp it — as `mixed::cast_grad_f16x4` does for the gradients it casts (the trainer passes the
+/// loss scaler's flag; other callers a scratch `Buffer<u32>` to read or ignore). Every size is
+/// checked before anything is recorded. Needs `SHADER_F16`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward16(
     rec: impl Record + Copy,
@@ -368,6 +373,7 @@ pub fn backward16(
     probs: &Buffer<f32>,
     ds: &mut Buffer<f32>,
     delta: &mut Buffer<f32>,
+    flag: &mut Buffer<u32>,
     dq: &mut Buffer<f32>,
     dk: &mut Buffer<f32>,
     dv: &mut Buffer<f32>,
@@ -384,6 +390,11 @@ pub fn backward16(
     check_len(what, "probs (workspace)", probs.len(), p.probs_len(), "B·H·S·S")?;
     check_len(what, "ds (workspace)", ds.len(), p.probs_len(), "B·H·S·S")?;
     check_len(what, "delta (workspace)", delta.len(), p.rows(), "B·H·S")?;
+    if flag.is_empty() {
+        return Err(Error::LengthMismatch {
+            detail: format!("fast_attention::{what}: `flag` is empty but needs at least 1 element"),
+        });
+    }
     check_len(what, "dq", dq.len(), p.q_len(), "B·S·H·Dh")?;
     check_len(what, "dk", dk.len(), p.kv_len(), "B·S·Hkv·Dh")?;
     check_len(what, "dv", dv.len(), p.kv_len(), "B·S·Hkv·Dh")?;
@@ -396,7 +407,7 @@ pub fn backward16(
     attention_fast_delta(rec, o, d_o, delta, attention_fast_delta::Params::new(b, s, h, dh))?;
     attention_ptx16(rec, probs, d_o16, dv, attt(1.0))?;
     attention_scores16(rec, d_o16, v, ds, attention_scores16::ScoreParams::new(b, s, h, hkv, dh, 1.0))?;
-    attention16_ds(rec, probs, delta, ds, attention16_ds::Params::new(b, s, h))?;
+    attention16_ds(rec, probs, delta, ds, flag, attention16_ds::Params::new(b, s, h))?;
     attention_pv16(rec, ds, k, dq, att(p.scale))?;
     attention_ptx16(rec, ds, q, dk, attt(p.scale))
 }

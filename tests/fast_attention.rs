@@ -474,6 +474,8 @@ struct Fast16 {
     dq: Vec<f32>,
     dk: Vec<f32>,
     dv: Vec<f32>,
+    /// The overflow flag (0 before the call).
+    flag: u32,
 }
 
 fn upload16(gpu: &Gpu, v: &[f32], cols: usize) -> Buffer<kernels::ops::F16x4> {
@@ -497,16 +499,18 @@ fn run_fast16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Fast16 {
     let mut dq = poisoned(gpu, sh.q_len());
     let mut dk = poisoned(gpu, sh.kv_len());
     let mut dv = poisoned(gpu, sh.kv_len());
+    let mut flag = gpu.zeros::<u32>(1).unwrap();
     let batch = gpu.batch();
     fast_attention::forward16(&batch, &q, &k, &v, &mut o, &mut lse, &mut probs, p).unwrap();
     fast_attention::backward16(
-        &batch, &q, &k, &v, &o, &d_o, &d_o16, &probs, &mut ds, &mut delta, &mut dq, &mut dk, &mut dv, p,
+        &batch, &q, &k, &v, &o, &d_o, &d_o16, &probs, &mut ds, &mut delta, &mut flag, &mut dq, &mut dk, &mut dv, p,
     )
     .unwrap();
     batch.submit().unwrap();
     let r = |b: &Buffer<f32>| b.read(gpu).unwrap();
     check_tail("delta", &r(&delta), ws.delta);
-    let out = Fast16 { o: r(&o), lse: r(&lse), probs: r(&probs), ds: r(&ds), dq: r(&dq), dk: r(&dk), dv: r(&dv) };
+    let flag = flag.read(gpu).unwrap()[0];
+    let out = Fast16 { o: r(&o), lse: r(&lse), probs: r(&probs), ds: r(&ds), dq: r(&dq), dk: r(&dk), dv: r(&dv), flag };
     for (name, got, len) in [
         ("O", &out.o, sh.q_len()),
         ("lse", &out.lse, sh.rows()),
@@ -559,6 +563,7 @@ fn check_fast16(gpu: &Gpu, rng: &mut rand::rngs::StdRng, sh: Shape, scale: f32) 
     let x = inputs(rng, sh);
     let x16 = Inputs { q: halves(&x.q), k: halves(&x.k), v: halves(&x.v), d_o: halves(&x.d_o) };
     let got = run_fast16(gpu, &x, sh, scale);
+    assert_eq!(got.flag, 0, "{sh:?}: the overflow flag was raised, every dS being far inside f16's range");
     let want = reference16(&x16, &x.d_o, &got, sh, scale as f64);
     let (o_len, kv_len) = (sh.q_len(), sh.kv_len());
     // P's contract and values (against the f16 operands' scores).
@@ -676,6 +681,7 @@ fn fast16_misuse_is_an_error() {
     let mut dv = gpu.zeros(sh.kv_len()).unwrap();
     let short_k = gpu.zeros::<kernels::ops::F16x4>(sh.kv_len() / 4 - 1).unwrap();
     let mut short_ds = gpu.zeros(p.probs_len() - 1).unwrap();
+    let mut flag = gpu.zeros::<u32>(1).unwrap();
 
     let batch = gpu.batch();
     let e = fast_attention::forward16(&batch, &q, &short_k, &v, &mut o, &mut lse, &mut ws.probs, p).unwrap_err();
@@ -691,6 +697,7 @@ fn fast16_misuse_is_an_error() {
         &ws.probs,
         &mut short_ds,
         &mut ws.delta,
+        &mut flag,
         &mut dq,
         &mut dk,
         &mut dv,
@@ -714,6 +721,7 @@ fn fast16_misuse_is_an_error() {
         &ws.probs,
         &mut ws.ds,
         &mut ws.delta,
+        &mut flag,
         &mut dq,
         &mut dk,
         &mut dv,
@@ -735,6 +743,7 @@ fn fast16_misuse_is_an_error() {
         &ws.probs,
         &mut ws.ds,
         &mut ws.delta,
+        &mut flag,
         &mut dq,
         &mut dk,
         &mut dv,
@@ -743,4 +752,29 @@ fn fast16_misuse_is_an_error() {
     .unwrap();
     assert_eq!(batch.dispatches(), 9);
     batch.submit().unwrap();
+}
+
+#[test]
+fn fast16_ds_overflow_raises_the_flag() {
+    // V and dO of magnitude up to 1000 (exact enough in f16): dP = dO·V reaches ~1e6, so some
+    // dS = P ⊙ (dP − Δ) lie beyond ±65504, where the products' f16 rounding would clamp them:
+    // the flag is raised (as loss scaling needs, to skip the step). The same call on the
+    // unscaled inputs leaves it at 0 (also checked by every `check_fast16`).
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "fast16_ds_overflow_raises_the_flag") {
+        return;
+    }
+    let mut rng = rng("fast attention f16 overflow");
+    let sh = shape(1, 40, 2, 1, 16);
+    let mut x = inputs(&mut rng, sh);
+    assert_eq!(run_fast16(&gpu, &x, sh, 0.25).flag, 0);
+    for a in x.v.iter_mut().chain(x.d_o.iter_mut()) {
+        *a *= 1000.0;
+    }
+    let x16 = Inputs { q: halves(&x.q), k: halves(&x.k), v: halves(&x.v), d_o: halves(&x.d_o) };
+    let got = run_fast16(&gpu, &x, sh, 0.25);
+    let want = reference16(&x16, &x.d_o, &got, sh, 0.25);
+    let largest = want.ds.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(largest > 65504.0 * 1.5, "the test's dS stay inside f16's range (largest {largest})");
+    assert_eq!(got.flag, 1, "dS up to {largest} did not raise the overflow flag");
 }

@@ -7,8 +7,8 @@
 //! are cast to f16 by `ops::cast_f16x4` into buffers shared by the layers, once before each
 //! layer's forward and again before its backward (the same f32 values, so the same halves: the
 //! layers keep only their f32 Q, K, V); the upstream gradient dO is cast by
-//! `mixed::cast_grad_f16x4`, which raises the loss scaler's overflow flag. The softmax, lse, Δ
-//! and dS stay f32. The backward writes dP, then dS, into one more `[B, H, S, S]` workspace
+//! `mixed::cast_grad_f16x4`, which raises the loss scaler's overflow flag; so does a dS beyond
+//! f16's range (`attention16::attention16_ds`). The softmax, lse, Δ and dS stay f32. The backward writes dP, then dS, into one more `[B, H, S, S]` workspace
 //! (shared by the layers; the P of each layer stays in its own).
 
 use super::B;
@@ -80,7 +80,8 @@ impl Attention16 {
 
     /// The backward of one layer: dQ, dK, dV (overwritten) from the layer's f32 Q, K, V, its
     /// output `o`, the upstream gradient `d_o` (loss-scaled) and its P in `probs`; `delta` is Δ
-    /// scratch. An overflow of dO's f16 cast raises the loss scaler's flag (`half`).
+    /// scratch. An overflow of dO's f16 cast or of dS (rounded to f16 by the products) raises the
+    /// loss scaler's flag (`half`): the step is skipped.
     #[allow(clippy::too_many_arguments)]
     pub fn backward(
         &mut self,
@@ -100,7 +101,8 @@ impl Attention16 {
         let cp = kernels::mixed::cast_grad_f16x4::CastParams::new(rows, p.heads * p.head_dim);
         kernels::mixed::cast_grad_f16x4(b, d_o, &mut self.d_o, &mut h.flag, cp)?;
         let (q16, k16, v16, d_o16) = (&self.q, &self.k, &self.v, &self.d_o);
-        backward16(b, q16, k16, v16, o, d_o, d_o16, probs, &mut self.ds, delta, dq, dk, dv, p)?;
+        let flag = &mut h.flag;
+        backward16(b, q16, k16, v16, o, d_o, d_o16, probs, &mut self.ds, delta, flag, dq, dk, dv, p)?;
         Ok(())
     }
 }
