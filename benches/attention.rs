@@ -1,7 +1,9 @@
 //! Attention forward + backward at sequence 1024, head dim 64, 12 heads, batch 8 (GPT-2
 //! small's training shape), in FLOP/s: causal forward 2·B·H·S²·Dh (QKᵀ and P·V over the lower
 //! triangle), backward 2.5× that (the usual count, recomputation not counted). Compare with
-//! the SGEMM rate of `benches/gemm.rs`. `cargo bench --bench attention`; `KERNELS_BENCH_JSON`.
+//! the SGEMM rate of `benches/gemm.rs`. Three paths: `streaming`, `fast` (f32, materialised P)
+//! and `fast16` (the fast path with f16 operands on tensor cores, mixed precision's).
+//! `cargo bench --bench attention`; `KERNELS_BENCH_JSON`.
 
 use kernels::Gpu;
 use kernels::attention::attention_forward;
@@ -128,6 +130,51 @@ fn main() {
     let parts: Vec<f64> = (0..8).map(|i| median(times.iter().map(|r| r[i]).collect())).collect();
     let detail = names.iter().zip(&parts).map(|(n, t)| format!("{n} {:.3} ms", t / 1e6)).collect::<Vec<_>>().join(", ");
     report("fast", parts[..3].iter().sum(), parts[3..].iter().sum(), &detail);
+    drop(ws);
+
+    // The fast path with f16 operands (`fast_attention::forward16` / `backward16`, the trainer's
+    // in mixed precision): the six products on tensor cores where the adapter has them (their
+    // portable f32-FMA bodies otherwise), 3 dispatches forward, 6 backward (dP into a second
+    // S×S workspace). Not counted: the trainer's casts of Q, K, V and dO to f16 (four
+    // memory-bound passes over B·S·H·Dh floats per layer).
+    if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
+        println!("  fast16 path: the adapter has no SHADER_F16; skipped");
+        return;
+    }
+    let tensor_cores = kernels::ops::on_tensor_cores(&gpu, &kernels::linear16::attention_scores16::KERNEL);
+    let up16 = |seed: u64| gpu.upload(&kernels::ops::to_f16x4(&rnd(seed), b * s * h, dh)).unwrap();
+    let (q16, k16, v16, d_o16) = (up16(1), up16(2), up16(3), up16(4));
+    let mut ws = kernels::fast_attention::Workspace16::new(&gpu, &fp).unwrap();
+    let mut flag = gpu.zeros::<u32>(1).unwrap();
+    let batch = gpu.profiled_batch(9 * reps).unwrap();
+    for _ in 0..reps {
+        kernels::fast_attention::forward16(&batch, &q16, &k16, &v16, &mut o, &mut lse, &mut ws.probs, fp).unwrap();
+        kernels::fast_attention::backward16(
+            &batch,
+            &q16,
+            &k16,
+            &v16,
+            &o,
+            &d_o,
+            &d_o16,
+            &ws.probs,
+            &mut ws.ds,
+            &mut ws.delta,
+            &mut flag,
+            &mut dq,
+            &mut dk,
+            &mut dv,
+            fp,
+        )
+        .unwrap();
+    }
+    let prof = batch.submit_profiled().unwrap();
+    let times = per_rep(&prof, reps as usize);
+    let names = prof.dispatches[..9].iter().map(|d| d.kernel.name).collect::<Vec<_>>();
+    let parts: Vec<f64> = (0..9).map(|i| median(times.iter().map(|r| r[i]).collect())).collect();
+    let detail = names.iter().zip(&parts).map(|(n, t)| format!("{n} {:.3} ms", t / 1e6)).collect::<Vec<_>>().join(", ");
+    let detail = format!("tensor cores: {}; {detail}", if tensor_cores { "yes" } else { "no (portable bodies)" });
+    report("fast16", parts[..3].iter().sum(), parts[3..].iter().sum(), &detail);
 }
 
 /// The dispatch times of each repeat after the first (a warm-up).

@@ -14,6 +14,19 @@
 //! (dQ = scale·dS·K) and `attention_fast_ptx` (dK = scale·Σ_g dS_gᵀ·Q_g). Everything is
 //! deterministic (fixed-order sums, no atomics); every output is overwritten.
 //!
+//! **f16 operands on tensor cores** ([`forward16`], [`backward16`], workspace [`Workspace16`]):
+//! the same computation with Q, K, V and dO given as f16 (`Buffer<`[`F16x4`]`>`, the f16x4 row
+//! layout of `kernels::ops`: `[B, S, H, Dh]` / `[B, S, Hkv, Dh]` as rows of Dh halves,
+//! Dh % 4 == 0) and all six batched products on `linear16`'s tensor-core kernels (f16 operands,
+//! f32 sums; their portable bodies where the adapter has no cooperative matrices):
+//! S = scale·Q·Kᵀ and dP = dO·Vᵀ (`attention_scores16`), O = P·V and dQ = scale·dS·K
+//! (`attention_pv16`), dV = Σ_g P_gᵀ·dO_g and dK = scale·Σ_g dS_gᵀ·Q_g (`attention_ptx16`).
+//! P and dS stay f32 in their workspaces and are rounded to f16 as the products load them; the
+//! softmax, lse, Δ = rowsum(dO ⊙ O) (from the f32 dO and O) and dS = P ⊙ (dP − Δ)
+//! (`attention16::attention16_ds`, which also raises a loss-scaling overflow flag when a dS is
+//! beyond f16's range) are f32 arithmetic. The backward needs a second S×S workspace for dP (then
+//! dS), and leaves P intact.
+//!
 //! ```no_run
 //! use kernels::fast_attention::{self, Params};
 //! # fn main() -> kernels::Result<()> {
@@ -32,7 +45,10 @@
 //! ```
 
 use crate::attention::{attention_fast_pv, attention_fast_scores, attention_fast_softmax};
+use crate::attention16::attention16_ds;
 use crate::backward_attention::{attention_fast_delta, attention_fast_ds, attention_fast_ptx};
+use crate::linear16::{attention_ptx16, attention_pv16, attention_scores16};
+use crate::ops::F16x4;
 use crate::{Buffer, Error, Gpu, Record, Result};
 
 /// The shape of one attention call and its score scale (the trainer passes 1/√Dh).
@@ -238,4 +254,160 @@ pub fn backward(
     attention_fast_ds(rec, d_o, v, delta, probs, attention_fast_ds::Params::new(b, s, h, hkv, dh))?;
     attention_fast_pv(rec, probs, k, dq, attention_fast_pv::Params::new(b, s, h, hkv, dh, p.scale))?;
     attention_fast_ptx(rec, probs, q, dk, attention_fast_ptx::Params::new(b, s, h, hkv, dh, p.scale))
+}
+
+/// The workspaces of the f16-operand path ([`forward16`], [`backward16`]) for one shape,
+/// allocated at their exact sizes: [`Workspace`]'s two and the backward's dP.
+#[derive(Debug)]
+pub struct Workspace16 {
+    /// P `[B, H, S, S]` (written by [`forward16`], read by [`backward16`]).
+    pub probs: Buffer<f32>,
+    /// dP, then dS `[B, H, S, S]` (scratch of [`backward16`]; [`Params::probs_len`] floats).
+    pub ds: Buffer<f32>,
+    /// Δ `[B, H, S]` (scratch of [`backward16`]).
+    pub delta: Buffer<f32>,
+}
+
+impl Workspace16 {
+    /// Allocates the workspaces for `p` (zeroed; the kernels never read what they did not write).
+    pub fn new(gpu: &Gpu, p: &Params) -> Result<Self> {
+        let s = p.workspace_sizes();
+        Ok(Workspace16 {
+            probs: gpu.zeros(s.probs.max(1))?,
+            ds: gpu.zeros(s.probs.max(1))?,
+            delta: gpu.zeros(s.delta.max(1))?,
+        })
+    }
+}
+
+/// [`check_params`] plus the f16 path's head-dim rule.
+fn check_params16(what: &str, p: &Params) -> Result<()> {
+    check_params(what, p)?;
+    if !p.head_dim.is_multiple_of(4) {
+        return Err(Error::Shape {
+            kernel: format!("fast_attention::{what}"),
+            requirement: "head_dim % 4 == 0 (f16 operands are read as whole vec4s)".to_string(),
+            detail: format!("head_dim = {}", p.head_dim),
+        });
+    }
+    Ok(())
+}
+
+/// Checks an f16 operand: `got` f16x4 elements (4 halves each) against `needed` halves.
+fn check_len16(what: &str, name: &str, got: usize, needed: usize, formula: &str) -> Result<()> {
+    if got.saturating_mul(4) < needed {
+        return Err(Error::LengthMismatch {
+            detail: format!(
+                "fast_attention::{what}: `{name}` holds {got} f16x4 elements ({} halves) but needs at least {formula} = {needed} halves",
+                got.saturating_mul(4)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// [`forward`] with f16 operands on tensor cores: O `[B, S, H, Dh]` f32 and lse `[B, H, S]`
+/// (both overwritten) from `q` `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]` in the f16x4 row
+/// layout (`ops::cast_f16x4` of the f32 tensors as `[rows, Dh]` matrices; Dh % 4 == 0). S =
+/// scale·Q·Kᵀ with f32 sums (`linear16::attention_scores16`), the f32 softmax
+/// (`attention_fast_softmax`), O = P·V with P rounded to f16 as it is read
+/// (`linear16::attention_pv16`). `probs` (at least [`Params::probs_len`] floats) is left holding
+/// P with [`forward`]'s row contract, for [`backward16`].
+///
+/// Records three dispatches into `rec`; every size is checked before anything is recorded (a
+/// short buffer, inconsistent heads or Dh % 4 ≠ 0 give `Err`). Needs `SHADER_F16`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward16(
+    rec: impl Record + Copy,
+    q: &Buffer<F16x4>,
+    k: &Buffer<F16x4>,
+    v: &Buffer<F16x4>,
+    o: &mut Buffer<f32>,
+    lse: &mut Buffer<f32>,
+    probs: &mut Buffer<f32>,
+    p: Params,
+) -> Result<()> {
+    let what = "forward16";
+    check_params16(what, &p)?;
+    check_len16(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
+    check_len16(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
+    check_len16(what, "v", v.len(), p.kv_len(), "B·S·Hkv·Dh")?;
+    check_len(what, "o", o.len(), p.q_len(), "B·S·H·Dh")?;
+    check_len(what, "lse", lse.len(), p.rows(), "B·H·S")?;
+    check_len(what, "probs (workspace)", probs.len(), p.probs_len(), "B·H·S·S")?;
+    if p.rows() == 0 {
+        return Ok(());
+    }
+    let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
+    attention_scores16(rec, q, k, probs, attention_scores16::ScoreParams::new(b, s, h, hkv, dh, p.scale))?;
+    attention_fast_softmax(rec, probs, lse, attention_fast_softmax::Params::new(b, s, h))?;
+    attention_pv16(rec, probs, v, o, attention_pv16::AttParams::new(b, s, h, hkv, dh, 1.0))
+}
+
+/// [`backward`] with f16 operands on tensor cores: dQ `[B, S, H, Dh]`, dK and dV
+/// `[B, S, Hkv, Dh]` f32, all OVERWRITTEN (dK/dV summed over each kv group's query heads in a
+/// fixed order), from the f16 operands of [`forward16`] (`q`, `k`, `v`), its f32 output `o`,
+/// the upstream gradient both as f32 (`d_o`, for Δ) and as f16 (`d_o16`, the same values cast
+/// by `ops::cast_f16x4` or `mixed::cast_grad_f16x4`: the products' operand), and `probs` as
+/// [`forward16`] left it (only read: P survives, unlike [`backward`]).
+///
+/// Six dispatches: Δ = rowsum(dO ⊙ O) (`attention_fast_delta`, f32, into `delta`, at least
+/// B·H·S floats), dV = Σ_g P_gᵀ·dO_g (`attention_ptx16`), dP = dO·Vᵀ (`attention_scores16`,
+/// scale 1, into `ds`, at least [`Params::probs_len`] floats), dS = P ⊙ (dP − Δ) in place of dP
+/// (`attention16::attention16_ds`, f32), dQ = scale·dS·K (`attention_pv16`) and
+/// dK = scale·Σ_g dS_gᵀ·Q_g (`attention_ptx16`); P and dS are rounded to f16 as the products read
+/// them. `flag` (at least 1 element) is the overflow check of loss scaling: `flag[0]` is set to 1
+/// (never cleared) when a dS value is NaN, ±Inf or beyond ±65504 — where its f16 rounding would
+/// clamp it — as `mixed::cast_grad_f16x4` does for the gradients it casts (the trainer passes the
+/// loss scaler's flag; other callers a scratch `Buffer<u32>` to read or ignore). Every size is
+/// checked before anything is recorded. Needs `SHADER_F16`.
+#[allow(clippy::too_many_arguments)]
+pub fn backward16(
+    rec: impl Record + Copy,
+    q: &Buffer<F16x4>,
+    k: &Buffer<F16x4>,
+    v: &Buffer<F16x4>,
+    o: &Buffer<f32>,
+    d_o: &Buffer<f32>,
+    d_o16: &Buffer<F16x4>,
+    probs: &Buffer<f32>,
+    ds: &mut Buffer<f32>,
+    delta: &mut Buffer<f32>,
+    flag: &mut Buffer<u32>,
+    dq: &mut Buffer<f32>,
+    dk: &mut Buffer<f32>,
+    dv: &mut Buffer<f32>,
+    p: Params,
+) -> Result<()> {
+    let what = "backward16";
+    check_params16(what, &p)?;
+    check_len16(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
+    check_len16(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
+    check_len16(what, "v", v.len(), p.kv_len(), "B·S·Hkv·Dh")?;
+    check_len(what, "o", o.len(), p.q_len(), "B·S·H·Dh")?;
+    check_len(what, "d_o", d_o.len(), p.q_len(), "B·S·H·Dh")?;
+    check_len16(what, "d_o16", d_o16.len(), p.q_len(), "B·S·H·Dh")?;
+    check_len(what, "probs (workspace)", probs.len(), p.probs_len(), "B·H·S·S")?;
+    check_len(what, "ds (workspace)", ds.len(), p.probs_len(), "B·H·S·S")?;
+    check_len(what, "delta (workspace)", delta.len(), p.rows(), "B·H·S")?;
+    if flag.is_empty() {
+        return Err(Error::LengthMismatch {
+            detail: format!("fast_attention::{what}: `flag` is empty but needs at least 1 element"),
+        });
+    }
+    check_len(what, "dq", dq.len(), p.q_len(), "B·S·H·Dh")?;
+    check_len(what, "dk", dk.len(), p.kv_len(), "B·S·Hkv·Dh")?;
+    check_len(what, "dv", dv.len(), p.kv_len(), "B·S·Hkv·Dh")?;
+    if p.rows() == 0 {
+        return Ok(());
+    }
+    let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
+    let att = |alpha: f32| attention_pv16::AttParams::new(b, s, h, hkv, dh, alpha);
+    let attt = |alpha: f32| attention_ptx16::AttParams::new(b, s, h, hkv, dh, alpha);
+    attention_fast_delta(rec, o, d_o, delta, attention_fast_delta::Params::new(b, s, h, dh))?;
+    attention_ptx16(rec, probs, d_o16, dv, attt(1.0))?;
+    attention_scores16(rec, d_o16, v, ds, attention_scores16::ScoreParams::new(b, s, h, hkv, dh, 1.0))?;
+    attention16_ds(rec, probs, delta, ds, flag, attention16_ds::Params::new(b, s, h))?;
+    attention_pv16(rec, ds, k, dq, att(p.scale))?;
+    attention_ptx16(rec, ds, q, dk, attt(p.scale))
 }

@@ -35,6 +35,7 @@ kernel_files! {
     optimizer: "shaders/12_optimizer.wgsl",
     mixed: "shaders/13_mixed.wgsl",
     fused: "shaders/14_fused.wgsl",
+    attention16: "shaders/14_attention16.wgsl",
 }
 
 pub mod fast_attention;

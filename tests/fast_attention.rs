@@ -384,3 +384,397 @@ fn fast_scores_past_65535_workgroups() {
     assert_close("scores 2-D grid", &got[..sh.rows()], &want, 1e-6);
     check_tail("scores", &got, sh.rows());
 }
+
+// ---- The f16-operand path (`forward16` / `backward16`) ----
+
+/// `x` rounded to f16's 11 significant bits the way the f16 products round the f32 P and dS as
+/// they load them (`round_f16` of shaders/11_linear16.wgsl: to nearest even on the f32 bits;
+/// the portable bodies lavapipe runs). On tensor cores values below 2⁻¹⁴ keep fewer bits (true
+/// f16 subnormals): at most 2⁻²⁵ apart, far below the bounds used here.
+fn r16(x: f64) -> f64 {
+    let bits = (x as f32).to_bits();
+    let r = bits.wrapping_add(0x0fff).wrapping_add((bits >> 13) & 1) & 0xffff_e000;
+    f32::from_bits(r) as f64
+}
+
+/// `v` through f16 and back: the operand values the GPU multiplies.
+fn halves(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| kernels::f16::from_f32(x).to_f32()).collect()
+}
+
+/// The float64 model of the f16 path, stage by stage. Operands: `x16` holds Q, K, V, dO rounded
+/// to f16 (what the products multiply). The f32 stages — scores, softmax, lse (exact from the
+/// f16 operands), Δ = rowsum(dO ⊙ O) from the f32 dO (`d_o32`) and the O the backward was given
+/// (the GPU's, `got.o`), dS = P ⊙ (dO·Vᵀ − Δ) — are computed exactly. The products are computed
+/// exactly from the P and dS the GPU's products actually read (`got.probs`, `got.ds`, rounded by
+/// [`r16`] as they load them), so each stage is compared on its own inputs: a rounding boundary
+/// crossed differently in f32 and float64 does not move the products' comparison.
+struct Ref16 {
+    o: Vec<f64>,
+    lse: Vec<f64>,
+    /// dS `[B, H, S, S]` (0 where j > s).
+    ds: Vec<f64>,
+    dq: Vec<f64>,
+    dk: Vec<f64>,
+    dv: Vec<f64>,
+}
+
+fn reference16(x16: &Inputs, d_o32: &[f32], got: &Fast16, sh: Shape, scale: f64) -> Ref16 {
+    let (s_len, dh) = (sh.seq, sh.head_dim);
+    let q_at = |b: usize, s: usize, h: usize| ((b * s_len + s) * sh.heads + h) * dh;
+    let kv_at = |b: usize, s: usize, h: usize| ((b * s_len + s) * sh.kv_heads + h) * dh;
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>();
+    let mut r = Ref16 {
+        o: vec![0.0; sh.q_len()],
+        lse: vec![0.0; sh.rows()],
+        ds: vec![0.0; sh.rows() * s_len],
+        dq: vec![0.0; sh.q_len()],
+        dk: vec![0.0; sh.kv_len()],
+        dv: vec![0.0; sh.kv_len()],
+    };
+    for b in 0..sh.batch {
+        for h in 0..sh.heads {
+            let kvh = h / (sh.heads / sh.kv_heads);
+            for s in 0..s_len {
+                let row = (b * sh.heads + h) * s_len + s;
+                let qa = q_at(b, s, h);
+                let scores: Vec<f64> =
+                    (0..=s).map(|j| scale * dot(&x16.q[qa..qa + dh], &x16.k[kv_at(b, j, kvh)..][..dh])).collect();
+                let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let l: f64 = scores.iter().map(|x| (x - m).exp()).sum();
+                r.lse[row] = m + l.ln();
+                let delta: f64 = (0..dh).map(|d| d_o32[qa + d] as f64 * got.o[qa + d] as f64).sum();
+                for (j, x) in scores.iter().enumerate() {
+                    let ka = kv_at(b, j, kvh);
+                    let dp = dot(&x16.d_o[qa..qa + dh], &x16.v[ka..ka + dh]);
+                    r.ds[row * s_len + j] = (x - m).exp() / l * (dp - delta);
+                    let p16 = r16(got.probs[row * s_len + j] as f64);
+                    let ds16 = r16(got.ds[row * s_len + j] as f64);
+                    for d in 0..dh {
+                        r.o[qa + d] += p16 * x16.v[ka + d] as f64;
+                        r.dv[ka + d] += p16 * x16.d_o[qa + d] as f64;
+                        r.dq[qa + d] += scale * ds16 * x16.k[ka + d] as f64;
+                        r.dk[ka + d] += scale * ds16 * x16.q[qa + d] as f64;
+                    }
+                }
+            }
+        }
+    }
+    r
+}
+
+/// What the f16 path produced (each output with its NaN tail).
+struct Fast16 {
+    o: Vec<f32>,
+    lse: Vec<f32>,
+    /// P after the backward (which only reads it).
+    probs: Vec<f32>,
+    /// dS, the backward's second workspace.
+    ds: Vec<f32>,
+    dq: Vec<f32>,
+    dk: Vec<f32>,
+    dv: Vec<f32>,
+    /// The overflow flag (0 before the call).
+    flag: u32,
+}
+
+fn upload16(gpu: &Gpu, v: &[f32], cols: usize) -> Buffer<kernels::ops::F16x4> {
+    gpu.upload(&kernels::ops::to_f16x4(v, v.len() / cols, cols)).unwrap()
+}
+
+/// `forward16` then `backward16` in one batch (the backward fed the forward's O, as the trainer
+/// does), every output and workspace NaN-poisoned first.
+fn run_fast16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Fast16 {
+    let p = params(sh, scale);
+    let ws = p.workspace_sizes();
+    let dh = sh.head_dim;
+    let (q, k, v, d_o16) =
+        (upload16(gpu, &x.q, dh), upload16(gpu, &x.k, dh), upload16(gpu, &x.v, dh), upload16(gpu, &x.d_o, dh));
+    let d_o = gpu.upload(&x.d_o).unwrap();
+    let mut o = poisoned(gpu, sh.q_len());
+    let mut lse = poisoned(gpu, sh.rows());
+    let mut probs = poisoned(gpu, ws.probs);
+    let mut ds = poisoned(gpu, ws.probs);
+    let mut delta = poisoned(gpu, ws.delta);
+    let mut dq = poisoned(gpu, sh.q_len());
+    let mut dk = poisoned(gpu, sh.kv_len());
+    let mut dv = poisoned(gpu, sh.kv_len());
+    let mut flag = gpu.zeros::<u32>(1).unwrap();
+    let batch = gpu.batch();
+    fast_attention::forward16(&batch, &q, &k, &v, &mut o, &mut lse, &mut probs, p).unwrap();
+    fast_attention::backward16(
+        &batch, &q, &k, &v, &o, &d_o, &d_o16, &probs, &mut ds, &mut delta, &mut flag, &mut dq, &mut dk, &mut dv, p,
+    )
+    .unwrap();
+    batch.submit().unwrap();
+    let r = |b: &Buffer<f32>| b.read(gpu).unwrap();
+    check_tail("delta", &r(&delta), ws.delta);
+    let flag = flag.read(gpu).unwrap()[0];
+    let out = Fast16 { o: r(&o), lse: r(&lse), probs: r(&probs), ds: r(&ds), dq: r(&dq), dk: r(&dk), dv: r(&dv), flag };
+    for (name, got, len) in [
+        ("O", &out.o, sh.q_len()),
+        ("lse", &out.lse, sh.rows()),
+        ("dQ", &out.dq, sh.q_len()),
+        ("dK", &out.dk, sh.kv_len()),
+        ("dV", &out.dv, sh.kv_len()),
+        ("P", &out.probs, ws.probs),
+        ("dS", &out.ds, ws.probs),
+    ] {
+        check_tail(name, got, len);
+    }
+    out
+}
+
+/// dS's contract (the same as P's): row s holds dS for j ≤ s, zeros up to the end of its 64-key
+/// tile, and the poison further right. Returns the j ≤ s entries for comparison.
+fn ds_entries(sh: Shape, ds: &[f32], want: &[f64]) -> (Vec<f32>, Vec<f64>) {
+    let s_len = sh.seq;
+    let (mut got, mut w) = (Vec::new(), Vec::new());
+    for row in 0..sh.rows() {
+        let s = row % s_len;
+        let tile_end = s_len.min((s / 64 + 1) * 64);
+        for j in 0..s_len {
+            let v = ds[row * s_len + j];
+            if j <= s {
+                got.push(v);
+                w.push(want[row * s_len + j]);
+            } else if j < tile_end {
+                assert_eq!(v, 0.0, "dS {sh:?} row {row} key {j}: not zero above the diagonal");
+            } else {
+                assert!(v.is_nan(), "dS {sh:?} row {row} key {j}: written past its tile");
+            }
+        }
+    }
+    (got, w)
+}
+
+/// Relative error bound of every stage of the f16 path against its float64 model
+/// ([`reference16`]), which rounds the operands exactly as the GPU does. What is left is f32
+/// arithmetic: the products' f32 sums (≈ 1e-7 relative over ≤ 200-term chains), the f32 scores,
+/// softmax, Δ and dS (≈ 1e-7, more where dP − Δ cancels). Measured on lavapipe over repeated
+/// runs: ≤ 4.5e-7 (printed by the tests). The bound leaves a factor 20 and stays a factor ~25
+/// below what ignoring the f16 rounding costs (the float64 reference of the unrounded inputs is
+/// 2.5e-4 … 6e-4 away from O, dQ, dK, dV, also printed), so a missed or extra rounding, a wrong
+/// operand, head or scale fails. (P is checked by `check_probs` at 1e-5, as the f32 path's.)
+const TOL16: f64 = 1e-5;
+
+/// Runs the f16 path on `sh` and checks every output against the float64 model.
+fn check_fast16(gpu: &Gpu, rng: &mut rand::rngs::StdRng, sh: Shape, scale: f32) {
+    let x = inputs(rng, sh);
+    let x16 = Inputs { q: halves(&x.q), k: halves(&x.k), v: halves(&x.v), d_o: halves(&x.d_o) };
+    let got = run_fast16(gpu, &x, sh, scale);
+    assert_eq!(got.flag, 0, "{sh:?}: the overflow flag was raised, every dS being far inside f16's range");
+    let want = reference16(&x16, &x.d_o, &got, sh, scale as f64);
+    let (o_len, kv_len) = (sh.q_len(), sh.kv_len());
+    // P's contract and values (against the f16 operands' scores).
+    check_probs(sh, &x16, scale as f64, &got.probs, &want.lse);
+    let (ds_got, ds_want) = ds_entries(sh, &got.ds, &want.ds);
+    let pairs: [(&str, &[f32], &[f64], f64); 6] = [
+        ("O", &got.o[..o_len], &want.o, TOL16),
+        ("lse", &got.lse[..sh.rows()], &want.lse, TOL16),
+        ("dS", &ds_got, &ds_want, TOL16),
+        ("dQ", &got.dq[..o_len], &want.dq, TOL16),
+        ("dK", &got.dk[..kv_len], &want.dk, TOL16),
+        ("dV", &got.dv[..kv_len], &want.dv, TOL16),
+    ];
+    // For scale: the f32 path's float64 reference of the unrounded inputs.
+    let (o32, _) = reference::attention_forward(&x.q, &x.k, &x.v, sh, scale as f64);
+    let (dq32, dk32, dv32) = reference::attention_backward(&x.q, &x.k, &x.v, &x.d_o, sh, scale as f64);
+    let unrounded = [Some(&o32), None, None, Some(&dq32), Some(&dk32), Some(&dv32)];
+    for ((name, g, w, tol), f32_ref) in pairs.into_iter().zip(unrounded) {
+        let e = rel_err(g, w);
+        let e32 = f32_ref.map_or(f64::NAN, |r| rel_err(g, r));
+        eprintln!("f16 attention {sh:?} {name}: {e:.2e} vs the f16 model, {e32:.2e} vs the unrounded f32 reference");
+        assert!(e < tol, "f16 attention {name} {sh:?}: relative error {e:e} ≥ {tol:e}");
+    }
+}
+
+#[test]
+fn fast16_matches_float64_model() {
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "fast16_matches_float64_model") {
+        return;
+    }
+    let mut rng = rng("fast attention f16");
+    // (batch, seq, heads, kv_heads, head_dim): S = 7, 65, 130, 200 (not multiples of the 64
+    // tile: partial diagonal tiles), 64 (one whole tile); GQA ratios 1, 2, 4; head dims 8, 64,
+    // 100 (two 64-column slices, the second partial) and 12.
+    let cases = [
+        shape(2, 7, 2, 2, 8),
+        shape(2, 65, 4, 2, 64),
+        shape(1, 64, 2, 1, 12),
+        shape(1, 130, 4, 1, 100),
+        shape(1, 200, 2, 2, 32),
+    ];
+    for sh in cases {
+        let t = std::time::Instant::now();
+        check_fast16(&gpu, &mut rng, sh, 1.0 / (sh.head_dim as f32).sqrt());
+        eprintln!("f16 attention {sh:?}: {:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn fast16_on_the_2d_grid() {
+    // The 2-D grid fallback: with at most L workgroups per dimension, a dispatch of more than L
+    // (and at most L²) workgroups goes 2-D and each kernel must recover its (b, h, tile) from
+    // `flat_wg`. (L, shape) pairs chosen so that:
+    //   L = 10, S = 4, B·H = 24, B·Hkv = 12: every dispatch but Δ's one workgroup is 2-D
+    //     (scores and dP 24, softmax and dS 96, P·V and dS·K 24, Pᵀ·X 12 workgroups);
+    //   L = 33, S = 130 (three tiles), B·H = 8: the triangle of tiles through the 2-D grid
+    //     (scores and dP 48 workgroups, softmax and dS 1040; the others stay 1-D).
+    for (limit, sh) in [(10, shape(2, 4, 12, 6, 8)), (33, shape(2, 130, 4, 2, 16))] {
+        let Some(gpu) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(limit)) else {
+            return;
+        };
+        if !common::has_f16(&gpu, "fast16_on_the_2d_grid") {
+            return;
+        }
+        assert_eq!(gpu.report().max_workgroups_per_dimension, limit);
+        let mut rng = rng("fast attention f16 2-D grid");
+        check_fast16(&gpu, &mut rng, sh, 0.3);
+    }
+}
+
+#[test]
+fn fast16_is_deterministic() {
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "fast16_is_deterministic") {
+        return;
+    }
+    let mut rng = rng("fast attention f16 determinism");
+    let sh = shape(1, 90, 4, 2, 20);
+    let x = inputs(&mut rng, sh);
+    let a = run_fast16(&gpu, &x, sh, 0.2);
+    let b = run_fast16(&gpu, &x, sh, 0.2);
+    for (name, u, v) in [
+        ("O", &a.o, &b.o),
+        ("lse", &a.lse, &b.lse),
+        ("P", &a.probs, &b.probs),
+        ("dS", &a.ds, &b.ds),
+        ("dQ", &a.dq, &b.dq),
+        ("dK", &a.dk, &b.dk),
+        ("dV", &a.dv, &b.dv),
+    ] {
+        assert!(same_bits(u, v), "{name} differs run to run");
+    }
+}
+
+#[test]
+fn fast16_misuse_is_an_error() {
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "fast16_misuse_is_an_error") {
+        return;
+    }
+    let sh = shape(1, 8, 4, 2, 16);
+    let p = params(sh, 0.25);
+    let x = inputs(&mut common::rng("fast attention f16 misuse"), sh);
+    let dh = sh.head_dim;
+    let (q, k, v, d_o16) =
+        (upload16(&gpu, &x.q, dh), upload16(&gpu, &x.k, dh), upload16(&gpu, &x.v, dh), upload16(&gpu, &x.d_o, dh));
+    let d_o = gpu.upload(&x.d_o).unwrap();
+    let mut ws = fast_attention::Workspace16::new(&gpu, &p).unwrap();
+    assert_eq!((ws.probs.len(), ws.ds.len(), ws.delta.len()), (4 * 8 * 8, 4 * 8 * 8, 4 * 8));
+    let mut o = gpu.zeros(sh.q_len()).unwrap();
+    let mut lse = gpu.zeros(sh.rows()).unwrap();
+    let mut dq = gpu.zeros(sh.q_len()).unwrap();
+    let mut dk = gpu.zeros(sh.kv_len()).unwrap();
+    let mut dv = gpu.zeros(sh.kv_len()).unwrap();
+    let short_k = gpu.zeros::<kernels::ops::F16x4>(sh.kv_len() / 4 - 1).unwrap();
+    let mut short_ds = gpu.zeros(p.probs_len() - 1).unwrap();
+    let mut flag = gpu.zeros::<u32>(1).unwrap();
+
+    let batch = gpu.batch();
+    let e = fast_attention::forward16(&batch, &q, &short_k, &v, &mut o, &mut lse, &mut ws.probs, p).unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { .. }) && e.to_string().contains("`k`"), "{e}");
+    let e = fast_attention::backward16(
+        &batch,
+        &q,
+        &k,
+        &v,
+        &o,
+        &d_o,
+        &d_o16,
+        &ws.probs,
+        &mut short_ds,
+        &mut ws.delta,
+        &mut flag,
+        &mut dq,
+        &mut dk,
+        &mut dv,
+        p,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { .. }) && e.to_string().contains("ds"), "{e}");
+    // Dh % 4 ≠ 0: f16 operands are whole vec4s.
+    let odd = Params { head_dim: 6, ..p };
+    let e = fast_attention::forward16(&batch, &q, &k, &v, &mut o, &mut lse, &mut ws.probs, odd).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("head_dim % 4"), "{e}");
+    let bad = Params { kv_heads: 3, ..p };
+    let e = fast_attention::backward16(
+        &batch,
+        &q,
+        &k,
+        &v,
+        &o,
+        &d_o,
+        &d_o16,
+        &ws.probs,
+        &mut ws.ds,
+        &mut ws.delta,
+        &mut flag,
+        &mut dq,
+        &mut dk,
+        &mut dv,
+        bad,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("heads % kv_heads"), "{e}");
+    assert_eq!(batch.dispatches(), 0, "a failed call recorded dispatches");
+    // The right sizes work.
+    fast_attention::forward16(&batch, &q, &k, &v, &mut o, &mut lse, &mut ws.probs, p).unwrap();
+    fast_attention::backward16(
+        &batch,
+        &q,
+        &k,
+        &v,
+        &o,
+        &d_o,
+        &d_o16,
+        &ws.probs,
+        &mut ws.ds,
+        &mut ws.delta,
+        &mut flag,
+        &mut dq,
+        &mut dk,
+        &mut dv,
+        p,
+    )
+    .unwrap();
+    assert_eq!(batch.dispatches(), 9);
+    batch.submit().unwrap();
+}
+
+#[test]
+fn fast16_ds_overflow_raises_the_flag() {
+    // V and dO of magnitude up to 1000 (exact enough in f16): dP = dO·V reaches ~1e6, so some
+    // dS = P ⊙ (dP − Δ) lie beyond ±65504, where the products' f16 rounding would clamp them:
+    // the flag is raised (as loss scaling needs, to skip the step). The same call on the
+    // unscaled inputs leaves it at 0 (also checked by every `check_fast16`).
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "fast16_ds_overflow_raises_the_flag") {
+        return;
+    }
+    let mut rng = rng("fast attention f16 overflow");
+    let sh = shape(1, 40, 2, 1, 16);
+    let mut x = inputs(&mut rng, sh);
+    assert_eq!(run_fast16(&gpu, &x, sh, 0.25).flag, 0);
+    for a in x.v.iter_mut().chain(x.d_o.iter_mut()) {
+        *a *= 1000.0;
+    }
+    let x16 = Inputs { q: halves(&x.q), k: halves(&x.k), v: halves(&x.v), d_o: halves(&x.d_o) };
+    let got = run_fast16(&gpu, &x, sh, 0.25);
+    let want = reference16(&x16, &x.d_o, &got, sh, 0.25);
+    let largest = want.ds.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(largest > 65504.0 * 1.5, "the test's dS stay inside f16's range (largest {largest})");
+    assert_eq!(got.flag, 1, "dS up to {largest} did not raise the overflow flag");
+}

@@ -1,5 +1,6 @@
 //! Allocation: every buffer the model needs, sized once for batches of up to `batch` sequences.
 
+use super::attention16::Attention16;
 use super::products::{Half, Kept, Products, rows_cols, weight_grad_scratch};
 use super::{Attention, B, Model, ModelOptions, Precision, Tensors, fast_params};
 use crate::Error;
@@ -65,6 +66,8 @@ pub(super) struct Scratch {
     pub delta: B,
     pub norm_partials: B,
     pub fast_delta: Option<B>,
+    /// Mixed precision on the fast path: attention's f16 operands and dP/dS workspace.
+    pub att16: Option<Attention16>,
     /// Parts of split weight gradients.
     pub wgrad: B,
 }
@@ -268,6 +271,11 @@ impl Model {
             delta: z(batch * cfg.heads * s)?,
             norm_partials: z(rows.div_ceil(norm_block) * d)?,
             fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
+            att16: if fast && products == Products::Half && Attention16::applies(cfg) {
+                Some(Attention16::new(gpu, cfg, batch)?)
+            } else {
+                None
+            },
             wgrad: z(wgrad_len)?,
         };
         // Each gradient's partial sums of squares, one per NORM_BLOCK elements, side by side.

@@ -92,8 +92,14 @@ impl Model {
             let att = y.att16.as_ref().map_or(Operand::F32(&y.att), Operand::F16);
             let wo = (&w.wo, h16.map(|h| h.wo), &shape.wo);
             lin.backward(b, &s.dx, wo, att, &mut gl.wo, None, &mut s.datt)?;
-            match (&mut y.probs, &mut s.fast_delta) {
-                (Some(probs), Some(delta)) => {
+            match (&mut y.probs, &mut s.fast_delta, s.att16.as_mut()) {
+                // Mixed precision: f16 operands on tensor cores (`attention16`).
+                (Some(probs), Some(delta), Some(a16)) => {
+                    let fp = fast_params(c, batch, c.seq_len);
+                    let ins = (&y.q, &y.k, &y.v, &y.att, &s.datt);
+                    a16.backward(b, lin.half, ins, probs, delta, (&mut s.dq, &mut s.dk, &mut s.dv), fp)?;
+                }
+                (Some(probs), Some(delta), None) => {
                     let fp = fast_params(c, batch, c.seq_len);
                     kernels::fast_attention::backward(
                         b, &y.q, &y.k, &y.v, &y.att, &s.datt, probs, delta, &mut s.dq, &mut s.dk, &mut s.dv, fp,

@@ -17,7 +17,7 @@ impl Model {
     /// Records the forward pass of `batch` sequences of `seq` tokens (seq ≤ seq_len) up to the
     /// logits.
     pub(super) fn record_forward(&mut self, b: &Batch<'_>, batch: usize, seq: usize) -> Result<(), Error> {
-        let Model { cfg: c, params: p, acts, ids, w16, .. } = self;
+        let Model { cfg: c, params: p, acts, ids, w16, s, .. } = self;
         let w16 = w16.as_ref().map(|w| w.as_ref());
         let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
@@ -53,8 +53,13 @@ impl Model {
             forward(b, h1, &w.wv, h16.map(|h| h.wv), &mut layer.v, mm(kv, d), false)?;
             rope_q(b, &mut layer.q, kernels::rope::rope_q::Params::new(bt, sq, h, dh, 0, base))?;
             rope_k(b, &mut layer.k, kernels::rope::rope_k::Params::new(bt, sq, hkv, dh, 0, base))?;
-            match &mut layer.probs {
-                Some(probs) => {
+            match (&mut layer.probs, s.att16.as_mut()) {
+                // Mixed precision: f16 operands on tensor cores (`attention16`).
+                (Some(probs), Some(a16)) => {
+                    let fp = fast_params(c, batch, seq);
+                    a16.forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, probs, fp)?;
+                }
+                (Some(probs), None) => {
                     let fp = fast_params(c, batch, seq);
                     kernels::fast_attention::forward(
                         b,
@@ -67,7 +72,7 @@ impl Model {
                         fp,
                     )?;
                 }
-                None => {
+                (None, _) => {
                     let ap = kernels::attention::attention_forward::Params::new(bt, sq, h, hkv, dh, scale);
                     attention_forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, ap)?;
                 }

@@ -16,6 +16,7 @@
 //! `kernels::ops::matmul_at_acc_split`).
 
 mod alloc;
+mod attention16;
 mod backward;
 mod forward;
 mod products;
