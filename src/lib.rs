@@ -34,6 +34,7 @@ kernel_files! {
     linear16: "shaders/11_linear16.wgsl",
     optimizer: "shaders/12_optimizer.wgsl",
     mixed: "shaders/13_mixed.wgsl",
+    precise: "shaders/14_precise.wgsl",
 }
 
 pub mod fast_attention;
