@@ -585,7 +585,7 @@ fn precise_absmax(
 // @requires len(amax) >= p.slot + 1
 // @requires len(hi) >= p.rows * ceil_div(p.cols, 4)
 // @requires len(lo) >= p.rows * ceil_div(p.cols, 4)
-struct SplitParams {
+struct HalvesParams {
     rows: u32,
     cols: u32,
     slot: u32,
@@ -594,7 +594,7 @@ struct SplitParams {
 @group(0) @binding(1) var<storage, read> amax: array<u32>;
 @group(0) @binding(2) var<storage, read_write> hi: array<vec4<f16>>;
 @group(0) @binding(3) var<storage, read_write> lo: array<vec4<f16>>;
-@group(0) @binding(4) var<uniform> p: SplitParams;
+@group(0) @binding(4) var<uniform> p: HalvesParams;
 
 @compute @workgroup_size(WG)
 fn precise_split(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -555,9 +555,9 @@ impl PreciseWorkspace {
             let len = to_u32(r * c, "operand elements")?;
             precise_absmax(rec, x, &mut self.amax, crate::precise::precise_absmax::AbsParams::new(len, slot))?;
         }
-        let sa = crate::precise::precise_split::SplitParams::new(to_u32(ar, "rows")?, to_u32(ac, "cols")?, 0);
+        let sa = crate::precise::HalvesParams::new(to_u32(ar, "rows")?, to_u32(ac, "cols")?, 0);
         precise_split(rec, a, &self.amax, &mut self.a_hi, &mut self.a_lo, sa)?;
-        let sb = crate::precise::precise_split::SplitParams::new(to_u32(br, "rows")?, to_u32(bc, "cols")?, 1);
+        let sb = crate::precise::HalvesParams::new(to_u32(br, "rows")?, to_u32(bc, "cols")?, 1);
         precise_split(rec, b, &self.amax, &mut self.b_hi, &mut self.b_lo, sb)
     }
 }
@@ -594,15 +594,33 @@ pub fn matmul_t_precise(
             let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(false) };
             crate::linear16::matmul_t_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
         }
-        ProductPath::TensorCoresSplit => {
-            use crate::precise::matmul_t_pres as kern;
-            ws.split(rec, x, (m, k), w, (n, k))?;
-            let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
-            let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
-            let p = kern::Params::new(m32, n32, k32);
-            crate::precise::matmul_t_pres(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, y, p, o)
-        }
+        ProductPath::TensorCoresSplit => matmul_t_split(rec, x, w, y, ws, m, n, k),
     }
+}
+
+/// The scaled split product `Y = X·Wᵀ` ([`Precision::F32`] on tensor cores) whatever the adapter:
+/// X `[m, k]` and W `[n, k]` scaled and split into `ws` (at least
+/// [`precise_workspace_len`]`(m, n, k)` elements), then `precise::matmul_t_pres` (its portable
+/// variant, f32 FMAs on the same halves, without tensor cores: for tests and comparisons). Y
+/// `[m, n]` overwritten; 6 dispatches.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_t_split(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    ws: &mut PreciseWorkspace,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    use crate::precise::matmul_t_pres as kern;
+    let (m32, n32, k32) = dims(m, n, k)?;
+    ws.split(rec, x, (m, k), w, (n, k))?;
+    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
+    let p = kern::Params::new(m32, n32, k32);
+    crate::precise::matmul_t_pres(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, y, p, o)
 }
 
 /// `Y = X·W` of f32 matrices at `precision` (as [`matmul_t_precise`]): X `[m, k]`, W `[k, n]`,
@@ -628,40 +646,61 @@ pub fn matmul_precise(
             let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(false) };
             crate::linear16::matmul_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
         }
-        ProductPath::TensorCoresSplit => {
-            use crate::precise::matmul_pres as kern;
-            ws.split(rec, x, (m, k), w, (k, n))?;
-            let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
-            let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
-            let p = kern::Params::new(m32, n32, k32);
-            crate::precise::matmul_pres(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, y, p, o)
-        }
+        ProductPath::TensorCoresSplit => matmul_split(rec, x, w, y, ws, m, n, k),
     }
 }
 
-/// Parts [`weight_grad_precise`] splits a gradient of these shapes into on tensor cores.
-fn precise_parts(gpu: &Gpu, precision: Precision, m: usize, n: usize, k: usize) -> usize {
-    let (bm, bn) = match product_path(gpu, precision) {
-        ProductPath::TensorCoresSplit => (crate::precise::PB_BM as usize, crate::precise::PB_BN as usize),
-        _ => (crate::linear16::PREC_BM as usize, crate::linear16::PREC_BN as usize),
-    };
-    split_chunk(m, tensor_parts(m, n, k, bm, bn)).0
+/// The scaled split product `Y = X·W` whatever the adapter (as [`matmul_t_split`]): X `[m, k]`,
+/// W `[k, n]`, `precise::matmul_pres`.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_split(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    ws: &mut PreciseWorkspace,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    use crate::precise::matmul_pres as kern;
+    let (m32, n32, k32) = dims(m, n, k)?;
+    ws.split(rec, x, (m, k), w, (k, n))?;
+    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
+    let p = kern::Params::new(m32, n32, k32);
+    crate::precise::matmul_pres(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, y, p, o)
 }
 
-/// Scratch floats [`weight_grad_precise`] needs for these shapes on `gpu`.
+/// Parts the split-K products split a gradient `[k, n]` over m rows into on tensor cores (block
+/// `bm`×`bn`), after rounding the rows per part to whole 32-row steps.
+fn parts_for(m: usize, n: usize, k: usize, bm: u32, bn: u32) -> (usize, usize) {
+    split_chunk(m, tensor_parts(m, n, k, bm as usize, bn as usize))
+}
+
+/// Scratch floats [`weight_grad_precise`] needs for these shapes on `gpu` (and
+/// [`weight_grad_split`], with [`Precision::F32`] on an adapter with tensor cores).
 pub fn weight_grad_precise_scratch_len(gpu: &Gpu, precision: Precision, m: usize, n: usize, k: usize) -> usize {
-    if product_path(gpu, precision) == ProductPath::Sgemm {
-        return weight_grad_scratch_len(m, n, k);
+    match product_path(gpu, precision) {
+        ProductPath::Sgemm => weight_grad_scratch_len(m, n, k),
+        ProductPath::TensorCoresF16 => {
+            parts_for(m, n, k, crate::linear16::PREC_BM, crate::linear16::PREC_BN).0 * n * k
+        }
+        ProductPath::TensorCoresSplit => weight_grad_split_scratch_len(m, n, k),
     }
-    precise_parts(gpu, precision, m, n, k) * n * k
+}
+
+/// Scratch floats [`weight_grad_split`] needs for these shapes.
+pub fn weight_grad_split_scratch_len(m: usize, n: usize, k: usize) -> usize {
+    parts_for(m, n, k, crate::precise::PB_BM, crate::precise::PB_BN).0 * n * k
 }
 
 /// `Y += Xᵀ·B` of f32 matrices at `precision` (weight gradients), split along the contraction
-/// and summed in a fixed order (deterministic): on tensor cores at [`Precision::F32`] X and B
-/// scaled and split into `ws` (at least [`precise_workspace_len`]`(m, n, k)` elements), then
-/// `precise::matmul_at_pres_split` and `linear::matmul_parts_add`; at [`Precision::F16`]
-/// `linear16::matmul_at_precise_split`; else [`matmul_at_acc_split`]. X `[m, k]`, B `[m, n]`,
-/// Y `[k, n]`; `scratch` holds at least [`weight_grad_precise_scratch_len`] floats.
+/// and summed in a fixed order (deterministic): on tensor cores at [`Precision::F32`]
+/// [`weight_grad_split`]; at [`Precision::F16`] `linear16::matmul_at_precise_split` (one f16
+/// product) and `linear::matmul_parts_add`; else [`matmul_at_acc_split`]. X `[m, k]`, B `[m, n]`,
+/// Y `[k, n]`; `scratch` holds at least [`weight_grad_precise_scratch_len`] floats, `ws` at least
+/// [`precise_workspace_len`]`(m, n, k)` elements on the split path.
 #[allow(clippy::too_many_arguments)]
 pub fn weight_grad_precise(
     rec: impl Record + Copy,
@@ -675,31 +714,50 @@ pub fn weight_grad_precise(
     k: usize,
     precision: Precision,
 ) -> Result<()> {
-    let path = product_path(rec.gpu(), precision);
-    if path == ProductPath::Sgemm {
-        return matmul_at_acc_split(rec, x, b, y, scratch, m, n, k);
+    match product_path(rec.gpu(), precision) {
+        ProductPath::Sgemm => matmul_at_acc_split(rec, x, b, y, scratch, m, n, k),
+        ProductPath::TensorCoresSplit => weight_grad_split(rec, x, b, y, scratch, ws, m, n, k),
+        ProductPath::TensorCoresF16 => {
+            use crate::linear16::matmul_at_precise_split as kern;
+            let (m32, n32, k32) = dims(m, n, k)?;
+            let (parts, chunk) = parts_for(m, n, k, crate::linear16::PREC_BM, crate::linear16::PREC_BN);
+            let (parts32, chunk32) = (to_u32(parts, "parts")?, to_u32(chunk, "chunk")?);
+            let sp = kern::SplitParams::new(m32, n32, k32, parts32, chunk32);
+            let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+            let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(false) };
+            crate::linear16::matmul_at_precise_split(rec, x, b, scratch, sp, o)?;
+            let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, parts32);
+            crate::linear::matmul_parts_add(rec, scratch, y, ap)
+        }
     }
+}
+
+/// The scaled split weight gradient `Y += Xᵀ·B` whatever the adapter (as [`matmul_t_split`]):
+/// X `[m, k]` and B `[m, n]` scaled and split into `ws`, `precise::matmul_at_pres_split` writes
+/// the parts of the contraction into `scratch` (at least [`weight_grad_split_scratch_len`]
+/// floats) and `linear::matmul_parts_add` adds them to Y `[k, n]` in a fixed order
+/// (deterministic).
+#[allow(clippy::too_many_arguments)]
+pub fn weight_grad_split(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    b: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    scratch: &mut Buffer<f32>,
+    ws: &mut PreciseWorkspace,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    use crate::precise::matmul_at_pres_split as kern;
     let (m32, n32, k32) = dims(m, n, k)?;
-    let (bm, bn) = match path {
-        ProductPath::TensorCoresSplit => (crate::precise::PB_BM as usize, crate::precise::PB_BN as usize),
-        _ => (crate::linear16::PREC_BM as usize, crate::linear16::PREC_BN as usize),
-    };
-    let (parts, chunk) = split_chunk(m, tensor_parts(m, n, k, bm, bn));
+    let (parts, chunk) = parts_for(m, n, k, crate::precise::PB_BM, crate::precise::PB_BN);
     let (parts32, chunk32) = (to_u32(parts, "parts")?, to_u32(chunk, "chunk")?);
-    if path == ProductPath::TensorCoresSplit {
-        use crate::precise::matmul_at_pres_split as kern;
-        ws.split(rec, x, (m, k), b, (m, n))?;
-        let sp = kern::SplitParams::new(m32, n32, k32, parts32, chunk32);
-        let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
-        let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
-        crate::precise::matmul_at_pres_split(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, scratch, sp, o)?;
-    } else {
-        use crate::linear16::matmul_at_precise_split as kern;
-        let sp = kern::SplitParams::new(m32, n32, k32, parts32, chunk32);
-        let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
-        let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(false) };
-        crate::linear16::matmul_at_precise_split(rec, x, b, scratch, sp, o)?;
-    }
+    ws.split(rec, x, (m, k), b, (m, n))?;
+    let sp = kern::SplitParams::new(m32, n32, k32, parts32, chunk32);
+    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
+    crate::precise::matmul_at_pres_split(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, scratch, sp, o)?;
     let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, parts32);
     crate::linear::matmul_parts_add(rec, scratch, y, ap)
 }
