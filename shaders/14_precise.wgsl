@@ -30,10 +30,11 @@
 // invocations; the operands' hi and lo slices (BM×32 and 32×BN, global orientation, rows padded
 // by 8 halves) staged in workgroup memory, the next slice fetched into named registers while the
 // current one is multiplied; on tensor cores 8 subgroups of 64×32 outputs (a 2×4 grid), 8 hi·hi
-// and 8 cross accumulators each. Any subgroup count works: with n < 8 subgroups each takes
-// ⌈8/n⌉ groups in turn (the contraction re-staged per round), with n > 8 the extra subgroups
-// repeat group 7's work and store the same values. Blocks wholly inside the output (and N % 4 =
-// 0) store from the accumulators; edge blocks, and every block of the portable variant, run the
+// and 8 cross accumulators each; with n < 8 subgroups (wider than 32) each takes 8/n groups in
+// turn (the contraction re-staged per round). Blocks wholly inside the output (and N % 4 = 0,
+// and a subgroup count dividing 8: with narrower subgroups a spare one could not skip its stores
+// uniformly) store from the accumulators; edge blocks, blocks on other subgroup counts, and every
+// block of the portable variant, run the
 // portable path: the same staged hi/lo values, f32 FMAs (8×8 outputs per invocation, hi·hi and
 // cross sums apart, as on tensor cores), masked stores. The portable variant stages 16 deep
 // (20 KiB; lavapipe allows 32 KiB), the tensor-core one 32 (≤ 40 KiB of the H200's 48).
@@ -389,11 +390,12 @@ fn pc_bl(tc: u32, kk: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&pb_sbl[at], PB_LDB);
 }
 
-// The block (m0, n0) on tensor cores: group g of 64×32 outputs per subgroup and round.
+// The block (m0, n0) on tensor cores: group g of 64×32 outputs per subgroup and round, for a
+// subgroup count nsg dividing 8 (the callers check).
 fn pc_block(tid: u32, sg: u32, nsg: u32, m0: u32, n0: u32, kb: u32, nk: u32, fs: vec2<f32>) {
-    let rounds = (PC_GROUPS + nsg - 1u) / nsg;
+    let rounds = PC_GROUPS / nsg;
     for (var r = 0u; r < rounds; r++) {
-        pc_group(tid, min(sg + r * nsg, PC_GROUPS - 1u), m0, n0, kb, nk, fs);
+        pc_group(tid, sg + r * nsg, m0, n0, kb, nk, fs);
     }
 }
 
@@ -618,9 +620,10 @@ fn precise_split(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
 // --- KERNEL: matmul_t_pres ---
 // Y = X · Wᵀ to f32 accuracy over the f32 range (the file header): from X [M, K] and W [N, K]
 // split by `precise_split` (a_hi/a_lo of X with amax[0], b_hi/b_lo of W with amax[1], f16x4
-// rows), Y [M, N] f32 row-major. Overwrites `y` (elements past M·N untouched). Grid: one
-// workgroup per 128×128 output block, 1-D (row-major), 2-D past the device's limit. Overrides
-// M_C, N_C, K_C: the shape compiled in (0 = the uniform's; `kernels::ops` sets both).
+// rows), Y [M, N] f32 row-major. Overwrites `y`, or accumulates into it (Y += X·Wᵀ) with the
+// override ACC = true (elements past M·N untouched). Grid: one workgroup per 128×128 output
+// block, 1-D (row-major), 2-D past the device's limit. Overrides M_C, N_C, K_C: the shape
+// compiled in (0 = the uniform's; `kernels::ops` sets both), and ACC.
 // @grid workgroups(ceil_div(p.n, PB_BN) * ceil_div(p.m, PB_BM))
 // @requires len(a_hi) >= p.m * ceil_div(p.k, 4)
 // @requires len(a_lo) >= p.m * ceil_div(p.k, 4)
@@ -643,12 +646,19 @@ struct Params {
 override M_C: u32 = 0u;
 override N_C: u32 = 0u;
 override K_C: u32 = 0u;
+// true: Y += the product (accumulate) instead of Y = the product.
+override ACC: bool = false;
 const A_KC: bool = true;
 const B_KC: bool = true;
 
 fn store_out(row: u32, col: u32, v: f32) {
     if (row < dim_m && col < dim_n) {
-        y[row * dim_n + col] = v;
+        let at = row * dim_n + col;
+        if (ACC) {
+            y[at] = y[at] + v;
+        } else {
+            y[at] = v;
+        }
     }
 }
 
@@ -656,7 +666,12 @@ fn store_out(row: u32, col: u32, v: f32) {
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = row * dim_n + col;
     let ld = dim_n;
-    coopStoreT(c, &y[at], ld);
+    if (ACC) {
+        let sum = c + coopLoadT<coop_mat16x16<f32, C>>(&y[at], ld);
+        coopStoreT(sum, &y[at], ld);
+    } else {
+        coopStoreT(c, &y[at], ld);
+    }
 }
 //#endif
 
@@ -685,7 +700,7 @@ fn matmul_t_pres(
     let nk = (k + PB_BK - 1u) / PB_BK;
     let fs = pb_factors();
 //#if coop
-    if (blk.x + PB_BM <= m && blk.y + PB_BN <= n && n % 4u == 0u) {
+    if (blk.x + PB_BM <= m && blk.y + PB_BN <= n && n % 4u == 0u && PC_GROUPS % nsg == 0u) {
         pc_block(tid, sg, nsg, blk.x, blk.y, 0u, nk, fs);
         return;
     }
@@ -696,7 +711,8 @@ fn matmul_t_pres(
 // --- KERNEL: matmul_pres ---
 // Y = X · W to f32 accuracy over the f32 range (input gradients dX = dY·W): from X [M, K] and
 // W [K, N] split by `precise_split` (X with amax[0], W with amax[1]), Y [M, N] f32. Overwrites
-// `y` (elements past M·N untouched). Grid and overrides as `matmul_t_pres`.
+// `y`, or accumulates into it with ACC = true (elements past M·N untouched). Grid and overrides
+// as `matmul_t_pres`.
 // @grid workgroups(ceil_div(p.n, PB_BN) * ceil_div(p.m, PB_BM))
 // @requires len(a_hi) >= p.m * ceil_div(p.k, 4)
 // @requires len(a_lo) >= p.m * ceil_div(p.k, 4)
@@ -719,12 +735,19 @@ struct Params {
 override M_C: u32 = 0u;
 override N_C: u32 = 0u;
 override K_C: u32 = 0u;
+// true: Y += the product (accumulate) instead of Y = the product.
+override ACC: bool = false;
 const A_KC: bool = true;
 const B_KC: bool = false;
 
 fn store_out(row: u32, col: u32, v: f32) {
     if (row < dim_m && col < dim_n) {
-        y[row * dim_n + col] = v;
+        let at = row * dim_n + col;
+        if (ACC) {
+            y[at] = y[at] + v;
+        } else {
+            y[at] = v;
+        }
     }
 }
 
@@ -732,7 +755,12 @@ fn store_out(row: u32, col: u32, v: f32) {
 fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     let at = row * dim_n + col;
     let ld = dim_n;
-    coopStoreT(c, &y[at], ld);
+    if (ACC) {
+        let sum = c + coopLoadT<coop_mat16x16<f32, C>>(&y[at], ld);
+        coopStoreT(sum, &y[at], ld);
+    } else {
+        coopStoreT(c, &y[at], ld);
+    }
 }
 //#endif
 
@@ -761,7 +789,7 @@ fn matmul_pres(
     let nk = (k + PB_BK - 1u) / PB_BK;
     let fs = pb_factors();
 //#if coop
-    if (blk.x + PB_BM <= m && blk.y + PB_BN <= n && n % 4u == 0u) {
+    if (blk.x + PB_BM <= m && blk.y + PB_BN <= n && n % 4u == 0u && PC_GROUPS % nsg == 0u) {
         pc_block(tid, sg, nsg, blk.x, blk.y, 0u, nk, fs);
         return;
     }
@@ -851,7 +879,7 @@ fn matmul_at_pres_split(
     let nk = (end - begin + PB_BK - 1u) / PB_BK;
     let fs = pb_factors();
 //#if coop
-    if (blk.x + PB_BM <= k && blk.y + PB_BN <= n && n % 4u == 0u) {
+    if (blk.x + PB_BM <= k && blk.y + PB_BN <= n && n % 4u == 0u && PC_GROUPS % nsg == 0u) {
         pc_block(tid, sg, nsg, blk.x, blk.y, begin, nk, fs);
         return;
     }

@@ -478,7 +478,9 @@ pub enum ProductPath {
 pub fn product_path(gpu: &Gpu, precision: Precision) -> ProductPath {
     match precision {
         Precision::F32 if on_tensor_cores(gpu, &crate::precise::matmul_t_pres::KERNEL) => ProductPath::TensorCoresSplit,
-        Precision::F16 if on_tensor_cores(gpu, &crate::linear16::matmul_t_precise::KERNEL) => ProductPath::TensorCoresF16,
+        Precision::F16 if on_tensor_cores(gpu, &crate::linear16::matmul_t_precise::KERNEL) => {
+            ProductPath::TensorCoresF16
+        }
         _ => ProductPath::Sgemm,
     }
 }
@@ -587,14 +589,16 @@ pub fn matmul_t_precise(
 ) -> Result<()> {
     let (m32, n32, k32) = dims(m, n, k)?;
     match product_path(rec.gpu(), precision) {
-        ProductPath::Sgemm => crate::linear::matmul_t(rec, x, w, y, crate::linear::matmul_t::Params::new(m32, n32, k32)),
+        ProductPath::Sgemm => {
+            crate::linear::matmul_t(rec, x, w, y, crate::linear::matmul_t::Params::new(m32, n32, k32))
+        }
         ProductPath::TensorCoresF16 => {
             use crate::linear16::matmul_t_precise as kern;
             let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
             let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(false) };
             crate::linear16::matmul_t_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
         }
-        ProductPath::TensorCoresSplit => matmul_t_split(rec, x, w, y, ws, m, n, k),
+        ProductPath::TensorCoresSplit => matmul_t_split(rec, x, w, y, ws, m, n, k, false),
     }
 }
 
@@ -602,7 +606,7 @@ pub fn matmul_t_precise(
 /// X `[m, k]` and W `[n, k]` scaled and split into `ws` (at least
 /// [`precise_workspace_len`]`(m, n, k)` elements), then `precise::matmul_t_pres` (its portable
 /// variant, f32 FMAs on the same halves, without tensor cores: for tests and comparisons). Y
-/// `[m, n]` overwritten; 6 dispatches.
+/// `[m, n]` overwritten, or with `acc` accumulated into (`Y += X·Wᵀ`); 6 dispatches.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_t_split(
     rec: impl Record + Copy,
@@ -613,12 +617,13 @@ pub fn matmul_t_split(
     m: usize,
     n: usize,
     k: usize,
+    acc: bool,
 ) -> Result<()> {
     use crate::precise::matmul_t_pres as kern;
     let (m32, n32, k32) = dims(m, n, k)?;
     ws.split(rec, x, (m, k), w, (n, k))?;
     let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
-    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, ACC: Some(acc) };
     let p = kern::Params::new(m32, n32, k32);
     crate::precise::matmul_t_pres(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, y, p, o)
 }
@@ -646,12 +651,12 @@ pub fn matmul_precise(
             let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(false) };
             crate::linear16::matmul_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
         }
-        ProductPath::TensorCoresSplit => matmul_split(rec, x, w, y, ws, m, n, k),
+        ProductPath::TensorCoresSplit => matmul_split(rec, x, w, y, ws, m, n, k, false),
     }
 }
 
-/// The scaled split product `Y = X·W` whatever the adapter (as [`matmul_t_split`]): X `[m, k]`,
-/// W `[k, n]`, `precise::matmul_pres`.
+/// The scaled split product `Y = X·W` (with `acc`: `Y += X·W`) whatever the adapter (as
+/// [`matmul_t_split`]): X `[m, k]`, W `[k, n]`, `precise::matmul_pres`.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_split(
     rec: impl Record + Copy,
@@ -662,12 +667,13 @@ pub fn matmul_split(
     m: usize,
     n: usize,
     k: usize,
+    acc: bool,
 ) -> Result<()> {
     use crate::precise::matmul_pres as kern;
     let (m32, n32, k32) = dims(m, n, k)?;
     ws.split(rec, x, (m, k), w, (k, n))?;
     let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
-    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, ACC: Some(acc) };
     let p = kern::Params::new(m32, n32, k32);
     crate::precise::matmul_pres(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, y, p, o)
 }
@@ -683,9 +689,7 @@ fn parts_for(m: usize, n: usize, k: usize, bm: u32, bn: u32) -> (usize, usize) {
 pub fn weight_grad_precise_scratch_len(gpu: &Gpu, precision: Precision, m: usize, n: usize, k: usize) -> usize {
     match product_path(gpu, precision) {
         ProductPath::Sgemm => weight_grad_scratch_len(m, n, k),
-        ProductPath::TensorCoresF16 => {
-            parts_for(m, n, k, crate::linear16::PREC_BM, crate::linear16::PREC_BN).0 * n * k
-        }
+        ProductPath::TensorCoresF16 => parts_for(m, n, k, crate::linear16::PREC_BM, crate::linear16::PREC_BN).0 * n * k,
         ProductPath::TensorCoresSplit => weight_grad_split_scratch_len(m, n, k),
     }
 }

@@ -12,7 +12,7 @@ mod common;
 mod reference;
 
 use common::{gpu, gpu_with, has_f16, rng, uniform};
-use kernels::ops::{self, F16x4, Precision, PreciseWorkspace, ProductPath};
+use kernels::ops::{self, F16x4, PreciseWorkspace, Precision, ProductPath};
 use kernels::precise::{self, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax, precise_clear};
 use kernels::{Buffer, Error, Gpu, GpuOptions, KernelDef, f16};
 use rand::Rng;
@@ -74,8 +74,9 @@ fn check(what: &str, got: &[f32], want: &Product, tol: f64) -> f64 {
     e
 }
 
-/// The three products of one (m, n, k) through `ops::*_split` (scale, split, product; the parts
-/// of the weight gradient added to a random Y), each against float64, error ≤ `tol`. `make`
+/// The three products of one (m, n, k) through `ops::*_split` (scale, split, product), X·Wᵀ and
+/// X·W also accumulating onto a random Y, the weight gradient's parts added to a random Y; each
+/// against float64, error ≤ `tol`. `make`
 /// makes an operand of `len` values.
 fn check_products(
     gpu: &Gpu,
@@ -91,14 +92,25 @@ fn check_products(
     let mut worst = 0.0f64;
 
     let mut y = poisoned(gpu, m * n);
-    ops::matmul_t_split(gpu, &xb, &wtb, &mut y, &mut ws, m, n, k).unwrap();
+    ops::matmul_t_split(gpu, &xb, &wtb, &mut y, &mut ws, m, n, k, false).unwrap();
     let want = reference::matmul_t(&x, &wt, m, n, k);
     worst = worst.max(check(&format!("matmul_t_split {shape}"), &read(gpu, "t", &y, m * n), &want, tol));
 
     let mut y = poisoned(gpu, m * n);
-    ops::matmul_split(gpu, &xb, &wb, &mut y, &mut ws, m, n, k).unwrap();
+    ops::matmul_split(gpu, &xb, &wb, &mut y, &mut ws, m, n, k, false).unwrap();
     let want = reference::matmul(&x, &w, m, n, k);
     worst = worst.max(check(&format!("matmul_split {shape}"), &read(gpu, "n", &y, m * n), &want, tol));
+
+    // The accumulating forms, onto a random Y of the results' magnitude.
+    let y0 = make(m * n);
+    let mut y = poisoned_with(gpu, &y0);
+    ops::matmul_t_split(gpu, &xb, &wtb, &mut y, &mut ws, m, n, k, true).unwrap();
+    let want = reference::matmul_t(&x, &wt, m, n, k).plus(&y0);
+    worst = worst.max(check(&format!("matmul_t_split acc {shape}"), &read(gpu, "t+", &y, m * n), &want, tol));
+    let mut y = poisoned_with(gpu, &y0);
+    ops::matmul_split(gpu, &xb, &wb, &mut y, &mut ws, m, n, k, true).unwrap();
+    let want = reference::matmul(&x, &w, m, n, k).plus(&y0);
+    worst = worst.max(check(&format!("matmul_split acc {shape}"), &read(gpu, "n+", &y, m * n), &want, tol));
 
     // Weight gradient Y [k, n] += Xᵀ·B over the m rows (X [m, k], B [m, n]).
     let b = make(m * n);
@@ -156,7 +168,8 @@ fn split_products_over_the_f32_range() {
         ("A·1e+30, B·1e-30", 1e30, 1e-30),
         ("A·1e-10, B·1e-10", 1e-10, 1e-10),
     ] {
-        // Alternate operands get the two scales: X, Wᵀ, W, B, Y0 in the order check_products asks.
+        // X gets sa, Wᵀ, W and B get sb, the added Ys sa·sb (check_products asks for X, Wᵀ, W,
+        // the Y of the accumulating forms, B, the Y of the weight gradient, in that order).
         let mut i = 0usize;
         let e = check_products(
             &gpu,
@@ -166,7 +179,7 @@ fn split_products_over_the_f32_range() {
                 i += 1;
                 let s = match i {
                     1 => sa,
-                    5 => sa * sb,
+                    4 | 6 => sa * sb,
                     _ => sb,
                 };
                 uniform(&mut rng, len, -1.0, 1.0).into_iter().map(|v| v * s).collect()
@@ -175,15 +188,11 @@ fn split_products_over_the_f32_range() {
         );
         worst = worst.max(e);
     }
-    let e = check_products(&gpu, "mixed over 1e-4..1e+4", shape, |len| log_uniform(&mut rng, len, -4.0, 4.0), F32_LEVEL);
+    let e =
+        check_products(&gpu, "mixed over 1e-4..1e+4", shape, |len| log_uniform(&mut rng, len, -4.0, 4.0), F32_LEVEL);
     worst = worst.max(e);
-    let e = check_products(
-        &gpu,
-        "mixed over 1e-14..1e-6",
-        shape,
-        |len| log_uniform(&mut rng, len, -14.0, -6.0),
-        F32_LEVEL,
-    );
+    let e =
+        check_products(&gpu, "mixed over 1e-14..1e-6", shape, |len| log_uniform(&mut rng, len, -14.0, -6.0), F32_LEVEL);
     worst = worst.max(e);
     // Ordinary values with 10% of them ~1e-9.
     let e = check_products(
@@ -213,13 +222,15 @@ fn outliers_keep_the_documented_bound() {
     let mut rng = rng("precise outliers");
     let (m, n, k) = (70, 66, 40);
     // Outliers in X only: two of them meeting in one term would overflow f32 (1e40).
-    let x: Vec<f32> =
-        uniform(&mut rng, m * k, -1.0, 1.0).into_iter().map(|v| if rng.random_bool(0.02) { v * 1e20 } else { v }).collect();
+    let x: Vec<f32> = uniform(&mut rng, m * k, -1.0, 1.0)
+        .into_iter()
+        .map(|v| if rng.random_bool(0.02) { v * 1e20 } else { v })
+        .collect();
     let wt = uniform(&mut rng, n * k, -1.0, 1.0);
     let mut ws = PreciseWorkspace::new(&gpu, ops::precise_workspace_len(m, n, k)).unwrap();
     let mut y = poisoned(&gpu, m * n);
     let (xb, wtb) = (gpu.upload(&x).unwrap(), gpu.upload(&wt).unwrap());
-    ops::matmul_t_split(&gpu, &xb, &wtb, &mut y, &mut ws, m, n, k).unwrap();
+    ops::matmul_t_split(&gpu, &xb, &wtb, &mut y, &mut ws, m, n, k, false).unwrap();
     let got = read(&gpu, "outliers", &y, m * n);
     let max_abs = |v: &[f32]| v.iter().fold(0.0f64, |a, &b| a.max((b as f64).abs()));
     let (ma, mb) = (max_abs(&x), max_abs(&wt));
@@ -322,8 +333,13 @@ fn parts_and_the_2d_grid() {
     let mut ws = PreciseWorkspace::new(&gpu, ops::precise_workspace_len(m, n, k)).unwrap();
     let mut y = poisoned(&gpu, m * n);
     let (xb, wb) = (gpu.upload(&x).unwrap(), gpu.upload(&w).unwrap());
-    ops::matmul_t_split(&gpu, &xb, &wb, &mut y, &mut ws, m, n, k).unwrap();
-    check("matmul_t_split on a 2-D grid", &read(&gpu, "y", &y, m * n), &reference::matmul_t(&x, &w, m, n, k), F32_LEVEL);
+    ops::matmul_t_split(&gpu, &xb, &wb, &mut y, &mut ws, m, n, k, false).unwrap();
+    check(
+        "matmul_t_split on a 2-D grid",
+        &read(&gpu, "y", &y, m * n),
+        &reference::matmul_t(&x, &w, m, n, k),
+        F32_LEVEL,
+    );
 
     // Split-K directly: X [rows, k2], B [rows, n2] over 2 parts of 96 rows (the second short).
     let (rows, n2, k2) = (150, 40, 30);
@@ -421,7 +437,7 @@ fn a_small_workspace_is_an_error() {
     let w = gpu.zeros::<f32>(n * k).unwrap();
     let mut y = gpu.zeros::<f32>(m * n).unwrap();
     let mut ws = PreciseWorkspace::new(&gpu, 10).unwrap();
-    let e = ops::matmul_t_split(&gpu, &x, &w, &mut y, &mut ws, m, n, k).unwrap_err();
+    let e = ops::matmul_t_split(&gpu, &x, &w, &mut y, &mut ws, m, n, k, false).unwrap_err();
     assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
     assert!(e.to_string().contains("precise_workspace_len"), "{e}");
 }
