@@ -535,8 +535,9 @@ fn precise_clear(@builtin(local_invocation_index) tid: u32) {
 // Accumulates max |x| over x[0 .. p.n] into amax[p.slot] (as bits; the bits of non-negative
 // floats order like the floats): amax[p.slot] = max(amax[p.slot], bits of max |x_i|) over the
 // finite x_i (NaN and ±Inf left out). Clear it first (`precise_clear`). Order-independent, so
-// deterministic. Grid: one invocation per 4 values, 1-D (2-D past the device's limit).
-// @grid threads(ceil_div(p.n, 4))
+// deterministic. Grid: one workgroup per 4096 values (16 per invocation, a tree in workgroup
+// memory, one atomic per workgroup), 1-D (2-D past the device's limit).
+// @grid workgroups(ceil_div(p.n, ABS_CHUNK))
 // @requires len(x) >= p.n
 // @requires len(amax) >= p.slot + 1
 struct AbsParams {
@@ -546,34 +547,41 @@ struct AbsParams {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> amax: array<atomic<u32>>;
 @group(0) @binding(2) var<uniform> p: AbsParams;
-var<workgroup> wg_max: atomic<u32>;
+const ABS_CHUNK: u32 = 4096u;
+var<workgroup> abs_tree: array<u32, WG>;
+
+// The bits of max |v| over the lanes of v at element indices first … first+3 that lie below n
+// and are finite (0 if none).
+fn abs_bits(first: u32) -> u32 {
+    let idx = vec4<u32>(first) + LANE4;
+    let at = min(idx, vec4<u32>(max(p.n, 1u) - 1u));
+    let bits = bitcast<vec4<u32>>(vec4<f32>(x[at.x], x[at.y], x[at.z], x[at.w])) & vec4<u32>(0x7fffffffu);
+    let b = select(vec4<u32>(0u), bits, (idx < vec4<u32>(p.n)) & (bits < vec4<u32>(0x7f800000u)));
+    return max(max(b.x, b.y), max(b.z, b.w));
+}
 
 @compute @workgroup_size(WG)
 fn precise_absmax(
-    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    if (tid == 0u) {
-        atomicStore(&wg_max, 0u);
+    let w = flat_wg(wid, nwg);
+    if (w >= (p.n + ABS_CHUNK - 1u) / ABS_CHUNK) {
+        return;
     }
+    let base = w * ABS_CHUNK + 4u * tid;
+    let m = max(max(abs_bits(base), abs_bits(base + 4u * WG)), max(abs_bits(base + 8u * WG), abs_bits(base + 12u * WG)));
+    abs_tree[tid] = m;
     workgroupBarrier();
-    let i = flat_id(gid, nwg);
-    let first = vec4<u32>(4u * i) + LANE4;
-    let at = min(first, vec4<u32>(max(p.n, 1u) - 1u));
-    let bits = bitcast<vec4<u32>>(vec4<f32>(x[at.x], x[at.y], x[at.z], x[at.w])) & vec4<u32>(0x7fffffffu);
-    let keep = (first < vec4<u32>(p.n)) & (bits < vec4<u32>(0x7f800000u));
-    let b = select(vec4<u32>(0u), bits, keep);
-    let m = max(max(b.x, b.y), max(b.z, b.w));
-    if (m != 0u) {
-        atomicMax(&wg_max, m);
-    }
-    workgroupBarrier();
-    if (tid == 0u) {
-        let w = atomicLoad(&wg_max);
-        if (w != 0u) {
-            atomicMax(&amax[p.slot], w);
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (tid < s) {
+            abs_tree[tid] = max(abs_tree[tid], abs_tree[tid + s]);
         }
+        workgroupBarrier();
+    }
+    if (tid == 0u && abs_tree[0] != 0u) {
+        atomicMax(&amax[p.slot], abs_tree[0]);
     }
 }
 

@@ -441,3 +441,27 @@ fn a_small_workspace_is_an_error() {
     assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
     assert!(e.to_string().contains("precise_workspace_len"), "{e}");
 }
+
+/// `precise_absmax` over several 4096-value chunks on the 2-D grid fallback (6 workgroups, at
+/// most 4 per dimension): the largest finite magnitude wherever it lies (each chunk's tail, the
+/// last partial chunk), folded into what the slot already holds, the other slot untouched.
+#[test]
+fn absmax_over_chunks_and_the_2d_grid() {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else { return };
+    let mut rng = rng("precise absmax");
+    let n = 4096 * 5 + 123;
+    for at in [0, 4095, 4096 * 3 + 17, n - 1] {
+        let mut x = uniform(&mut rng, n, -1.0, 1.0);
+        x[at] = if rng.random_bool(0.5) { 3.5 } else { -3.5 };
+        x[(at + 1000) % n] = f32::NAN;
+        x[(at + 2000) % n] = f32::NEG_INFINITY;
+        let xb = gpu.upload(&x).unwrap();
+        let mut amax: Buffer<u32> = gpu.upload(&[7u32, 2.0f32.to_bits()]).unwrap();
+        precise_absmax(&gpu, &xb, &mut amax, precise::AbsParams::new(n as u32, 1)).unwrap();
+        assert_eq!(amax.read(&gpu).unwrap(), vec![7, 3.5f32.to_bits()], "max at {at}");
+        // A smaller maximum leaves the slot as it was.
+        let small = gpu.upload(&uniform(&mut rng, n, -1.0, 1.0)).unwrap();
+        precise_absmax(&gpu, &small, &mut amax, precise::AbsParams::new(n as u32, 1)).unwrap();
+        assert_eq!(amax.read(&gpu).unwrap()[1], 3.5f32.to_bits(), "max kept");
+    }
+}
