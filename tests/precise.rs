@@ -25,10 +25,11 @@ const TAIL: usize = 5;
 /// The bound of issue 12 for f32 accuracy.
 const F32_LEVEL: f64 = 1e-6;
 
-/// (m, n, k): one element; K = 1; every dimension off the blocks; whole 128×128 blocks only
-/// (tensor cores everywhere they exist); a mix of whole and edge blocks with N % 4 ≠ 0.
-const SHAPES: [(usize, usize, usize); 6] =
-    [(1, 1, 1), (3, 6, 1), (37, 70, 33), (129, 130, 20), (256, 256, 96), (260, 131, 45)];
+/// (m, n, k): one element; K = 1; K = 0 (Y = 0, the weight gradient adds nothing); every
+/// dimension off the blocks; whole 128×128 blocks only (tensor cores everywhere they exist); a
+/// mix of whole and edge blocks with N % 4 ≠ 0.
+const SHAPES: [(usize, usize, usize); 7] =
+    [(1, 1, 1), (3, 6, 1), (4, 5, 0), (37, 70, 33), (129, 130, 20), (256, 256, 96), (260, 131, 45)];
 
 /// Which variant of `kernel` runs on `gpu`, printed.
 fn variant(gpu: &Gpu, kernel: &KernelDef) -> &'static str {
