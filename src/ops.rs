@@ -685,6 +685,16 @@ fn parts_for(m: usize, n: usize, k: usize, bm: u32, bn: u32) -> (usize, usize) {
     split_chunk(m, tensor_parts(m, n, k, bm as usize, bn as usize))
 }
 
+/// Parts of the contraction [`weight_grad_split`] uses for a gradient `[k, n]` over m rows:
+/// about 576 workgroups of 128×128, at most 8 parts, each at least 256 rows (the coop sweep on an
+/// H200, BENCHMARKS.md run 10: 768×768 over 8192 rows fastest with 8 of 1/2/4/8 parts, 768×3072
+/// with 4), after rounding the rows per part to whole 32-row steps: (parts, rows per part).
+pub fn weight_grad_split_parts(m: usize, n: usize, k: usize) -> (usize, usize) {
+    let (bm, bn) = (crate::precise::PB_BM as usize, crate::precise::PB_BN as usize);
+    let blocks = n.div_ceil(bn) * k.div_ceil(bm);
+    split_chunk(m, 576usize.div_ceil(blocks.max(1)).min(8).min(m / 256).max(1))
+}
+
 /// Scratch floats [`weight_grad_precise`] needs for these shapes on `gpu` (and
 /// [`weight_grad_split`], with [`Precision::F32`] on an adapter with tensor cores).
 pub fn weight_grad_precise_scratch_len(gpu: &Gpu, precision: Precision, m: usize, n: usize, k: usize) -> usize {
@@ -697,7 +707,7 @@ pub fn weight_grad_precise_scratch_len(gpu: &Gpu, precision: Precision, m: usize
 
 /// Scratch floats [`weight_grad_split`] needs for these shapes.
 pub fn weight_grad_split_scratch_len(m: usize, n: usize, k: usize) -> usize {
-    parts_for(m, n, k, crate::precise::PB_BM, crate::precise::PB_BN).0 * n * k
+    weight_grad_split_parts(m, n, k).0 * n * k
 }
 
 /// `Y += Xᵀ·B` of f32 matrices at `precision` (weight gradients), split along the contraction
@@ -756,7 +766,7 @@ pub fn weight_grad_split(
 ) -> Result<()> {
     use crate::precise::matmul_at_pres_split as kern;
     let (m32, n32, k32) = dims(m, n, k)?;
-    let (parts, chunk) = parts_for(m, n, k, crate::precise::PB_BM, crate::precise::PB_BN);
+    let (parts, chunk) = weight_grad_split_parts(m, n, k);
     let (parts32, chunk32) = (to_u32(parts, "parts")?, to_u32(chunk, "chunk")?);
     ws.split(rec, x, (m, k), b, (m, n))?;
     let sp = kern::SplitParams::new(m32, n32, k32, parts32, chunk32);
