@@ -302,7 +302,12 @@ fn tensor_cores(gpu: &Gpu, mut json: Option<&mut std::fs::File>) {
             ops::weight_grad_precise(&batch, &x32, &b32, &mut y, &mut scratch, &mut ws, m, n, k, Precision::F32)
                 .unwrap();
         }
-        let path = format!("{:?} ({} parts)", ops::product_path(gpu, Precision::F32), len / (k * n).max(1));
+        let path = match ops::product_path(gpu, Precision::F32) {
+            ops::ProductPath::TensorCoresSplit => {
+                format!("TensorCoresSplit ({} parts)", ops::weight_grad_split_parts(m, n, k).0)
+            }
+            other => format!("{other:?}"),
+        };
         report("weight_grad_precise", &path, (k, m, n), warm3, timed_ns(batch, warm3, repeats));
         // The error of one product from zero against float64.
         let mut y0 = gpu.zeros::<f32>(k * n).unwrap();
