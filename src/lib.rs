@@ -36,6 +36,7 @@ kernel_files! {
     mixed: "shaders/13_mixed.wgsl",
     fused: "shaders/14_fused.wgsl",
     attention16: "shaders/14_attention16.wgsl",
+    precise: "shaders/14_precise.wgsl",
 }
 
 pub mod fast_attention;

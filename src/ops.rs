@@ -446,11 +446,15 @@ pub fn weight_grad_f16_from_f32(
 /// The accuracy a product of f32 matrices must meet, for [`matmul_t_precise`] and friends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {
-    /// f32 accuracy: error at most about 1e-6 of Σ|a||b| per output (the f32 SGEMM's level),
-    /// for operands in f16's normal range, 2⁻¹⁴ ≤ |x| ≤ 65504, on tensor cores: the split keeps
-    /// fewer bits below it (lo underflows f16) and clamps above it. Scale operands into that
-    /// range, or use the SGEMM (`linear`), for values outside it — gradients of a mean loss are
-    /// (the trainer's `--precision f32` uses the SGEMM for that reason: BENCHMARKS.md, run 9).
+    /// f32 accuracy over the whole f32 range: error at most about 1e-6 of Σ|a||b| per output
+    /// (the f32 SGEMM's level; the split arithmetic measured 1e-7 to 7.5e-7 in tests/precise.rs
+    /// for operands of any overall magnitude from 1e-30 to 1e+30 and magnitudes mixed over 10⁸,
+    /// the sweep's kernel of this design 1.9e-7 to 4.9e-7 on an H200). On tensor cores each
+    /// operand is scaled by a power of two that lifts its largest magnitude to the top of f16's
+    /// range, then split into hi + lo f16 (`precise`, shaders/14_precise.wgsl); the bound holds
+    /// for every element within ~2²⁸ of its tensor's largest magnitude, and smaller ones keep
+    /// an absolute error of ~2⁻⁵⁰ of that largest magnitude. ±Inf operands are not supported
+    /// there (clamped); NaN propagates.
     F32,
     /// f16 operands: the inputs may be rounded to f16 (error at most about 1e-3 of Σ|a||b|, from
     /// the rounding; typically 1e-5 to 5e-5), sums in f32 — mixed-precision training's products.
@@ -460,11 +464,11 @@ pub enum Precision {
 /// Which product [`matmul_t_precise`] and friends run for a [`Precision`] on an adapter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProductPath {
-    /// Tensor cores, each f32 operand split into hi + lo f16, three products (`linear16::*_precise`):
-    /// f32 accuracy within f16's normal range ([`Precision::F32`]), measured faster than the f32
-    /// SGEMM on an H200.
+    /// Tensor cores, each f32 operand scaled by a power of two and split into hi + lo f16 by a
+    /// separate pass, three products (`precise::*_pres`): f32 accuracy over the f32 range
+    /// ([`Precision::F32`]), measured faster than cuBLAS SGEMM on an H200.
     TensorCoresSplit,
-    /// Tensor cores, one product of the operands rounded to f16 (the precise kernels with
+    /// Tensor cores, one product of the operands rounded to f16 (`linear16::*_precise` with
     /// `SPLIT = false`).
     TensorCoresF16,
     /// The f32 SGEMM of `linear` (no tensor cores): meets either precision.
@@ -474,76 +478,245 @@ pub enum ProductPath {
 /// The fastest product meeting `precision` on `gpu`: tensor cores where the precise kernels run
 /// on them, else the f32 SGEMM.
 pub fn product_path(gpu: &Gpu, precision: Precision) -> ProductPath {
-    match (on_tensor_cores(gpu, &crate::linear16::matmul_t_precise::KERNEL), precision) {
-        (true, Precision::F32) => ProductPath::TensorCoresSplit,
-        (true, Precision::F16) => ProductPath::TensorCoresF16,
-        (false, _) => ProductPath::Sgemm,
+    match precision {
+        Precision::F32 if on_tensor_cores(gpu, &crate::precise::matmul_t_pres::KERNEL) => ProductPath::TensorCoresSplit,
+        Precision::F16 if on_tensor_cores(gpu, &crate::linear16::matmul_t_precise::KERNEL) => {
+            ProductPath::TensorCoresF16
+        }
+        _ => ProductPath::Sgemm,
     }
 }
 
+/// The scratch of the f32-accurate products on tensor cores ([`ProductPath::TensorCoresSplit`]):
+/// the scaled hi and lo halves of both operands (f16x4 row layout, [`PreciseWorkspace::capacity`]
+/// elements each) and the two operands' scale bits. One workspace serves any number of products
+/// recorded in order (each product splits its operands into it first). Unused on the other paths:
+/// there, [`PreciseWorkspace::new`] with capacity 0 is enough.
+#[derive(Debug)]
+pub struct PreciseWorkspace {
+    a_hi: Buffer<F16x4>,
+    a_lo: Buffer<F16x4>,
+    b_hi: Buffer<F16x4>,
+    b_lo: Buffer<F16x4>,
+    amax: Buffer<u32>,
+    capacity: usize,
+}
+
+impl PreciseWorkspace {
+    /// A workspace for operands of up to `capacity` [`F16x4`] elements each
+    /// ([`f16x4_len`]`(rows, cols)`; [`precise_workspace_len`] for one product's shapes).
+    pub fn new(gpu: &Gpu, capacity: usize) -> Result<Self> {
+        let n = capacity.max(1);
+        Ok(PreciseWorkspace {
+            a_hi: gpu.zeros(n)?,
+            a_lo: gpu.zeros(n)?,
+            b_hi: gpu.zeros(n)?,
+            b_lo: gpu.zeros(n)?,
+            amax: gpu.zeros(2)?,
+            capacity,
+        })
+    }
+
+    /// A workspace for the products of `gpu` at `precision`: [`precise_workspace_len`]`(m, n, k)`
+    /// elements where they run on tensor cores split ([`ProductPath::TensorCoresSplit`]), else
+    /// none.
+    pub fn for_product(gpu: &Gpu, precision: Precision, m: usize, n: usize, k: usize) -> Result<Self> {
+        let len = match product_path(gpu, precision) {
+            ProductPath::TensorCoresSplit => precise_workspace_len(m, n, k),
+            _ => 0,
+        };
+        PreciseWorkspace::new(gpu, len)
+    }
+
+    /// Elements ([`F16x4`]) per operand half.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Records the scaled split of A `[ar, ac]` and B `[br, bc]` (f32 row-major) into the
+    /// workspace: `precise_clear`, `precise_absmax` and `precise_split` for each.
+    fn split(
+        &mut self,
+        rec: impl Record + Copy,
+        a: &Buffer<f32>,
+        (ar, ac): (usize, usize),
+        b: &Buffer<f32>,
+        (br, bc): (usize, usize),
+    ) -> Result<()> {
+        use crate::precise::{precise_absmax, precise_clear, precise_split};
+        let need = f16x4_len(ar, ac).max(f16x4_len(br, bc));
+        if need > self.capacity {
+            return Err(Error::LengthMismatch {
+                detail: format!(
+                    "a precise product of a [{ar}, {ac}] and a [{br}, {bc}] operand needs a PreciseWorkspace of \
+                     {need} elements; this one holds {} (size it with ops::precise_workspace_len)",
+                    self.capacity
+                ),
+            });
+        }
+        precise_clear(rec, &mut self.amax, 2)?;
+        for (x, (r, c), slot) in [(a, (ar, ac), 0u32), (b, (br, bc), 1u32)] {
+            let len = to_u32(r * c, "operand elements")?;
+            precise_absmax(rec, x, &mut self.amax, crate::precise::precise_absmax::AbsParams::new(len, slot))?;
+        }
+        let sa = crate::precise::HalvesParams::new(to_u32(ar, "rows")?, to_u32(ac, "cols")?, 0);
+        precise_split(rec, a, &self.amax, &mut self.a_hi, &mut self.a_lo, sa)?;
+        let sb = crate::precise::HalvesParams::new(to_u32(br, "rows")?, to_u32(bc, "cols")?, 1);
+        precise_split(rec, b, &self.amax, &mut self.b_hi, &mut self.b_lo, sb)
+    }
+}
+
+/// [`F16x4`] elements per operand half a [`PreciseWorkspace`] needs for any of the three precise
+/// products of these shapes (`Y [m, n] = X [m, k]·W`, either orientation of W, and the weight
+/// gradient `[k, n] = Xᵀ·B` over m rows).
+pub fn precise_workspace_len(m: usize, n: usize, k: usize) -> usize {
+    [f16x4_len(m, k), f16x4_len(n, k), f16x4_len(k, n), f16x4_len(m, n)].into_iter().max().unwrap_or(0)
+}
+
 /// `Y = X·Wᵀ` of f32 matrices at `precision`, by the fastest product that meets it
-/// ([`product_path`]): X `[m, k]`, W `[n, k]`, Y `[m, n]` f32, overwritten. On tensor cores the
-/// inputs must lie within ±65504 (f16's range; larger values are clamped), and values below 2⁻¹⁴
-/// keep fewer bits ([`Precision::F32`]).
+/// ([`product_path`]): X `[m, k]`, W `[n, k]`, Y `[m, n]` f32, overwritten. On tensor cores at
+/// [`Precision::F32`]: X and W scaled and split into `ws` (at least
+/// [`precise_workspace_len`]`(m, n, k)` elements), then `precise::matmul_t_pres` — 6 dispatches.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_t_precise(
     rec: impl Record + Copy,
     x: &Buffer<f32>,
     w: &Buffer<f32>,
     y: &mut Buffer<f32>,
+    ws: &mut PreciseWorkspace,
     m: usize,
     n: usize,
     k: usize,
     precision: Precision,
 ) -> Result<()> {
-    use crate::linear16::matmul_t_precise as kern;
     let (m32, n32, k32) = dims(m, n, k)?;
-    let path = product_path(rec.gpu(), precision);
-    if path == ProductPath::Sgemm {
-        return crate::linear::matmul_t(rec, x, w, y, crate::linear::matmul_t::Params::new(m32, n32, k32));
+    match product_path(rec.gpu(), precision) {
+        ProductPath::Sgemm => {
+            crate::linear::matmul_t(rec, x, w, y, crate::linear::matmul_t::Params::new(m32, n32, k32))
+        }
+        ProductPath::TensorCoresF16 => {
+            use crate::linear16::matmul_t_precise as kern;
+            let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+            let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(false) };
+            crate::linear16::matmul_t_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
+        }
+        ProductPath::TensorCoresSplit => matmul_t_split(rec, x, w, y, ws, m, n, k, false),
     }
+}
+
+/// The scaled split product `Y = X·Wᵀ` ([`Precision::F32`] on tensor cores) whatever the adapter:
+/// X `[m, k]` and W `[n, k]` scaled and split into `ws` (at least
+/// [`precise_workspace_len`]`(m, n, k)` elements), then `precise::matmul_t_pres` (its portable
+/// variant, f32 FMAs on the same halves, without tensor cores: for tests and comparisons). Y
+/// `[m, n]` overwritten, or with `acc` accumulated into (`Y += X·Wᵀ`); 6 dispatches.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_t_split(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    ws: &mut PreciseWorkspace,
+    m: usize,
+    n: usize,
+    k: usize,
+    acc: bool,
+) -> Result<()> {
+    use crate::precise::matmul_t_pres as kern;
+    let (m32, n32, k32) = dims(m, n, k)?;
+    ws.split(rec, x, (m, k), w, (n, k))?;
     let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
-    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(path == ProductPath::TensorCoresSplit) };
-    crate::linear16::matmul_t_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, ACC: Some(acc) };
+    let p = kern::Params::new(m32, n32, k32);
+    crate::precise::matmul_t_pres(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, y, p, o)
 }
 
 /// `Y = X·W` of f32 matrices at `precision` (as [`matmul_t_precise`]): X `[m, k]`, W `[k, n]`,
-/// Y `[m, n]` f32, overwritten.
+/// Y `[m, n]` f32, overwritten; on tensor cores at [`Precision::F32`] `precise::matmul_pres`.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_precise(
     rec: impl Record + Copy,
     x: &Buffer<f32>,
     w: &Buffer<f32>,
     y: &mut Buffer<f32>,
+    ws: &mut PreciseWorkspace,
     m: usize,
     n: usize,
     k: usize,
     precision: Precision,
 ) -> Result<()> {
-    use crate::linear16::matmul_precise as kern;
     let (m32, n32, k32) = dims(m, n, k)?;
-    let path = product_path(rec.gpu(), precision);
-    if path == ProductPath::Sgemm {
-        return crate::linear::matmul(rec, x, w, y, crate::linear::matmul::Params::new(m32, n32, k32));
+    match product_path(rec.gpu(), precision) {
+        ProductPath::Sgemm => crate::linear::matmul(rec, x, w, y, crate::linear::matmul::Params::new(m32, n32, k32)),
+        ProductPath::TensorCoresF16 => {
+            use crate::linear16::matmul_precise as kern;
+            let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+            let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(false) };
+            crate::linear16::matmul_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
+        }
+        ProductPath::TensorCoresSplit => matmul_split(rec, x, w, y, ws, m, n, k, false),
     }
-    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
-    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(path == ProductPath::TensorCoresSplit) };
-    crate::linear16::matmul_precise(rec, x, w, y, kern::Params::new(m32, n32, k32), o)
 }
 
-/// Scratch floats [`weight_grad_precise`] needs for these shapes on `gpu`.
+/// The scaled split product `Y = X·W` (with `acc`: `Y += X·W`) whatever the adapter (as
+/// [`matmul_t_split`]): X `[m, k]`, W `[k, n]`, `precise::matmul_pres`.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_split(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    ws: &mut PreciseWorkspace,
+    m: usize,
+    n: usize,
+    k: usize,
+    acc: bool,
+) -> Result<()> {
+    use crate::precise::matmul_pres as kern;
+    let (m32, n32, k32) = dims(m, n, k)?;
+    ws.split(rec, x, (m, k), w, (k, n))?;
+    let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, ACC: Some(acc) };
+    let p = kern::Params::new(m32, n32, k32);
+    crate::precise::matmul_pres(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, y, p, o)
+}
+
+/// Parts the split-K products split a gradient `[k, n]` over m rows into on tensor cores (block
+/// `bm`×`bn`), after rounding the rows per part to whole 32-row steps.
+fn parts_for(m: usize, n: usize, k: usize, bm: u32, bn: u32) -> (usize, usize) {
+    split_chunk(m, tensor_parts(m, n, k, bm as usize, bn as usize))
+}
+
+/// Parts of the contraction [`weight_grad_split`] uses for a gradient `[k, n]` over m rows:
+/// about 576 workgroups of 128×128, at most 8 parts, each at least 256 rows (the coop sweep on an
+/// H200, BENCHMARKS.md run 10: 768×768 over 8192 rows fastest with 8 of 1/2/4/8 parts, 768×3072
+/// with 4), after rounding the rows per part to whole 32-row steps: (parts, rows per part).
+pub fn weight_grad_split_parts(m: usize, n: usize, k: usize) -> (usize, usize) {
+    let (bm, bn) = (crate::precise::PB_BM as usize, crate::precise::PB_BN as usize);
+    let blocks = n.div_ceil(bn) * k.div_ceil(bm);
+    split_chunk(m, 576usize.div_ceil(blocks.max(1)).min(8).min(m / 256).max(1))
+}
+
+/// Scratch floats [`weight_grad_precise`] needs for these shapes on `gpu` (and
+/// [`weight_grad_split`], with [`Precision::F32`] on an adapter with tensor cores).
 pub fn weight_grad_precise_scratch_len(gpu: &Gpu, precision: Precision, m: usize, n: usize, k: usize) -> usize {
-    if product_path(gpu, precision) == ProductPath::Sgemm {
-        return weight_grad_scratch_len(m, n, k);
+    match product_path(gpu, precision) {
+        ProductPath::Sgemm => weight_grad_scratch_len(m, n, k),
+        ProductPath::TensorCoresF16 => parts_for(m, n, k, crate::linear16::PREC_BM, crate::linear16::PREC_BN).0 * n * k,
+        ProductPath::TensorCoresSplit => weight_grad_split_scratch_len(m, n, k),
     }
-    let (bm, bn) = (crate::linear16::PREC_BM as usize, crate::linear16::PREC_BN as usize);
-    tensor_parts(m, n, k, bm, bn) * n * k
+}
+
+/// Scratch floats [`weight_grad_split`] needs for these shapes.
+pub fn weight_grad_split_scratch_len(m: usize, n: usize, k: usize) -> usize {
+    weight_grad_split_parts(m, n, k).0 * n * k
 }
 
 /// `Y += Xᵀ·B` of f32 matrices at `precision` (weight gradients), split along the contraction
-/// and summed in a fixed order (deterministic): on tensor cores `linear16::matmul_at_precise_split`
-/// and `linear::matmul_parts_add`, else [`matmul_at_acc_split`]. X `[m, k]`, B `[m, n]`, Y `[k, n]`;
-/// `scratch` holds at least [`weight_grad_precise_scratch_len`] floats.
+/// and summed in a fixed order (deterministic): on tensor cores at [`Precision::F32`]
+/// [`weight_grad_split`]; at [`Precision::F16`] `linear16::matmul_at_precise_split` (one f16
+/// product) and `linear::matmul_parts_add`; else [`matmul_at_acc_split`]. X `[m, k]`, B `[m, n]`,
+/// Y `[k, n]`; `scratch` holds at least [`weight_grad_precise_scratch_len`] floats, `ws` at least
+/// [`precise_workspace_len`]`(m, n, k)` elements on the split path.
 #[allow(clippy::too_many_arguments)]
 pub fn weight_grad_precise(
     rec: impl Record + Copy,
@@ -551,23 +724,56 @@ pub fn weight_grad_precise(
     b: &Buffer<f32>,
     y: &mut Buffer<f32>,
     scratch: &mut Buffer<f32>,
+    ws: &mut PreciseWorkspace,
     m: usize,
     n: usize,
     k: usize,
     precision: Precision,
 ) -> Result<()> {
-    use crate::linear16::matmul_at_precise_split as kern;
-    let path = product_path(rec.gpu(), precision);
-    if path == ProductPath::Sgemm {
-        return matmul_at_acc_split(rec, x, b, y, scratch, m, n, k);
+    match product_path(rec.gpu(), precision) {
+        ProductPath::Sgemm => matmul_at_acc_split(rec, x, b, y, scratch, m, n, k),
+        ProductPath::TensorCoresSplit => weight_grad_split(rec, x, b, y, scratch, ws, m, n, k),
+        ProductPath::TensorCoresF16 => {
+            use crate::linear16::matmul_at_precise_split as kern;
+            let (m32, n32, k32) = dims(m, n, k)?;
+            let (parts, chunk) = parts_for(m, n, k, crate::linear16::PREC_BM, crate::linear16::PREC_BN);
+            let (parts32, chunk32) = (to_u32(parts, "parts")?, to_u32(chunk, "chunk")?);
+            let sp = kern::SplitParams::new(m32, n32, k32, parts32, chunk32);
+            let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
+            let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(false) };
+            crate::linear16::matmul_at_precise_split(rec, x, b, scratch, sp, o)?;
+            let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, parts32);
+            crate::linear::matmul_parts_add(rec, scratch, y, ap)
+        }
     }
+}
+
+/// The scaled split weight gradient `Y += Xᵀ·B` whatever the adapter (as [`matmul_t_split`]):
+/// X `[m, k]` and B `[m, n]` scaled and split into `ws`, `precise::matmul_at_pres_split` writes
+/// the parts of the contraction into `scratch` (at least [`weight_grad_split_scratch_len`]
+/// floats) and `linear::matmul_parts_add` adds them to Y `[k, n]` in a fixed order
+/// (deterministic).
+#[allow(clippy::too_many_arguments)]
+pub fn weight_grad_split(
+    rec: impl Record + Copy,
+    x: &Buffer<f32>,
+    b: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    scratch: &mut Buffer<f32>,
+    ws: &mut PreciseWorkspace,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    use crate::precise::matmul_at_pres_split as kern;
     let (m32, n32, k32) = dims(m, n, k)?;
-    let (bm, bn) = (crate::linear16::PREC_BM as usize, crate::linear16::PREC_BN as usize);
-    let (parts, chunk) = split_chunk(m, tensor_parts(m, n, k, bm, bn));
-    let sp = kern::SplitParams::new(m32, n32, k32, to_u32(parts, "parts")?, to_u32(chunk, "chunk")?);
+    let (parts, chunk) = weight_grad_split_parts(m, n, k);
+    let (parts32, chunk32) = (to_u32(parts, "parts")?, to_u32(chunk, "chunk")?);
+    ws.split(rec, x, (m, k), b, (m, n))?;
+    let sp = kern::SplitParams::new(m32, n32, k32, parts32, chunk32);
     let [mc, nc, kc] = compiled_shape(rec.gpu(), &kern::KERNEL, m32, n32, k32);
-    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc, SPLIT: Some(path == ProductPath::TensorCoresSplit) };
-    crate::linear16::matmul_at_precise_split(rec, x, b, scratch, sp, o)?;
-    let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, to_u32(parts, "parts")?);
+    let o = kern::Overrides { M_C: mc, N_C: nc, K_C: kc };
+    crate::precise::matmul_at_pres_split(rec, &ws.a_hi, &ws.a_lo, &ws.b_hi, &ws.b_lo, &ws.amax, scratch, sp, o)?;
+    let ap = crate::linear::matmul_parts_add::AddParams::new(to_u32(n * k, "k·n")?, parts32);
     crate::linear::matmul_parts_add(rec, scratch, y, ap)
 }

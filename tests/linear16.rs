@@ -308,11 +308,12 @@ fn precise_products_vs_reference() {
         for (precision, path) in [(Precision::F32, path32), (Precision::F16, path16)] {
             let tol = if path == ProductPath::TensorCoresF16 { F16_OPERANDS } else { 1e-6 };
             let (want_t, want_n) = (reference::matmul_t(&x, &wt, m, n, k), reference::matmul(&x, &w, m, n, k));
+            let mut ws = ops::PreciseWorkspace::for_product(&gpu, precision, m, n, k).unwrap();
             let mut y = poisoned(&gpu, m * n);
-            ops::matmul_t_precise(&gpu, &xb, &wtb, &mut y, m, n, k, precision).unwrap();
+            ops::matmul_t_precise(&gpu, &xb, &wtb, &mut y, &mut ws, m, n, k, precision).unwrap();
             check(&format!("ops::matmul_t_precise {precision:?} {shape}"), &read(&gpu, "t", &y, m * n), &want_t, tol);
             let mut y = poisoned(&gpu, m * n);
-            ops::matmul_precise(&gpu, &xb, &wb, &mut y, m, n, k, precision).unwrap();
+            ops::matmul_precise(&gpu, &xb, &wb, &mut y, &mut ws, m, n, k, precision).unwrap();
             check(&format!("ops::matmul_precise {precision:?} {shape}"), &read(&gpu, "n", &y, m * n), &want_n, tol);
         }
     }
@@ -329,7 +330,8 @@ fn precise_products_vs_reference() {
             let len = ops::weight_grad_precise_scratch_len(&gpu, precision, m, n, k).max(1);
             let mut scratch = poisoned(&gpu, len);
             let mut y = poisoned_with(&gpu, &y0);
-            ops::weight_grad_precise(&gpu, &xb, &bb, &mut y, &mut scratch, m, n, k, precision).unwrap();
+            let mut ws = ops::PreciseWorkspace::for_product(&gpu, precision, m, n, k).unwrap();
+            ops::weight_grad_precise(&gpu, &xb, &bb, &mut y, &mut scratch, &mut ws, m, n, k, precision).unwrap();
             let got = read(&gpu, "weight_grad_precise", &y, k * n);
             check(&format!("ops::weight_grad_precise {precision:?} {:?}", (m, n, k)), &got, &want, tol);
         }

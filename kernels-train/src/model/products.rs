@@ -8,12 +8,25 @@
 //! SGEMM, one kept in f16 (mixed precision keeps every linear layer's input only as its f16
 //! copy, [`Kept::F16`]) to the f16 products.
 //!
-//! Not the split products of `kernels::ops::*_precise`: they are f32-accurate only for values
-//! in f16's normal range (|x| ≥ 2⁻¹⁴, where the lo half of the split keeps its bits), and a
-//! step's gradients are far smaller (the loss is a mean over thousands of tokens). Measured on
-//! the H200 (BENCHMARKS.md, run 9): gpt2-small trained 300 steps to a loss of 1.13 through
-//! them, 0.786 through the SGEMM and 0.784 in mixed precision (whose loss scaling lifts the
-//! gradients into f16's range), at about the SGEMM's speed (42.2k vs 41.0k tokens/s).
+//! Not (yet) the f32-accurate products on tensor cores. The first split products
+//! (`linear16::*_precise`, split while staging, unscaled) were f32-accurate only for values in
+//! f16's normal range (|x| ≥ 2⁻¹⁴), and a step's gradients are far smaller (the loss is a mean
+//! over thousands of tokens): on the H200 (BENCHMARKS.md, run 9) gpt2-small trained 300 steps
+//! to a loss of 1.13 through them, 0.786 through the SGEMM and 0.784 in mixed precision. Their
+//! successor, `kernels::precise` (`ops::*_precise` at `Precision::F32`), scales each operand by a
+//! power of two before the split and is f32-accurate over the f32 range — its tests
+//! (tests/precise.rs) hold every product within 1e-6 of Σ|a||b| (measured ≤ 7.5e-7) for whole
+//! tensors of 1e-10 (a mean loss's gradients), 1e-12, 1e-30 and 1e+30, magnitudes mixed over
+//! 10⁸ and values ~1e-9 mixed into ordinary ones; only outliers more than ~2²⁸ above the rest of
+//! their tensor (1e+20 among ordinary values) leave the rows and columns without them at the
+//! documented absolute bound instead. It is not wired here because its scratch
+//! (`ops::PreciseWorkspace`, mutable, the operands' halves) has to reach `forward`,
+//! `input_grad` and `weight_grad` below, whose callers (forward.rs, backward.rs) pass only the
+//! mixed-precision state: a `Products::Split` mode needs the workspace (sized by
+//! `ops::precise_workspace_len` over the model's product shapes) as a `Model` field passed to
+//! these three functions, the residual forms as `ops::matmul_t_split(.., acc = true)` after the
+//! copy and `ops::matmul_split(.., acc = true)` after copying the residual, and the weight
+//! gradients as `ops::weight_grad_split` (scratch `ops::weight_grad_split_scratch_len`).
 
 use super::B;
 use crate::Error;
