@@ -35,8 +35,8 @@ kernel_files! {
     optimizer: "shaders/12_optimizer.wgsl",
     mixed: "shaders/13_mixed.wgsl",
     fused: "shaders/14_fused.wgsl",
-    attention16: "shaders/14_attention16.wgsl",
-    precise: "shaders/14_precise.wgsl",
+    attention16: "shaders/15_attention16.wgsl",
+    precise: "shaders/16_precise.wgsl",
 }
 
 pub mod fast_attention;

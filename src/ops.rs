@@ -451,7 +451,7 @@ pub enum Precision {
     /// for operands of any overall magnitude from 1e-30 to 1e+30 and magnitudes mixed over 10⁸,
     /// the sweep's kernel of this design 1.9e-7 to 4.9e-7 on an H200). On tensor cores each
     /// operand is scaled by a power of two that lifts its largest magnitude to the top of f16's
-    /// range, then split into hi + lo f16 (`precise`, shaders/14_precise.wgsl); the bound holds
+    /// range, then split into hi + lo f16 (`precise`, shaders/16_precise.wgsl); the bound holds
     /// for every element within ~2²⁸ of its tensor's largest magnitude, and smaller ones keep
     /// an absolute error of ~2⁻⁵⁰ of that largest magnitude. ±Inf operands are not supported
     /// there (clamped); NaN propagates.

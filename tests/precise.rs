@@ -1,4 +1,4 @@
-//! The f32-accurate products over the f32 range (`shaders/14_precise.wgsl`, `kernels::precise`,
+//! The f32-accurate products over the f32 range (`shaders/16_precise.wgsl`, `kernels::precise`,
 //! `ops::*_split` and the `ops::*_precise` entries) against float64 references on fresh random,
 //! non-symmetric inputs, whatever variant the adapter picks: on lavapipe the portable variants
 //! (f32 FMAs on the same scaled hi/lo halves), on an adapter with cooperative matrices the
@@ -259,7 +259,8 @@ fn outliers_keep_the_documented_bound() {
 
 /// The split pass on its own: the scale bits are those of the largest finite magnitude (NaN and
 /// ±Inf left out); hi is f16's nearest value to x·2^e (in f16's normal range) and hi + lo·2⁻¹¹ holds
-/// x·2^e to 2⁻²¹ relative (2⁻³⁵ absolute below); rows are zero-padded; NaN stays NaN.
+/// x·2^e to 2⁻²¹ relative there (2⁻¹¹ relative and 2⁻²⁵ absolute below it, where a GPU may flush
+/// hi to zero); rows are zero-padded; NaN stays NaN.
 #[test]
 fn split_pass_scales_and_splits() {
     let Some(gpu) = f16_gpu("precise split") else { return };
@@ -313,7 +314,16 @@ fn split_pass_scales_and_splits() {
             }
             let back = h.to_f64() + l.to_f64() / 2048.0;
             let err = (back - xs).abs();
-            assert!(err <= 2f64.powi(-21) * xs.abs() + 2f64.powi(-35), "({r}, {c}): {xs:e} kept as {back:e}");
+            // Below f16's normal range hi may be flushed to zero (the H200 does, measured; lavapipe
+            // keeps f16 subnormals), leaving lo's 11 bits (and nothing below 2⁻²⁵): such values
+            // are over 2²⁸ below the tensor's largest, so a product's error relative to
+            // Σ|a||b| does not see it.
+            let bound = if xs.abs() >= 2f64.powi(-14) {
+                2f64.powi(-21) * xs.abs() + 2f64.powi(-35)
+            } else {
+                2f64.powi(-11) * xs.abs() + 2f64.powi(-25)
+            };
+            assert!(err <= bound, "({r}, {c}): {xs:e} kept as {back:e}");
         }
     }
 }
