@@ -26,14 +26,30 @@ fn random(n: usize, seed: u64, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-/// Median GPU time of one repeat of `f` (`per` dispatches each), first repeat discarded.
+/// Median GPU time of one repeat of `f` (`per` dispatches each), first repeat discarded. The
+/// repeats run right after ~150 ms of the same work (a pilot measures how many repeats that
+/// takes, capped at 20,000): a GPU whose clock falls between bursts of work (the H200's SM clock
+/// drops from 1980 to 345 MHz within a second of idling, BENCHMARKS.md run 8) is timed at its
+/// working clock, not on the way up.
 fn time(gpu: &Gpu, repeats: u32, per: usize, f: &mut dyn FnMut(&Batch<'_>)) -> f64 {
-    let b = gpu.profiled_batch(repeats * per as u32).unwrap();
-    for _ in 0..repeats {
-        f(&b);
-    }
-    let p = b.submit_profiled().unwrap();
-    median(p.dispatches.chunks(per).skip(1).map(|c| c.last().unwrap().end_ns - c[0].start_ns).collect())
+    let timed = |f: &mut dyn FnMut(&Batch<'_>), warm: u32| {
+        if warm > 0 {
+            let b = gpu.batch();
+            for _ in 0..warm {
+                f(&b);
+            }
+            b.submit().unwrap();
+        }
+        let b = gpu.profiled_batch(repeats * per as u32).unwrap();
+        for _ in 0..repeats {
+            f(&b);
+        }
+        let p = b.submit_profiled().unwrap();
+        median(p.dispatches.chunks(per).skip(1).map(|c| c.last().unwrap().end_ns - c[0].start_ns).collect())
+    };
+    let pilot = timed(f, 0).max(1.0);
+    let warm = (150e6 / pilot).clamp(1.0, 20_000.0) as u32;
+    timed(f, warm)
 }
 
 fn main() {

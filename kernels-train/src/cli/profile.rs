@@ -11,7 +11,7 @@ pub fn class_of(qualified: &str) -> &'static str {
     let (module, kernel) = qualified.split_once("::").unwrap_or(("", qualified));
     if kernel.contains("attention") {
         "attention"
-    } else if matches!(module, "linear" | "linear16") && kernel.starts_with("matmul") && kernel != "matmul_parts_add" {
+    } else if matches!(module, "linear" | "linear16" | "precise") && kernel.starts_with("matmul") && kernel != "matmul_parts_add" {
         "products"
     } else {
         "memory-bound"
@@ -65,6 +65,8 @@ mod tests {
         assert_eq!(class_of("linear::matmul_t"), "products");
         assert_eq!(class_of("linear16::matmul_at16_split_f32"), "products");
         assert_eq!(class_of("linear16::matmul_t_precise"), "products");
+        assert_eq!(class_of("precise::matmul_at_pres_split"), "products");
+        assert_eq!(class_of("precise::precise_split"), "memory-bound");
         assert_eq!(class_of("linear::matmul_parts_add"), "memory-bound");
         assert_eq!(class_of("linear16::cast_f16x4"), "memory-bound");
         assert_eq!(class_of("attention::attention_fast_scores"), "attention");

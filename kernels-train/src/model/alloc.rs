@@ -189,7 +189,13 @@ impl Model {
         }
         let products = match precision {
             Precision::Mixed => Products::Half,
-            // Not the split products on tensor cores: see `products`.
+            // f32: the scaled-split products where they run on tensor cores (f32-accurate over
+            // the f32 range, faster than the SGEMM there), else the SGEMM.
+            _ if kernels::ops::product_path(gpu, kernels::ops::Precision::F32)
+                == kernels::ops::ProductPath::TensorCoresSplit =>
+            {
+                Products::Split
+            }
             _ => Products::Sgemm,
         };
         let attention = attention.resolve(gpu, cfg, batch)?;
@@ -255,6 +261,26 @@ impl Model {
             .max()
             .unwrap_or(0)
             .max(1);
+        // The scaled-split products' workspace: the largest operand pair of any product.
+        let split = if products == Products::Split {
+            let len = layout
+                .iter()
+                .filter_map(|p| match p.shape[..] {
+                    [out, inp] => Some(
+                        [(rows, out, inp), (rows, inp, out)]
+                            .into_iter()
+                            .map(|(m, n, k)| kernels::ops::precise_workspace_len(m, n, k))
+                            .max()
+                            .unwrap_or(0),
+                    ),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0);
+            Some(std::cell::RefCell::new(kernels::ops::PreciseWorkspace::new(gpu, len.max(1))?))
+        } else {
+            None
+        };
         let norm_block = kernels::norm::NORM_BLOCK as usize;
         let scratch = Scratch {
             dx: z(rows * d)?,
@@ -317,6 +343,7 @@ impl Model {
             precision,
             w16,
             half,
+            split,
             gpu: gpu.clone(),
             layout,
             params,

@@ -1,6 +1,6 @@
 //! The backward pass: every parameter's gradient, accumulated (+=) into the gradient buffers.
 
-use super::products::{Half, Operand, backward};
+use super::products::{Half, Operand, Split, backward};
 use super::{B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
@@ -16,6 +16,7 @@ use kernels::{Batch, Buffer};
 /// of one layer together ([`backward`]), the weight gradients split along the tokens through one
 /// scratch buffer.
 struct Linear<'a> {
+    split: Split<'a>,
     scratch: &'a mut B,
     half: &'a mut Option<Half>,
     rows: usize,
@@ -39,7 +40,7 @@ impl Linear<'_> {
             return Err(Error::Config(format!("`{}` is not a matrix: no linear backward", shape.name)));
         };
         let dims = (self.rows, out, inp);
-        backward(b, dy, w, w16, x, dw, self.scratch, self.half, residual, dx, dims)
+        backward(b, self.split, dy, w, w16, x, dw, self.scratch, self.half, residual, dx, dims)
     }
 }
 
@@ -47,7 +48,7 @@ impl Model {
     /// Records the backward pass of a full batch (after `record_forward` and `record_loss`),
     /// accumulating every parameter's gradient (+=).
     pub(super) fn record_backward(&mut self, b: &Batch<'_>, batch: usize) -> Result<(), Error> {
-        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, half, w16, .. } = self;
+        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, half, w16, split, .. } = self;
         let w16 = w16.as_ref().map(|w| w.as_ref());
         let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
@@ -65,7 +66,7 @@ impl Model {
             let sp = kernels::mixed::scale_by_state::ScaleParams::new(rows * v);
             kernels::mixed::scale_by_state(b, &mut acts.logits, &h.state, sp)?;
         }
-        let mut lin = Linear { scratch: &mut s.wgrad, half, rows: rows as usize };
+        let mut lin = Linear { split: split.as_ref(), scratch: &mut s.wgrad, half, rows: rows as usize };
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf.
         let e = (&p.embedding, w16.map(|w| w.embedding), &layout.embedding);
         lin.backward(b, &acts.logits, e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;

@@ -1,7 +1,7 @@
 //! The forward pass (embedding → blocks → final norm → tied head) and the loss.
 
 use super::B;
-use super::products::{Kept, Operand, forward};
+use super::products::{Kept, Operand, Split, forward};
 use super::{Model, fast_params};
 use crate::Error;
 use kernels::attention::attention_forward;
@@ -17,7 +17,8 @@ impl Model {
     /// Records the forward pass of `batch` sequences of `seq` tokens (seq ≤ seq_len) up to the
     /// logits.
     pub(super) fn record_forward(&mut self, b: &Batch<'_>, batch: usize, seq: usize) -> Result<(), Error> {
-        let Model { cfg: c, params: p, acts, ids, w16, s, .. } = self;
+        let Model { cfg: c, params: p, acts, ids, w16, s, split, .. } = self;
+        let split = split.as_ref();
         let w16 = w16.as_ref().map(|w| w.as_ref());
         let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
@@ -48,9 +49,9 @@ impl Model {
             let res = if pending { done.last().map(|prev| &prev.x_mid) } else { None };
             norm_into(b, &mut layer.x_in, res, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
             let h1 = layer.h1.operand();
-            forward(b, h1, &w.wq, h16.map(|h| h.wq), &mut layer.q, mm(hq, d), false)?;
-            forward(b, h1, &w.wk, h16.map(|h| h.wk), &mut layer.k, mm(kv, d), false)?;
-            forward(b, h1, &w.wv, h16.map(|h| h.wv), &mut layer.v, mm(kv, d), false)?;
+            forward(b, split, h1, &w.wq, h16.map(|h| h.wq), &mut layer.q, mm(hq, d), false)?;
+            forward(b, split, h1, &w.wk, h16.map(|h| h.wk), &mut layer.k, mm(kv, d), false)?;
+            forward(b, split, h1, &w.wv, h16.map(|h| h.wv), &mut layer.v, mm(kv, d), false)?;
             rope_q(b, &mut layer.q, kernels::rope::rope_q::Params::new(bt, sq, h, dh, 0, base))?;
             rope_k(b, &mut layer.k, kernels::rope::rope_k::Params::new(bt, sq, hkv, dh, 0, base))?;
             match (&mut layer.probs, s.att16.as_mut()) {
@@ -85,12 +86,12 @@ impl Model {
             }
             let att = layer.att16.as_ref().map_or(Operand::F32(&layer.att), Operand::F16);
             let wo = (&w.wo, h16.map(|h| h.wo));
-            pending = residual_forward(b, att, wo, &layer.x_in, &mut layer.x_mid, mm(d, hq))?;
+            pending = residual_forward(b, split, att, wo, &layer.x_in, &mut layer.x_mid, mm(d, hq))?;
             let res = if pending { Some(&layer.x_in) } else { None };
             norm_into(b, &mut layer.x_mid, res, &w.ffn_norm, &mut layer.h2, &mut layer.rrms2, norm)?;
             let h2 = layer.h2.operand();
-            forward(b, h2, &w.w1, h16.map(|h| h.w1), &mut layer.g, mm(f, d), false)?;
-            forward(b, h2, &w.w3, h16.map(|h| h.w3), &mut layer.u, mm(f, d), false)?;
+            forward(b, split, h2, &w.w1, h16.map(|h| h.w1), &mut layer.g, mm(f, d), false)?;
+            forward(b, split, h2, &w.w3, h16.map(|h| h.w3), &mut layer.u, mm(f, d), false)?;
             match &mut layer.a {
                 Kept::F32(a) => {
                     let sw = kernels::activation::swiglu_combine::Params::new(rows * f);
@@ -107,12 +108,12 @@ impl Model {
                 None => &mut acts.xf,
             };
             let w2 = (&w.w2, h16.map(|h| h.w2));
-            pending = residual_forward(b, layer.a.operand(), w2, &layer.x_mid, out, mm(d, f))?;
+            pending = residual_forward(b, split, layer.a.operand(), w2, &layer.x_mid, out, mm(d, f))?;
         }
         let res = if pending { acts.layers.last().map(|last| &last.x_mid) } else { None };
         norm_into(b, &mut acts.xf, res, &p.final_norm, &mut acts.hf, &mut acts.rrms_f, norm)?;
         let e16 = w16.map(|w| w.embedding);
-        forward(b, acts.hf.operand(), &p.embedding, e16, &mut acts.logits, mm(v, d), false)?;
+        forward(b, split, acts.hf.operand(), &p.embedding, e16, &mut acts.logits, mm(v, d), false)?;
         Ok(())
     }
 
@@ -140,6 +141,7 @@ impl Model {
 /// of `out`.
 fn residual_forward(
     b: &Batch<'_>,
+    split: Split<'_>,
     x: Operand<'_>,
     (w, w16): (&B, Option<&Buffer<F16x4>>),
     resid: &B,
@@ -149,11 +151,11 @@ fn residual_forward(
     match x {
         Operand::F32(_) => {
             copy(b, resid, out, m * n)?;
-            forward(b, x, w, w16, out, (m, n, k), true)?;
+            forward(b, split, x, w, w16, out, (m, n, k), true)?;
             Ok(false)
         }
         Operand::F16(_) => {
-            forward(b, x, w, w16, out, (m, n, k), false)?;
+            forward(b, split, x, w, w16, out, (m, n, k), false)?;
             Ok(true)
         }
     }

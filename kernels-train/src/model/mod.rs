@@ -129,6 +129,9 @@ pub struct Model {
     /// Mixed precision: dY's f16 scratch, the staging buffer of the kept f16 activations and the
     /// loss scaler.
     half: Option<Half>,
+    /// `--precision f32` on tensor cores: the scaled-split products' workspace
+    /// (`products::Products::Split`); `None` where the products are the SGEMM or f16.
+    split: Option<std::cell::RefCell<kernels::ops::PreciseWorkspace>>,
     /// Names, shapes and kinds of the tensors below.
     layout: ModelWeights<Param>,
     params: ModelWeights<B>,

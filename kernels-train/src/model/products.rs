@@ -1,34 +1,25 @@
 //! The linear layers' products at the step's precision, and the mixed-precision state (f16
 //! weight copies, the kept f16 activations, dY's f16 scratch, the loss scaler's buffers).
 //!
-//! Two ways to run a product ([`Products`]): the f32 SGEMM of `kernels::linear` (`f32`: the
-//! trainer's original kernels, bit for bit) and f16 operands with f32 sums
-//! (`ops::matmul_t_f16`, `ops::matmul_f16`, `ops::weight_grad_f16`: mixed precision). Which one
-//! a product takes follows from its input ([`Operand`]): an activation kept in f32 goes to the
-//! SGEMM, one kept in f16 (mixed precision keeps every linear layer's input only as its f16
-//! copy, [`Kept::F16`]) to the f16 products.
+//! Three ways to run a product ([`Products`]): the f32 SGEMM of `kernels::linear` (`f32` without
+//! tensor cores: the trainer's original kernels, bit for bit), the f32-accurate products on
+//! tensor cores (`ops::matmul_t_split`, `ops::matmul_split`, `ops::weight_grad_split`: `f32`
+//! where the adapter has tensor cores), and f16 operands with f32 sums (`ops::matmul_t_f16`,
+//! `ops::matmul_f16`, `ops::weight_grad_f16`: mixed precision). Which one a product takes follows
+//! from its input ([`Operand`]) and the model's split workspace ([`Split`]): an activation kept in
+//! f32 goes to the split products when the model has the workspace, else to the SGEMM; one kept
+//! in f16 (mixed precision keeps every linear layer's input only as its f16 copy, [`Kept::F16`])
+//! to the f16 products.
 //!
-//! Not (yet) the f32-accurate products on tensor cores. The first split products
-//! (`linear16::*_precise`, split while staging, unscaled) were f32-accurate only for values in
-//! f16's normal range (|x| ≥ 2⁻¹⁴), and a step's gradients are far smaller (the loss is a mean
-//! over thousands of tokens): on the H200 (BENCHMARKS.md, run 9) gpt2-small trained 300 steps
-//! to a loss of 1.13 through them, 0.786 through the SGEMM and 0.784 in mixed precision. Their
-//! successor, `kernels::precise` (`ops::*_precise` at `Precision::F32`), scales each operand by a
-//! power of two before the split and is f32-accurate over the f32 range — its tests
-//! (tests/precise.rs) hold every product within 1e-6 of Σ|a||b| (measured ≤ 7.5e-7) for whole
-//! tensors of 1e-10 (a mean loss's gradients), 1e-12, 1e-30 and 1e+30, magnitudes mixed over
-//! 10⁸ and values ~1e-9 mixed into ordinary ones; only outliers more than ~2²⁸ above the rest of
-//! their tensor (1e+20 among ordinary values) leave the rows and columns without them at the
-//! documented absolute bound instead. It is not wired here because its scratch
-//! (`ops::PreciseWorkspace`, mutable, the operands' halves) has to reach `forward`,
-//! `input_grad` and `weight_grad` below, whose callers (forward.rs, backward.rs) pass only the
-//! mixed-precision state: a `Products::Split` mode needs the workspace (sized by
-//! `ops::precise_workspace_len` over the model's product shapes) as a `Model` field passed to
-//! these three functions, the residual forms as `ops::matmul_t_split(.., acc = true)` after the
-//! copy and `ops::matmul_split(.., acc = true)` after copying the residual, and the weight
-//! gradients as `ops::weight_grad_split` (scratch `ops::weight_grad_split_scratch_len`).
+//! The split products scale each operand by a power of two before splitting it into hi + lo
+//! f16 halves (`kernels::precise`), so they are f32-accurate over the whole f32 range — a mean
+//! loss's gradients (~1e-10) included (tests/precise.rs). Their unscaled predecessor
+//! (`linear16::*_precise`) was accurate only in f16's normal range and trained gpt2-small
+//! visibly worse (loss 1.13 against 0.786 after 300 steps on the H200, BENCHMARKS.md run 9),
+//! which is why it was taken out of `--precision f32`.
 
 use super::B;
+use std::cell::RefCell;
 use crate::Error;
 use kernels::ops::{self, F16x4, f16x4_len};
 use kernels::{Batch, Buffer, Gpu};
@@ -40,7 +31,15 @@ pub(crate) enum Products {
     Sgemm,
     /// f16 operands, f32 sums (`ops::*_f16`).
     Half,
+    /// f32-accurate products on tensor cores (`ops::*_split`: operands scaled by a power of two
+    /// and split into hi + lo f16 halves, three products): `--precision f32` where the adapter
+    /// has tensor cores.
+    Split,
 }
+
+/// The scaled-split products' workspace (`Products::Split`), shared by every product of a step
+/// (recorded in order, each splits its operands into it first); `None` runs the SGEMM.
+pub(super) type Split<'a> = Option<&'a RefCell<ops::PreciseWorkspace>>;
 
 /// Mixed precision's buffers.
 pub(super) struct Half {
@@ -102,8 +101,10 @@ fn missing() -> Error {
 
 /// `y = x·wᵀ` (`acc`: `y += x·wᵀ`) for x [m, k], w [n, k]: the SGEMM for an f32 `x`, the f16
 /// product with `w16` (the weight's f16 copy) for an f16 `x`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn forward(
     b: &Batch<'_>,
+    split: Split<'_>,
     x: Operand<'_>,
     w: &B,
     w16: Option<&Buffer<F16x4>>,
@@ -113,6 +114,10 @@ pub(super) fn forward(
 ) -> Result<(), Error> {
     let p = kernels::linear::matmul_t::Params::new(m, n, k);
     let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    if let (Operand::F32(x), Some(ws)) = (x, split) {
+        ops::matmul_t_split(b, x, w, y, &mut ws.borrow_mut(), mu, nu, ku, acc)?;
+        return Ok(());
+    }
     match (x, acc) {
         (Operand::F32(x), false) => kernels::linear::matmul_t(b, x, w, y, p)?,
         (Operand::F32(x), true) => kernels::linear::matmul_t_acc(b, x, w, y, p)?,
@@ -127,6 +132,7 @@ pub(super) fn weight_grad_scratch(mode: Products, rows: usize, inp: usize, out: 
     match mode {
         Products::Sgemm => ops::weight_grad_scratch_len(rows, inp, out),
         Products::Half => ops::weight_grad_f16_scratch_len(rows, inp, out),
+        Products::Split => ops::weight_grad_split_scratch_len(rows, inp, out),
     }
 }
 
@@ -141,6 +147,7 @@ pub(super) fn weight_grad_scratch(mode: Products, rows: usize, inp: usize, out: 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn backward(
     b: &Batch<'_>,
+    split: Split<'_>,
     dy: &B,
     w: &B,
     w16: Option<&Buffer<F16x4>>,
@@ -154,6 +161,18 @@ pub(super) fn backward(
 ) -> Result<(), Error> {
     let u = |v: usize| u32::try_from(v).map_err(|_| Error::Config(format!("a product dimension {v} is over u32")));
     match x {
+        Operand::F32(x) if split.is_some() => {
+            let mut ws = split.ok_or_else(missing)?.borrow_mut();
+            let acc = match residual {
+                None => false,
+                Some(r) => {
+                    kernels::infrastructure::copy(b, r, dx, u(rows * inp)?)?;
+                    true
+                }
+            };
+            ops::matmul_split(b, dy, w, dx, &mut ws, rows, inp, out, acc)?;
+            ops::weight_grad_split(b, dy, x, dw, scratch, &mut ws, rows, inp, out)?;
+        }
         Operand::F32(x) => {
             let p = kernels::linear::matmul::Params::new(u(rows)?, u(inp)?, u(out)?);
             match residual {
