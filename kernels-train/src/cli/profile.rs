@@ -11,7 +11,10 @@ pub fn class_of(qualified: &str) -> &'static str {
     let (module, kernel) = qualified.split_once("::").unwrap_or(("", qualified));
     if kernel.contains("attention") {
         "attention"
-    } else if matches!(module, "linear" | "linear16" | "precise") && kernel.starts_with("matmul") && kernel != "matmul_parts_add" {
+    } else if matches!(module, "linear" | "linear16" | "precise")
+        && kernel.starts_with("matmul")
+        && kernel != "matmul_parts_add"
+    {
         "products"
     } else {
         "memory-bound"

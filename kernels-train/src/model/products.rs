@@ -19,10 +19,10 @@
 //! which is why it was taken out of `--precision f32`.
 
 use super::B;
-use std::cell::RefCell;
 use crate::Error;
 use kernels::ops::{self, F16x4, f16x4_len};
 use kernels::{Batch, Buffer, Gpu};
+use std::cell::RefCell;
 
 /// How the linear layers' products run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
