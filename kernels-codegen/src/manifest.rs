@@ -666,7 +666,11 @@ mod tests {
     use crate::source::CallSite;
 
     fn compile(text: &str) -> File {
-        let dir = std::env::temp_dir().join(format!("kernels-manifest-{}-{:x}", std::process::id(), text.len()));
+        // One directory per call: tests run in parallel threads, and two sources of the same
+        // length (`@accumulates x` for `@accumulates y`) once shared one and raced.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("kernels-manifest-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("01_test.wgsl");
         std::fs::write(&path, text).unwrap();
