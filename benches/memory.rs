@@ -166,8 +166,7 @@ fn main() {
         rows_out.push(("adamw_update 124M".into(), 32 * n as u64, t));
     }
     // The mixed-precision AdamW over 124M values (one [n/768, 768] tensor): reads p, g, m, v;
-    // writes p, m, v, the f16 copy, and zeroes g: 34 bytes a value. mixed::adamw_mixed (one
-    // vec4 per invocation) and fused::adamw_mixed (four, bias correction on the GPU).
+    // writes p, m, v, the f16 copy, and zeroes g: 34 bytes a value (fused::adamw_mixed).
     {
         let cols = 768;
         let rows = 124_000_000 / div / cols;
@@ -180,11 +179,6 @@ fn main() {
         // Loss scale 1, clean step, factor 1.
         let state = gpu.upload(&[1.0f32, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]).unwrap();
         let (r32, c32) = (rows as u32, cols as u32);
-        let h = kernels::mixed::adamw_mixed::AdamParams::new(r32, c32, 1e-4, 0.9, 0.95, 1e-8, 0.1, 0.1, 0.05);
-        let t = time(&gpu, reps, 1, &mut |b| {
-            kernels::mixed::adamw_mixed(b, &mut p, &mut g, &mut m, &mut v, &mut p16, &state, h).unwrap()
-        });
-        rows_out.push(("mixed::adamw_mixed 124M".into(), 34 * n as u64, t));
         let (l1, l2) = (0.9f64.ln() as f32, 0.95f64.ln() as f32);
         let h = kernels::fused::adamw_mixed::AdamParams::new(r32, c32, 1e-4, 0.9, 0.95, 1e-8, 0.1, 7, l1, l2);
         let t = time(&gpu, reps, 1, &mut |b| {
@@ -218,9 +212,6 @@ fn main() {
         // The f16x4-row casts of the products' operands, [n/1024, 1024].
         let (rows, cols) = (n / 1024, 1024);
         let mut h4 = gpu.zeros::<kernels::ops::F16x4>(n / 4).unwrap();
-        let p = kernels::linear16::cast_f16x4::CastParams::new(rows as u32, cols as u32);
-        let t = time(&gpu, reps, 1, &mut |b| kernels::linear16::cast_f16x4(b, &x, &mut h4, p).unwrap());
-        rows_out.push(("linear16::cast_f16x4 64M".into(), 6 * n as u64, t));
         let p = kernels::fused::cast_f16x4::RowsParams::new(rows as u32, cols as u32);
         let t = time(&gpu, reps, 1, &mut |b| kernels::fused::cast_f16x4(b, &x, &mut h4, p).unwrap());
         rows_out.push(("fused::cast_f16x4 64M".into(), 6 * n as u64, t));

@@ -7,7 +7,7 @@
 // Operands. f16 matrices are `array<vec4<f16>>` (8-byte loads; Rust `Buffer<[f16; 4]>`) in the
 // *f16x4 row layout*: row-major with every row padded with zeros to a multiple of 4 elements,
 // so an [R, C] matrix takes R·⌈C/4⌉ vec4s (exactly row-major when C % 4 == 0).
-// `cast_f16x4` writes that layout from an f32 matrix. f32 operands are plain row-major `array<f32>`.
+// `fused::cast_f16x4` (`ops::cast_f16x4`) writes that layout from an f32 matrix. f32 operands are plain row-major `array<f32>`.
 //
 // One scheme for every product. A workgroup computes a BM×BN block of the output over the
 // contraction range [kb, ke). Each kernel supplies four hooks the shared cores call: `load_a(row,
@@ -989,65 +989,6 @@ fn gemm_block(w: u32, m: u32, n: u32) -> vec3<u32> {
     let tiles_n = (n + BN - 1u) / BN;
     let tiles_m = (m + BM - 1u) / BM;
     return vec3<u32>((w / max(tiles_n, 1u)) * BM, (w % max(tiles_n, 1u)) * BN, select(0u, 1u, w < tiles_n * tiles_m));
-}
-
-// --- KERNEL: cast_f16x4 ---
-// An f32 matrix `src` [rows, cols] (row-major) to the f16x4 row layout of the tensor-core
-// products: `dst` [rows, ⌈cols/4⌉] vec4<f16>, dst[r][c] = f16(src[r, c]) with the row padded by
-// zeros to a multiple of 4. Values beyond the f16 range become ±65504; NaN stays NaN. Overwrites
-// `dst` (the first rows·⌈cols/4⌉ vec4s). Needs SHADER_F16.
-// Grid: one invocation per destination vec4, 1-D (2-D past the device's limit).
-// @grid threads(p.rows * ceil_div(p.cols, 4))
-// @requires len(src) >= p.rows * p.cols
-// @requires len(dst) >= p.rows * ceil_div(p.cols, 4)
-struct CastParams {
-    rows: u32,
-    cols: u32,
-}
-@group(0) @binding(0) var<storage, read> src: array<f32>;
-@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f16>>;
-@group(0) @binding(2) var<uniform> p: CastParams;
-const BM: u32 = 64u;
-const BN: u32 = 64u;
-const WGS: u32 = WG;
-const A_KC: bool = true;
-const B_KC: bool = true;
-
-fn load_a(row: u32, kc: u32) -> vec4<f32> {
-    return vec4<f32>(0.0);
-}
-
-fn load_b(col: u32, kc: u32) -> vec4<f32> {
-    return vec4<f32>(0.0);
-}
-
-fn store_out(row: u32, col: u32, v: f32) {}
-
-//#if coop
-// The tensor-core path's loads: the same elements as f16.
-fn load_a16(row: u32, kc: u32) -> vec4<f16> {
-    return vec4<f16>(load_a(row, kc));
-}
-
-fn load_b16(col: u32, kc: u32) -> vec4<f16> {
-    return vec4<f16>(load_b(col, kc));
-}
-
-fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {}
-//#endif
-
-@compute @workgroup_size(WG)
-fn cast_f16x4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    let cq = (p.cols + 3u) / 4u;
-    if (i >= p.rows * cq) {
-        return;
-    }
-    let r = i / cq;
-    let c = (i % cq) * 4u;
-    let at = idx4(r * p.cols, c, p.cols);
-    let v = vec4<f32>(src[at.x], src[at.y], src[at.z], src[at.w]);
-    dst[i] = vec4<f16>(f16_clamp(select(vec4<f32>(0.0), v, in4(c, p.cols))));
 }
 
 // --- KERNEL: matmul_t16 ---

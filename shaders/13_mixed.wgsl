@@ -1,18 +1,17 @@
-// Mixed-precision training: dynamic loss scaling and the optimizer that keeps f16 copies of the
-// weights. Everything stays on the GPU: the overflow check, the skip and the scale's growth are
+// Mixed-precision training: dynamic loss scaling. Everything stays on the GPU: the overflow check, the skip and the scale's growth are
 // decided by kernels, never by a read-back inside a step.
 //
 // One mixed-precision step, recorded in one batch:
-//   1. forward with f16 operands (the weights' f16 copies, activations cast by
-//      `linear16::cast_f16x4`), the loss in f32;
+//   1. forward with f16 operands (the weights' f16 copies, activations written in f16 by
+//      `fused`'s norms and SwiGLU), the loss in f32;
 //   2. `scale_by_state(dlogits, state)`: the loss gradient times the loss scale S = state[0];
 //   3. backward: every gradient operand cast to f16 by `cast_grad_f16x4`, which raises
 //      `flag[0]` when a value is NaN, ±Inf or beyond the f16 range (±65504);
 //   4. `linear16`/`optimizer::reduce_norm_sq` + `finalize_grad_stats` over the scaled gradients;
 //   5. `scaler_update(stats, flag, state)`: decides skip or not, this step's gradient factor
 //      (clip / S), the next S, and clears `flag`;
-//   6. `adamw_mixed` on every tensor: AdamW on the f32 master, the f16 copy rewritten in the
-//      same pass, the gradient zeroed.
+//   6. `fused::adamw_mixed` on every tensor: AdamW on the f32 master, the f16 copy rewritten in
+//      the same pass, the gradient zeroed.
 //
 // `state` (f32, SCALER_STATE = 8 values):
 //   state[0] = S, the loss scale the next backward pass uses,
@@ -78,7 +77,7 @@ fn scale_by_state(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
 
 // --- KERNEL: cast_grad_f16x4 ---
 // A gradient `src` [rows, cols] (f32, row-major) to the f16x4 row layout (`dst` [rows,
-// ⌈cols/4⌉] vec4<f16>, rows zero-padded to a multiple of 4), as `linear16::cast_f16x4` does
+// ⌈cols/4⌉] vec4<f16>, rows zero-padded to a multiple of 4), as `fused::cast_f16x4` does
 // (values beyond ±65504 clamped, NaN kept), and the overflow check of loss scaling: any value
 // that is NaN, ±Inf or beyond ±65504 sets `flag[0]` to 1 (never clears it). Overwrites `dst`.
 // Grid: one invocation per destination vec4, 1-D (2-D past the device's limit).
@@ -157,77 +156,4 @@ fn scaler_update() {
     } else {
         state[1] = clean;
     }
-}
-
-// --- KERNEL: adamw_mixed ---
-// One AdamW step of one tensor [rows, cols] with f32 master weights `p` and moments `m`, `v`, and
-// its f16 copy `p16` (f16x4 row layout) rewritten in the same pass from the new master. The
-// gradient `g` (scaled by the loss scale) is multiplied by state[4] = clip / S; when state[3] ≠
-// 0 the step is skipped (p, m, v unchanged; p16 rewritten from p). The update otherwise is
-// `optimizer::adamw_update`'s (decoupled weight decay, bias corrections from the host). Updates
-// `p`, `m`, `v` in place, overwrites `p16` and zeroes `g` in every case. Grid: one invocation per
-// vec4 of `p16` (four columns of one row), 1-D (2-D past the device's limit).
-// @grid threads(h.rows * ceil_div(h.cols, 4))
-// @requires len(p) >= h.rows * h.cols
-// @requires len(g) >= h.rows * h.cols
-// @requires len(m) >= h.rows * h.cols
-// @requires len(v) >= h.rows * h.cols
-// @requires len(p16) >= h.rows * ceil_div(h.cols, 4)
-// @requires len(state) >= 5
-struct AdamParams {
-    rows: u32,
-    cols: u32,
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    weight_decay: f32,
-    // 1 − β1^t and 1 − β2^t for the step t ≥ 1 about to be taken, computed on the host.
-    bias1: f32,
-    bias2: f32,
-}
-@group(0) @binding(0) var<storage, read_write> p: array<f32>;
-@group(0) @binding(1) var<storage, read_write> g: array<f32>;
-@group(0) @binding(2) var<storage, read_write> m: array<f32>;
-@group(0) @binding(3) var<storage, read_write> v: array<f32>;
-@group(0) @binding(4) var<storage, read_write> p16: array<vec4<f16>>;
-@group(0) @binding(5) var<storage, read> state: array<f32>;
-@group(0) @binding(6) var<uniform> h: AdamParams;
-//#include "lib/adam.wgsl"
-
-@compute @workgroup_size(WG)
-fn adamw_mixed(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let e = flat_id(gid, nwg);
-    let cq = (h.cols + 3u) / 4u;
-    if (e >= h.rows * cq) {
-        return;
-    }
-    let r = e / cq;
-    let c = (e % cq) * 4u;
-    let at = row4(r, c, h.cols);
-    let inside = inside4(c, h.cols);
-    let skip = state[3] != 0.0;
-    let factor = state[4];
-    let x = vec4<f32>(g[at.x], g[at.y], g[at.z], g[at.w]);
-    let mi = vec4<f32>(m[at.x], m[at.y], m[at.z], m[at.w]);
-    let vi = vec4<f32>(v[at.x], v[at.y], v[at.z], v[at.w]);
-    let w = vec4<f32>(p[at.x], p[at.y], p[at.z], p[at.w]);
-    var w_new = w;
-    if (!skip) {
-        let r = adam4(x, mi, vi, w, factor);
-        w_new = r.p;
-        for (var j = 0u; j < 4u; j++) {
-            if (inside[j]) {
-                m[at[j]] = r.m[j];
-                v[at[j]] = r.v[j];
-                p[at[j]] = w_new[j];
-            }
-        }
-    }
-    for (var j = 0u; j < 4u; j++) {
-        if (inside[j]) {
-            g[at[j]] = 0.0;
-        }
-    }
-    p16[e] = vec4<f16>(clamp16(select(vec4<f32>(0.0), w_new, inside)));
 }

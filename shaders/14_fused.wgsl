@@ -6,7 +6,7 @@
 //
 // f16 outputs use the f16x4 row layout of `linear16` (an [R, C] matrix is R·⌈C/4⌉ vec4<f16>,
 // every row zero-padded to a multiple of 4; exactly row-major f16 when C % 4 == 0). Values are
-// rounded to nearest f16 as `linear16::cast_f16x4` does: beyond ±65504 they become ±65504, NaN
+// rounded to nearest f16 as `ops::to_f16x4` does on the host: beyond ±65504 they become ±65504, NaN
 // stays NaN. All f32 inputs are plain row-major `array<f32>` (the trainer's buffers). Every grid
 // takes the runtime's 2-D fallback past the device's workgroups-per-dimension limit.
 //
@@ -25,7 +25,7 @@ fn nan4(v: vec4<f32>) -> vec4<bool> {
     return ((bits & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u)) & ((bits & vec4<u32>(0x007fffffu)) != vec4<u32>(0u));
 }
 
-// v as f16, clamped to ±65504 first (NaN kept): `linear16::cast_f16x4`'s rounding.
+// v as f16, clamped to ±65504 first (NaN kept): `ops::to_f16x4`'s rounding.
 fn to_f16x4(v: vec4<f32>) -> vec4<f16> {
     return vec4<f16>(select(clamp(v, vec4<f32>(-F16_LIMIT), vec4<f32>(F16_LIMIT)), v, nan4(v)));
 }
@@ -38,7 +38,7 @@ fn below4(c: u32, lim: u32) -> vec4<bool> {
 // --- KERNEL: rmsnorm_f16 ---
 // RMSNorm forward with an f16 output: `y[r, j] = f16(x[r, j] · rrms[r] · gamma[j])` with
 // `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)` (the math of `norm::rmsnorm_forward`, f32
-// arithmetic, then rounded as `linear16::cast_f16x4` rounds), for the `[rows, d]` row-major f32
+// arithmetic, then rounded as `cast_f16x4` rounds), for the `[rows, d]` row-major f32
 // x. `y` is `[rows, ⌈d/4⌉]` vec4<f16> (f16x4 row layout, padding columns written as 0): the
 // operand of the f16 products, so no separate cast is needed. Overwrites `y[0 .. rows·⌈d/4⌉]`
 // and `rrms[0 .. rows]` (saved for `norm::rmsnorm_backward`, which takes x, gamma and rrms as
@@ -152,7 +152,7 @@ fn residual_rmsnorm_f16(
 // --- KERNEL: swiglu_f16 ---
 // The SwiGLU combine with an f16 output: `out[r, j] = f16(silu(gate[r, j]) · up[r, j])`,
 // silu(z) = z·σ(z) (the f32 math of `activation::swiglu_combine`, then rounded as
-// `linear16::cast_f16x4` rounds). gate, up `[rows, cols]` row-major f32; `out` `[rows,
+// `cast_f16x4` rounds). gate, up `[rows, cols]` row-major f32; `out` `[rows,
 // ⌈cols/4⌉]` vec4<f16> (f16x4 row layout, padding columns written as 0), the operand of the down
 // projection. Overwrites `out[0 .. rows·⌈cols/4⌉]`. Needs SHADER_F16. Grid: one workgroup per
 // 1024 output vec4s, 4 per invocation (vec4 e = 1024·w + tid + 256·k, k = 0..3, all loads
@@ -234,8 +234,8 @@ fn swiglu_f16(
 // --- KERNEL: adamw_mixed ---
 // One AdamW step of one tensor [rows, cols] with f32 master weights `p` and moments `m`, `v`,
 // and its f16 copy `p16` (f16x4 row layout, [rows, ⌈cols/4⌉] vec4<f16>) rewritten in the same
-// pass from the new master: `mixed::adamw_mixed` at memory speed, with the bias correction of
-// the effective step. The gradient `g` (scaled by the loss scale) is multiplied by
+// pass from the new master, at memory speed, with the bias correction of the effective step.
+// The gradient `g` (scaled by the loss scale) is multiplied by
 // `state[4]` = clip / S (the loss scaler's state, `mixed::scaler_update`, run before this in
 // the same step); when `state[3]` ≠ 0 the step is skipped (p, m, v unchanged; p16 rewritten from
 // p). Otherwise the update is `optimizer::adamw_update`'s formula (decoupled weight decay) with
@@ -401,8 +401,8 @@ fn adamw_mixed(
 // --- KERNEL: cast_f16x4 ---
 // An f32 matrix `src` [rows, cols] (row-major) to the f16x4 row layout: `dst` [rows, ⌈cols/4⌉]
 // vec4<f16>, dst[r][c] = f16(src[r, c]) with every row padded by zeros to a multiple of 4 —
-// bit for bit what `linear16::cast_f16x4` writes (round to nearest, beyond ±65504 → ±65504, NaN
-// stays NaN), with 4 vec4s per invocation and all loads issued first. Overwrites `dst` (the
+// bit for bit what `ops::to_f16x4` writes on the host (round to nearest, beyond ±65504 →
+// ±65504, NaN stays NaN), with 4 vec4s per invocation and all loads issued first. Overwrites `dst` (the
 // first rows·⌈cols/4⌉ vec4s). Needs SHADER_F16. Grid: one workgroup per 1024 vec4s of `dst`, 1-D
 // (2-D past the device's limit).
 // @grid workgroups(ceil_div(p.rows * ceil_div(p.cols, 4), VEC_CHUNK))

@@ -217,7 +217,7 @@ pub fn f16x4_len(rows: usize, cols: usize) -> usize {
     rows * cols.div_ceil(4)
 }
 
-/// A row-major f32 matrix `[rows, cols]` in the f16x4 row layout, as `linear16::cast_f16x4`
+/// A row-major f32 matrix `[rows, cols]` in the f16x4 row layout, as `fused::cast_f16x4`
 /// writes it: round to nearest f16, values beyond ±65504 clamped, NaN kept, rows zero-padded.
 /// For uploading f16 operands.
 pub fn to_f16x4(values: &[f32], rows: usize, cols: usize) -> Vec<F16x4> {
@@ -242,8 +242,8 @@ fn dims(m: usize, n: usize, k: usize) -> Result<(u32, u32, u32)> {
 }
 
 /// Records a cast of `src` `[rows, cols]` f32 into `dst` in the f16x4 row layout (at least
-/// [`f16x4_len`]`(rows, cols)` elements): `fused::cast_f16x4`, which writes bit for bit what
-/// `linear16::cast_f16x4` writes with four vec4s per invocation. Needs SHADER_F16.
+/// [`f16x4_len`]`(rows, cols)` elements): `fused::cast_f16x4`, bit for bit what [`to_f16x4`]
+/// writes on the host. Needs SHADER_F16.
 pub fn cast_f16x4(
     rec: impl Record,
     src: &Buffer<f32>,

@@ -14,7 +14,7 @@ mod reference;
 
 use common::{gpu, gpu_with, rng, uniform};
 use kernels::linear16::{
-    self, attention_ptx16, attention_pv16, attention_scores16, cast_f16x4, matmul_at_precise_split, matmul_at16_split,
+    self, attention_ptx16, attention_pv16, attention_scores16, matmul_at_precise_split, matmul_at16_split,
     matmul_precise, matmul_t_precise, matmul_t16, matmul16,
 };
 use kernels::ops::{self, F16x4, Precision, ProductPath};
@@ -590,7 +590,7 @@ fn misuse_is_an_error() {
     assert!(e.to_string().contains("heads % p.kv_heads"), "{e}");
     let src = gpu.zeros::<f32>(5).unwrap();
     let mut dst = gpu.zeros::<F16x4>(1).unwrap();
-    assert!(cast_f16x4(&gpu, &src, &mut dst, linear16::cast_f16x4::CastParams::new(1, 5)).is_err());
+    assert!(ops::cast_f16x4(&gpu, &src, &mut dst, 1, 5).is_err());
     // Nothing was dispatched that failed on the device.
     gpu.wait().unwrap();
 }

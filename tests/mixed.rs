@@ -6,7 +6,7 @@
 mod common;
 
 use common::{gpu, gpu_with, rng, uniform};
-use kernels::mixed::{adamw_mixed, cast_grad_f16x4, scale_by_state, scaler_update};
+use kernels::mixed::{cast_grad_f16x4, scale_by_state, scaler_update};
 use kernels::ops::{self, F16x4};
 use kernels::{Gpu, GpuOptions, f16};
 
@@ -155,99 +155,4 @@ fn scaler_update_skips_halves_grows_and_computes_the_factor() {
     assert_eq!(s[0], 5.960_464_5e-8);
     let (s, _) = scaler_step(&gpu, [0.0; 4], 0, [16_777_216.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 1, 0.0);
     assert_eq!(s[0], 16_777_216.0);
-}
-
-struct Adam {
-    lr: f32,
-    b1: f32,
-    b2: f32,
-    eps: f32,
-    wd: f32,
-    bias1: f32,
-    bias2: f32,
-}
-
-fn adam_case(gpu: &Gpu, rows: usize, cols: usize, skip: bool, seed_name: &str) {
-    let mut rng = rng(seed_name);
-    let n = rows * cols;
-    let scale = 512.0f32;
-    let g = uniform(&mut rng, n, -scale, scale);
-    let m = uniform(&mut rng, n, -0.1, 0.1);
-    let v = uniform(&mut rng, n, 0.0, 0.01);
-    let p = uniform(&mut rng, n, -1.0, 1.0);
-    let h = Adam { lr: 1e-2, b1: 0.9, b2: 0.95, eps: 1e-8, wd: 0.1, bias1: 0.271, bias2: 0.1426 };
-    let factor = 0.5 / scale;
-    let state = [scale, 0.0, 0.0, if skip { 1.0 } else { 0.0 }, if skip { 0.0 } else { factor }, 0.0, 0.0, 0.0];
-    let tail = |x: &[f32]| x.iter().copied().chain([f32::NAN; TAIL]).collect::<Vec<f32>>();
-    let (mut pb, mut gb, mut mb, mut vb) = (
-        gpu.upload(&tail(&p)).unwrap(),
-        gpu.upload(&tail(&g)).unwrap(),
-        gpu.upload(&tail(&m)).unwrap(),
-        gpu.upload(&tail(&v)).unwrap(),
-    );
-    let len16 = ops::f16x4_len(rows, cols);
-    let mut p16 = gpu.upload(&vec![nan16(); len16 + TAIL]).unwrap();
-    let st = gpu.upload(&state).unwrap();
-    let a = kernels::mixed::adamw_mixed::AdamParams::new(
-        rows as u32,
-        cols as u32,
-        h.lr,
-        h.b1,
-        h.b2,
-        h.eps,
-        h.wd,
-        h.bias1,
-        h.bias2,
-    );
-    adamw_mixed(gpu, &mut pb, &mut gb, &mut mb, &mut vb, &mut p16, &st, a).unwrap();
-    let (pg, gg, mg, vg) = (pb.read(gpu).unwrap(), gb.read(gpu).unwrap(), mb.read(gpu).unwrap(), vb.read(gpu).unwrap());
-    let what = format!("({rows}, {cols}) skip {skip}");
-    for x in [&pg, &gg, &mg, &vg] {
-        assert!(x[n..].iter().all(|t| t.is_nan()), "{what}: wrote past n");
-    }
-    assert!(gg[..n].iter().all(|&x| x == 0.0), "{what}: the gradient was not zeroed");
-    if skip {
-        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&pg[..n]), bits(&p), "{what}: a skipped step changed p");
-        assert_eq!(bits(&mg[..n]), bits(&m), "{what}: a skipped step changed m");
-        assert_eq!(bits(&vg[..n]), bits(&v), "{what}: a skipped step changed v");
-    } else {
-        let (mut pw, mut mw, mut vw) = (vec![0f64; n], vec![0f64; n], vec![0f64; n]);
-        for i in 0..n {
-            let gc = g[i] as f64 * factor as f64;
-            mw[i] = h.b1 as f64 * m[i] as f64 + (1.0 - h.b1 as f64) * gc;
-            vw[i] = h.b2 as f64 * v[i] as f64 + (1.0 - h.b2 as f64) * gc * gc;
-            let (mh, vh) = (mw[i] / h.bias1 as f64, vw[i] / h.bias2 as f64);
-            pw[i] = p[i] as f64 - h.lr as f64 * (mh / (vh.sqrt() + h.eps as f64) + h.wd as f64 * p[i] as f64);
-        }
-        common::assert_close(&format!("{what} m"), &mg[..n], &mw, 1e-6);
-        common::assert_close(&format!("{what} v"), &vg[..n], &vw, 1e-6);
-        common::assert_close(&format!("{what} p"), &pg[..n], &pw, 1e-6);
-    }
-    // The f16 copy is the new master rounded to f16 (row padding zero), nothing past it.
-    let got16 = p16.read(gpu).unwrap();
-    same_f16(&got16[..len16], &ops::to_f16x4(&pg[..n], rows, cols), &format!("{what} f16 copy"));
-    assert!(got16[len16..].iter().all(|x| x.iter().all(|h| h.is_nan())), "{what}: wrote past the f16 copy");
-}
-
-#[test]
-fn adamw_mixed_matches_a_float64_reference_and_writes_the_f16_copy() {
-    let Some(gpu) = gpu() else { return };
-    if !has_f16(&gpu) {
-        return;
-    }
-    for (rows, cols) in [(1, 1), (1, 13), (5, 7), (64, 40)] {
-        adam_case(&gpu, rows, cols, false, "adamw_mixed");
-        adam_case(&gpu, rows, cols, true, "adamw_mixed_skip");
-    }
-}
-
-#[test]
-fn adamw_mixed_on_the_2d_grid() {
-    let Some(gpu) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else { return };
-    if !has_f16(&gpu) {
-        return;
-    }
-    // 33 × 33 = 1089 vec4s: 5 workgroups of 256, over the limit of 4 per dimension.
-    adam_case(&gpu, 33, 130, false, "adamw_mixed_2d");
 }

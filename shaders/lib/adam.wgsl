@@ -1,7 +1,6 @@
 // The AdamW update of four elements, shared by `optimizer::adamw_update` (12_optimizer.wgsl) and
-// `mixed::adamw_mixed` (13_mixed.wgsl), so both take exactly the same step.
-//
-// Also used by `fused::adamw_mixed` (14_fused.wgsl), which computes the bias corrections itself.
+// `fused::adamw_mixed` (14_fused.wgsl, which computes the bias corrections itself), so both take
+// exactly the same step.
 //
 // Provides `AdamStep`, `adam4` and `adam4_bias`. Hook: a uniform `h` with fields `lr`, `beta1`,
 // `beta2`, `eps`, `weight_decay`, and for `adam4` also `bias1` and `bias2` (1 − β1^t and 1 − β2^t

@@ -71,11 +71,11 @@ mod tests {
         assert_eq!(class_of("precise::matmul_at_pres_split"), "products");
         assert_eq!(class_of("precise::precise_split"), "memory-bound");
         assert_eq!(class_of("linear::matmul_parts_add"), "memory-bound");
-        assert_eq!(class_of("linear16::cast_f16x4"), "memory-bound");
+        assert_eq!(class_of("fused::cast_f16x4"), "memory-bound");
         assert_eq!(class_of("attention::attention_fast_scores"), "attention");
         assert_eq!(class_of("backward_attention::attention_backward_dq"), "attention");
         assert_eq!(class_of("linear16::attention_scores16"), "attention");
         assert_eq!(class_of("norm::rmsnorm_forward"), "memory-bound");
-        assert_eq!(class_of("mixed::adamw_mixed"), "memory-bound");
+        assert_eq!(class_of("fused::adamw_mixed"), "memory-bound");
     }
 }
