@@ -659,29 +659,7 @@ override ACC: bool = false;
 const A_KC: bool = true;
 const B_KC: bool = true;
 
-fn store_out(row: u32, col: u32, v: f32) {
-    if (row < dim_m && col < dim_n) {
-        let at = row * dim_n + col;
-        if (ACC) {
-            y[at] = y[at] + v;
-        } else {
-            y[at] = v;
-        }
-    }
-}
-
-//#if coop
-fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
-    let at = row * dim_n + col;
-    let ld = dim_n;
-    if (ACC) {
-        let sum = c + coopLoadT<coop_mat16x16<f32, C>>(&y[at], ld);
-        coopStoreT(sum, &y[at], ld);
-    } else {
-        coopStoreT(c, &y[at], ld);
-    }
-}
-//#endif
+//#include "lib/pres_gemm.wgsl"
 
 @compute @workgroup_size(PB_WG)
 fn matmul_t_pres(
@@ -693,27 +671,11 @@ fn matmul_t_pres(
     @builtin(num_subgroups) nsg: u32,
 //#endif
 ) {
-    let m = select(p.m, M_C, M_C != 0u);
-    let n = select(p.n, N_C, N_C != 0u);
-    let k = select(p.k, K_C, K_C != 0u);
-    dim_m = m;
-    dim_n = n;
-    k_end = k;
-    a_q = (k + 3u) / 4u;
-    b_q = (k + 3u) / 4u;
-    let blk = pb_block(flat_wg(wid, nwg), m, n);
-    if (blk.z == 0u) {
-        return;
-    }
-    let nk = (k + PB_BK - 1u) / PB_BK;
-    let fs = pb_factors();
 //#if coop
-    if (blk.x + PB_BM <= m && blk.y + PB_BN <= n && n % 4u == 0u && PC_GROUPS % nsg == 0u) {
-        pc_block(tid, sg, nsg, blk.x, blk.y, 0u, nk, fs);
-        return;
-    }
+    pres_gemm(flat_wg(wid, nwg), tid, sg, nsg);
+//#else
+    pres_gemm(flat_wg(wid, nwg), tid, 0u, 1u);
 //#endif
-    pf_block(tid, blk.x, blk.y, 0u, nk, fs);
 }
 
 // --- KERNEL: matmul_pres ---
@@ -748,29 +710,7 @@ override ACC: bool = false;
 const A_KC: bool = true;
 const B_KC: bool = false;
 
-fn store_out(row: u32, col: u32, v: f32) {
-    if (row < dim_m && col < dim_n) {
-        let at = row * dim_n + col;
-        if (ACC) {
-            y[at] = y[at] + v;
-        } else {
-            y[at] = v;
-        }
-    }
-}
-
-//#if coop
-fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
-    let at = row * dim_n + col;
-    let ld = dim_n;
-    if (ACC) {
-        let sum = c + coopLoadT<coop_mat16x16<f32, C>>(&y[at], ld);
-        coopStoreT(sum, &y[at], ld);
-    } else {
-        coopStoreT(c, &y[at], ld);
-    }
-}
-//#endif
+//#include "lib/pres_gemm.wgsl"
 
 @compute @workgroup_size(PB_WG)
 fn matmul_pres(
@@ -782,27 +722,11 @@ fn matmul_pres(
     @builtin(num_subgroups) nsg: u32,
 //#endif
 ) {
-    let m = select(p.m, M_C, M_C != 0u);
-    let n = select(p.n, N_C, N_C != 0u);
-    let k = select(p.k, K_C, K_C != 0u);
-    dim_m = m;
-    dim_n = n;
-    k_end = k;
-    a_q = (k + 3u) / 4u;
-    b_q = (n + 3u) / 4u;
-    let blk = pb_block(flat_wg(wid, nwg), m, n);
-    if (blk.z == 0u) {
-        return;
-    }
-    let nk = (k + PB_BK - 1u) / PB_BK;
-    let fs = pb_factors();
 //#if coop
-    if (blk.x + PB_BM <= m && blk.y + PB_BN <= n && n % 4u == 0u && PC_GROUPS % nsg == 0u) {
-        pc_block(tid, sg, nsg, blk.x, blk.y, 0u, nk, fs);
-        return;
-    }
+    pres_gemm(flat_wg(wid, nwg), tid, sg, nsg);
+//#else
+    pres_gemm(flat_wg(wid, nwg), tid, 0u, 1u);
 //#endif
-    pf_block(tid, blk.x, blk.y, 0u, nk, fs);
 }
 
 // --- KERNEL: matmul_at_pres_split ---
