@@ -1,7 +1,7 @@
 //! The forward pass (embedding → blocks → final norm → tied head) and the loss.
 
 use super::B;
-use super::products::{Kept, Operand, Split, forward};
+use super::products::{Kept, Operand, Plans, forward};
 use super::{Model, fast_params};
 use crate::Error;
 use kernels::attention::attention_forward;
@@ -17,8 +17,8 @@ impl Model {
     /// Records the forward pass of `batch` sequences of `seq` tokens (seq ≤ seq_len) up to the
     /// logits.
     pub(super) fn record_forward(&mut self, b: &Batch<'_>, batch: usize, seq: usize) -> Result<(), Error> {
-        let Model { cfg: c, params: p, acts, ids, w16, s, split, .. } = self;
-        let split = split.as_ref();
+        let Model { cfg: c, params: p, acts, ids, w16, s, plans, .. } = self;
+        let split = &*plans;
         let w16 = w16.as_ref().map(|w| w.as_ref());
         let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
@@ -141,7 +141,7 @@ impl Model {
 /// of `out`.
 fn residual_forward(
     b: &Batch<'_>,
-    split: Split<'_>,
+    split: &Plans,
     x: Operand<'_>,
     (w, w16): (&B, Option<&Buffer<F16x4>>),
     resid: &B,

@@ -12,8 +12,7 @@
 //! Shapes: M = batch · seq_len rows; D model width; F SwiGLU width; H·Dh query width; Hkv·Dh
 //! key/value width; V the vocabulary (256 for bytes). Linear layers keep PyTorch's [out, in] weight layout, so the forward
 //! is `Y = X·Wᵀ` (`matmul_t`), the input gradient `dX = dY·W` (`matmul`) and the weight gradient
-//! `dW += dYᵀ·X` (`matmul_at_acc`, split along the tokens when the output is small:
-//! `kernels::ops::matmul_at_acc_split`).
+//! `dW += dYᵀ·X` (split along the tokens when the output is small), each a `kernels::gemm` plan.
 
 mod alloc;
 mod attention16;
@@ -129,9 +128,8 @@ pub struct Model {
     /// Mixed precision: dY's f16 scratch, the staging buffer of the kept f16 activations and the
     /// loss scaler.
     half: Option<Half>,
-    /// `--precision f32` on tensor cores: the scaled-split products' workspace
-    /// (`products::Products::Split`); `None` where the products are the SGEMM or f16.
-    split: Option<std::cell::RefCell<kernels::ops::PreciseWorkspace>>,
+    /// The products' plans and their shared workspace.
+    plans: products::Plans,
     /// Names, shapes and kinds of the tensors below.
     layout: ModelWeights<Param>,
     params: ModelWeights<B>,
