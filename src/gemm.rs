@@ -23,7 +23,9 @@
 //! contraction is split into, the kernels it records and the scratch and workspace it needs
 //! ([`GemmPlan::scratch_len`], [`GemmPlan::halves_len`]). The f16 core's block shape comes from
 //! the adapter's tuning table (`tuning/*.txt`, measured by `benches/gemm_tune.rs`; the H200's is
-//! committed), else from [`F16Config::default_for`]. The plan compiles the shape into the
+//! committed), else from [`F16Config::default_for`]; with `KERNELS_GEMM_AUTOTUNE=1` a plan of the
+//! f16 core on tensor cores instead times a few candidates on first use and keeps the fastest in
+//! a cache file (see [`autotune`]). The plan compiles the shape into the
 //! pipeline (one cached pipeline per shape and choice) where tensor cores run, since the
 //! measured gain of folded index arithmetic there is large.
 
@@ -396,13 +398,19 @@ impl GemmPlan {
                 let tensor_cores = crate::ops::on_tensor_cores(gpu, &crate::linear::gemm16::KERNEL);
                 let (config, parts) = match forced {
                     Some(f) => f,
-                    None => match tuned(gpu, &gemm) {
-                        Some(t) => t,
-                        None => {
+                    None => {
+                        let table = tuned(gpu, &gemm).unwrap_or_else(|| {
                             let c = F16Config::default_for(tensor_cores);
                             (c, default_parts(m, n, k, &c, tensor_cores))
-                        }
-                    },
+                        });
+                        #[cfg(not(target_arch = "wasm32"))]
+                        let table = if tensor_cores && autotune::enabled() {
+                            autotune::choose(gpu, &gemm, table)
+                        } else {
+                            table
+                        };
+                        table
+                    }
                 };
                 config.validate(a_t, b_t, tensor_cores)?;
                 if epilogue == Epilogue::Residual && parts > 1 {
@@ -568,7 +576,7 @@ fn split_parts_precise(rows: usize, n: usize, k: usize) -> (usize, usize) {
 
 /// One line of a tuning table: `core a_t b_t m n k bm bn bk tm tn pad prefetch group parts`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Entry {
+pub(crate) struct Entry {
     a_t: bool,
     b_t: bool,
     m: usize,
@@ -677,6 +685,172 @@ fn nearest(entries: &[Entry], gemm: &Gemm) -> Option<(F16Config, usize)> {
         target.div_ceil(blocks(gemm.m, gemm.n).max(1)).min(gemm.k / (c.bk as usize).max(1)).clamp(1, 16)
     };
     Some((c, parts))
+}
+
+/// Opt-in autotuning of the f16 core (native only): with `KERNELS_GEMM_AUTOTUNE=1`, the first
+/// plan of a product shape on tensor cores times the table's choice (or the default) against a
+/// few others (`CANDIDATES`, each with its split for weight gradients) on random operands of that
+/// shape, and keeps the fastest. Choices are cached in
+/// `$KERNELS_CACHE_DIR` (else `$XDG_CACHE_HOME/kernels`, else `~/.cache/kernels`) in
+/// `gemm-<adapter>-<driver>.txt`, the tuning table's format, keyed by adapter, driver and wgpu
+/// version (in the file's name and first line); a file that does not parse, or whose first line
+/// names another adapter, driver or wgpu, is ignored and rewritten. The file is replaced
+/// atomically (a temporary file renamed over it).
+#[cfg(not(target_arch = "wasm32"))]
+pub mod autotune {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The environment switch.
+    pub const ENV: &str = "KERNELS_GEMM_AUTOTUNE";
+
+    /// Block shapes tried beside the table's or default choice.
+    pub const CANDIDATES: &[F16Config] = &[
+        F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1 },
+        F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8 },
+        F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8 },
+        F16Config { bm: 128, bn: 128, bk: 64, tm: 4, tn: 4, pad: 8, prefetch: false, group: 8 },
+    ];
+
+    /// Whether `KERNELS_GEMM_AUTOTUNE` asks for it (`1`, `true`, `on`).
+    pub fn enabled() -> bool {
+        std::env::var(ENV).is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "on"))
+    }
+
+    /// The cache file for `gpu`.
+    pub fn cache_path(gpu: &Gpu) -> Option<std::path::PathBuf> {
+        let dir = std::env::var_os("KERNELS_CACHE_DIR")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| std::path::PathBuf::from(d).join("kernels")))
+            .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/kernels")))?;
+        let r = gpu.report();
+        let clean = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>();
+        Some(dir.join(format!("gemm-{}-{}.txt", clean(&r.name), clean(&r.driver))))
+    }
+
+    /// The first line of `gpu`'s cache file: adapter, backend, driver and wgpu version.
+    pub fn header(gpu: &Gpu) -> String {
+        let r = gpu.report();
+        format!("# kernels gemm autotune: {} | {} | {} | wgpu 30", r.name, r.backend, r.driver)
+    }
+
+    /// Parses a cache file: its entries if its first line is `header`.
+    pub(crate) fn parse_cache(text: &str, header: &str) -> Vec<Entry> {
+        let mut lines = text.lines();
+        if lines.next() != Some(header) {
+            return Vec::new();
+        }
+        lines.filter_map(parse_entry).collect()
+    }
+
+    static CACHE: Mutex<Option<(String, Vec<Entry>)>> = Mutex::new(None);
+
+    /// The cached choice for `gemm`, else the fastest of `first` and [`CANDIDATES`] (measured now
+    /// and cached). A measurement that fails keeps `first`.
+    pub fn choose(gpu: &Gpu, gemm: &Gemm, first: (F16Config, usize)) -> (F16Config, usize) {
+        choose_in(gpu, gemm, first, cache_path(gpu).as_deref())
+    }
+
+    /// [`choose`] with the cache file given (`None`: measure, cache in memory only).
+    pub fn choose_in(
+        gpu: &Gpu,
+        gemm: &Gemm,
+        first: (F16Config, usize),
+        path: Option<&std::path::Path>,
+    ) -> (F16Config, usize) {
+        let head = header(gpu);
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let key = format!("{head}|{}", path.map(|p| p.display().to_string()).unwrap_or_default());
+        if cache.as_ref().is_none_or(|(h, _)| *h != key) {
+            let text = path.and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+            *cache = Some((key, parse_cache(&text, &head)));
+        }
+        let entries = &mut cache.as_mut().expect("set above").1;
+        let same = |e: &&Entry| (e.a_t, e.b_t, e.m, e.n, e.k) == (gemm.a_t, gemm.b_t, gemm.m, gemm.n, gemm.k);
+        if let Some(e) = entries.iter().find(same) {
+            return (e.config, e.parts);
+        }
+        let best = measure_candidates(gpu, gemm, first).unwrap_or(first);
+        entries.push(Entry { a_t: gemm.a_t, b_t: gemm.b_t, m: gemm.m, n: gemm.n, k: gemm.k, config: best.0, parts: best.1 });
+        if let Some(p) = path {
+            let mut text = head + "\n";
+            for e in entries.iter() {
+                text.push_str(&entry_line(e));
+                text.push('\n');
+            }
+            let _ = write_atomically(&p, &text);
+        }
+        best
+    }
+
+    fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, path)
+    }
+
+    /// GPU time of each candidate (median of 5 after 3 warm-ups) on random operands: the fastest.
+    fn measure_candidates(gpu: &Gpu, g0: &Gemm, first: (F16Config, usize)) -> Result<(F16Config, usize)> {
+        let Gemm { m, n, k, a_t, b_t, .. } = *g0;
+        let (ar, ac) = if a_t { (k, m) } else { (m, k) };
+        let (br, bc) = if b_t { (n, k) } else { (k, n) };
+        let one = [crate::f16::from_f32(0.5); 4];
+        let a = gpu.filled(f16x4_len(ar, ac), one)?;
+        let b = gpu.filled(f16x4_len(br, bc), one)?;
+        let mut c = gpu.zeros::<f32>(m * n)?;
+        let mut tries = vec![first];
+        for cand in CANDIDATES {
+            let parts = default_parts(m, n, k, cand, true);
+            if cand.validate(a_t, b_t, true).is_ok() && !tries.iter().any(|t| t.0 == *cand) {
+                tries.push((*cand, if a_t { parts } else { 1 }));
+            }
+        }
+        let mut best: Option<(f64, (F16Config, usize))> = None;
+        for (config, parts) in tries {
+            let g = Gemm { epilogue: Epilogue::Store, ..*g0 };
+            let plan = GemmPlan::new(gpu, g, Some((config, parts)))?;
+            let mut ws = GemmWorkspace::new(gpu, &[&plan])?;
+            let (am, bm) = (Mat::f16(&a, ar, ac), Mat::f16(&b, br, bc));
+            let (am, bm) = (if a_t { am.t() } else { am }, if b_t { bm.t() } else { bm });
+            let per = plan.dispatches();
+            let t = match gpu.profiled_batch((8 * per) as u32) {
+                Ok(batch) => {
+                    for _ in 0..8 {
+                        gemm(&batch, &plan, am, bm, None, &mut c, &mut ws)?;
+                    }
+                    let prof = batch.submit_profiled()?;
+                    let mut v: Vec<f64> = prof
+                        .dispatches
+                        .chunks(per.max(1))
+                        .skip(3)
+                        .map(|d| d.iter().map(|x| x.end_ns - x.start_ns).sum())
+                        .collect();
+                    v.sort_by(f64::total_cmp);
+                    v.get(v.len() / 2).copied().unwrap_or(f64::INFINITY)
+                }
+                // No timestamps: wall time of 5 products after a warm-up.
+                Err(_) => {
+                    gemm(gpu, &plan, am, bm, None, &mut c, &mut ws)?;
+                    gpu.wait()?;
+                    let start = std::time::Instant::now();
+                    let batch = gpu.batch();
+                    for _ in 0..5 {
+                        gemm(&batch, &plan, am, bm, None, &mut c, &mut ws)?;
+                    }
+                    batch.submit()?;
+                    gpu.wait()?;
+                    start.elapsed().as_secs_f64() * 1e9 / 5.0
+                }
+            };
+            if best.is_none_or(|b| t < b.0) {
+                best = Some((t, (config, parts)));
+            }
+        }
+        Ok(best.map(|b| b.1).unwrap_or(first))
+    }
 }
 
 // ---- The workspace ----
@@ -1028,6 +1202,19 @@ mod tests {
         assert_eq!(nearest(&entries, &Gemm::new(1536, 768, 8192).a_t(true)), Some((c, 4)));
         assert_eq!(nearest(&entries, &Gemm::new(768, 3072, 8192).a_t(true)), Some((c, 2)));
         assert_eq!(nearest(&entries, &Gemm::new(768, 768, 8192).a_t(true).b_t(true)), None);
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn a_foreign_or_damaged_cache_is_ignored() {
+        let e = Entry { a_t: false, b_t: true, m: 8, n: 8, k: 8, config: F16Config::default(), parts: 1 };
+        let head = "# kernels gemm autotune: X | Vulkan | 1 | wgpu 30";
+        let good = format!("{head}\n{}\n", entry_line(&e));
+        assert_eq!(autotune::parse_cache(&good, head), vec![e]);
+        assert!(autotune::parse_cache(&good, "# kernels gemm autotune: Y | Vulkan | 1 | wgpu 30").is_empty());
+        assert!(autotune::parse_cache("garbage\n\0\u{fffd}", head).is_empty());
+        let damaged = format!("{head}\nf16 0 1 8 8\n{}\n", entry_line(&e));
+        assert_eq!(autotune::parse_cache(&damaged, head), vec![e], "a damaged line is skipped");
     }
 
     #[test]

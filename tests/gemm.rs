@@ -281,3 +281,40 @@ fn two_d_grid_fallback() {
     }
     check_plan(&gpu, &mut rng, &Gemm::new(300, 200, 40).b_t(true).plan_split(&gpu).unwrap(), "2-D grid");
 }
+
+/// The opt-in autotune: the first choice for a shape is measured and written to the cache file,
+/// the next is read from it; a damaged file is ignored and rewritten.
+#[test]
+fn autotune_caches_its_choice() {
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("kernels-autotune-{}", std::process::id()));
+    let path = dir.join("gemm.txt");
+    let _ = std::fs::remove_dir_all(&dir);
+    let g = Gemm::new(256, 256, 64).elems(Elem::F16, Elem::F16).b_t(true);
+    let first = (F16Config::default_for(tensor_cores(&gpu)), 1);
+    let chosen = gemm::autotune::choose_in(&gpu, &g, first, Some(&path));
+    assert!(chosen.0.validate(false, true, tensor_cores(&gpu)).is_ok(), "{chosen:?}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.lines().count() == 2 && text.contains("f16 0 1 256 256 64"), "{text}");
+    // A file written before (another process): its choice is taken as it is, not measured.
+    let other = F16Config { prefetch: !chosen.0.prefetch, group: chosen.0.group + 1, ..chosen.0 };
+    let earlier = dir.join("earlier.txt");
+    let line = gemm::table_line(&g, &other, 1);
+    std::fs::write(&earlier, format!("{}\n{line}\n", gemm::autotune::header(&gpu))).unwrap();
+    assert_eq!(gemm::autotune::choose_in(&gpu, &g, first, Some(&earlier)), (other, 1));
+    // A new shape is measured and appended.
+    let g2 = Gemm::new(256, 256, 96).elems(Elem::F16, Elem::F16).b_t(true);
+    gemm::autotune::choose_in(&gpu, &g2, first, Some(&earlier));
+    let text = std::fs::read_to_string(&earlier).unwrap();
+    assert!(text.lines().count() == 3 && text.contains(&line), "{text}");
+    // A damaged file: ignored, rewritten with a valid header.
+    let fresh = dir.join("damaged.txt");
+    std::fs::write(&fresh, "\u{0}\u{1}not a cache").unwrap();
+    let c = gemm::autotune::choose_in(&gpu, &g, first, Some(&fresh));
+    assert!(c.0.validate(false, true, tensor_cores(&gpu)).is_ok());
+    assert!(std::fs::read_to_string(&fresh).unwrap().starts_with("# kernels gemm autotune: "));
+    let _ = std::fs::remove_dir_all(&dir);
+}
