@@ -586,6 +586,10 @@ pub(crate) struct Entry {
     parts: usize,
 }
 
+/// The environment variable naming a tuning table file to use instead of the committed ones
+/// (what `benches/gemm.rs --tune --table PATH` wrote), for measuring a table before committing it.
+pub const TABLE_ENV: &str = "KERNELS_GEMM_TABLE";
+
 /// The committed tables: (adapter name fragment, text).
 const TABLES: &[(&str, &str)] = &[("H200", include_str!("../tuning/nvidia-h200.txt"))];
 
@@ -661,6 +665,11 @@ fn tuned(gpu: &Gpu, gemm: &Gemm) -> Option<(F16Config, usize)> {
         return None;
     }
     let name = &gpu.report().name;
+    // A table of one's own (a tuning run's output) in place of the committed ones.
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(path) = std::env::var_os(TABLE_ENV) {
+        return std::fs::read_to_string(path).ok().and_then(|text| nearest(&parse_table(&text), gemm));
+    }
     let entries = TABLES.iter().find(|(key, _)| name.contains(key)).map(|(_, text)| parse_table(text))?;
     nearest(&entries, gemm)
 }
