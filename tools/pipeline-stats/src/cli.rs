@@ -24,6 +24,9 @@ options:
   --json                     JSON lines (one object per kernel and variant) instead of text
   --dump DIR                 also write each variant's WGSL, SPIR-V, statistics and internal
                              representations under DIR
+  --build-only               build the pipelines without asking for statistics: for drivers
+                             without VK_KHR_pipeline_executable_properties (lavapipe), to
+                             check that the driver takes the SPIR-V and time the build
   --spirv-only               write SPIR-V only (into --dump DIR), for the target the build-time
                              check assumes (Vulkan 1.3 with the variant's features); no GPU
   -h, --help                 this text
@@ -59,6 +62,7 @@ pub struct Args {
     pub json: bool,
     pub dump: Option<PathBuf>,
     pub spirv_only: bool,
+    pub build_only: bool,
 }
 
 /// Why the command line was not understood, or a request for help.
@@ -98,7 +102,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, ArgError> {
     let mut overrides = Vec::new();
     let (mut variant, mut device, mut dump) = (None, None, None);
     let mut filters = Vec::new();
-    let (mut json, mut all, mut list, mut spirv_only) = (false, false, false, false);
+    let (mut json, mut all, mut list, mut spirv_only, mut build_only) = (false, false, false, false, false);
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
         // `--name=value` is the same as `--name value`.
@@ -134,6 +138,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, ArgError> {
             "--all" => all = true,
             "--list" => list = true,
             "--spirv-only" => spirv_only = true,
+            "--build-only" => build_only = true,
             f if f.starts_with('-') && f.len() > 1 => return bad(format!("unknown option `{f}` (see --help)")),
             _ => positional.push(arg),
         }
@@ -165,10 +170,13 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, ArgError> {
     if spirv_only && dump.is_none() {
         return bad("--spirv-only writes SPIR-V files: give the folder with --dump DIR");
     }
-    if matches!(subject, Subject::List) && (spirv_only || dump.is_some() || !overrides.is_empty()) {
+    if spirv_only && build_only {
+        return bad("--spirv-only builds no pipeline; --build-only builds them without statistics: pick one");
+    }
+    if matches!(subject, Subject::List) && (spirv_only || build_only || dump.is_some() || !overrides.is_empty()) {
         return bad("--list builds nothing: it takes only --filter and --json");
     }
-    Ok(Args { subject, overrides, variant, filters, device, json, dump, spirv_only })
+    Ok(Args { subject, overrides, variant, filters, device, json, dump, spirv_only, build_only })
 }
 
 #[cfg(test)]
@@ -232,6 +240,8 @@ mod tests {
         assert!(bad_text("matmul --filter x").contains("--filter selects"));
         assert!(bad_text("matmul --spirv-only").contains("--dump DIR"));
         assert!(bad_text("--list -o M_C=1").contains("builds nothing"));
+        assert!(bad_text("matmul --spirv-only --build-only --dump d").contains("pick one"));
+        assert!(args("--all --build-only").unwrap().build_only);
         assert!(bad_text("matmul -o M_C").contains("not NAME=VALUE"));
         assert!(bad_text("matmul -o M_C=").contains("not NAME=VALUE"));
         assert!(bad_text("matmul -o M-C=1").contains("not an override name"));

@@ -114,7 +114,7 @@ fn run(args: &Args) -> Result<u8, Stop> {
         None
     } else {
         let options = kernels::GpuOptions::from_env();
-        let gpu = vulkan::Gpu::open(args.device.as_deref(), &options).map_err(|e| stop(2, e.to_string()))?;
+        let gpu = vulkan::Gpu::open(args.device.as_deref(), &options, !args.build_only).map_err(|e| stop(2, e.to_string()))?;
         let summary = format!("device: {}", gpu.info.summary(&gpu.offer));
         // JSON lines stay parseable: the summary goes to stderr there.
         if args.json { eprintln!("{summary}") } else { println!("{summary}") }

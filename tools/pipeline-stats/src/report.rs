@@ -80,6 +80,7 @@ pub fn json(row: &Row, device: Option<&DeviceInfo>) -> Json {
     }
     if let Outcome::Built { built, .. } = &row.outcome {
         o.insert("build_ms".into(), json!((built.build_ms * 1000.0).round() / 1000.0));
+        o.insert("captured".into(), json!(built.captured));
         let executables: Vec<Json> = built
             .executables
             .iter()
@@ -128,7 +129,8 @@ pub fn line(row: &Row) -> String {
                     format!("{size}{}", if stats.is_empty() { "no statistics".into() } else { stats.join(", ") })
                 })
                 .collect();
-            s += &format!(": {} ({:.0} ms)", execs.join(" | "), built.build_ms);
+            let execs = if built.captured { execs.join(" | ") } else { "built".to_string() };
+            s += &format!(": {execs} ({:.0} ms)", built.build_ms);
         }
         Outcome::Spirv { spirv_words, spirv_version } => {
             s += &format!(": SPIR-V {}.{}, {spirv_words} words", spirv_version.0, spirv_version.1)
@@ -161,7 +163,9 @@ pub fn block(row: &Row) -> String {
                 "SPIR-V {}.{}, {spirv_words} words; pipeline built in {:.1} ms\n",
                 spirv_version.0, spirv_version.1, built.build_ms
             );
-            if built.executables.is_empty() {
+            if !built.captured {
+                s += "statistics not asked for (--build-only)\n";
+            } else if built.executables.is_empty() {
                 s += "the driver reports no executables\n";
             }
             for (i, e) in built.executables.iter().enumerate() {
@@ -292,6 +296,7 @@ mod tests {
             data: b"x".to_vec(),
         };
         Built {
+            captured: true,
             build_ms: 12.5,
             executables: vec![Executable {
                 name: "Compute".into(),

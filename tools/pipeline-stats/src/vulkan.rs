@@ -131,6 +131,8 @@ pub struct Executable {
 /// What building one pipeline gave.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Built {
+    /// Whether statistics were asked for (not with `--build-only`).
+    pub captured: bool,
     /// Wall time of `vkCreateComputePipelines`, in milliseconds.
     pub build_ms: f64,
     pub executables: Vec<Executable>,
@@ -141,7 +143,8 @@ pub struct Gpu {
     _entry: ash::Entry,
     instance: ash::Instance,
     device: ash::Device,
-    executables: khr::pipeline_executable_properties::Device,
+    /// Absent with `--build-only`.
+    executables: Option<khr::pipeline_executable_properties::Device>,
     pub info: DeviceInfo,
     /// What the SPIR-V is written for.
     pub target: VulkanTarget,
@@ -215,7 +218,9 @@ impl Gpu {
     /// Opens the device whose name contains `filter` (case-insensitive), else the first
     /// discrete GPU, integrated GPU, virtual GPU, CPU, in that order. The features enabled are
     /// those wgpu enables for the runtime's device (`options`: `KERNELS_*` switches).
-    pub fn open(filter: Option<&str>, options: &kernels::GpuOptions) -> Result<Gpu, OpenError> {
+    /// Without `statistics` (`--build-only`) the device needs no
+    /// `VK_KHR_pipeline_executable_properties` and pipelines are built without capture.
+    pub fn open(filter: Option<&str>, options: &kernels::GpuOptions, statistics: bool) -> Result<Gpu, OpenError> {
         let entry = unsafe { ash::Entry::load() }.map_err(|e| {
             OpenError::NoDevice(format!(
                 "no Vulkan loader ({e}): install libvulkan1 and a Vulkan driver (Mesa's lavapipe on a machine without a GPU)"
@@ -226,7 +231,7 @@ impl Gpu {
         let app = vk::ApplicationInfo::default().application_name(c"pipeline-stats").api_version(api);
         let instance = unsafe { entry.create_instance(&vk::InstanceCreateInfo::default().application_info(&app), None) }
             .map_err(|e| OpenError::NoDevice(format!("no Vulkan instance: {e}")))?;
-        match Self::open_on(entry.clone(), &instance, filter, options) {
+        match Self::open_on(entry.clone(), &instance, filter, options, statistics) {
             Ok(gpu) => Ok(gpu),
             Err(e) => {
                 unsafe { instance.destroy_instance(None) };
@@ -240,6 +245,7 @@ impl Gpu {
         instance: &ash::Instance,
         filter: Option<&str>,
         options: &kernels::GpuOptions,
+        statistics: bool,
     ) -> Result<Gpu, OpenError> {
         let physical = unsafe { instance.enumerate_physical_devices() }.map_err(vk_err("vkEnumeratePhysicalDevices"))?;
         let mut devices: Vec<(vk::PhysicalDevice, vk::PhysicalDeviceProperties)> =
@@ -290,17 +296,18 @@ impl Gpu {
             .map(|e| text(e.extension_name_as_c_str()))
             .collect();
         let has = |n: &CStr| extensions.iter().any(|e| e.as_str() == n.to_string_lossy());
-        if !has(khr::pipeline_executable_properties::NAME) {
+        let executable_properties = has(khr::pipeline_executable_properties::NAME);
+        if statistics && !executable_properties {
             return Err(OpenError::Unsupported(format!(
                 "the device {described} does not implement VK_KHR_pipeline_executable_properties, so its driver \
-                 cannot report pipeline statistics (NVIDIA's, AMD's and Intel's drivers do; --spirv-only writes the \
-                 SPIR-V without a device)"
+                 cannot report pipeline statistics (NVIDIA's, AMD's and Intel's drivers do; --build-only builds the \
+                 pipelines without them, --spirv-only writes the SPIR-V without a device)"
             )));
         }
         let robustness2 = has(ext::robustness2::NAME);
         let coop_extension = has(khr::cooperative_matrix::NAME);
-        let support = Self::support(instance, pd, robustness2, coop_extension);
-        if !support.executable_info {
+        let support = Self::support(instance, pd, robustness2, coop_extension, executable_properties);
+        if statistics && !support.executable_info {
             return Err(OpenError::Unsupported(format!(
                 "the device {described} lists VK_KHR_pipeline_executable_properties but not its pipelineExecutableInfo feature"
             )));
@@ -389,7 +396,10 @@ impl Gpu {
             .ok_or_else(|| OpenError::Unsupported(format!("the device {described} has no compute queue")))?;
         let priorities = [1.0f32];
         let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(family as u32).queue_priorities(&priorities)];
-        let mut names: Vec<*const std::ffi::c_char> = vec![khr::pipeline_executable_properties::NAME.as_ptr()];
+        let mut names: Vec<*const std::ffi::c_char> = Vec::new();
+        if statistics {
+            names.push(khr::pipeline_executable_properties::NAME.as_ptr());
+        }
         if robustness2 {
             names.push(ext::robustness2::NAME.as_ptr());
         }
@@ -427,8 +437,10 @@ impl Gpu {
             .push_next(&mut size_control)
             .push_next(&mut zero)
             .push_next(&mut image_robustness)
-            .push_next(&mut dot)
-            .push_next(&mut exec);
+            .push_next(&mut dot);
+        if statistics {
+            create = create.push_next(&mut exec);
+        }
         if f16 {
             create = create.push_next(&mut storage16);
         }
@@ -442,7 +454,7 @@ impl Gpu {
             create = create.push_next(&mut coop_features);
         }
         let device = unsafe { instance.create_device(pd, &create, None) }.map_err(vk_err("vkCreateDevice"))?;
-        let executables = khr::pipeline_executable_properties::Device::new(instance, &device);
+        let executables = statistics.then(|| khr::pipeline_executable_properties::Device::new(instance, &device));
         let info = DeviceInfo {
             name,
             driver,
@@ -476,7 +488,7 @@ impl Gpu {
         Ok(Gpu { _entry: entry, instance: instance.clone(), device, executables, info, target, offer })
     }
 
-    fn support(instance: &ash::Instance, pd: vk::PhysicalDevice, robustness2: bool, coop: bool) -> Support {
+    fn support(instance: &ash::Instance, pd: vk::PhysicalDevice, robustness2: bool, coop: bool, exec_ext: bool) -> Support {
         let mut storage16 = vk::PhysicalDevice16BitStorageFeatures::default();
         let mut float16_int8 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
         let mut memory_model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default();
@@ -493,8 +505,10 @@ impl Gpu {
                 .push_next(&mut memory_model)
                 .push_next(&mut zero)
                 .push_next(&mut image)
-                .push_next(&mut dot)
-                .push_next(&mut exec);
+                .push_next(&mut dot);
+            if exec_ext {
+                f2 = f2.push_next(&mut exec);
+            }
             if robustness2 {
                 f2 = f2.push_next(&mut robust2);
             }
@@ -526,7 +540,8 @@ impl Gpu {
 
     /// Builds the compute pipeline of `spirv`'s entry point `entry` as wgpu-hal does (its
     /// descriptor layout, `ALLOW_VARYING_SUBGROUP_SIZE` where subgroups are enabled, no
-    /// pipeline cache), capturing statistics and internal representations, and reads them.
+    /// pipeline cache), capturing statistics and internal representations, and reads them
+    /// (none with `--build-only`).
     pub fn build(&self, spirv: &Spirv, entry: &str, dynamic_uniforms: bool) -> Result<Built, String> {
         let d = &self.device;
         let mut sets: Vec<vk::DescriptorSetLayout> = Vec::new();
@@ -569,11 +584,13 @@ impl Gpu {
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
                 .name(&name);
+            let capture = if self.executables.is_some() {
+                vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR | vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR
+            } else {
+                vk::PipelineCreateFlags::empty()
+            };
             let info = vk::ComputePipelineCreateInfo::default()
-                .flags(
-                    vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
-                        | vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR,
-                )
+                .flags(capture)
                 .stage(stage)
                 .layout(layout);
             let start = Instant::now();
@@ -582,7 +599,7 @@ impl Gpu {
             let build_ms = start.elapsed().as_secs_f64() * 1e3;
             let executables = self.read(pipeline);
             unsafe { d.destroy_pipeline(pipeline, None) };
-            Ok(Built { build_ms, executables: executables? })
+            Ok(Built { captured: self.executables.is_some(), build_ms, executables: executables? })
         })();
         unsafe {
             if module != vk::ShaderModule::null() {
@@ -599,7 +616,7 @@ impl Gpu {
     }
 
     fn read(&self, pipeline: vk::Pipeline) -> Result<Vec<Executable>, String> {
-        let x = &self.executables;
+        let Some(x) = &self.executables else { return Ok(Vec::new()) };
         let props = unsafe { x.get_pipeline_executable_properties(&vk::PipelineInfoKHR::default().pipeline(pipeline)) }
             .map_err(|e| format!("vkGetPipelineExecutablePropertiesKHR: {e}"))?;
         let mut out = Vec::new();
@@ -637,15 +654,19 @@ impl Gpu {
                 stages,
                 subgroup_size: p.subgroup_size,
                 statistics,
-                representations: self.representations(&info)?,
+                representations: self.representations(x, &info)?,
             });
         }
         Ok(out)
     }
 
     /// The internal representations: counted, sized (`pData` null), then filled.
-    fn representations(&self, info: &vk::PipelineExecutableInfoKHR) -> Result<Vec<Representation>, String> {
-        let fp = self.executables.fp().get_pipeline_executable_internal_representations_khr;
+    fn representations(
+        &self,
+        x: &khr::pipeline_executable_properties::Device,
+        info: &vk::PipelineExecutableInfoKHR,
+    ) -> Result<Vec<Representation>, String> {
+        let fp = x.fp().get_pipeline_executable_internal_representations_khr;
         let handle = self.device.handle();
         let call = |count: &mut u32, data: *mut vk::PipelineExecutableInternalRepresentationKHR| {
             let r = unsafe { fp(handle, info, count, data) };
