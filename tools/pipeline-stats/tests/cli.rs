@@ -11,8 +11,19 @@ struct Run {
     stderr: String,
 }
 
+/// The binary cargo built, or, where only the packed binaries were carried (bench/pack.sh:
+/// `tests/pipeline-stats.cli` beside `pipeline-stats`), the one next to the tests folder.
+fn binary() -> std::path::PathBuf {
+    let built = std::path::PathBuf::from(env!("CARGO_BIN_EXE_pipeline-stats"));
+    if built.exists() {
+        return built;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.ancestors().skip(1).take(3).map(|d| d.join("pipeline-stats")).find(|p| p.exists()).unwrap_or(built)
+}
+
 fn run(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_pipeline-stats"))
+    let out = Command::new(binary())
         .args(args)
         .env("XDG_RUNTIME_DIR", std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into()))
         .env_remove("KERNELS_COOPERATIVE_MATRIX")
