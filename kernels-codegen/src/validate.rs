@@ -501,7 +501,10 @@ pub fn binding_map(module: &Module) -> naga::back::spv::BindingMap {
         if next.0 != rb.group {
             next = (rb.group, 0);
         }
-        map.insert(rb, naga::back::spv::BindingInfo { descriptor_set: rb.group, binding: next.1, binding_array_size: None });
+        map.insert(
+            rb,
+            naga::back::spv::BindingInfo { descriptor_set: rb.group, binding: next.1, binding_array_size: None },
+        );
         next.1 += 1;
     }
     map
@@ -550,7 +553,8 @@ pub fn write_spirv(
     )
     .map_err(|e| SpirvError::Overrides(e.to_string()))?;
     let pipeline = spv::PipelineOptions { entry_point: entry.to_string(), shader_stage: naga::ShaderStage::Compute };
-    spv::write_vec(&processed, &processed_info, &options, Some(&pipeline)).map_err(|e| SpirvError::Writer(e.to_string()))
+    spv::write_vec(&processed, &processed_info, &options, Some(&pipeline))
+        .map_err(|e| SpirvError::Writer(e.to_string()))
 }
 
 /// Runs naga's SPIR-V backend on a checked kernel as wgpu's Vulkan backend does at pipeline

@@ -110,7 +110,8 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, ArgError> {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
             _ => (arg.clone(), None),
         };
-        let takes_value = matches!(flag.as_str(), "-o" | "--override" | "--variant" | "--filter" | "--device" | "--dump");
+        let takes_value =
+            matches!(flag.as_str(), "-o" | "--override" | "--variant" | "--filter" | "--device" | "--dump");
         let value = if takes_value {
             match inline.or_else(|| it.next()) {
                 Some(v) => Some(v),
@@ -124,14 +125,16 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, ArgError> {
         };
         match flag.as_str() {
             "-h" | "--help" => return Err(ArgError::Help),
-            "-o" | "--override" => overrides.extend(parse_assignments(&value.unwrap_or_default()).map_err(ArgError::Bad)?),
+            "-o" | "--override" => {
+                overrides.extend(parse_assignments(&value.unwrap_or_default()).map_err(ArgError::Bad)?)
+            }
             "--variant" => {
                 let v = value.unwrap_or_default();
                 variant = Some(v.parse::<usize>().or_else(|_| bad(format!("--variant takes a number, not `{v}`")))?);
             }
-            "--filter" => {
-                filters.extend(value.unwrap_or_default().split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from))
-            }
+            "--filter" => filters.extend(
+                value.unwrap_or_default().split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from),
+            ),
             "--device" => device = value,
             "--dump" => dump = value.map(PathBuf::from),
             "--json" => json = true,
@@ -147,7 +150,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, ArgError> {
         (true, true, _) => return bad("--all and --list exclude each other"),
         (true, false, []) => Subject::All,
         (false, true, []) => Subject::List,
-        (true, _, _) | (_, true, _) => return bad(format!("--all and --list take no kernel (got `{}`)", positional.join(" "))),
+        (true, _, _) | (_, true, _) => {
+            return bad(format!("--all and --list take no kernel (got `{}`)", positional.join(" ")));
+        }
         (false, false, []) => return bad("no kernel given (see --help)"),
         (false, false, [name]) if name.ends_with(".wgsl") => {
             return bad(format!("`{name}` is a WGSL file: give its entry point too (`{name} ENTRY`)"));
@@ -157,7 +162,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, ArgError> {
             Subject::File { path: PathBuf::from(path), entry: entry.clone() }
         }
         (false, false, [first, _]) => {
-            return bad(format!("two arguments are a WGSL file and an entry point, and `{first}` does not end in .wgsl"));
+            return bad(format!(
+                "two arguments are a WGSL file and an entry point, and `{first}` does not end in .wgsl"
+            ));
         }
         (false, false, more) => return bad(format!("too many arguments: {}", more.join(" "))),
     };
@@ -198,8 +205,10 @@ mod tests {
     fn a_library_kernel_with_overrides_and_a_variant() {
         let a = args("linear16::matmul_t16 -o M_C=4096,N_C=768 --override K_C=768 --variant 1 --json").unwrap();
         assert_eq!(a.subject, Subject::Kernel("linear16::matmul_t16".into()));
-        let expected: Vec<(String, String)> =
-            [("M_C", "4096"), ("N_C", "768"), ("K_C", "768")].iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        let expected: Vec<(String, String)> = [("M_C", "4096"), ("N_C", "768"), ("K_C", "768")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
         assert_eq!(a.overrides, expected);
         assert_eq!(a.variant, Some(1));
         assert!(a.json && !a.spirv_only && a.dump.is_none() && a.device.is_none());

@@ -74,17 +74,24 @@ fn kernels(args: &Args) -> Result<Vec<Kernel>, Stop> {
 
 fn list(kernels: &[Kernel], json: bool) {
     for k in kernels {
-        let overrides: Vec<String> =
-            k.overrides.iter().map(|o| format!("{}: {}{}", o.name, o.ty, if o.has_default { "" } else { " (required)" })).collect();
+        let overrides: Vec<String> = k
+            .overrides
+            .iter()
+            .map(|o| format!("{}: {}{}", o.name, o.ty, if o.has_default { "" } else { " (required)" }))
+            .collect();
         if json {
             let variants: Vec<serde_json::Value> = k
                 .variants
                 .iter()
                 .map(|f| serde_json::json!({"variant": f.index, "form": f.kind(), "needs": f.needs()}))
                 .collect();
-            println!("{}", serde_json::json!({"kernel": k.name, "file": k.file, "overrides": overrides, "variants": variants}));
+            println!(
+                "{}",
+                serde_json::json!({"kernel": k.name, "file": k.file, "overrides": overrides, "variants": variants})
+            );
         } else {
-            let forms: Vec<String> = k.variants.iter().map(|f| format!("v{} {} ({})", f.index, f.kind(), f.needs())).collect();
+            let forms: Vec<String> =
+                k.variants.iter().map(|f| format!("v{} {} ({})", f.index, f.kind(), f.needs())).collect();
             let o = if overrides.is_empty() { String::new() } else { format!("; overrides {}", overrides.join(", ")) };
             println!("{}: {}{o}", k.name, forms.join(", "));
         }
@@ -114,10 +121,15 @@ fn run(args: &Args) -> Result<u8, Stop> {
         None
     } else {
         let options = kernels::GpuOptions::from_env();
-        let gpu = vulkan::Gpu::open(args.device.as_deref(), &options, !args.build_only).map_err(|e| stop(2, e.to_string()))?;
+        let gpu = vulkan::Gpu::open(args.device.as_deref(), &options, !args.build_only)
+            .map_err(|e| stop(2, e.to_string()))?;
         let summary = format!("device: {}", gpu.info.summary(&gpu.offer));
         // JSON lines stay parseable: the summary goes to stderr there.
-        if args.json { eprintln!("{summary}") } else { println!("{summary}") }
+        if args.json {
+            eprintln!("{summary}")
+        } else {
+            println!("{summary}")
+        }
         Some(gpu)
     };
     let mut failed = false;
@@ -128,7 +140,15 @@ fn run(args: &Args) -> Result<u8, Stop> {
             let form = match (&gpu, args.variant) {
                 (Some(g), requested) => g.offer.choose(k, requested).map_err(|m| stop(3, m))?,
                 (None, Some(i)) => k.variants.get(i).ok_or_else(|| {
-                    stop(1, format!("{} has {} variants (0 to {}), not {i}", k.name, k.variants.len(), k.variants.len() - 1))
+                    stop(
+                        1,
+                        format!(
+                            "{} has {} variants (0 to {}), not {i}",
+                            k.name,
+                            k.variants.len(),
+                            k.variants.len() - 1
+                        ),
+                    )
                 })?,
                 (None, None) => &k.variants[0],
             };

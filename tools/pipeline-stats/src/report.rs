@@ -74,7 +74,9 @@ pub fn json(row: &Row, device: Option<&DeviceInfo>) -> Json {
     if let Some(r) = reason {
         o.insert("reason".into(), json!(r));
     }
-    if let Outcome::Built { spirv_words, spirv_version, .. } | Outcome::Spirv { spirv_words, spirv_version } = &row.outcome {
+    if let Outcome::Built { spirv_words, spirv_version, .. } | Outcome::Spirv { spirv_words, spirv_version } =
+        &row.outcome
+    {
         o.insert("spirv_words".into(), json!(spirv_words));
         o.insert("spirv_version".into(), json!(format!("{}.{}", spirv_version.0, spirv_version.1)));
     }
@@ -124,8 +126,10 @@ pub fn line(row: &Row) -> String {
                 .executables
                 .iter()
                 .map(|e| {
-                    let stats: Vec<String> = e.statistics.iter().map(|st| format!("{}={}", st.name, st.value)).collect();
-                    let size = if e.subgroup_size > 0 { format!("subgroup {}, ", e.subgroup_size) } else { String::new() };
+                    let stats: Vec<String> =
+                        e.statistics.iter().map(|st| format!("{}={}", st.name, st.value)).collect();
+                    let size =
+                        if e.subgroup_size > 0 { format!("subgroup {}, ", e.subgroup_size) } else { String::new() };
                     format!("{size}{}", if stats.is_empty() { "no statistics".into() } else { stats.join(", ") })
                 })
                 .collect();
@@ -218,8 +222,10 @@ pub fn block(row: &Row) -> String {
 
 /// A file-name part: letters, digits, `.`, `_`, `-` and `=`; anything else becomes `_`.
 fn clean(s: &str) -> String {
-    let s: String =
-        s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '=') { c } else { '_' }).collect();
+    let s: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '=') { c } else { '_' })
+        .collect();
     s.trim_matches('_').to_string()
 }
 
@@ -281,8 +287,22 @@ mod tests {
             file: "shaders/11_linear16.wgsl".into(),
             overrides: Vec::new(),
             variants: vec![
-                Form { index: 0, wgsl: Cow::Borrowed("// coop"), subgroups: true, f16: true, coop: true, coop_configs: Vec::new() },
-                Form { index: 1, wgsl: Cow::Borrowed("// plain"), subgroups: false, f16: true, coop: false, coop_configs: Vec::new() },
+                Form {
+                    index: 0,
+                    wgsl: Cow::Borrowed("// coop"),
+                    subgroups: true,
+                    f16: true,
+                    coop: true,
+                    coop_configs: Vec::new(),
+                },
+                Form {
+                    index: 1,
+                    wgsl: Cow::Borrowed("// plain"),
+                    subgroups: false,
+                    f16: true,
+                    coop: false,
+                    coop_configs: Vec::new(),
+                },
             ],
             dynamic_uniforms: true,
         }
@@ -304,7 +324,11 @@ mod tests {
                 stages: vec!["compute"],
                 subgroup_size: 32,
                 statistics: vec![
-                    Statistic { name: "Register Count".into(), description: "registers per thread".into(), value: Value::U64(128) },
+                    Statistic {
+                        name: "Register Count".into(),
+                        description: "registers per thread".into(),
+                        value: Value::U64(128),
+                    },
                     Statistic { name: "Spills".into(), description: String::new(), value: Value::Bool(false) },
                 ],
                 representations: vec![rep("SASS Code", true), rep("SASS Code", false), rep("/", true)],
@@ -323,7 +347,12 @@ mod tests {
             outcome: Outcome::Built { spirv_words: 1000, spirv_version: (1, 6), built: built() },
             files: Vec::new(),
         };
-        let device = DeviceInfo { name: "NVIDIA H200".into(), driver: "NVIDIA 580.95".into(), api: (1, 4, 312), ..Default::default() };
+        let device = DeviceInfo {
+            name: "NVIDIA H200".into(),
+            driver: "NVIDIA 580.95".into(),
+            api: (1, 4, 312),
+            ..Default::default()
+        };
         let j = json(&row, Some(&device));
         let text = j.to_string();
         assert!(!text.contains('\n'), "one line");
@@ -357,10 +386,12 @@ mod tests {
         let k = kernel();
         let s = stem(&k, &k.variants[1], &[("M_C".into(), 8192.0), ("SCALE".into(), 0.5)]);
         assert_eq!(s, "linear16.matmul_t16.v1.M_C=8192.SCALE=0.5");
-        let file = Kernel { name: "dir/t.wgsl:main".into(), entry: "main".into(), file: "dir/t.wgsl".into(), ..kernel() };
+        let file =
+            Kernel { name: "dir/t.wgsl:main".into(), entry: "main".into(), file: "dir/t.wgsl".into(), ..kernel() };
         assert_eq!(stem(&file, &file.variants[0], &[]), "t.main.v0");
         let b = built();
-        let names: Vec<String> = dump_files("s", &k.variants[0], Some(&[1, 2, 3, 4]), Some(&b)).into_iter().map(|(n, _)| n).collect();
+        let names: Vec<String> =
+            dump_files("s", &k.variants[0], Some(&[1, 2, 3, 4]), Some(&b)).into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, vec!["s.wgsl", "s.spv", "s.e0.sass-code.txt", "s.e0.sass-code-2.bin", "s.e0.ir.txt"]);
     }
 }

@@ -269,7 +269,10 @@ impl Offer {
             let missing: Vec<String> =
                 form.coop_configs.iter().filter(|c| !self.coop.contains(c)).map(ToString::to_string).collect();
             if !missing.is_empty() {
-                return Some(format!("cooperative-matrix configurations the device does not offer: {}", missing.join(", ")));
+                return Some(format!(
+                    "cooperative-matrix configurations the device does not offer: {}",
+                    missing.join(", ")
+                ));
             }
         }
         None
@@ -380,10 +383,16 @@ mod tests {
             o("SCALE", "7", "f32", false),
             o("OFF", "OFF", "i32", true),
         ]);
-        let c = k.constants(&given(&[("M_C", "4096"), ("SPLIT", "false"), ("SCALE", "0.5"), ("OFF", "-3")]), true).unwrap();
+        let c =
+            k.constants(&given(&[("M_C", "4096"), ("SPLIT", "false"), ("SCALE", "0.5"), ("OFF", "-3")]), true).unwrap();
         assert_eq!(
             c,
-            vec![("M_C".to_string(), 4096.0), ("SPLIT".to_string(), 0.0), ("7".to_string(), 0.5), ("OFF".to_string(), -3.0)]
+            vec![
+                ("M_C".to_string(), 4096.0),
+                ("SPLIT".to_string(), 0.0),
+                ("7".to_string(), 0.5),
+                ("OFF".to_string(), -3.0)
+            ]
         );
         // By @id key, a later value winning, suffixes as WGSL writes literals.
         let c = k.constants(&given(&[("7", "2f"), ("M_C", "1"), ("M_C", "8u")]), true).unwrap();

@@ -76,7 +76,9 @@ impl Spirv {
 fn capabilities(target: &VulkanTarget) -> naga::valid::Capabilities {
     use naga::valid::Capabilities as C;
     let mut caps = validate::CAPABILITIES;
-    for (on, cap) in [(target.subgroups, C::SUBGROUP), (target.f16, C::SHADER_FLOAT16), (target.coop, C::COOPERATIVE_MATRIX)] {
+    for (on, cap) in
+        [(target.subgroups, C::SUBGROUP), (target.f16, C::SHADER_FLOAT16), (target.coop, C::COOPERATIVE_MATRIX)]
+    {
         if !on {
             caps -= cap;
         }
@@ -87,7 +89,8 @@ fn capabilities(target: &VulkanTarget) -> naga::valid::Capabilities {
 /// The SPIR-V of `form`'s entry point `entry` with `constants` (keys as wgpu takes them) for a
 /// device with `target`'s features. Errors say which step failed, as wgpu would report it.
 pub fn write(form: &Form, entry: &str, constants: &[(String, f64)], target: &VulkanTarget) -> Result<Spirv, String> {
-    let module = naga::front::wgsl::parse_str(&form.wgsl).map_err(|e| format!("naga's WGSL parser: {}", e.message()))?;
+    let module =
+        naga::front::wgsl::parse_str(&form.wgsl).map_err(|e| format!("naga's WGSL parser: {}", e.message()))?;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities(target))
         .validate(&module)
         .map_err(|e| format!("naga's validator (with this device's features): {}", e.as_inner()))?;
@@ -200,7 +203,12 @@ mod tests {
                     if form.subgroups {
                         // GroupNonUniform and its Vote … Quad capabilities.
                         let subgroup_ops = GROUP_NON_UNIFORM..=GROUP_NON_UNIFORM + 7;
-                        assert!(caps.iter().any(|c| subgroup_ops.contains(c)), "{} variant {}", kernel.name, form.index);
+                        assert!(
+                            caps.iter().any(|c| subgroup_ops.contains(c)),
+                            "{} variant {}",
+                            kernel.name,
+                            form.index
+                        );
                     }
                     // Dense Vulkan bindings per set, in WGSL binding order.
                     for (i, b) in s.bindings.iter().filter(|b| b.set == 0).enumerate() {

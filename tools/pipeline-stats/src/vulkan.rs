@@ -229,8 +229,9 @@ impl Gpu {
         let version = unsafe { entry.try_enumerate_instance_version() }.ok().flatten().unwrap_or(vk::API_VERSION_1_0);
         let api = if version >= vk::API_VERSION_1_3 { vk::API_VERSION_1_3 } else { version };
         let app = vk::ApplicationInfo::default().application_name(c"pipeline-stats").api_version(api);
-        let instance = unsafe { entry.create_instance(&vk::InstanceCreateInfo::default().application_info(&app), None) }
-            .map_err(|e| OpenError::NoDevice(format!("no Vulkan instance: {e}")))?;
+        let instance =
+            unsafe { entry.create_instance(&vk::InstanceCreateInfo::default().application_info(&app), None) }
+                .map_err(|e| OpenError::NoDevice(format!("no Vulkan instance: {e}")))?;
         match Self::open_on(entry.clone(), &instance, filter, options, statistics) {
             Ok(gpu) => Ok(gpu),
             Err(e) => {
@@ -247,7 +248,8 @@ impl Gpu {
         options: &kernels::GpuOptions,
         statistics: bool,
     ) -> Result<Gpu, OpenError> {
-        let physical = unsafe { instance.enumerate_physical_devices() }.map_err(vk_err("vkEnumeratePhysicalDevices"))?;
+        let physical =
+            unsafe { instance.enumerate_physical_devices() }.map_err(vk_err("vkEnumeratePhysicalDevices"))?;
         let mut devices: Vec<(vk::PhysicalDevice, vk::PhysicalDeviceProperties)> =
             physical.into_iter().map(|p| (p, unsafe { instance.get_physical_device_properties(p) })).collect();
         let names: Vec<String> = devices.iter().map(|(_, p)| text(p.device_name_as_c_str())).collect();
@@ -273,16 +275,16 @@ impl Gpu {
         let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
         let mut sizes = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
         if api >= (1, 2, 0) {
-            let mut p2 =
-                vk::PhysicalDeviceProperties2::default().push_next(&mut driver_props).push_next(&mut subgroup);
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver_props).push_next(&mut subgroup);
             if api >= (1, 3, 0) {
                 p2 = p2.push_next(&mut sizes);
             }
             unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         }
-        let driver = format!("{} {}", text(driver_props.driver_name_as_c_str()), text(driver_props.driver_info_as_c_str()))
-            .trim()
-            .to_string();
+        let driver =
+            format!("{} {}", text(driver_props.driver_name_as_c_str()), text(driver_props.driver_info_as_c_str()))
+                .trim()
+                .to_string();
         let described = format!("`{name}` ({driver})");
         if api < (1, 3, 0) {
             return Err(OpenError::Unsupported(format!(
@@ -395,7 +397,8 @@ impl Gpu {
             .position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
             .ok_or_else(|| OpenError::Unsupported(format!("the device {described} has no compute queue")))?;
         let priorities = [1.0f32];
-        let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(family as u32).queue_priorities(&priorities)];
+        let queues =
+            [vk::DeviceQueueCreateInfo::default().queue_family_index(family as u32).queue_priorities(&priorities)];
         let mut names: Vec<*const std::ffi::c_char> = Vec::new();
         if statistics {
             names.push(khr::pipeline_executable_properties::NAME.as_ptr());
@@ -408,27 +411,31 @@ impl Gpu {
         }
         // The features wgpu-hal enables (`PhysicalDeviceFeatures::from_extensions_and_requested_features`)
         // for the runtime's request: those that change how the driver compiles a kernel.
-        let core = vk::PhysicalDeviceFeatures::default().robust_buffer_access(support.core.robust_buffer_access == vk::TRUE);
+        let core =
+            vk::PhysicalDeviceFeatures::default().robust_buffer_access(support.core.robust_buffer_access == vk::TRUE);
         let mut storage16 = vk::PhysicalDevice16BitStorageFeatures::default()
             .storage_buffer16_bit_access(true)
             .uniform_and_storage_buffer16_bit_access(true)
             .storage_input_output16(support.storage_input_output_16);
         let mut float16_int8 =
             vk::PhysicalDeviceShaderFloat16Int8Features::default().shader_float16(f16).shader_int8(support.int8);
-        let mut memory_model =
-            vk::PhysicalDeviceVulkanMemoryModelFeatures::default().vulkan_memory_model(coop).vulkan_memory_model_device_scope(coop);
+        let mut memory_model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default()
+            .vulkan_memory_model(coop)
+            .vulkan_memory_model_device_scope(coop);
         let mut size_control = vk::PhysicalDeviceSubgroupSizeControlFeatures::default().subgroup_size_control(true);
         let mut zero = vk::PhysicalDeviceZeroInitializeWorkgroupMemoryFeatures::default()
             .shader_zero_initialize_workgroup_memory(support.zero_initialize_workgroup_memory);
         let robust_image = if robustness2 { support.robust_image_access2 } else { support.robust_image_access };
-        let mut image_robustness = vk::PhysicalDeviceImageRobustnessFeatures::default().robust_image_access(robust_image);
+        let mut image_robustness =
+            vk::PhysicalDeviceImageRobustnessFeatures::default().robust_image_access(robust_image);
         let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
             .shader_integer_dot_product(support.integer_dot_product);
         let mut robust2 = vk::PhysicalDeviceRobustness2FeaturesEXT::default()
             .robust_buffer_access2(support.robust_buffer_access2)
             .robust_image_access2(support.robust_image_access2);
         let mut coop_features = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
-        let mut exec = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default().pipeline_executable_info(true);
+        let mut exec =
+            vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default().pipeline_executable_info(true);
         let mut create = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queues)
             .enabled_extension_names(&names)
@@ -488,7 +495,13 @@ impl Gpu {
         Ok(Gpu { _entry: entry, instance: instance.clone(), device, executables, info, target, offer })
     }
 
-    fn support(instance: &ash::Instance, pd: vk::PhysicalDevice, robustness2: bool, coop: bool, exec_ext: bool) -> Support {
+    fn support(
+        instance: &ash::Instance,
+        pd: vk::PhysicalDevice,
+        robustness2: bool,
+        coop: bool,
+        exec_ext: bool,
+    ) -> Support {
         let mut storage16 = vk::PhysicalDevice16BitStorageFeatures::default();
         let mut float16_int8 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
         let mut memory_model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default();
@@ -567,12 +580,17 @@ impl Gpu {
                     })
                     .collect();
                 let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings);
-                sets.push(unsafe { d.create_descriptor_set_layout(&info, None) }.map_err(|e| format!("vkCreateDescriptorSetLayout: {e}"))?);
+                sets.push(
+                    unsafe { d.create_descriptor_set_layout(&info, None) }
+                        .map_err(|e| format!("vkCreateDescriptorSetLayout: {e}"))?,
+                );
             }
             let info = vk::PipelineLayoutCreateInfo::default().set_layouts(&sets);
-            layout = unsafe { d.create_pipeline_layout(&info, None) }.map_err(|e| format!("vkCreatePipelineLayout: {e}"))?;
+            layout =
+                unsafe { d.create_pipeline_layout(&info, None) }.map_err(|e| format!("vkCreatePipelineLayout: {e}"))?;
             let info = vk::ShaderModuleCreateInfo::default().code(&spirv.words);
-            module = unsafe { d.create_shader_module(&info, None) }.map_err(|e| format!("vkCreateShaderModule: {e}"))?;
+            module =
+                unsafe { d.create_shader_module(&info, None) }.map_err(|e| format!("vkCreateShaderModule: {e}"))?;
             let name = CString::new(entry).map_err(|_| format!("entry point `{entry}` holds a NUL"))?;
             let flags = if self.target.subgroups {
                 vk::PipelineShaderStageCreateFlags::ALLOW_VARYING_SUBGROUP_SIZE
@@ -585,14 +603,12 @@ impl Gpu {
                 .module(module)
                 .name(&name);
             let capture = if self.executables.is_some() {
-                vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR | vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR
+                vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
+                    | vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR
             } else {
                 vk::PipelineCreateFlags::empty()
             };
-            let info = vk::ComputePipelineCreateInfo::default()
-                .flags(capture)
-                .stage(stage)
-                .layout(layout);
+            let info = vk::ComputePipelineCreateInfo::default().flags(capture).stage(stage).layout(layout);
             let start = Instant::now();
             let pipeline = unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &[info], None) }
                 .map_err(|(_, e)| format!("vkCreateComputePipelines: {e}"))?[0];

@@ -97,15 +97,17 @@ fn spirv_only_writes_the_files() {
     let r = run(&["linear16::matmul_t16", "--spirv-only", "--dump", d, "-o", "M_C=8192,N_C=2304,K_C=768", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let j: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
-    assert_eq!((j["status"].as_str(), j["form"].as_str(), j["spirv_version"].as_str()), (Some("spirv"), Some("coop"), Some("1.6")));
+    assert_eq!(
+        (j["status"].as_str(), j["form"].as_str(), j["spirv_version"].as_str()),
+        (Some("spirv"), Some("coop"), Some("1.6"))
+    );
     let file = |ext: &str| dir.join(format!("linear16.matmul_t16.v0.M_C=8192.N_C=2304.K_C=768.{ext}"));
     let spv = std::fs::read(file("spv")).unwrap();
     assert_eq!(&spv[..4], &0x0723_0203u32.to_le_bytes());
     assert_eq!(spv.len() / 4, j["spirv_words"].as_u64().unwrap() as usize);
     let wgsl = std::fs::read_to_string(file("wgsl")).unwrap();
     assert!(wgsl.contains("enable wgpu_cooperative_matrix;"));
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(file("json")).unwrap()).unwrap();
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file("json")).unwrap()).unwrap();
     assert_eq!(saved["overrides"]["N_C"], 2304.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
