@@ -25,21 +25,26 @@ for line in sys.stdin:
 '
 }
 # A shorter device run packs less: PACK_BENCHES="memory gemm" (default: every bench) and
-# PACK_TESTS="linear16 mixed" (default: every GPU test binary).
+# PACK_TESTS="linear16 mixed" (default: every GPU test binary); PACK_TOOLS_ONLY=1 packs only
+# pipeline-stats (with its test) and coop-ceiling, for the phases `ceiling stats`.
+tools_only=${PACK_TOOLS_ONLY:-0}
 bench_args=(--benches)
 if [ -n "${PACK_BENCHES:-}" ]; then
     bench_args=()
     for b in $PACK_BENCHES; do bench_args+=(--bench "$b"); done
 fi
-cargo build --release --example train --example quickstart "${bench_args[@]}" --message-format=json \
-    | executables | while read -r kind name exe; do
-        case $kind in bench | example) cp "$exe" "$stage/$name" ;; esac
-    done
+if [ "$tools_only" != 1 ]; then
+    cargo build --release --example train --example quickstart "${bench_args[@]}" --message-format=json \
+        | executables | while read -r kind name exe; do
+            case $kind in bench | example) cp "$exe" "$stage/$name" ;; esac
+        done
+fi
 test_args=(--workspace)
 if [ -n "${PACK_TESTS:-}" ]; then
     test_args=(--workspace)
     for t in $PACK_TESTS; do test_args+=(--test "$t"); done
 fi
+[ "$tools_only" = 1 ] && test_args=(-p pipeline-stats --test cli)
 cargo test --release --no-run "${test_args[@]}" --message-format=json \
     | executables | while read -r kind name exe; do
         case $name in compile_fail | golden | properties | browser | browser_train | kernels_codegen | kernels_macro | kernels_runtime | kernels_train | kernels) continue ;; esac

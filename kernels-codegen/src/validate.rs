@@ -843,6 +843,32 @@ mod tests {
     }
 
     #[test]
+    fn bindings_are_numbered_per_group_as_wgpu_lays_them_out() {
+        let src = "@group(1) @binding(9) var<storage, read> c: array<f32>;\n\
+            @group(0) @binding(4) var<storage, read_write> b: array<f32>;\n\
+            @group(0) @binding(2) var<storage, read> a: array<f32>;\n\
+            @group(1) @binding(3) var<uniform> u: vec4<f32>;\n\
+            @compute @workgroup_size(1) fn k() { b[0] = a[0] + c[0] + u.x; }\n";
+        let c = check(src, "k").unwrap();
+        let map = binding_map(&c.module);
+        let at = |group, binding| {
+            let info = map[&naga::ResourceBinding { group, binding }];
+            (info.descriptor_set, info.binding)
+        };
+        assert_eq!([at(0, 2), at(0, 4), at(1, 3), at(1, 9)], [(0, 0), (0, 1), (1, 0), (1, 1)]);
+        let words = write_spirv(&c.module, &c.info, "k", &Default::default(), &VulkanTarget::build_time(Needs {
+            subgroups: false,
+            f16: false,
+            coop: false,
+        }))
+        .unwrap();
+        assert_eq!(words[1], 0x0001_0600, "SPIR-V 1.6 for a Vulkan 1.3 device");
+        let old = VulkanTarget { api_version: (1, 2), ..VulkanTarget::build_time(Needs { subgroups: false, f16: false, coop: false }) };
+        assert_eq!(write_spirv(&c.module, &c.info, "k", &Default::default(), &old).unwrap()[1], 0x0001_0500);
+        assert!(matches!(write_spirv(&c.module, &c.info, "nope", &Default::default(), &old), Err(SpirvError::Overrides(_))));
+    }
+
+    #[test]
     fn subgroup_op_in_divergent_branch_is_rejected() {
         let bad = OK.replace("x[g.x] = 1.0;", "if (g.x == 0u) { x[0] = subgroupAdd(1.0); }");
         let e = check(&bad, "k").unwrap_err().errors;
