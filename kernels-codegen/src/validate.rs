@@ -865,7 +865,7 @@ mod tests {
         assert_eq!(words[1], 0x0001_0600, "SPIR-V 1.6 for a Vulkan 1.3 device");
         let old = VulkanTarget { api_version: (1, 2), ..VulkanTarget::build_time(Needs { subgroups: false, f16: false, coop: false }) };
         assert_eq!(write_spirv(&c.module, &c.info, "k", &Default::default(), &old).unwrap()[1], 0x0001_0500);
-        assert!(matches!(write_spirv(&c.module, &c.info, "nope", &Default::default(), &old), Err(SpirvError::Overrides(_))));
+        assert!(matches!(write_spirv(&c.module, &c.info, "nope", &Default::default(), &old), Err(SpirvError::Writer(_))));
     }
 
     #[test]
