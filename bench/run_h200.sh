@@ -49,16 +49,16 @@ if [[ $PHASES == *" stats "* ]]; then
     # gradients' M_C/N_C/K_C mean their own dimensions: the same numbers give their registers
     # at a like size.
     stamp stats
-    ./pipeline-stats --all --json > "$OUT/stats.jsonl" 2> "$OUT/stats.log"
+    timeout 300 ./pipeline-stats --all --json > "$OUT/stats.jsonl" 2> "$OUT/stats.log"
     echo "all: exit $?" >> "$OUT/stats.log"
     for shape in 8192,768,768 8192,768,2304 8192,768,3072 8192,3072,768 4096,4096,4096; do
         IFS=, read -r m k n <<< "$shape"
-        ./pipeline-stats --all --json --filter linear16::,precise:: -o "M_C=$m,K_C=$k,N_C=$n" \
+        timeout 120 ./pipeline-stats --all --json --filter linear16::,precise:: -o "M_C=$m,K_C=$k,N_C=$n" \
             > "$OUT/stats-${m}x${k}x${n}.jsonl" 2>> "$OUT/stats.log"
         echo "${m}x${k}x${n}: exit $?" >> "$OUT/stats.log"
     done
     # The text form of the main product at one shape, with its internal representations.
-    ./pipeline-stats linear16::matmul_t16 -o M_C=8192,K_C=768,N_C=2304 --dump "$OUT/stats-dump" > "$OUT/stats-matmul_t16.txt" 2>&1
+    timeout 60 ./pipeline-stats linear16::matmul_t16 -o M_C=8192,K_C=768,N_C=2304 --dump "$OUT/stats-dump" > "$OUT/stats-matmul_t16.txt" 2>&1
     stamp sass
     PIPELINE_STATS="$bins/pipeline-stats" timeout 300 "$root/tools/pipeline-stats/sass.sh" "$OUT/sass" --all > "$OUT/sass.log" 2>&1
     echo "sass.sh: exit $?" >> "$OUT/sass.log"
