@@ -856,16 +856,24 @@ mod tests {
             (info.descriptor_set, info.binding)
         };
         assert_eq!([at(0, 2), at(0, 4), at(1, 3), at(1, 9)], [(0, 0), (0, 1), (1, 0), (1, 1)]);
-        let words = write_spirv(&c.module, &c.info, "k", &Default::default(), &VulkanTarget::build_time(Needs {
-            subgroups: false,
-            f16: false,
-            coop: false,
-        }))
+        let words = write_spirv(
+            &c.module,
+            &c.info,
+            "k",
+            &Default::default(),
+            &VulkanTarget::build_time(Needs { subgroups: false, f16: false, coop: false }),
+        )
         .unwrap();
         assert_eq!(words[1], 0x0001_0600, "SPIR-V 1.6 for a Vulkan 1.3 device");
-        let old = VulkanTarget { api_version: (1, 2), ..VulkanTarget::build_time(Needs { subgroups: false, f16: false, coop: false }) };
+        let old = VulkanTarget {
+            api_version: (1, 2),
+            ..VulkanTarget::build_time(Needs { subgroups: false, f16: false, coop: false })
+        };
         assert_eq!(write_spirv(&c.module, &c.info, "k", &Default::default(), &old).unwrap()[1], 0x0001_0500);
-        assert!(matches!(write_spirv(&c.module, &c.info, "nope", &Default::default(), &old), Err(SpirvError::Writer(_))));
+        assert!(matches!(
+            write_spirv(&c.module, &c.info, "nope", &Default::default(), &old),
+            Err(SpirvError::Writer(_))
+        ));
     }
 
     #[test]
