@@ -98,3 +98,33 @@ for name in ["f32", "mixed"]:
     if prof:
         print(f"\n### Profile, --precision {name}: {prof.group(2)} dispatches, {prof.group(3)} ms GPU span, {prof.group(4)}% idle\n")
         print("\n".join(l for l in text.splitlines() if l.startswith("  ") and " ms" in l))
+
+ceiling = (out / "ceiling.log").read_text() if (out / "ceiling.log").exists() else ""
+if ceiling:
+    print("\n## Tensor-core ceiling (coop-ceiling: coopMultiplyAdd through naga and wgpu)\n")
+    print("\n".join(l for l in ceiling.splitlines() if "TFLOP/s" in l or l.startswith(("adapter", "exit"))))
+
+# pipeline-stats: one row per built variant, the driver's statistics as columns.
+stat_files = sorted(out.glob("stats*.jsonl"))
+rows = [r for p in stat_files for r in lines(p.name) if r.get("status") == "built"]
+if rows:
+    names = []
+    for r in rows:
+        for e in r.get("executables", []):
+            names += [n for n in e["statistics"] if n not in names]
+    print(f"\n## Pipeline statistics ({rows[0].get('device', '?')}, {rows[0].get('driver', '?')})\n")
+    print("| kernel | variant | overrides | " + " | ".join(names) + " |")
+    print("|---|---|---|" + "---|" * len(names))
+    for r in rows:
+        for e in r.get("executables", []):
+            shape = " ".join(f"{k}={v:g}" for k, v in r["overrides"].items())
+            cells = [str(e["statistics"].get(n, "")) for n in names]
+            print(f"| {r['kernel']} | {r['variant']} {r['form']} | {shape} | " + " | ".join(cells) + " |")
+    failed = [r for p in stat_files for r in lines(p.name) if r.get("status") == "failed"]
+    for r in failed:
+        print(f"- FAILED {r['kernel']} v{r['variant']}: {r.get('reason')}")
+sass = (out / "sass" / "sass-report.txt")
+if sass.exists():
+    print("\n## SASS from the driver's cache (tools/pipeline-stats/sass.sh)\n")
+    text = sass.read_text().splitlines()
+    print("\n".join(l for l in text if l.startswith(("pipeline-stats", "ELF images", "no ELF")) or ": cuobjdump" in l or ": nvdisasm" in l))

@@ -9,7 +9,11 @@
 # A shorter run picks phases and sizes: PHASES (default "tests train torch bench", run in that
 # order), BENCHES (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
 # TORCH_ONLY (bench/torch_baselines.py --only), NOCOOP_TESTS=1 (the tests again with
-# KERNELS_COOPERATIVE_MATRIX=0). The SM clock and power are logged every 100 ms for the whole
+# KERNELS_COOPERATIVE_MATRIX=0). Two more phases, not in the default: `ceiling` (what
+# coopMultiplyAdd issues through naga and wgpu: coop-ceiling, 20 warm-up dispatches per kernel)
+# and `stats` (the driver's register counts and other statistics of every kernel and variant,
+# and of the GEMM kernels at the trainer's shapes: pipeline-stats --all --json, then
+# tools/pipeline-stats/sass.sh for machine code from the driver's cache). The SM clock and power are logged every 100 ms for the whole
 # run (clocks.csv) and every phase's start is stamped (phases.log), so each number can be tied
 # to the clock it ran at.
 set -uo pipefail
@@ -32,6 +36,36 @@ stamp() { echo "$(date +%Y/%m/%d\ %H:%M:%S.%3N) $*" >> "$OUT/phases.log"; }
 # What is done so far, packed after every phase: a run stopped at its time limit still returns it.
 save() { tar czf "$FINAL/results.tar.gz" -C "$OUT" .; }
 
+if [[ $PHASES == *" ceiling "* ]]; then
+    stamp ceiling
+    (./coop-ceiling --validate && timeout 240 ./coop-ceiling) > "$OUT/ceiling.log" 2>&1
+    echo "exit $?" >> "$OUT/ceiling.log"
+    stamp ceiling-end
+fi
+save
+if [[ $PHASES == *" stats "* ]]; then
+    # Every kernel and variant at its defaults, then the products with the trainer's shapes
+    # compiled in (M×K×N: 8192×768×{768, 2304, 3072}, 8192×3072×768, 4096³). The weight
+    # gradients' M_C/N_C/K_C mean their own dimensions: the same numbers give their registers
+    # at a like size.
+    stamp stats
+    timeout 300 ./pipeline-stats --all --json > "$OUT/stats.jsonl" 2> "$OUT/stats.log"
+    echo "all: exit $?" >> "$OUT/stats.log"
+    for shape in 8192,768,768 8192,768,2304 8192,768,3072 8192,3072,768 4096,4096,4096; do
+        IFS=, read -r m k n <<< "$shape"
+        timeout 120 ./pipeline-stats --all --json --filter linear16::,precise:: -o "M_C=$m,K_C=$k,N_C=$n" \
+            > "$OUT/stats-${m}x${k}x${n}.jsonl" 2>> "$OUT/stats.log"
+        echo "${m}x${k}x${n}: exit $?" >> "$OUT/stats.log"
+    done
+    # The text form of the main product at one shape, with its internal representations.
+    timeout 60 ./pipeline-stats linear16::matmul_t16 -o M_C=8192,K_C=768,N_C=2304 --dump "$OUT/stats-dump" > "$OUT/stats-matmul_t16.txt" 2>&1
+    stamp sass
+    PIPELINE_STATS="$bins/pipeline-stats" timeout 300 "$root/tools/pipeline-stats/sass.sh" "$OUT/sass" --all > "$OUT/sass.log" 2>&1
+    echo "sass.sh: exit $?" >> "$OUT/sass.log"
+    # The cache copy and the cubins can be large: the report and disassembly come back.
+    rm -rf "$OUT/sass/cache"
+fi
+save
 if [[ $PHASES == *" tests "* ]]; then
     for t in tests/*; do
         stamp "test $t"
