@@ -9,7 +9,9 @@
 # A shorter run picks phases and sizes: PHASES (default "tests train torch bench", run in that
 # order), BENCHES (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
 # TORCH_ONLY (bench/torch_baselines.py --only), NOCOOP_TESTS=1 (the tests again with
-# KERNELS_COOPERATIVE_MATRIX=0). Two more phases, not in the default: `ceiling` (what
+# KERNELS_COOPERATIVE_MATRIX=0). Three more phases, not in the default: `gemm` (the products'
+# tests on tensor cores, the tuner and the products' bench with its table: GEMM_TESTS,
+# TUNE_BUDGET seconds), `ceiling` (what
 # coopMultiplyAdd issues through naga and wgpu: coop-ceiling, 20 warm-up dispatches per kernel)
 # and `stats` (the driver's register counts and other statistics of every kernel and variant,
 # and of the GEMM kernels at the trainer's shapes: pipeline-stats --all --json, then
@@ -51,19 +53,52 @@ if [[ $PHASES == *" stats "* ]]; then
     stamp stats
     timeout 300 ./pipeline-stats --all --json > "$OUT/stats.jsonl" 2> "$OUT/stats.log"
     echo "all: exit $?" >> "$OUT/stats.log"
+    # The f16 core at the tuner's structures (X·Wᵀ at 4096³; the block shape decides the
+    # registers, the shape only folds constants), then the scaled split at the trainer's shapes.
+    for cfg in ${GEMM_CONFIGS:-128,128,32,4,2 128,128,32,4,4 128,256,32,4,4 256,128,32,4,4 128,128,64,4,4 128,128,16,4,2 128,256,16,4,4 256,128,16,4,4 128,64,32,2,2 128,128,32,2,2}; do
+        IFS=, read -r bm bn bk tm tn <<< "$cfg"
+        for pf in 1 0; do
+            timeout 60 ./pipeline-stats linear::gemm16 --json \
+                -o "A_T=0,B_T=1,M_C=4096,N_C=4096,K_C=4096,G_BM=$bm,G_BN=$bn,G_BK=$bk,G_TM=$tm,G_TN=$tn,G_PF=$pf" \
+                >> "$OUT/stats-gemm16.jsonl" 2>> "$OUT/stats.log"
+        done
+    done
     for shape in 8192,768,768 8192,768,2304 8192,768,3072 8192,3072,768 4096,4096,4096; do
         IFS=, read -r m k n <<< "$shape"
-        timeout 120 ./pipeline-stats --all --json --filter linear16::,precise:: -o "M_C=$m,K_C=$k,N_C=$n" \
+        timeout 120 ./pipeline-stats --all --json --filter precise:: -o "M_C=$m,K_C=$k,N_C=$n" \
             > "$OUT/stats-${m}x${k}x${n}.jsonl" 2>> "$OUT/stats.log"
         echo "${m}x${k}x${n}: exit $?" >> "$OUT/stats.log"
     done
-    # The text form of the main product at one shape, with its internal representations.
-    timeout 60 ./pipeline-stats linear16::matmul_t16 -o M_C=8192,K_C=768,N_C=2304 --dump "$OUT/stats-dump" > "$OUT/stats-matmul_t16.txt" 2>&1
+    # The text form of the default f16 product, with its internal representations.
+    timeout 60 ./pipeline-stats linear::gemm16 -o A_T=0,B_T=1,M_C=8192,N_C=2304,K_C=768 --dump "$OUT/stats-dump" > "$OUT/stats-gemm16.txt" 2>&1
     stamp sass
-    PIPELINE_STATS="$bins/pipeline-stats" timeout 300 "$root/tools/pipeline-stats/sass.sh" "$OUT/sass" --all > "$OUT/sass.log" 2>&1
+    PIPELINE_STATS="$bins/pipeline-stats" timeout 300 "$root/tools/pipeline-stats/sass.sh" "$OUT/sass" linear::gemm16 \
+        -o A_T=0,B_T=1,M_C=4096,N_C=4096,K_C=4096,G_BM=128,G_BN=256,G_BK=32,G_TM=4,G_TN=4 > "$OUT/sass.log" 2>&1
     echo "sass.sh: exit $?" >> "$OUT/sass.log"
     # The cache copy and the cubins can be large: the report and disassembly come back.
     rm -rf "$OUT/sass/cache"
+fi
+save
+if [[ $PHASES == *" gemm "* ]]; then
+    # The products: their tests on tensor cores, the tuner (a table in tuning.txt), then every
+    # core at the trainer's shapes and 4096³ with that table (KERNELS_GEMM_TABLE).
+    for t in ${GEMM_TESTS:-gemm precise linear16}; do
+        stamp "gemm test $t"
+        timeout 240 "tests/$t" > "$OUT/test-$t.log" 2>&1
+        echo "$t: exit $?" >> "$OUT/gemm-tests.log"
+        grep -E "test result|FAILED|panicked" "$OUT/test-$t.log" >> "$OUT/gemm-tests.log"
+    done
+    save
+    stamp gemm-tune
+    KERNELS_BENCH_JSON="$OUT/tune.jsonl" timeout "${TUNE_TIMEOUT:-300}" ./gemm --tune --budget-s "${TUNE_BUDGET:-200}" \
+        --table "$OUT/tuning.txt" > "$OUT/tune.log" 2>&1
+    echo "tune: exit $?" >> "$OUT/tune.log"
+    save
+    stamp gemm-bench
+    table=()
+    [ -s "$OUT/tuning.txt" ] && table=(env "KERNELS_GEMM_TABLE=$OUT/tuning.txt")
+    "${table[@]}" env KERNELS_BENCH_JSON="$OUT/gemm.jsonl" timeout 240 ./gemm > "$OUT/gemm.log" 2>&1
+    echo "bench: exit $?" >> "$OUT/gemm.log"
 fi
 save
 if [[ $PHASES == *" tests "* ]]; then
