@@ -206,7 +206,8 @@ impl Corpus {
 
     /// `ids` with its last 5% held out for validation.
     pub fn held_out(ids: Tokens, tokenizer: Tokenizer, source: &str) -> Corpus {
-        let (train, val) = ids.split(split_point(ids.len()));
+        let at = split_point(ids.len());
+        let (train, val) = ids.split(at);
         Corpus { train, val, tokenizer, source: source.to_string() }
     }
 

@@ -16,7 +16,7 @@
 use crate::Error;
 use crate::tokenizer::Tokenizer;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Magic of shards of uint16 tokens.
@@ -358,7 +358,7 @@ pub fn write_shards(
     let mut files = Vec::new();
     let mut pending = Pending { ids: Vec::with_capacity(shard_tokens.min(1 << 24)) };
     let (mut tokens, mut read) = (0usize, 0u64);
-    let mut flush = |pending: &mut Pending, all: bool, files: &mut Vec<PathBuf>| -> Result<(), Error> {
+    let flush = |pending: &mut Pending, all: bool, files: &mut Vec<PathBuf>| -> Result<(), Error> {
         while pending.ids.len() >= shard_tokens || (all && !pending.ids.is_empty()) {
             let n = pending.ids.len().min(shard_tokens);
             let path = shard_path(dir, files.len());

@@ -411,6 +411,31 @@ mod tests {
     }
 
     #[test]
+    fn a_text_streamed_in_blocks_encodes_as_the_whole_text() {
+        let mut text = crate::data::built_in_text();
+        // A long line without newlines and multi-byte characters across block boundaries.
+        text.extend("é€𝄞 no newline here ".repeat(9000).bytes());
+        text.extend(b"\n  indented\n\n\tend");
+        let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 320, false).unwrap();
+        let want = tk.encode(&text).unwrap();
+        for block in [1000, PIECE - 1, PIECE + 5, 3 * PIECE + 17] {
+            let mut stream = PieceStream::new();
+            let mut got = Vec::new();
+            for b in text.chunks(block) {
+                got.extend(stream.push(&tk, b).unwrap());
+            }
+            got.extend(stream.finish(&tk).unwrap());
+            assert!(got == want, "blocks of {block}: other ids than the whole text's");
+        }
+        let mut stream = PieceStream::new();
+        let bytes: Vec<u32> = stream.push(&Tokenizer::bytes(), b"ab").unwrap();
+        assert_eq!((bytes, stream.finish(&Tokenizer::bytes()).unwrap()), (vec![97, 98], vec![]));
+        let mut bad = PieceStream::new();
+        let e = bad.push(&tk, &[0xff; PIECE + 10]).unwrap_err().to_string();
+        assert!(e.contains("not UTF-8"), "{e}");
+    }
+
+    #[test]
     fn bad_json_is_a_config_error_naming_the_source() {
         let e = Tokenizer::from_json("{\"not\": 1}", "x.json").unwrap_err().to_string();
         assert!(e.contains("x.json is not a tokenizer.json"), "{e}");

@@ -11,7 +11,6 @@ use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use crate::trainer::{Trainer, model_options};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels::Gpu;
-use std::io::Write as _;
 use std::path::Path;
 use std::time::Instant;
 

@@ -12,7 +12,6 @@
 use super::vocab::gguf_vocab;
 use super::{ExportDtype, Exported, f16_bytes};
 use crate::Error;
-use std::io::Write;
 use std::path::Path;
 
 /// Alignment of the tensor data (GGUF's default, written as `general.alignment`).

@@ -21,7 +21,6 @@ use crate::tokenizer::Tokenizer;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// HF's name of each tensor, in the trainer's layout (`params::layout`'s order).
