@@ -23,7 +23,7 @@
 //! run.
 
 use crate::Error;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -62,21 +62,22 @@ fn num(x: Option<f64>) -> Value {
 }
 
 impl Record {
-    /// The JSON line (without the newline).
+    /// The JSON line (without the newline), its keys in the table's order.
     pub fn to_line(&self) -> String {
         let f = |x: Option<f32>| num(x.map(|v| crate::export::json_f32(v).as_f64().unwrap_or(f64::NAN)));
-        json!({
-            "step": self.step,
-            "loss": f(self.loss),
-            "val_loss": f(self.val_loss),
-            "lr": f(self.lr),
-            "grad_norm": f(self.grad_norm),
-            "tokens_per_s": num(self.tokens_per_s.map(|t| t.round())),
-            "loss_scale": f(self.loss_scale),
-            "skipped": self.skipped,
-            "time_s": num(self.time_s.map(|t| (t * 1000.0).round() / 1000.0)),
-        })
-        .to_string()
+        let fields: [(&str, Value); 9] = [
+            ("step", self.step.into()),
+            ("loss", f(self.loss)),
+            ("val_loss", f(self.val_loss)),
+            ("lr", f(self.lr)),
+            ("grad_norm", f(self.grad_norm)),
+            ("tokens_per_s", num(self.tokens_per_s.map(|t| t.round()))),
+            ("loss_scale", f(self.loss_scale)),
+            ("skipped", self.skipped.into()),
+            ("time_s", num(self.time_s.map(|t| (t * 1000.0).round() / 1000.0))),
+        ];
+        let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        format!("{{{}}}", body.join(","))
     }
 
     /// A line of the log (`None`: not one).

@@ -34,9 +34,9 @@ fn text(seed: u64) -> Vec<u8> {
     let mut t = data::built_in_text();
     t.truncate(120_000 + rng.below(30_000) as usize);
     for _ in 0..200 {
-        let at = rng.below(t.len() as u64) as usize;
-        while !std::str::from_utf8(&t[..at]).is_ok() {
-            t.remove(at);
+        let mut at = rng.below(t.len() as u64) as usize;
+        while t[at] & 0xC0 == 0x80 {
+            at -= 1;
         }
         let line = format!("\nline {} of noise ünïcödé\n", rng.below(1 << 30));
         t.splice(at..at, line.bytes());
@@ -197,9 +197,9 @@ fn runs_from_shards_log_metrics_and_eval_from_the_command_line() {
     let t = data::built_in_text();
     std::fs::write(d.join("corpus.txt"), &t).unwrap();
     let sh = d.join("sh");
-    cli(&["--tokenize-to", sh.to_str().unwrap(), "--data", d.join("corpus.txt").to_str().unwrap(), "--shard-tokens", "100000"])
+    cli(&["--tokenize-to", sh.to_str().unwrap(), "--data", d.join("corpus.txt").to_str().unwrap(), "--shard-tokens", "150000"])
         .unwrap();
-    assert!(shards::resolve(&sh).unwrap().len() >= 3);
+    assert!(shards::resolve(&sh).unwrap().len() >= 2);
     let ck = d.join("run.safetensors");
     let ckp = ck.to_str().unwrap();
     let model = ["--dim", "32", "--layers", "1", "--heads", "4", "--kv-heads", "2", "--seq-len", "16", "--batch", "2"];
@@ -228,7 +228,8 @@ fn runs_from_shards_log_metrics_and_eval_from_the_command_line() {
     // --eval on the validation shard and on a text; shards of another tokenizer are refused.
     let last = shards::resolve(&sh).unwrap().pop().unwrap();
     cli(&["--checkpoint", ckp, "--eval", last.to_str().unwrap()]).unwrap();
-    cli(&["--checkpoint", ckp, "--eval", d.join("corpus.txt").to_str().unwrap(), "--batch", "3"]).unwrap();
+    std::fs::write(d.join("short.txt"), &t[..3000]).unwrap();
+    cli(&["--checkpoint", ckp, "--eval", d.join("short.txt").to_str().unwrap(), "--batch", "3"]).unwrap();
     let tk = Tokenizer::train_bpe(std::str::from_utf8(&t).unwrap(), 300, false).unwrap();
     let other = d.join("other");
     shards_of(&tk.encode(&t).unwrap(), &other, 1 << 20, &tk);
