@@ -22,7 +22,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let input = dir.join("text.txt");
     std::fs::write(&input, &text)?;
-    println!("{} MiB of text, {} threads", text.len() >> 20, std::thread::available_parallelism().map_or(1, |n| n.get()));
+    println!(
+        "{} MiB of text, {} threads",
+        text.len() >> 20,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
     let bpe = Tokenizer::train_bpe(std::str::from_utf8(&base)?, 512, false)?;
     for (tk, name) in [(Tokenizer::bytes(), "bytes"), (bpe, "bpe:512")] {
         let out = dir.join(name.replace(':', "-"));
@@ -48,7 +52,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let s = t.elapsed().as_secs_f64();
         let n = steps as f64 * (batch * (seq + 1)) as f64;
-        println!("{name}: random batches of {batch} × {seq}: {:.2e} tokens/s ({:.0} batches/s; {check})", n / s, steps as f64 / s);
+        println!(
+            "{name}: random batches of {batch} × {seq}: {:.2e} tokens/s ({:.0} batches/s; {check})",
+            n / s,
+            steps as f64 / s
+        );
         let all = Shards::open(&w.files)?;
         let t = Instant::now();
         let mut out = Vec::with_capacity(1 << 20);

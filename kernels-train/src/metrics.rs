@@ -100,13 +100,15 @@ impl Record {
 
 /// Reads a log; lines that are not records (one cut short by a crash) are skipped.
 pub fn read(path: &Path) -> Result<Vec<Record>, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
     Ok(text.lines().filter_map(Record::from_line).collect())
 }
 
 /// The training and validation curves of a log, as (step, loss) points.
 pub fn curves(records: &[Record]) -> (Vec<(usize, f32)>, Vec<(usize, f32)>) {
-    let pick = |f: fn(&Record) -> Option<f32>| records.iter().filter_map(|r| f(r).map(|l| (r.step as usize, l))).collect();
+    let pick =
+        |f: fn(&Record) -> Option<f32>| records.iter().filter_map(|r| f(r).map(|l| (r.step as usize, l))).collect();
     (pick(|r| r.loss), pick(|r| r.val_loss))
 }
 
@@ -134,7 +136,8 @@ impl Log {
         {
             let mut by_step = std::collections::BTreeMap::<u64, Record>::new();
             for &(s, l) in train.iter().filter(|h| h.0 as u64 <= from) {
-                by_step.entry(s as u64).or_insert_with(|| Record { step: s as u64, ..Record::default() }).loss = Some(l);
+                by_step.entry(s as u64).or_insert_with(|| Record { step: s as u64, ..Record::default() }).loss =
+                    Some(l);
             }
             for &(s, l) in val.iter().filter(|h| h.0 as u64 <= from) {
                 by_step.entry(s as u64).or_insert_with(|| Record { step: s as u64, ..Record::default() }).val_loss =
@@ -155,10 +158,9 @@ impl Log {
         });
         match opened {
             Ok(f) => (Log { path: path.to_path_buf(), file: Some(f), warned: false }, None),
-            Err(e) => (
-                Log { path: path.to_path_buf(), file: None, warned: true },
-                Some(format!("no metrics log: {e}")),
-            ),
+            Err(e) => {
+                (Log { path: path.to_path_buf(), file: None, warned: true }, Some(format!("no metrics log: {e}")))
+            }
         }
     }
 

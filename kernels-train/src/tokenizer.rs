@@ -299,8 +299,7 @@ impl PieceStream {
             cuts.push(at..at + end);
             at += end;
         }
-        let pieces =
-            cuts.into_iter().map(|r| std::str::from_utf8(&self.pending[r])).collect::<Result<Vec<_>, _>>();
+        let pieces = cuts.into_iter().map(|r| std::str::from_utf8(&self.pending[r])).collect::<Result<Vec<_>, _>>();
         let ids = tk.encode_pieces(pieces.map_err(not_utf8)?)?;
         self.pending.drain(..at);
         Ok(ids)

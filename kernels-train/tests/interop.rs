@@ -251,7 +251,9 @@ fn a_trained_byte_model_matches_candle_and_generates_the_same() {
 }
 
 fn files_equal(a: &Path, b: &Path) {
-    for name in ["model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"] {
+    for name in
+        ["model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"]
+    {
         let (x, y) = (std::fs::read(a.join(name)).unwrap(), std::fs::read(b.join(name)).unwrap());
         assert!(x == y, "{name} differs after import → export");
     }
@@ -336,11 +338,15 @@ fn reshard(dir: &Path, files: usize, extra: Vec<(String, Vec<usize>, Vec<f32>)>)
         let file = format!("model-{:05}-of-{files:05}.safetensors", i + 1);
         let data: Vec<(String, Vec<usize>, Vec<u8>)> = part
             .iter()
-            .map(|(n, s, v)| (n.clone(), s.clone(), v.iter().flat_map(|&x| half::bf16::from_f32(x).to_le_bytes()).collect()))
+            .map(|(n, s, v)| {
+                (n.clone(), s.clone(), v.iter().flat_map(|&x| half::bf16::from_f32(x).to_le_bytes()).collect())
+            })
             .collect();
         let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = data
             .iter()
-            .map(|(n, s, b)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::BF16, s.clone(), b).unwrap()))
+            .map(|(n, s, b)| {
+                (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::BF16, s.clone(), b).unwrap())
+            })
             .collect();
         std::fs::write(dir.join(&file), safetensors::serialize(views, None).unwrap()).unwrap();
         for (n, _, _) in part {
@@ -396,7 +402,11 @@ fn foreign_folders_import_and_unsupported_ones_are_refused_with_reasons() {
             assert!(e.contains(w), "{name}: `{w}` not in: {e}");
         }
     };
-    refused("rope", &|p| edit_config(p, |c| c["rope_scaling"] = serde_json::json!({"rope_type": "llama3", "factor": 8.0})), &["scales RoPE"]);
+    refused(
+        "rope",
+        &|p| edit_config(p, |c| c["rope_scaling"] = serde_json::json!({"rope_type": "llama3", "factor": 8.0})),
+        &["scales RoPE"],
+    );
     refused(
         "bias",
         &|p| {
@@ -407,17 +417,25 @@ fn foreign_folders_import_and_unsupported_ones_are_refused_with_reasons() {
         },
         &["attention_bias", "gelu"],
     );
-    refused("mistral", &|p| edit_config(p, |c| {
-        c["model_type"] = "mistral".into();
-        c["architectures"] = serde_json::json!(["MistralForCausalLM"]);
-    }), &["not a Llama model"]);
+    refused(
+        "mistral",
+        &|p| {
+            edit_config(p, |c| {
+                c["model_type"] = "mistral".into();
+                c["architectures"] = serde_json::json!(["MistralForCausalLM"]);
+            })
+        },
+        &["not a Llama model"],
+    );
     refused("headdim", &|p| edit_config(p, |c| c["head_dim"] = 16.into()), &["head width 16"]);
     refused("notok", &|p| std::fs::remove_file(p.join("tokenizer.json")).unwrap(), &["no tokenizer.json"]);
     refused("small", &|p| edit_config(p, |c| c["vocab_size"] = 100.into()), &["smaller than the tokenizer"]);
     let untied: Vec<f32> = emb.iter().map(|x| x + 1.0).collect();
     refused(
         "untied",
-        &|p| reshard(p, 1, vec![("lm_head.weight".into(), vec![m.tokenizer.vocab_size(), m.model.dim], untied.clone())]),
+        &|p| {
+            reshard(p, 1, vec![("lm_head.weight".into(), vec![m.tokenizer.vocab_size(), m.model.dim], untied.clone())])
+        },
         &["not tied", "ties them"],
     );
     refused(
@@ -460,16 +478,30 @@ fn the_command_line_exports_imports_and_fine_tunes() {
     // Fine-tuning continues from the imported weights: its first loss is the trained model's.
     let ck3 = d.join("tuned.safetensors");
     let tuned = [
-        "--import-hf", &hfa, "--steps", "2", "--log-every", "1", "--checkpoint", ck3.to_str().unwrap(),
-        "--batch", "2", "--seq-len", "12", "--sample-tokens", "2",
+        "--import-hf",
+        &hfa,
+        "--steps",
+        "2",
+        "--log-every",
+        "1",
+        "--checkpoint",
+        ck3.to_str().unwrap(),
+        "--batch",
+        "2",
+        "--seq-len",
+        "12",
+        "--sample-tokens",
+        "2",
     ];
     cli(&tuned).unwrap();
     let c = kernels_train::checkpoint::load(&ck3).unwrap();
     assert_eq!((c.step, c.model.seq_len, c.model.dim), (2, 12, 32));
     // Mistakes: a model flag that contradicts the folder, a folder that is not one, a tokenizer.
-    let e = cli(&["--import-hf", &hfa, "--dim", "64", "--checkpoint", ck3.to_str().unwrap(), "--overwrite"]).unwrap_err();
+    let e =
+        cli(&["--import-hf", &hfa, "--dim", "64", "--checkpoint", ck3.to_str().unwrap(), "--overwrite"]).unwrap_err();
     assert!(e.message.contains("--dim 64 (the folder's: 32)"), "{}", e.message);
-    let e = cli(&["--import-hf", d.to_str().unwrap(), "--checkpoint", ck3.to_str().unwrap(), "--overwrite"]).unwrap_err();
+    let e =
+        cli(&["--import-hf", d.to_str().unwrap(), "--checkpoint", ck3.to_str().unwrap(), "--overwrite"]).unwrap_err();
     assert!(e.message.contains("config.json") && e.code == cli::exit::USAGE, "{}", e.message);
     assert!(Args::try_parse_from(["train", "--import-hf", &hfa, "--tokenizer", "bytes"]).is_err());
     let e = cli(&["--checkpoint", d.join("none.safetensors").to_str().unwrap(), "--export-gguf", &gg]).unwrap_err();

@@ -74,15 +74,25 @@ fn tokenize_to_writes_the_ids_of_the_text_in_memory() {
     assert_eq!(all_tokens(&s), want, "the shards hold other ids than the text in memory");
     // Bytes, through the command line: one file per byte, the tokenizer left out of the folder.
     let bytes_dir = d.join("bytes");
-    cli(&["--tokenize-to", bytes_dir.to_str().unwrap(), "--data", d.join("*.txt").to_str().unwrap(), "--shard-tokens", "50000"])
-        .unwrap();
+    cli(&[
+        "--tokenize-to",
+        bytes_dir.to_str().unwrap(),
+        "--data",
+        d.join("*.txt").to_str().unwrap(),
+        "--shard-tokens",
+        "50000",
+    ])
+    .unwrap();
     let s = Shards::open(&shards::resolve(&bytes_dir).unwrap()).unwrap();
     assert_eq!(all_tokens(&s), t.iter().map(|&b| b as u32).collect::<Vec<_>>());
     assert!(!bytes_dir.join("tokenizer.json").exists());
     // Refused: tokenizing into a folder of shards, bpe:N, no --data.
     let e = cli(&["--tokenize-to", bytes_dir.to_str().unwrap(), "--data", a.to_str().unwrap()]).unwrap_err();
     assert!(e.message.contains("holds .bin shards already"), "{}", e.message);
-    assert!(cli(&["--tokenize-to", d.join("x").to_str().unwrap(), "--data", a.to_str().unwrap(), "--tokenizer", "bpe:300"]).is_err());
+    assert!(
+        cli(&["--tokenize-to", d.join("x").to_str().unwrap(), "--data", a.to_str().unwrap(), "--tokenizer", "bpe:300"])
+            .is_err()
+    );
     assert!(cli(&["--tokenize-to", d.join("y").to_str().unwrap()]).unwrap_err().message.contains("needs --data"));
     std::fs::remove_dir_all(d).unwrap();
 }
@@ -94,8 +104,13 @@ fn shards_of(ids: &[u32], dir: &Path, per: usize, tk: &Tokenizer) -> Vec<PathBuf
     for (i, chunk) in ids.chunks(per).enumerate() {
         let mut b = Vec::new();
         let mut h = [0i32; 256];
-        (h[0], h[1], h[2], h[3], h[4]) =
-            (shards::MAGIC_U16, shards::VERSION_U16, chunk.len() as i32, shards::TOKENIZER_TAG, shards::tokenizer_crc(tk) as i32);
+        (h[0], h[1], h[2], h[3], h[4]) = (
+            shards::MAGIC_U16,
+            shards::VERSION_U16,
+            chunk.len() as i32,
+            shards::TOKENIZER_TAG,
+            shards::tokenizer_crc(tk) as i32,
+        );
         for x in h {
             b.extend_from_slice(&x.to_le_bytes());
         }
@@ -125,7 +140,10 @@ fn training_from_shards_sees_the_windows_of_the_same_tokens_in_memory() {
     let from_shards = Corpus::held_out(Tokens::shards(s, &tk).unwrap(), tk.clone(), "shards");
     assert_eq!((from_shards.train_len(), from_shards.validation_len()), (memory.train_len(), memory.validation_len()));
     for step in 0..50 {
-        assert_eq!(from_shards.train_batch(seed, step, 8, 100).unwrap(), memory.train_batch(seed, step, 8, 100).unwrap());
+        assert_eq!(
+            from_shards.train_batch(seed, step, 8, 100).unwrap(),
+            memory.train_batch(seed, step, 8, 100).unwrap()
+        );
     }
     for k in 0..4 {
         assert_eq!(from_shards.validation_batch(k, 4, 8, 100).unwrap(), memory.validation_batch(k, 4, 8, 100).unwrap());
@@ -197,15 +215,34 @@ fn runs_from_shards_log_metrics_and_eval_from_the_command_line() {
     let t = data::built_in_text();
     std::fs::write(d.join("corpus.txt"), &t).unwrap();
     let sh = d.join("sh");
-    cli(&["--tokenize-to", sh.to_str().unwrap(), "--data", d.join("corpus.txt").to_str().unwrap(), "--shard-tokens", "150000"])
-        .unwrap();
+    cli(&[
+        "--tokenize-to",
+        sh.to_str().unwrap(),
+        "--data",
+        d.join("corpus.txt").to_str().unwrap(),
+        "--shard-tokens",
+        "150000",
+    ])
+    .unwrap();
     assert!(shards::resolve(&sh).unwrap().len() >= 2);
     let ck = d.join("run.safetensors");
     let ckp = ck.to_str().unwrap();
     let model = ["--dim", "32", "--layers", "1", "--heads", "4", "--kv-heads", "2", "--seq-len", "16", "--batch", "2"];
     let mut args = vec![
-        "--data", sh.to_str().unwrap(), "--steps", "6", "--log-every", "2", "--eval-every", "3", "--eval-batches", "1",
-        "--checkpoint", ckp, "--sample-tokens", "2",
+        "--data",
+        sh.to_str().unwrap(),
+        "--steps",
+        "6",
+        "--log-every",
+        "2",
+        "--eval-every",
+        "3",
+        "--eval-batches",
+        "1",
+        "--checkpoint",
+        ckp,
+        "--sample-tokens",
+        "2",
     ];
     args.extend(model);
     cli(&args).unwrap();
@@ -221,8 +258,22 @@ fn runs_from_shards_log_metrics_and_eval_from_the_command_line() {
     let svg = std::fs::read_to_string(kernels_train::checkpoint::curve_path(&ck)).unwrap();
     assert_eq!(svg.matches("<circle").count(), 2 + 1, "two validation points and the legend's");
     // A resume keeps the log and appends.
-    cli(&["--resume", "--data", sh.to_str().unwrap(), "--steps", "8", "--log-every", "2", "--eval-every", "3", "--checkpoint", ckp, "--sample-tokens", "2"])
-        .unwrap();
+    cli(&[
+        "--resume",
+        "--data",
+        sh.to_str().unwrap(),
+        "--steps",
+        "8",
+        "--log-every",
+        "2",
+        "--eval-every",
+        "3",
+        "--checkpoint",
+        ckp,
+        "--sample-tokens",
+        "2",
+    ])
+    .unwrap();
     let log = metrics::read(&metrics::metrics_path(&ck)).unwrap();
     assert_eq!(log.iter().map(|r| r.step).collect::<Vec<_>>(), [2, 3, 4, 6, 8]);
     // --eval on the validation shard and on a text; shards of another tokenizer are refused.

@@ -27,7 +27,8 @@ impl Input {
         if spec.is_dir() || is_glob || shards::is_shard(spec) {
             let files = shards::resolve(spec)?;
             let s = Shards::open(&files)?;
-            let what = format!("{shown} ({} shard{}, {} tokens)", s.files(), if s.files() == 1 { "" } else { "s" }, s.len());
+            let what =
+                format!("{shown} ({} shard{}, {} tokens)", s.files(), if s.files() == 1 { "" } else { "s" }, s.len());
             return Ok(Input::Shards(s, what, spec.is_dir().then(|| spec.to_path_buf())));
         }
         Ok(Input::Text(data::read_text(spec)?, shown))
@@ -53,9 +54,7 @@ impl Input {
     /// The tokens, tokenized here by `tk` for a text.
     pub(super) fn tokens(self, tk: &Tokenizer) -> Result<Tokens, Error> {
         match self {
-            Input::Text(bytes, source) => {
-                Tokens::text(&bytes, tk).map_err(|e| Error::Data(format!("{source}: {e}")))
-            }
+            Input::Text(bytes, source) => Tokens::text(&bytes, tk).map_err(|e| Error::Data(format!("{source}: {e}"))),
             Input::Shards(s, _, _) => Tokens::shards(s, tk),
         }
     }

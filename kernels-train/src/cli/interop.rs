@@ -86,7 +86,9 @@ pub(super) fn import(
     ];
     let differ: Vec<String> = flags
         .iter()
-        .filter_map(|&(flag, asked, theirs)| asked.filter(|&a| a != theirs).map(|a| format!("{flag} {a} (the folder's: {theirs})")))
+        .filter_map(|&(flag, asked, theirs)| {
+            asked.filter(|&a| a != theirs).map(|a| format!("{flag} {a} (the folder's: {theirs})"))
+        })
         .collect();
     if !differ.is_empty() {
         return Err(usage(format!(
@@ -172,7 +174,8 @@ pub(super) fn evaluate(args: &Args, gpu: &Gpu, file: &Path, say: &Say) -> Result
     }
     let train = train_config(args);
     let batch = train.batch.min(windows.len());
-    let mut model = crate::model::Model::with_options(gpu, &ck.model, batch, &ck.params, None, model_options(&train, None))?;
+    let mut model =
+        crate::model::Model::with_options(gpu, &ck.model, batch, &ck.params, None, model_options(&train, None))?;
     let lens = token_byte_lengths(&ck.tokenizer)?;
     let started = Instant::now();
     let bar = bar(windows.len() as u64, args.quiet, "{bar:30} {pos}/{len} windows | ETA {eta}");

@@ -1,9 +1,9 @@
 //! `--resume`: continue the run saved at `--checkpoint`.
 
 use super::args::model_flags_given;
+use super::input::Input;
 use super::{Args, Failure, Say, check_recorded, model_config, train_config};
 use crate::checkpoint;
-use super::input::Input;
 use crate::trainer::Trainer;
 use kernels::Gpu;
 

@@ -2,11 +2,11 @@
 //! checkpoints, the stop on a signal or a diverged loss, the checkpoint and loss curve at the
 //! end, and a sample.
 
+use super::input::Input;
 use super::signals::name as signal_name;
 use super::{Args, Failure, Say, Stop, exit, model_config, train_config};
 use crate::Error;
 use crate::checkpoint::Destination;
-use super::input::Input;
 use crate::metrics;
 use crate::plot::loss_svg;
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
@@ -207,7 +207,8 @@ pub(super) fn run(
     let mut saves = Saves { dest, good: resumed, last: (trainer.step, started), saved: None };
     let mut stopped_by = None;
     let history = (&trainer.train_history[..], &trainer.val_history[..]);
-    let (mut metrics_log, warning) = metrics::Log::open(&metrics::metrics_path(dest.path()), trainer.step, Some(history));
+    let (mut metrics_log, warning) =
+        metrics::Log::open(&metrics::metrics_path(dest.path()), trainer.step, Some(history));
     if let Some(w) = warning {
         say.line(format!("warning: {w}"));
     }
@@ -217,7 +218,11 @@ pub(super) fn run(
             break;
         }
         let log = (trainer.step + 1).is_multiple_of(args.log_every as u64) || trainer.step + 1 == total;
-        let mut record = metrics::Record { step: trainer.step + 1, lr: Some(train.lr_at(trainer.step as usize)), ..Default::default() };
+        let mut record = metrics::Record {
+            step: trainer.step + 1,
+            lr: Some(train.lr_at(trainer.step as usize)),
+            ..Default::default()
+        };
         let loss = match trainer.step(log) {
             Ok(l) => l,
             Err(e @ Error::Data(_)) => {

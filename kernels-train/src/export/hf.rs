@@ -225,9 +225,8 @@ pub fn read(dir: &Path) -> Result<Imported, Error> {
     };
     let bytes = Tokenizer::from_json(&super::bytes_tokenizer_json(), "the byte tokenizer")?;
     let tokenizer = if tokenizer == bytes { Tokenizer::bytes() } else { tokenizer };
-    let (cfg, hf_vocab) = model_config(&config, &tokenizer).map_err(|why| {
-        Error::Config(format!("{shown} cannot be imported: {}", why.join("; ")))
-    })?;
+    let (cfg, hf_vocab) = model_config(&config, &tokenizer)
+        .map_err(|why| Error::Config(format!("{shown} cannot be imported: {}", why.join("; "))))?;
     let (params, notes) = read_tensors(dir, &cfg, hf_vocab, &tokenizer, &config)?;
     let model = Exported { model: cfg, params, tokenizer };
     model.check()?;
@@ -286,10 +285,7 @@ fn model_config(c: &Value, tk: &Tokenizer) -> Result<(ModelConfig, usize), Vec<S
         why.push(format!("its head width {hd} is not hidden_size / heads = {dim} / {heads}"));
     }
     if vocab < tk.vocab_size() && vocab > 0 {
-        why.push(format!(
-            "its vocabulary of {vocab} rows is smaller than the tokenizer's {} tokens",
-            tk.vocab_size()
-        ));
+        why.push(format!("its vocabulary of {vocab} rows is smaller than the tokenizer's {} tokens", tk.vocab_size()));
     }
     let mut cfg = ModelConfig::new(dim, layers, heads, kv_heads, seq).with_vocab(tk.model_vocab());
     cfg.ffn_hidden = ffn;
@@ -362,8 +358,7 @@ fn read_tensors(
     let mut ignored = Vec::new();
     let mut unknown = Vec::new();
     for file in weight_files(dir)? {
-        let bytes =
-            std::fs::read(&file).map_err(|e| Error::Config(format!("cannot read {}: {e}", file.display())))?;
+        let bytes = std::fs::read(&file).map_err(|e| Error::Config(format!("cannot read {}: {e}", file.display())))?;
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| Error::Config(format!("{} is not a safetensors file: {e}", file.display())))?;
         for (name, t) in st.tensors() {
@@ -416,7 +411,9 @@ fn read_tensors(
             )));
         }
         None if config["tie_word_embeddings"] == false => {
-            notes.push("config.json says the head is untied but there is no lm_head.weight: the embedding is the head".into());
+            notes.push(
+                "config.json says the head is untied but there is no lm_head.weight: the embedding is the head".into(),
+            );
         }
         None => {}
     }

@@ -86,7 +86,9 @@ fn parse(json: &str, vocab_size: usize) -> Result<Parsed, Error> {
     let mut tokens = vec![None; vocab_size];
     let mut added = vec![None; vocab_size];
     let mut put = |id: u64, s: &str, special: Option<bool>| -> Result<(), Error> {
-        let slot = tokens.get_mut(id as usize).ok_or_else(|| bad(format!("token {s:?} has the id {id}, past {vocab_size}")))?;
+        let slot = tokens
+            .get_mut(id as usize)
+            .ok_or_else(|| bad(format!("token {s:?} has the id {id}, past {vocab_size}")))?;
         *slot = Some(s.to_string());
         if special.is_some() {
             added[id as usize] = special;
@@ -173,7 +175,11 @@ pub(crate) fn gguf_vocab(tk: &Tokenizer) -> Result<GgufVocab, Error> {
         return Err(Error::Config(format!(
             "GGUF export takes byte tokens and byte-level BPE tokenizers (llama.cpp's gpt2 vocabulary); this tokenizer is {}{}",
             tk.describe(),
-            if p.byte_fallback { " with byte fallback (a SentencePiece-style vocabulary)" } else { " without the byte-level pre-tokenizer and decoder" }
+            if p.byte_fallback {
+                " with byte fallback (a SentencePiece-style vocabulary)"
+            } else {
+                " without the byte-level pre-tokenizer and decoder"
+            }
         )));
     }
     let types = p.added.iter().map(|a| match a {
