@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (tk, name) in [(Tokenizer::bytes(), "bytes"), (bpe, "bpe:512")] {
         let out = dir.join(name.replace(':', "-"));
         let t = Instant::now();
-        let w = shards::write_shards(&[input.clone()], &tk, &out, 20_000_000, |_, _| {})?;
+        let w = shards::write_shards(std::slice::from_ref(&input), &tk, &out, 20_000_000, |_, _| {})?;
         let s = t.elapsed().as_secs_f64();
         println!(
             "{name}: tokenized {} MB into {} tokens, {} shards, in {s:.2} s: {:.2e} tokens/s ({:.1} MB/s)",

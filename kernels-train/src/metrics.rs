@@ -27,6 +27,9 @@ use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// (step, loss) points of a curve.
+pub type Curve = Vec<(usize, f32)>;
+
 /// `model.safetensors` → `model.metrics.jsonl`.
 pub fn metrics_path(checkpoint: &Path) -> PathBuf {
     let stem = checkpoint.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
@@ -106,7 +109,7 @@ pub fn read(path: &Path) -> Result<Vec<Record>, Error> {
 }
 
 /// The training and validation curves of a log, as (step, loss) points.
-pub fn curves(records: &[Record]) -> (Vec<(usize, f32)>, Vec<(usize, f32)>) {
+pub fn curves(records: &[Record]) -> (Curve, Curve) {
     let pick =
         |f: fn(&Record) -> Option<f32>| records.iter().filter_map(|r| f(r).map(|l| (r.step as usize, l))).collect();
     (pick(|r| r.loss), pick(|r| r.val_loss))
@@ -125,7 +128,7 @@ impl Log {
     /// is given (a checkpoint's (step, training loss) and (step, validation loss)), the log
     /// starts with it. Failing to open is a warning (returned), and the run goes on without a
     /// log.
-    pub fn open(path: &Path, from: u64, history: Option<(&[(usize, f32)], &[(usize, f32)])>) -> (Log, Option<String>) {
+    pub fn open(path: &Path, from: u64, history: Option<(&Curve, &Curve)>) -> (Log, Option<String>) {
         let mut kept: Vec<Record> = if from == 0 {
             Vec::new()
         } else {
@@ -233,7 +236,7 @@ mod tests {
         assert_eq!(val, [(30, 3.5)]);
         // No log beside an older checkpoint: its history starts one.
         std::fs::remove_file(&p).unwrap();
-        let (_log, _) = Log::open(&p, 20, Some((&[(10, 5.0), (20, 4.0), (30, 1.0)], &[(20, 4.5)])));
+        let (_log, _) = Log::open(&p, 20, Some((&vec![(10, 5.0), (20, 4.0), (30, 1.0)], &vec![(20, 4.5)])));
         let (train, val) = curves(&read(&p).unwrap());
         assert_eq!((train, val), (vec![(10, 5.0), (20, 4.0)], vec![(20, 4.5)]));
         std::fs::remove_dir_all(d).unwrap();

@@ -206,7 +206,7 @@ pub(super) fn run(
     let resumed = args.resume.then_some(trainer.step);
     let mut saves = Saves { dest, good: resumed, last: (trainer.step, started), saved: None };
     let mut stopped_by = None;
-    let history = (&trainer.train_history[..], &trainer.val_history[..]);
+    let history = (&trainer.train_history, &trainer.val_history);
     let (mut metrics_log, warning) =
         metrics::Log::open(&metrics::metrics_path(dest.path()), trainer.step, Some(history));
     if let Some(w) = warning {
