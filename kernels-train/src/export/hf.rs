@@ -1,4 +1,4 @@
-//! A Hugging Face `transformers` Llama folder: [`write`] (`--export-hf DIR`) and [`read`]
+//! A Hugging Face `transformers` Llama folder: [`write()`] (`--export-hf DIR`) and [`read`]
 //! (`--import-hf DIR`).
 //!
 //! The folder holds `config.json` (`LlamaForCausalLM`, grouped-query heads, the head tied to
@@ -6,7 +6,7 @@
 //! `{"format": "pt"}` metadata as `from_pretrained` requires), `tokenizer.json`,
 //! `tokenizer_config.json` and `generation_config.json`.
 //!
-//! [`read`] takes any Llama folder whose model this trainer can hold: `model.safetensors` or a
+//! [`read()`] takes any Llama folder whose model this trainer can hold: `model.safetensors` or a
 //! sharded `model.safetensors.index.json`, F32, F16 or BF16 tensors, a `tokenizer.json`. It
 //! refuses, naming each reason: another architecture, an output head not tied to the embedding
 //! (the trainer ties them), biases, RoPE scaling, an activation other than SiLU, a head width
