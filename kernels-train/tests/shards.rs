@@ -159,6 +159,16 @@ fn training_from_shards_sees_the_windows_of_the_same_tokens_in_memory() {
     let s = Shards::open(&files).unwrap().with_buffer(64);
     let shards_run = run(Corpus::held_out(Tokens::shards(s, &tk).unwrap(), tk.clone(), "shards"));
     assert_eq!(shards_run, run(Corpus::new(&t, "memory", tk.clone()).unwrap()));
+    // Every shard cut short under a run: the next batch is an error naming a shard, not a crash.
+    let s = Shards::open(&files).unwrap();
+    let mut tr = Trainer::new(&gpu, &m, &tc, Corpus::held_out(Tokens::shards(s, &tk).unwrap(), tk, "shards")).unwrap();
+    tr.step(false).unwrap();
+    for f in &files {
+        std::fs::OpenOptions::new().write(true).open(f).unwrap().set_len(1030).unwrap();
+    }
+    let e = tr.step(true).unwrap_err().to_string();
+    assert!(e.contains("truncated") && e.contains(".bin"), "{e}");
+    assert_eq!(tr.step, 1, "the step whose batch could not be read did not run");
     std::fs::remove_dir_all(d).unwrap();
 }
 

@@ -136,19 +136,19 @@ pub struct Args {
     pub val_data: Option<PathBuf>,
     /// Tokenize the --data text files (a file, a directory or a glob) into token shards in
     /// this directory, with --tokenizer, and exit.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "generate", "eval", "import_hf"])]
     pub tokenize_to: Option<PathBuf>,
     /// Tokens per shard of --tokenize-to.
     #[arg(long, default_value_t = crate::shards::DEFAULT_SHARD_TOKENS)]
     pub shard_tokens: usize,
     /// Score the checkpoint on a text or shards (mean loss, perplexity, bits per byte) and exit.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "generate", "import_hf"])]
     pub eval: Option<PathBuf>,
     /// Write the checkpoint as a Hugging Face transformers folder and exit.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "generate", "eval", "import_hf", "tokenize_to"])]
     pub export_hf: Option<PathBuf>,
     /// Write the checkpoint as a GGUF file for llama.cpp and exit.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "generate", "eval", "import_hf", "tokenize_to"])]
     pub export_gguf: Option<PathBuf>,
     /// Weight type of the exports: f32 or f16.
     #[arg(long, default_value = "f32", value_name = "f32|f16")]

@@ -66,7 +66,7 @@ pub(super) fn import(
     dir: &Path,
     data: Input,
     val: Option<Input>,
-    dest: &Destination,
+    dest: Option<&Destination>,
     say: &Say,
 ) -> Result<Trainer, Failure> {
     let imported = hf::read(dir)?;
@@ -108,7 +108,7 @@ pub(super) fn import(
         cfg.seq_len,
         tokenizer.describe()
     ));
-    if let Some(json) = tokenizer.json() {
+    if let (Some(dest), Some(json)) = (dest, tokenizer.json()) {
         let to = dest.write_tokenizer(json)?;
         say.line(format!("tokenizer: {}", to.display()));
     }

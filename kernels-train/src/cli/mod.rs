@@ -125,10 +125,10 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     let val = args.val_data.as_deref().map(|p| input::Input::open(Some(p))).transpose()?;
     let gpu = kernels::Gpu::new().map_err(Error::from)?;
     say.line(format!("adapter: {}", gpu.report()));
-    let trainer = match (&args.import_hf, &dest) {
+    let trainer = match &args.import_hf {
         _ if args.resume => resume::open(&args, &gpu, data, val, &say)?,
-        (Some(dir), Some(dest)) => interop::import(&args, &gpu, dir, data, val, dest, &say)?,
-        _ => train::start(&args, &gpu, data, val, dest.as_ref(), &say)?,
+        Some(dir) => interop::import(&args, &gpu, dir, data, val, dest.as_ref(), &say)?,
+        None => train::start(&args, &gpu, data, val, dest.as_ref(), &say)?,
     };
     train::describe(&trainer, &say);
     let warm = gpu.warm_up(kernels::all_kernels()).map_err(Error::from)?;
