@@ -12,6 +12,12 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod data;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod eval;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod export;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod metrics;
 pub mod model;
 pub mod params;
 pub mod plot;
@@ -19,6 +25,8 @@ pub mod precision;
 pub mod rng;
 pub mod sample;
 pub mod scaler;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod shards;
 pub mod tokenizer;
 pub mod trainer;
 

@@ -275,7 +275,7 @@ fn attention_kernels(m: &ModelConfig, precision: Precision) -> Vec<(String, usiz
     t.attention = kernels_train::model::Attention::Fast;
     let mut tr = Trainer::new(&gpu, m, &t, Corpus::from_bytes(fixed_text(), "test text")).unwrap();
     assert_eq!(tr.model.precision, precision);
-    let (x, y) = tr.corpus.train_batch(t.seed, 0, t.batch, m.seq_len);
+    let (x, y) = tr.corpus.train_batch(t.seed, 0, t.batch, m.seq_len).unwrap();
     let p = tr.model.profile_step(&x, &y, t.batch, &t, 0).unwrap();
     let is_attention = |n: &str| n.split_once("::").is_some_and(|(_, k)| k.contains("attention"));
     let mut out: Vec<(String, usize)> =

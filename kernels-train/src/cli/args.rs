@@ -74,7 +74,9 @@ pub struct Args {
     /// Steps between reads of the training loss (each read waits for the GPU).
     #[arg(long, default_value_t = 10)]
     pub log_every: usize,
-    /// A UTF-8 text file to train on (default: this project's own text, built in).
+    /// What to train on: a UTF-8 text file (read into memory), or token shards in llm.c's
+    /// format (a shard, a directory of .bin shards, or a quoted glob; read by position). Default:
+    /// this project's own text, built in.
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Tokens: `bytes` (256, the default of a new run), `bpe:N` (train an N-token byte-level BPE
@@ -129,6 +131,32 @@ pub struct Args {
     /// Mixed precision: clean steps before the loss scale doubles.
     #[arg(long, default_value_t = crate::scaler::DEFAULT_GROWTH_INTERVAL, value_parser = clap::value_parser!(u32).range(1..))]
     pub loss_scale_interval: u32,
+    /// Validation text or shards (default: the last of several shards, else the last 5%).
+    #[arg(long)]
+    pub val_data: Option<PathBuf>,
+    /// Tokenize the --data text files (a file, a directory or a glob) into token shards in
+    /// this directory, with --tokenizer, and exit.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "generate", "eval", "import_hf"])]
+    pub tokenize_to: Option<PathBuf>,
+    /// Tokens per shard of --tokenize-to.
+    #[arg(long, default_value_t = crate::shards::DEFAULT_SHARD_TOKENS)]
+    pub shard_tokens: usize,
+    /// Score the checkpoint on a text or shards (mean loss, perplexity, bits per byte) and exit.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "generate", "import_hf"])]
+    pub eval: Option<PathBuf>,
+    /// Write the checkpoint as a Hugging Face transformers folder and exit.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "generate", "eval", "import_hf", "tokenize_to"])]
+    pub export_hf: Option<PathBuf>,
+    /// Write the checkpoint as a GGUF file for llama.cpp and exit.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "generate", "eval", "import_hf", "tokenize_to"])]
+    pub export_gguf: Option<PathBuf>,
+    /// Weight type of the exports: f32 or f16.
+    #[arg(long, default_value = "f32", value_name = "f32|f16")]
+    pub export_dtype: crate::export::ExportDtype,
+    /// Start a new run (fine-tuning) from a Hugging Face Llama folder: its weights, its
+    /// tokenizer, its shape (--seq-len may shorten the context).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "tokenizer"])]
+    pub import_hf: Option<PathBuf>,
 }
 
 /// The `--precision` values.
@@ -211,6 +239,7 @@ pub(super) fn check(a: &Args) -> Result<(), String> {
         ("--eval-every", a.eval_every),
         ("--eval-batches", Some(a.eval_batches)),
         ("--checkpoint-every", a.checkpoint_every),
+        ("--shard-tokens", Some(a.shard_tokens)),
     ] {
         if value == Some(0) {
             return Err(format!("{flag} must be at least 1"));

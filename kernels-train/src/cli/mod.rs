@@ -10,6 +10,8 @@
 
 mod args;
 mod generate;
+mod input;
+mod interop;
 mod profile;
 mod resume;
 mod signals;
@@ -21,7 +23,6 @@ pub use signals::{SIGHUP, SIGINT, SIGTERM, Stop};
 
 use crate::Error;
 use crate::checkpoint::Destination;
-use crate::data;
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use clap::Parser;
 
@@ -75,6 +76,17 @@ fn usage(message: String) -> Failure {
 pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     args::check(&args).map_err(usage)?;
     let say = Say(args.quiet);
+    if args.export_hf.is_some() || args.export_gguf.is_some() {
+        return interop::export(&args, &say);
+    }
+    if let Some(dir) = &args.tokenize_to {
+        return interop::tokenize(&args, dir, &say);
+    }
+    if let Some(file) = &args.eval {
+        let gpu = kernels::Gpu::new().map_err(Error::from)?;
+        say.line(format!("adapter: {}", gpu.report()));
+        return interop::evaluate(&args, &gpu, file, &say);
+    }
     if let Some(prompt) = &args.generate {
         let gpu = kernels::Gpu::new().map_err(Error::from)?;
         say.line(format!("adapter: {}", gpu.report()));
@@ -109,18 +121,15 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
         }
         Some(dest)
     };
-    let (text, source) = match &args.data {
-        Some(p) => (data::read_text(p)?, p.display().to_string()),
-        None => (data::built_in_text(), "built-in project text".to_string()),
-    };
+    let data = input::Input::open(args.data.as_deref())?;
+    let val = args.val_data.as_deref().map(|p| input::Input::open(Some(p))).transpose()?;
     let gpu = kernels::Gpu::new().map_err(Error::from)?;
     say.line(format!("adapter: {}", gpu.report()));
-    let trainer = if args.resume {
-        resume::open(&args, &gpu, &text, &source, &say)?
-    } else {
-        train::start(&args, &gpu, &text, &source, dest.as_ref(), &say)?
+    let trainer = match &args.import_hf {
+        _ if args.resume => resume::open(&args, &gpu, data, val, &say)?,
+        Some(dir) => interop::import(&args, &gpu, dir, data, val, dest.as_ref(), &say)?,
+        None => train::start(&args, &gpu, data, val, dest.as_ref(), &say)?,
     };
-    drop(text);
     train::describe(&trainer, &say);
     let warm = gpu.warm_up(kernels::all_kernels()).map_err(Error::from)?;
     say.line(format!("pipelines: {} built in {:.2} s", warm.built, warm.seconds));

@@ -26,7 +26,7 @@ pub fn class_of(qualified: &str) -> &'static str {
 pub(super) fn run(mut trainer: Trainer) -> Result<(), Failure> {
     let t = trainer.train.clone();
     let seq_len = trainer.model.cfg.seq_len;
-    let (x, y) = trainer.corpus.train_batch(t.seed, trainer.step, t.batch, seq_len);
+    let (x, y) = trainer.corpus.train_batch(t.seed, trainer.step, t.batch, seq_len)?;
     trainer.model.train_step(&x, &y, t.batch, &t, trainer.step)?;
     let p = trainer.model.profile_step(&x, &y, t.batch, &t, trainer.step)?;
     let span = p.span_ns();

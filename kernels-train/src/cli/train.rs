@@ -2,11 +2,12 @@
 //! checkpoints, the stop on a signal or a diverged loss, the checkpoint and loss curve at the
 //! end, and a sample.
 
+use super::input::Input;
 use super::signals::name as signal_name;
 use super::{Args, Failure, Say, Stop, exit, model_config, train_config};
 use crate::Error;
 use crate::checkpoint::Destination;
-use crate::data::Corpus;
+use crate::metrics;
 use crate::plot::loss_svg;
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use crate::trainer::Trainer;
@@ -15,21 +16,30 @@ use kernels::Gpu;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// A new run from the flags' model, tokenizer and seed. A `bpe:N` tokenizer is trained on
-/// `text` here (with a progress bar); a tokenizer other than bytes is written beside the
-/// checkpoint (`dest`, if any) as `NAME.tokenizer.json`.
+/// A new run from the flags' model, tokenizer and seed. A `bpe:N` tokenizer is trained on the
+/// text here (with a progress bar); shards take the tokenizer they were made with (`--tokenizer`,
+/// or the `tokenizer.json` `--tokenize-to` left in their directory; bytes otherwise). A
+/// tokenizer other than bytes is written beside the checkpoint (`dest`, if any) as
+/// `NAME.tokenizer.json`.
 pub(super) fn start(
     args: &Args,
     gpu: &Gpu,
-    text: &[u8],
-    source: &str,
+    data: Input,
+    val: Option<Input>,
     dest: Option<&Destination>,
     say: &Say,
 ) -> Result<Trainer, Failure> {
-    let tokenizer = match args.tokenizer.clone().unwrap_or(TokenizerChoice::Bytes) {
-        TokenizerChoice::Bytes => Tokenizer::bytes(),
-        TokenizerChoice::File(path) => Tokenizer::open(&path)?,
-        TokenizerChoice::Bpe(n) => {
+    let source = data.source().to_string();
+    let tokenizer = match (args.tokenizer.clone(), &data) {
+        (None, Input::Shards(..)) => data.directory_tokenizer()?.unwrap_or_else(Tokenizer::bytes),
+        (None | Some(TokenizerChoice::Bytes), _) => Tokenizer::bytes(),
+        (Some(TokenizerChoice::File(path)), _) => Tokenizer::open(&path)?,
+        (Some(TokenizerChoice::Bpe(n)), Input::Shards(..)) => {
+            return Err(super::usage(format!(
+                "--tokenizer bpe:{n} trains a BPE on text, and {source} is token shards: pass the tokenizer.json they were made with"
+            )));
+        }
+        (Some(TokenizerChoice::Bpe(n)), Input::Text(text, _)) => {
             let text = std::str::from_utf8(text).map_err(|e| {
                 Error::Data(format!("{source} is not UTF-8 ({e}): a BPE is trained on text; use --tokenizer bytes"))
             })?;
@@ -45,11 +55,14 @@ pub(super) fn start(
         say.line(format!("tokenizer: {}", to.display()));
     }
     let started = Instant::now();
-    let corpus = Corpus::new(text, source, tokenizer)?;
-    if !corpus.tokenizer().is_bytes() {
+    let text_bytes = match &data {
+        Input::Text(t, _) if !tokenizer.is_bytes() => Some(t.len()),
+        _ => None,
+    };
+    let corpus = super::input::corpus(data, val, tokenizer)?;
+    if let Some(bytes) = text_bytes {
         say.line(format!(
-            "tokenized {} bytes into {} tokens in {:.1} s",
-            text.len(),
+            "tokenized {bytes} bytes into {} tokens in {:.1} s",
             corpus.len(),
             started.elapsed().as_secs_f64()
         ));
@@ -105,7 +118,13 @@ impl Saves<'_> {
         self.saved = Some(trainer.step);
         let cfg = &trainer.model.cfg;
         let title = format!("{} layers × {} wide, {} steps", cfg.layers, cfg.dim, trainer.step);
-        if let Err(e) = self.dest.write_curve(&loss_svg(&trainer.train_history, &trainer.val_history, &title)) {
+        // The curve is the log's; a log that cannot be read leaves the checkpoint's history.
+        let logged = metrics::read(&metrics::metrics_path(self.dest.path())).map(|r| metrics::curves(&r));
+        let (train, val) = match logged {
+            Ok((t, v)) if !t.is_empty() || !v.is_empty() => (t, v),
+            _ => (trainer.train_history.clone(), trainer.val_history.clone()),
+        };
+        if let Err(e) = self.dest.write_curve(&loss_svg(&train, &val, &title)) {
             say.line(format!("warning: the loss curve was not written: {e}"));
         }
         Ok(())
@@ -187,22 +206,51 @@ pub(super) fn run(
     let resumed = args.resume.then_some(trainer.step);
     let mut saves = Saves { dest, good: resumed, last: (trainer.step, started), saved: None };
     let mut stopped_by = None;
+    let history = (&trainer.train_history, &trainer.val_history);
+    let (mut metrics_log, warning) =
+        metrics::Log::open(&metrics::metrics_path(dest.path()), trainer.step, Some(history));
+    if let Some(w) = warning {
+        say.line(format!("warning: {w}"));
+    }
     while trainer.step < total {
         if let Some(signal) = stop.requested() {
             stopped_by = Some(signal);
             break;
         }
         let log = (trainer.step + 1).is_multiple_of(args.log_every as u64) || trainer.step + 1 == total;
-        if let Some(l) = trainer.step(log)? {
+        let mut record = metrics::Record {
+            step: trainer.step + 1,
+            lr: Some(train.lr_at(trainer.step as usize)),
+            ..Default::default()
+        };
+        let loss = match trainer.step(log) {
+            Ok(l) => l,
+            Err(e @ Error::Data(_)) => {
+                // The batch could not be read (a shard changed under the run): the step did not
+                // run, so the state is whole; keep it before stopping.
+                bar.abandon();
+                let kept = match saves.save(&mut trainer, say) {
+                    Ok(()) => format!("the state of step {} is saved in {}", trainer.step, dest.path().display()),
+                    Err(e2) => format!("saving the state failed too ({e2})"),
+                };
+                return Err(Failure { code: exit::USAGE, message: format!("{e}; {kept}") });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(l) = loss {
             last_loss = Some(l);
+            record.loss = Some(l);
             if !l.is_finite() {
                 bar.abandon();
+                metrics_log.append(&record);
                 let ck = trainer.checkpoint()?;
                 return Err(saves.diverged(&ck, format!("the loss became {l} at step {}", trainer.step)).into());
             }
         }
-        if trainer.step.is_multiple_of(eval_every) || trainer.step == total {
+        let validated = trainer.step.is_multiple_of(eval_every) || trainer.step == total;
+        if validated {
             last_val = Some(trainer.validate(args.eval_batches)?);
+            record.val_loss = last_val;
             // No training loss read back yet (it is read every --log-every steps): a dash.
             let train = last_loss.map_or("-".into(), |l| format!("{l:.4}"));
             let line = format!(
@@ -213,6 +261,17 @@ pub(super) fn run(
             );
             // Printed even when the bar is hidden (not a terminal, or --quiet).
             bar.suspend(|| crate::note(&line));
+        }
+        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+        let tps = (trainer.step - first_step) as f64 * tokens_per_step / elapsed;
+        if record.loss.is_some() || validated {
+            record.tokens_per_s = Some(tps);
+            record.time_s = Some(elapsed);
+            record.loss_scale = trainer.scaler.map(|s| s.scale);
+            record.skipped = trainer.scaler.map(|s| s.skipped);
+            if let Some(w) = metrics_log.append(&record) {
+                bar.suspend(|| crate::note(format!("warning: {w}")));
+            }
         }
         let due = every_steps.is_some_and(|n| trainer.step - saves.last.0 >= n)
             || every_time.is_some_and(|t| saves.last.1.elapsed() >= t);
@@ -232,8 +291,6 @@ pub(super) fn run(
                 }
             }
         }
-        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
-        let tps = (trainer.step - first_step) as f64 * tokens_per_step / elapsed;
         bar.set_message(format!(
             "loss {} | val {} | {:.0} tokens/s{}",
             last_loss.map_or("-".into(), |l| format!("{l:.3}")),
