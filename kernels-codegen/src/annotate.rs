@@ -91,6 +91,18 @@ const WGSL_ATTRIBUTES: [&str; 17] = [
     "workgroup_size",
 ];
 
+/// The annotation words.
+pub const ANNOTATIONS: [&str; 3] = ["grid", "requires", "accumulates"];
+
+/// An example expression for an annotation word, for messages.
+pub fn example(word: &str) -> &'static str {
+    match word {
+        "grid" => "threads(p.n)",
+        "requires" => "len(x) >= p.n",
+        _ => "y",
+    }
+}
+
 /// The annotation a misspelled word was probably meant to be (`require` → `requires`).
 pub fn closest_annotation(word: &str) -> &'static str {
     fn distance(a: &str, b: &str) -> usize {
@@ -107,7 +119,7 @@ pub fn closest_annotation(word: &str) -> &'static str {
         }
         row[b.len()]
     }
-    if distance(word, "grid") <= distance(word, "requires") { "grid" } else { "requires" }
+    ANNOTATIONS.into_iter().min_by_key(|a| distance(word, a)).unwrap_or("grid")
 }
 
 /// Reads the comments of one kernel. `text` is the whole kernel file; only the section and the
@@ -187,7 +199,7 @@ pub fn notes(text: &str, section: &Section) -> Notes {
         let Some(t) = comment_text(line) else {
             continue;
         };
-        let annotation = ["grid", "requires", "accumulates"].iter().find_map(|k| {
+        let annotation = ANNOTATIONS.iter().find_map(|k| {
             let rest = t.strip_prefix('@')?.strip_prefix(k)?;
             (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| (k.to_string(), rest.trim().to_string()))
         });

@@ -87,12 +87,15 @@ impl File {
 
 fn read(site: &CallSite, written: &str, what: &str) -> Result<SourceFile, Box<Diagnostic>> {
     let path = site.resolve(written).map_err(|e| Box::new(Diagnostic::new(e)))?;
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Box::new(
-            Diagnostic::new(format!("cannot read {what} `{written}`: {e}"))
+    let text = crate::source::read_text(&path, &site.display(&path)).map_err(|e| {
+        Box::new(match e {
+            crate::source::ReadError::Io(e) => Diagnostic::new(format!("cannot read {what} `{written}`: {e}"))
                 .note(format!("looked for {}", path.display()))
                 .note("paths are relative to the crate's manifest directory (where Cargo.toml is), or to the calling file when they start with `./` or `../`"),
-        )
+            crate::source::ReadError::Utf8(at) => Diagnostic::at(*at, format!("the {what} `{written}` is not UTF-8 text"))
+                .label("this byte is not UTF-8")
+                .note("WGSL source is UTF-8; save the file as UTF-8"),
+        })
     })?;
     Ok(SourceFile::new(path.clone(), site.display(&path), text))
 }
@@ -222,19 +225,44 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         let (errors, unused_values) = ctx.check_unused(form, dead);
         values.extend(unused_values);
         for e in errors {
-            if !out.errors.contains(&e) {
-                out.errors.push(e);
-            }
+            Diagnostic::push_once(&mut out.errors, e);
         }
     }
     // The host sees the constants every kernel could see: those of the common parts.
     for (form, dead) in forms.iter().zip(&dead) {
         for &(file, i) in &dead.decls {
-            if let Some(Role::Named("const", name)) = form.outlines[file].as_ref().map(|o| &o.decls[i].role)
+            let Some(decl) = form.outlines[file].as_ref().map(|o| &o.decls[i]) else { continue };
+            if let Role::Named("const", name) = &decl.role
                 && out.consts.iter().all(|c| &c.0 != name)
                 && let Some(v) = values.iter().find(|v| &v.0 == name)
             {
-                out.consts.push(v.clone());
+                // A name Rust reads as another's (NFC) would be a second item of that name.
+                let at = || {
+                    let range = split::find_word(&form.codes[file][decl.range.clone()], name)
+                        .first()
+                        .map_or(decl.range.clone(), |r| decl.range.start + r.start..decl.range.start + r.end);
+                    sources.get(file).locate(range)
+                };
+                let key = split::rust_name(name);
+                let other = out
+                    .consts
+                    .iter()
+                    .map(|c| (&c.0, "constant"))
+                    .chain(out.kernels.iter().map(|k| (&k.name, "kernel")))
+                    .find(|(n, _)| split::rust_name(n) == key && *n != name);
+                match other {
+                    Some((other, what)) => Diagnostic::push_once(
+                        &mut out.errors,
+                        Diagnostic::at(at(), format!("constant `{name}` and {what} `{other}` are one name in the generated Rust"))
+                            .label("a `pub const` of the file's module")
+                            .note(format!(
+                                "they differ only in Unicode composition (`{}` and `{}`), and Rust normalizes identifiers (NFC); rename one",
+                                split::spelled(name),
+                                split::spelled(other)
+                            )),
+                    ),
+                    None => out.consts.push(v.clone()),
+                }
             }
         }
     }
@@ -363,7 +391,6 @@ impl Ctx<'_> {
     /// Checks, once, the declarations of the shared and file preambles (and what they include)
     /// that no kernel uses, with what they need.
     #[allow(clippy::type_complexity)]
-    #[allow(clippy::type_complexity)]
     fn check_unused(&self, form: &Form, dead: &DeadCode) -> (Vec<Diagnostic>, Vec<(String, &'static str, String)>) {
         // naga's parser takes time quadratic in the number of declarations of a module, so
         // the unused ones are checked in chunks, each with what it names.
@@ -407,9 +434,7 @@ impl Ctx<'_> {
                     for mut d in found {
                         d.kernel = None;
                         d.notes.push(note.to_string());
-                        if !errors.contains(&d) {
-                            errors.push(d);
-                        }
+                        Diagnostic::push_once(&mut errors, d);
                     }
                 }
             }
@@ -449,10 +474,7 @@ impl Ctx<'_> {
                         None => d = d.note(note),
                     }
                 }
-                if let Some(v) = &variant_note {
-                    d = d.note(v.clone());
-                }
-                d
+                d.in_variant(variant_note.clone())
             })
             .collect()
     }
@@ -462,13 +484,19 @@ impl Ctx<'_> {
     fn shape(&self, notes: &Notes, iface: &Interface, name: &str, errors: &mut Vec<Diagnostic>) -> Shape {
         let file = self.sources.get(self.kernel_file);
         let mut shape = Shape::default();
+        let known = "the annotations are `// @grid …`, `// @requires …` and `// @accumulates …`; other comment lines are doc text";
         for (range, word) in &notes.unknown {
-            errors.push(
+            let d = if annotate::ANNOTATIONS.contains(&word.as_str()) {
+                // The word is right; what follows it is not (`@requires:`, `@grid(…)`).
+                Diagnostic::at(file.locate(range.clone()), format!("malformed annotation `@{word}`")).label(format!(
+                    "the expression follows `@{word}` after a space, like `// @{word} {}`",
+                    annotate::example(word)
+                ))
+            } else {
                 Diagnostic::at(file.locate(range.clone()), format!("unknown annotation `@{word}`"))
                     .label(format!("did you mean `@{}`?", annotate::closest_annotation(word)))
-                    .note("the annotations are `// @grid …` and `// @requires …`; other comment lines are doc text")
-                    .in_kernel(name),
-            );
+            };
+            errors.push(d.note(known).in_kernel(name));
         }
         for a in &notes.annotations {
             let location = file.locate(a.range.clone());
@@ -607,7 +635,9 @@ impl Ctx<'_> {
                 Err(failure) => {
                     let a = a.prefixed(&failure.prefix);
                     let note = if first { None } else { conditions.describe() };
-                    k.errors.extend(self.diagnostics(&a, failure.errors, &marker, &name, note));
+                    for d in self.diagnostics(&a, failure.errors, &marker, &name, note) {
+                        Diagnostic::push_once(&mut k.errors, d);
+                    }
                     if first {
                         if let Some(m) = failure.module
                             && let Ok(i) = reflect::reflect(&m, None, &name)
@@ -678,7 +708,9 @@ impl Ctx<'_> {
         for (v, needs, a, c) in variants.iter().filter(|_| clean) {
             if let Err(e) = validate::spirv(c, &name, *needs) {
                 let note = v.conditions.describe();
-                k.errors.extend(self.diagnostics(&a.prefixed(&c.prefix), vec![e], &marker, &name, note));
+                for d in self.diagnostics(&a.prefixed(&c.prefix), vec![e], &marker, &name, note) {
+                    Diagnostic::push_once(&mut k.errors, d);
+                }
             }
         }
         if k.errors.is_empty() {

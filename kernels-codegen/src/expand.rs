@@ -11,9 +11,12 @@
 //!   keyword of every edition, reserved ones included, is an ordinary name; the few Rust cannot
 //!   write even raw (`self`, `Self`, `super`, `crate`, `_`, which WGSL reserves anyway) become
 //!   `__u_<name>`;
-//! - WGSL identifiers cannot start with `__`, so every name the macro makes up for itself
-//!   (locals, padding fields, hidden modules) starts with `__k_`, and a WGSL name that must be
-//!   renamed (a binding parameter shadowed by a constant of the module) becomes `__u_<name>`;
+//! - WGSL identifiers cannot start with `__`, so the names the macro makes up for itself live
+//!   under prefixes of their own, one per kind: `__k_` for items (padding fields, hidden
+//!   modules, and the public words below where a WGSL name takes them), `__l_` for the local
+//!   variables of generated function bodies (so no constant of the module turns a `let` into a
+//!   pattern, and no renamed parameter is shadowed by a local), and `__u_<name>` for a WGSL name
+//!   that must be renamed (a binding parameter shadowed by a constant of the module);
 //! - the names of the public API (`KERNELS`, `Overrides`, the `rec`, `grid` and `overrides`
 //!   parameters) are used as they are unless a WGSL name takes them in their namespace, then
 //!   they become `__k_<name>`;
@@ -27,6 +30,7 @@
 use crate::compile::{File, Kernel, Variant};
 use crate::reflect::{Access, HostScalar, HostType, Interface, StructDef};
 use crate::shape::{self, GridSource};
+use crate::split::rust_name;
 use crate::validate::CoopScalar;
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
@@ -35,12 +39,27 @@ use quote::{format_ident, quote};
 /// every edition (`gen`, `try`, `type`, …) are plain names. Names Rust cannot write even raw
 /// become `__u_<name>` (WGSL reserves those words).
 pub fn ident(name: &str) -> Ident {
+    // Normalized as rustc normalizes every identifier, so that what the expansion holds is
+    // what rustc will see (and compare).
+    let name = &rust_name(name);
     if syn::parse_str::<Ident>(&format!("r#{name}")).is_ok() {
         Ident::new_raw(name, Span::call_site())
     } else {
         let clean: String = name.chars().map(|c| if c.is_alphanumeric() || c == '_' { c } else { '_' }).collect();
         format_ident!("__u_{}", clean)
     }
+}
+
+/// Whether two names are one identifier in Rust.
+fn same(a: &str, b: &str) -> bool {
+    a == b || rust_name(a) == rust_name(b)
+}
+
+/// A local variable of generated code: `__l_<name>`. No WGSL name starts with `__`, and no
+/// other generated name starts with `__l_`, so a local can neither be shadowed by a constant
+/// of the module (which would make its `let` a pattern) nor shadow a parameter.
+fn local(name: &str) -> Ident {
+    format_ident!("__l_{}", name)
 }
 
 /// A name of the generated API: `word` unless a WGSL name takes it, then `__k_<word>`.
@@ -84,7 +103,7 @@ impl<'a> Emitter<'a> {
     fn new(file: &'a File, rt: TokenStream) -> Self {
         let kernels: Vec<&Kernel> = file.kernels.iter().collect();
         let consts = file.consts.clone();
-        let taken = |n: &str| consts.iter().any(|c| c.0 == n) || file.kernels.iter().any(|k| k.name == n);
+        let taken = |n: &str| consts.iter().any(|c| same(&c.0, n)) || file.kernels.iter().any(|k| same(&k.name, n));
         let registry = api_name("KERNELS", taken("KERNELS"));
         Emitter { rt, file, shared: shared_structs(&kernels), consts, registry }
     }
@@ -142,7 +161,7 @@ impl<'a> Emitter<'a> {
         });
         // Shared structs also at file level, where no kernel's module has the name.
         let shared_aliases =
-            self.shared.iter().filter(|s| !self.file.kernels.iter().any(|k| k.name == s.name)).map(|s| {
+            self.shared.iter().filter(|s| !self.file.kernels.iter().any(|k| same(&k.name, &s.name))).map(|s| {
                 let i = ident(&s.name);
                 quote!(pub use self::__k_structs::#i;)
             });
@@ -290,8 +309,8 @@ impl<'a> Emitter<'a> {
         let kname = ident(&k.name);
         // A parameter named like a constant or static of the module would be a pattern; the
         // generated parameters also give way to bindings.
-        let module_value = |n: &str| self.consts.iter().any(|c| c.0 == n) || self.registry == n;
-        let binding_named = |w: &str| iface.bindings.iter().any(|b| b.name == w) || module_value(w);
+        let module_value = |n: &str| self.consts.iter().any(|c| same(&c.0, n)) || same(&self.registry.to_string(), n);
+        let binding_named = |w: &str| iface.bindings.iter().any(|b| same(&b.name, w)) || module_value(w);
         let struct_path = |n: &str| {
             let i = ident(n);
             quote!(#kname::#i)
@@ -300,13 +319,13 @@ impl<'a> Emitter<'a> {
             rec: api_name("rec", binding_named("rec")),
             grid: None,
             overrides: None,
-            overrides_type: api_name("Overrides", iface.structs.iter().any(|s| s.name == "Overrides")),
+            overrides_type: api_name("Overrides", iface.structs.iter().any(|s| same(&s.name, "Overrides"))),
             bindings: Vec::new(),
             params: Vec::new(),
             args: Vec::new(),
         };
         for b in &iface.bindings {
-            let id = if module_value(&b.name) { format_ident!("__u_{}", b.name) } else { ident(&b.name) };
+            let id = if module_value(&b.name) { format_ident!("__u_{}", rust_name(&b.name)) } else { ident(&b.name) };
             let ty = self.ty(&b.ty, &struct_path);
             match b.access {
                 Access::Read => {
@@ -426,33 +445,36 @@ impl<'a> Emitter<'a> {
         };
         let str_t = self.primitive("str");
         let f64_t = self.primitive("f64");
+        let list = local("overrides");
         let overrides = match &sig.overrides {
             Some(param) => {
                 let pushes = iface.overrides.iter().map(|o| {
                     let id = ident(&o.name);
                     let key = o.id.map(|i| i.to_string()).unwrap_or_else(|| o.name.clone());
-                    let value = if o.ty == "bool" { quote!(if v { 1.0 } else { 0.0 }) } else { quote!(v as #f64_t) };
+                    let v = local("v");
+                    let value = if o.ty == "bool" { quote!(if #v { 1.0 } else { 0.0 }) } else { quote!(#v as #f64_t) };
                     quote! {
-                        if let ::core::option::Option::Some(v) = #param.#id { __k_overrides.push((#key, #value)); }
+                        if let ::core::option::Option::Some(#v) = #param.#id { #list.push((#key, #value)); }
                     }
                 });
                 quote! {
-                    let mut __k_overrides: ::std::vec::Vec<(&'static #str_t, #f64_t)> = ::std::vec::Vec::new();
+                    let mut #list: ::std::vec::Vec<(&'static #str_t, #f64_t)> = ::std::vec::Vec::new();
                     #(#pushes)*
                 }
             }
-            None => quote!(let __k_overrides: [(&'static #str_t, #f64_t); 0] = [];),
+            None => quote!(let #list: [(&'static #str_t, #f64_t); 0] = [];),
         };
         let (rec, args) = (&sig.rec, &sig.args);
+        let grid_local = local("grid");
         quote! {
             #(#checks)*
-            let __k_grid: #rt::Grid = #grid;
+            let #grid_local: #rt::Grid = #grid;
             #overrides
             #rt::Record::record(#rec, #rt::__private::Call {
                 kernel: &#kname::KERNEL,
-                grid: __k_grid,
+                grid: #grid_local,
                 args: &[#(#args),*],
-                overrides: &__k_overrides,
+                overrides: &#list,
             })
         }
     }
@@ -682,7 +704,7 @@ fn shared_structs(kernels: &[&Kernel]) -> Vec<StructDef> {
     for k in kernels {
         let Some(i) = &k.interface else { continue };
         for s in &i.structs {
-            match seen.iter_mut().find(|(d, _)| d.name == s.name) {
+            match seen.iter_mut().find(|(d, _)| same(&d.name, &s.name)) {
                 Some((d, same)) => *same &= d == s,
                 None => seen.push((s.clone(), true)),
             }

@@ -203,6 +203,7 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
     let at = |span: naga::Span, message: String| ReflectError { message, span: span.to_range() };
     let mut r = Reflector { module, layouter: &layouter, structs: Vec::new() };
     let mut bindings = Vec::new();
+    let mut spans: Vec<(String, naga::Span)> = Vec::new();
     let mut usage = Vec::new();
     for (handle, var) in module.global_variables.iter() {
         let Some(rb) = &var.binding else { continue };
@@ -273,6 +274,7 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
                 ),
             ));
         }
+        spans.push((binding.name.clone(), span));
         bindings.push(binding);
     }
     bindings.sort_by_key(|b| (b.group, b.binding));
@@ -300,6 +302,28 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
             has_default: o.init.is_some(),
         });
     }
+    // Names WGSL keeps apart may be one identifier in Rust, which normalizes them (NFC): the
+    // parameters, the companion's types, the fields of `Overrides` and of each struct.
+    one_name_each(spans.iter().map(|(n, s)| (n.as_str(), *s)), "binding")?;
+    let type_span = |name: &str| {
+        module
+            .types
+            .iter()
+            .find(|(_, t)| t.name.as_deref() == Some(name))
+            .map_or(naga::Span::UNDEFINED, |(h, _)| module.types.get_span(h))
+    };
+    one_name_each(r.structs.iter().map(|s| (s.name.as_str(), type_span(&s.name))), "struct")?;
+    one_name_each(
+        module.overrides.iter().map(|(h, o)| (o.name.as_deref().unwrap_or(""), module.overrides.get_span(h))),
+        "override",
+    )?;
+    for s in &r.structs {
+        let span = type_span(&s.name);
+        one_name_each(
+            s.fields.iter().filter_map(|f| f.name.as_deref()).map(|n| (n, span)),
+            &format!("`{}` field", s.name),
+        )?;
+    }
     let (consts, exported) = constants(module);
     Ok(Interface {
         workgroup_size: ep.workgroup_size,
@@ -310,6 +334,29 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
         exported,
         usage,
     })
+}
+
+/// An error at the second of two names that differ in WGSL but not in Rust (see
+/// [`rust_name`](crate::split::rust_name)).
+fn one_name_each<'a>(names: impl Iterator<Item = (&'a str, naga::Span)>, what: &str) -> Result<(), ReflectError> {
+    use crate::split::{rust_name, spelled};
+    let mut seen: Vec<(&str, String)> = Vec::new();
+    for (name, span) in names {
+        let key = rust_name(name);
+        if let Some((first, _)) = seen.iter().find(|(n, k)| *k == key && *n != name) {
+            return Err(ReflectError {
+                message: format!(
+                    "{what} `{name}` and {what} `{first}` are one name in the generated Rust: they differ only in \
+                     Unicode composition (`{}` and `{}`), and Rust normalizes identifiers (NFC); rename one",
+                    spelled(name),
+                    spelled(first)
+                ),
+                span: span.to_range(),
+            });
+        }
+        seen.push((name, key));
+    }
+    Ok(())
 }
 
 /// The module-scope constants with a literal value: integers (for shape expressions), and

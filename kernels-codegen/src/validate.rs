@@ -189,6 +189,10 @@ fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
             return Err(Failure::new(Some(module), prefix, vec![raw]));
         }
     };
+    let mismatched = coop_mismatches(&module, &info);
+    if !mismatched.is_empty() {
+        return Err(Failure::new(Some(module), prefix, mismatched));
+    }
     let uniformity = uniformity::check(&module);
     if !uniformity.is_empty() {
         let errors = uniformity
@@ -329,6 +333,69 @@ fn coop_configs<'a>(
     configs.sort();
     configs.dedup();
     (reached, configs)
+}
+
+/// Every `coopMultiplyAdd(a, b, c)` whose operands do not make one configuration: A is m×k, B
+/// k×n and C m×n, and A and B hold the same element type (naga checks only their roles, and an
+/// adapter offers no such product).
+fn coop_mismatches(module: &Module, info: &ModuleInfo) -> Vec<RawError> {
+    let functions = module
+        .entry_points
+        .iter()
+        .enumerate()
+        .map(|(i, ep)| (&ep.function, info.get_entry_point(i)))
+        .chain(module.functions.iter().map(|(h, f)| (f, &info[h])));
+    let mut out = Vec::new();
+    for (function, finfo) in functions {
+        let ty = |e: Handle<Expression>| finfo[e].ty.inner_with(&module.types).clone();
+        for (handle, expr) in function.expressions.iter() {
+            let Expression::CooperativeMultiplyAdd { a, b, c } = *expr else { continue };
+            let (
+                TypeInner::CooperativeMatrix { rows: am, columns: ak, scalar: sa, .. },
+                TypeInner::CooperativeMatrix { rows: bk, columns: bn, scalar: sb, .. },
+                TypeInner::CooperativeMatrix { rows: cm, columns: cn, .. },
+            ) = (ty(a), ty(b), ty(c))
+            else {
+                continue;
+            };
+            let (am, ak, bk, bn, cm, cn) = (am as u32, ak as u32, bk as u32, bn as u32, cm as u32, cn as u32);
+            let mut wrong = Vec::new();
+            if ak != bk {
+                wrong.push(format!("A has {ak} columns but B has {bk} rows"));
+            }
+            if am != cm {
+                wrong.push(format!("A has {am} rows but C has {cm}"));
+            }
+            if bn != cn {
+                wrong.push(format!("B has {bn} columns but C has {cn}"));
+            }
+            if sa != sb {
+                wrong.push(format!(
+                    "A holds {} and B holds {}",
+                    if sa.width == 2 { "f16" } else { "f32" },
+                    if sb.width == 2 { "f16" } else { "f32" }
+                ));
+            }
+            if wrong.is_empty() {
+                continue;
+            }
+            out.push(RawError {
+                primary: function
+                    .expressions
+                    .get_span(handle)
+                    .to_range()
+                    .map(|r| (r, format!("A {am}×{ak}, B {bk}×{bn}, C {cm}×{cn}"))),
+                message: format!("`coopMultiplyAdd` of mismatched operands: {}", wrong.join(", ")),
+                notes: vec![(
+                    None,
+                    "the product is an m×k A times a k×n B plus an m×n C, with A and B of one element type; \
+                     adapters offer only such configurations"
+                        .into(),
+                )],
+            });
+        }
+    }
+    out
 }
 
 /// What a variant needs from the device, which is what naga's SPIR-V backend is allowed.

@@ -140,7 +140,7 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
             ),
             ::kernels::__private::shape::ge,
         )?;
-        let __k_grid: ::kernels::Grid = ::kernels::__private::shape::workgroups(
+        let __l_grid: ::kernels::Grid = ::kernels::__private::shape::workgroups(
             "demo::shift",
             "workgroups(ceil_div(d.rows * d.cols, WG))",
             ::kernels::__private::shape::ceil_div(
@@ -151,7 +151,7 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
                 ::core::option::Option::Some(64i128),
             ),
         )?;
-        let __k_overrides: [(
+        let __l_overrides: [(
             &'static ::core::primitive::str,
             ::core::primitive::f64,
         ); 0] = [];
@@ -159,14 +159,14 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
             rec,
             ::kernels::__private::Call {
                 kernel: &r#shift::KERNEL,
-                grid: __k_grid,
+                grid: __l_grid,
                 args: &[
                     ::kernels::__private::Arg::storage(&*r#m, true),
                     ::kernels::__private::Arg::uniform(
                         ::kernels::__private::bytemuck::bytes_of(&r#d),
                     ),
                 ],
-                overrides: &__k_overrides,
+                overrides: &__l_overrides,
             },
         )
     }
@@ -250,18 +250,18 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
         grid: ::kernels::Grid,
         overrides: r#points::Overrides,
     ) -> ::core::result::Result<(), ::kernels::Error> {
-        let __k_grid: ::kernels::Grid = grid;
-        let mut __k_overrides: ::std::vec::Vec<
+        let __l_grid: ::kernels::Grid = grid;
+        let mut __l_overrides: ::std::vec::Vec<
             (&'static ::core::primitive::str, ::core::primitive::f64),
         > = ::std::vec::Vec::new();
-        if let ::core::option::Option::Some(v) = overrides.r#GAIN {
-            __k_overrides.push(("GAIN", v as ::core::primitive::f64));
+        if let ::core::option::Option::Some(__l_v) = overrides.r#GAIN {
+            __l_overrides.push(("GAIN", __l_v as ::core::primitive::f64));
         }
         ::kernels::Record::record(
             rec,
             ::kernels::__private::Call {
                 kernel: &r#points::KERNEL,
-                grid: __k_grid,
+                grid: __l_grid,
                 args: &[
                     ::kernels::__private::Arg::storage(r#pts, false),
                     ::kernels::__private::Arg::storage(&*r#out, true),
@@ -269,7 +269,7 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
                         ::kernels::__private::bytemuck::bytes_of(&r#d),
                     ),
                 ],
-                overrides: &__k_overrides,
+                overrides: &__l_overrides,
             },
         )
     }
