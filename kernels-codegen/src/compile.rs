@@ -57,6 +57,10 @@ pub struct Kernel {
     pub errors: Vec<Diagnostic>,
     /// Where its marker is.
     pub marker: Location,
+    /// The module constants of its source that its annotations name: (name, Rust type, value
+    /// as a Rust literal), for hosts that read the annotations' text (a constant of its
+    /// section or of a file only it includes is in no file's [`File::consts`]).
+    pub constants: Vec<(String, &'static str, String)>,
 }
 
 /// A kernel file after compilation.
@@ -69,6 +73,9 @@ pub struct File {
     pub read: Vec<PathBuf>,
     /// The kernel file as displayed.
     pub display: String,
+    /// The kernel file's header comment, one entry per line
+    /// ([`file_header`](crate::annotate::file_header)).
+    pub doc: Vec<String>,
     /// Kernels in file order.
     pub kernels: Vec<Kernel>,
     /// The constants of the shared and file preambles (and the files they include), for the
@@ -113,6 +120,7 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
     };
     let file = sources.get(kernel_file).clone();
     out.display = file.display.clone();
+    out.doc = annotate::file_header(&file.text);
     out.module = match module {
         Some(m) => m,
         None => match crate::source::module_name(&file.path) {
@@ -377,6 +385,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn assemble(&self, form: &Form, section: &split::Section, roots: &[String]) -> Built {
+        let outline = outline::outline(&form.codes[self.kernel_file], section.body.clone());
         assemble(
             form.pieces(self.includes),
             &form.index,
@@ -384,6 +393,7 @@ impl Ctx<'_> {
             self.kernel_file,
             self.split.preamble.clone(),
             section.body.clone(),
+            Some(&outline),
             roots,
         )
     }
@@ -568,6 +578,7 @@ impl Ctx<'_> {
             variants: Vec::new(),
             errors: Vec::new(),
             marker: marker.clone(),
+            constants: Vec::new(),
         };
 
         // Every combination of the `//#if` conditions, preferred first; a combination whose
@@ -658,6 +669,7 @@ impl Ctx<'_> {
                                 let mut errors = Vec::new();
                                 k.shape = self.shape(&notes, &i, &name, &mut errors);
                                 k.errors.extend(errors);
+                                k.constants = i.exported.iter().filter(|c| roots.contains(&c.0)).cloned().collect();
                                 k.interface = Some(i);
                             }
                             Err(e) => {

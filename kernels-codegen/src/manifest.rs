@@ -5,7 +5,8 @@
 //! [`export`] gives the browser WGSL of every kernel variant (one file each) and the manifest
 //! (JSON). The manifest's fields are documented one by one in the JSON Schema that the export
 //! writes beside it (`web/export/manifest.schema.json` in the repository); in short, per kernel
-//! file its module constants, and per kernel: its bindings (WebGPU binding type, access —
+//! file its header comment and module constants, and per kernel: the constants its annotations
+//! name, its bindings (WebGPU binding type, access —
 //! `read`, `written`, `read_write` in place or `accumulated` —, element or uniform layout with
 //! every field's offset, size and WGSL type, and the fewest elements it may hold), its grid and
 //! `@requires` checks as expression trees ([`expr_json`], with the integer semantics of
@@ -589,6 +590,7 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
         ("workgroup_size", Json::Array(vec![Json::int(x), Json::int(y), Json::int(z)])),
         ("grid", grid_json(k)),
         ("requires", Json::Array(requires)),
+        ("constants", constants_json(&k.constants)?),
         ("features", strings(required)),
         ("variants", Json::Array(variants)),
         ("native_only_variants", Json::Array(native_only)),
@@ -597,10 +599,10 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
     ]))
 }
 
-/// The module constants of a file, by name: `{"type": "u32", "value": 64}`.
-fn constants_json(file: &File) -> Result<Json, String> {
+/// Constants by name: `{"type": "u32", "value": 64}`.
+fn constants_json(consts: &[(String, &'static str, String)]) -> Result<Json, String> {
     let mut out = Vec::new();
-    for (name, ty, value) in &file.consts {
+    for (name, ty, value) in consts {
         let v = match *ty {
             "bool" => Json::Bool(value == "true"),
             "u32" | "i32" => Json::int(value.parse::<i128>().map_err(|e| format!("constant `{name}`: {e}"))?),
@@ -641,7 +643,8 @@ pub fn export(files: &[File]) -> Result<Export, String> {
         file_entries.push(Json::object([
             ("module", Json::str(&file.module)),
             ("file", Json::str(&file.display)),
-            ("constants", constants_json(file).map_err(|e| format!("{}: {e}", file.display))?),
+            ("doc", Json::str(file.doc.join("\n"))),
+            ("constants", constants_json(&file.consts).map_err(|e| format!("{}: {e}", file.display))?),
         ]));
         for k in &file.kernels {
             kernels.push(
@@ -744,6 +747,24 @@ fn acc(@builtin(global_invocation_id) g: vec3<u32>) {
         assert_eq!(e.sources.len(), 1);
         assert_eq!(e.sources[0].0, "test/acc.wgsl");
         assert!(e.sources[0].1.contains("fn acc("));
+    }
+
+    #[test]
+    fn the_file_header_and_the_constants_annotations_name_are_exported() {
+        let source = format!("// What every kernel here shares.\n//\n// The state layout.\n\n{SOURCE}")
+            .replace("// @requires 3 < len(out)", "// @requires SECTION_MIN < len(out)")
+            .replace("struct Inner", "const SECTION_MIN: u32 = 3u;\nstruct Inner");
+        let f = compile(&source);
+        assert!(f.all_errors().next().is_none(), "{:?}", f.all_errors().collect::<Vec<_>>());
+        let m = export(&[f]).unwrap().manifest;
+        let Some(Json::Array(files)) = m.get("files") else { panic!() };
+        assert_eq!(files[0].get("doc"), Some(&Json::str("What every kernel here shares.\n\nThe state layout.")));
+        let Some(Json::Array(kernels)) = m.get("kernels") else { panic!() };
+        assert_eq!(
+            kernels[0].get("constants").unwrap().compact(),
+            r#"{"CHUNK": {"type": "u32", "value": 64}, "SECTION_MIN": {"type": "u32", "value": 3}}"#,
+            "the file's constant and the section's, both named by annotations"
+        );
     }
 
     #[test]
