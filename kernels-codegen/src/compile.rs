@@ -35,8 +35,12 @@ pub struct Variant {
     /// The source for wgpu (no `enable subgroups;`: naga 30 rejects it; `enable f16;` and
     /// `enable wgpu_cooperative_matrix;` where used).
     pub wgsl: String,
+    /// The other wgpu features it needs (`SHADER_INT64`, `SHADER_F64`, 64-bit atomics,
+    /// `IMMEDIATES`; see [`validate::FEATURES`]). WebGPU has none of them.
+    pub features: Vec<&'static str>,
     /// The source for a browser (with `enable subgroups;` where used, as WebGPU requires);
-    /// empty for a variant that uses cooperative matrices, which WebGPU does not have.
+    /// empty for a variant that uses cooperative matrices or needs one of `features`, which
+    /// WebGPU does not have.
     pub browser_wgsl: String,
 }
 
@@ -560,8 +564,13 @@ impl Ctx<'_> {
             subgroups: c.subgroups,
             f16: c.f16,
             coop: c.coop_configs.clone(),
+            features: c.features.clone(),
             wgsl: format!("{}{body}", c.prefix),
-            browser_wgsl: if c.coop { String::new() } else { format!("{enable_f16}{enable_sg}{body}") },
+            browser_wgsl: if c.coop || !c.features.is_empty() {
+                String::new()
+            } else {
+                format!("{enable_f16}{enable_sg}{body}")
+            },
         }
     }
 
@@ -674,9 +683,19 @@ impl Ctx<'_> {
                             }
                             Err(e) => {
                                 if k.errors.is_empty() {
-                                    // At the declaration, else at the entry point.
-                                    let entry =
-                                        notes.entry.clone().map(|r| file.locate(r)).unwrap_or_else(|| marker.clone());
+                                    // At the declaration, else at the attribute it names, else
+                                    // at the entry point.
+                                    let attribute = e.attribute.and_then(|word| {
+                                        let end = notes.entry.as_ref().map_or(section.body.end, |r| r.start);
+                                        let code = split::mask_comments(&file.text[section.body.start..end]);
+                                        split::find_word(&code, word).last().map(|r| {
+                                            section.body.start + r.start.saturating_sub(1)..section.body.start + r.end
+                                        })
+                                    });
+                                    let entry = attribute
+                                        .or_else(|| notes.entry.clone())
+                                        .map(|r| file.locate(r))
+                                        .unwrap_or_else(|| marker.clone());
                                     let loc = self.locate(&a.prefixed(&c.prefix), e.span, &entry);
                                     k.errors.push(Diagnostic::at(loc, e.message).in_kernel(&name));
                                 }
@@ -706,10 +725,9 @@ impl Ctx<'_> {
         // an earlier one needs (and maybe more) would never run.
         let mut variants: Vec<(Variant, validate::Needs, &Assembled, &validate::Checked)> = Vec::new();
         for ((cond, a, c), useful) in checked.iter().zip(useful) {
-            let needs = validate::Needs { subgroups: c.subgroups, f16: c.f16, coop: c.coop };
-            let dominated = variants.iter().any(|(_, n, _, _)| {
-                (!n.subgroups || needs.subgroups) && (!n.f16 || needs.f16) && (!n.coop || needs.coop)
-            });
+            let needs =
+                validate::Needs { subgroups: c.subgroups, f16: c.f16, coop: c.coop, features: c.features.clone() };
+            let dominated = variants.iter().any(|(_, n, _, _)| needs.covers(n));
             if useful && !dominated {
                 variants.push((self.variant(*cond, a, c), needs, a, c));
             }
@@ -718,7 +736,7 @@ impl Ctx<'_> {
         // (for kernels without other errors: a missing entry point has nothing to write).
         let clean = k.errors.is_empty();
         for (v, needs, a, c) in variants.iter().filter(|_| clean) {
-            if let Err(e) = validate::spirv(c, &name, *needs) {
+            if let Err(e) = validate::spirv(c, &name, needs) {
                 let note = v.conditions.describe();
                 for d in self.diagnostics(&a.prefixed(&c.prefix), vec![e], &marker, &name, note) {
                     Diagnostic::push_once(&mut k.errors, d);

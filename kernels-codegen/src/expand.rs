@@ -28,7 +28,7 @@
 //!   so a WGSL name like `None`, `u8` or `Option` shadows nothing the code needs.
 
 use crate::compile::{File, Kernel, Variant};
-use crate::reflect::{Access, HostScalar, HostType, Interface, StructDef};
+use crate::reflect::{Access, HostScalar, HostType, Interface, ResourceKind, SampleKind, StructDef, TextureAccess, TextureDim};
 use crate::shape::{self, GridSource};
 use crate::split::rust_name;
 use crate::validate::CoopScalar;
@@ -121,6 +121,9 @@ impl<'a> Emitter<'a> {
             HostScalar::U32 => self.primitive("u32"),
             HostScalar::I32 => self.primitive("i32"),
             HostScalar::F16 => quote!(#rt::f16),
+            HostScalar::U64 => self.primitive("u64"),
+            HostScalar::I64 => self.primitive("i64"),
+            HostScalar::F64 => self.primitive("f64"),
         }
     }
 
@@ -314,7 +317,14 @@ impl<'a> Emitter<'a> {
         // A parameter named like a constant or static of the module would be a pattern; the
         // generated parameters also give way to bindings.
         let module_value = |n: &str| self.consts.iter().any(|c| same(&c.0, n)) || same(&self.registry.to_string(), n);
-        let binding_named = |w: &str| iface.bindings.iter().any(|b| same(&b.name, w)) || module_value(w);
+        let binding_named = |w: &str| {
+            iface.bindings.iter().any(|b| same(&b.name, w))
+                || iface.resources.iter().any(|r| same(&r.name, w))
+                || iface.immediate.as_ref().is_some_and(|i| same(&i.name, w))
+                || module_value(w)
+        };
+        let param_id =
+            |n: &str| if module_value(n) { format_ident!("__u_{}", rust_name(n)) } else { ident(n) };
         let struct_path = |n: &str| {
             let i = ident(n);
             quote!(#kname::#i)
@@ -328,24 +338,87 @@ impl<'a> Emitter<'a> {
             params: Vec::new(),
             args: Vec::new(),
         };
+        // Parameters in binding order; the runtime's arguments are the buffers', then the
+        // textures' and samplers', then the immediate.
+        let mut params: Vec<(u32, TokenStream)> = Vec::new();
         for b in &iface.bindings {
-            let id = if module_value(&b.name) { format_ident!("__u_{}", rust_name(&b.name)) } else { ident(&b.name) };
+            let id = param_id(&b.name);
             let ty = self.ty(&b.ty, &struct_path);
+            let ty = match &b.header {
+                Some(h) => {
+                    let h = self.ty(h, &struct_path);
+                    quote!(#rt::StructBuffer<#h, #ty>)
+                }
+                None => quote!(#rt::Buffer<#ty>),
+            };
+            let storage = if b.header.is_some() { quote!(storage_struct) } else { quote!(storage) };
             match b.access {
                 Access::Read => {
-                    sig.params.push(quote!(#id: &#rt::Buffer<#ty>));
-                    sig.args.push(quote!(#rt::__private::Arg::storage(#id, false)));
+                    params.push((b.binding, quote!(#id: &#ty)));
+                    sig.args.push(quote!(#rt::__private::Arg::#storage(#id, false)));
                 }
                 Access::ReadWrite => {
-                    sig.params.push(quote!(#id: &mut #rt::Buffer<#ty>));
-                    sig.args.push(quote!(#rt::__private::Arg::storage(&*#id, true)));
+                    params.push((b.binding, quote!(#id: &mut #ty)));
+                    sig.args.push(quote!(#rt::__private::Arg::#storage(&*#id, true)));
                 }
                 Access::Uniform => {
-                    sig.params.push(quote!(#id: #ty));
+                    params.push((b.binding, quote!(#id: #ty)));
                     sig.args.push(quote!(#rt::__private::Arg::uniform(#rt::__private::bytemuck::bytes_of(&#id))));
                 }
             }
             sig.bindings.push((b.name.clone(), id));
+        }
+        for r in &iface.resources {
+            let id = param_id(&r.name);
+            let tex = |dim: TextureDim| {
+                let d = format_ident!("{}", dim.rust());
+                quote!(#rt::texture::#d)
+            };
+            let (param, arg) = match &r.kind {
+                ResourceKind::Texture { dim, sample } => {
+                    let d = tex(*dim);
+                    let bound = format_ident!(
+                        "{}",
+                        match sample {
+                            SampleKind::Float { .. } => "FloatFormat",
+                            SampleKind::Sint => "SintFormat",
+                            SampleKind::Uint => "UintFormat",
+                            SampleKind::Depth => "DepthFormat",
+                        }
+                    );
+                    (
+                        quote!(#id: &#rt::Texture<#d, impl #rt::texture::#bound>),
+                        quote!(#rt::__private::Arg::texture(#id, false)),
+                    )
+                }
+                ResourceKind::StorageTexture { dim, format, access } => {
+                    let (d, f) = (tex(*dim), format_ident!("{}", format));
+                    let ty = quote!(#rt::Texture<#d, #rt::texture::#f>);
+                    if *access == TextureAccess::Read {
+                        (quote!(#id: &#ty), quote!(#rt::__private::Arg::texture(#id, false)))
+                    } else {
+                        (quote!(#id: &mut #ty), quote!(#rt::__private::Arg::texture(&*#id, true)))
+                    }
+                }
+                ResourceKind::Sampler { comparison: false, .. } => {
+                    (quote!(#id: &#rt::Sampler), quote!(#rt::__private::Arg::sampler(#id)))
+                }
+                ResourceKind::Sampler { comparison: true, .. } => {
+                    (quote!(#id: &#rt::ComparisonSampler), quote!(#rt::__private::Arg::comparison_sampler(#id)))
+                }
+            };
+            params.push((r.binding, param));
+            sig.args.push(arg);
+            sig.bindings.push((r.name.clone(), id));
+        }
+        params.sort_by_key(|(b, _)| *b);
+        sig.params.extend(params.into_iter().map(|(_, p)| p));
+        if let Some(i) = &iface.immediate {
+            let id = param_id(&i.name);
+            let ty = self.ty(&i.ty, &struct_path);
+            sig.params.push(quote!(#id: #ty));
+            sig.args.push(quote!(#rt::__private::Arg::immediate(#rt::__private::bytemuck::bytes_of(&#id))));
+            sig.bindings.push((i.name.clone(), id));
         }
         if k.shape.grid == GridSource::Caller {
             let g = api_name("grid", binding_named("grid"));
@@ -485,26 +558,45 @@ impl<'a> Emitter<'a> {
 
     /// The function's doc text: the WGSL comments, then what the macro knows.
     fn docs(&self, k: &Kernel, iface: &Interface) -> String {
-        let [wx, wy, wz] = iface.workgroup_size;
+        let dims: Vec<String> = iface
+            .workgroup_size
+            .iter()
+            .zip(&iface.workgroup_size_overrides)
+            .map(|(d, o)| match o {
+                Some(name) if *d > 0 => format!("`{name}` (default {d})"),
+                Some(name) => format!("`{name}`"),
+                None => d.to_string(),
+            })
+            .collect();
+        let size = dims.join("×");
         let mut doc = k.doc.join("\n");
         if !doc.is_empty() {
             doc.push_str("\n\n");
         }
-        let bindings: Vec<String> = iface
+        let mut bindings: Vec<(u32, String)> = iface
             .bindings
             .iter()
-            .map(|b| match b.access {
-                Access::Read => format!("`{}`: read-only storage `{}`", b.name, b.wgsl),
-                Access::ReadWrite => format!("`{}`: read-write storage `{}`", b.name, b.wgsl),
-                Access::Uniform => format!("`{}`: uniform `{}`", b.name, b.wgsl),
+            .map(|b| {
+                let what = match b.access {
+                    Access::Read => format!("`{}`: read-only storage `{}`", b.name, b.wgsl),
+                    Access::ReadWrite => format!("`{}`: read-write storage `{}`", b.name, b.wgsl),
+                    Access::Uniform => format!("`{}`: uniform `{}`", b.name, b.wgsl),
+                };
+                (b.binding, what)
             })
             .collect();
+        bindings.extend(iface.resources.iter().map(|r| (r.binding, format!("`{}`: `{}`", r.name, r.wgsl))));
+        bindings.sort_by_key(|(b, _)| *b);
+        let mut bindings: Vec<String> = bindings.into_iter().map(|(_, w)| w).collect();
+        if let Some(i) = &iface.immediate {
+            bindings.push(format!("`{}`: immediate `{}` ({} bytes)", i.name, i.wgsl, i.size));
+        }
         let grid = match &k.shape.grid {
             GridSource::Annotation(g) => format!("`{}`, computed from the arguments", g.text),
             _ => "given by the caller".to_string(),
         };
         doc.push_str(&format!(
-            "# Kernel\n- source: `{}`, line {} (`{}::WGSL` holds the assembled WGSL)\n- workgroup size: {wx}×{wy}×{wz}; grid: {grid}\n- bindings: {}\n",
+            "# Kernel\n- source: `{}`, line {} (`{}::WGSL` holds the assembled WGSL)\n- workgroup size: {size}; grid: {grid}\n- bindings: {}\n",
             k.marker.file,
             k.marker.line,
             k.name,
@@ -603,11 +695,14 @@ impl<'a> Emitter<'a> {
                 let (ab, cr) = (scalar(c.ab), scalar(c.cr));
                 quote!(#rt::CoopConfig { m: #m, n: #n, k: #kk, ab: #ab, cr: #cr })
             });
-            quote!(#rt::VariantDef { subgroups: #s, f16: #f, coop: &[#(#coop),*], wgsl: #w, browser_wgsl: #b })
+            let features = &v.features;
+            quote!(#rt::VariantDef {
+                subgroups: #s, f16: #f, coop: &[#(#coop),*], wgsl: #w, browser_wgsl: #b, features: &[#(#features),*],
+            })
         });
         let bindings = iface.bindings.iter().map(|b| {
-            let (group, binding, name, wgsl, stride, min) =
-                (b.group, b.binding, &b.name, &b.wgsl, b.stride, b.min_elems);
+            let (group, binding, name, wgsl, stride, min, offset) =
+                (b.group, b.binding, &b.name, &b.wgsl, b.stride, b.min_elems, b.offset);
             let kind = match b.access {
                 Access::Read => quote!(#rt::BindingKind::Read),
                 Access::ReadWrite => quote!(#rt::BindingKind::ReadWrite),
@@ -616,10 +711,53 @@ impl<'a> Emitter<'a> {
             quote! {
                 #rt::BindingDef {
                     group: #group, binding: #binding, name: #name, kind: #kind, wgsl_type: #wgsl,
-                    stride: #stride, min_elems: #min,
+                    stride: #stride, min_elems: #min, offset: #offset,
                 }
             }
         });
+        let resources = iface.resources.iter().map(|r| {
+            let (group, binding, name, wgsl) = (r.group, r.binding, &r.name, &r.wgsl);
+            let dim = |d: TextureDim| {
+                let d = format_ident!("{}", d.rust());
+                quote!(#rt::TextureDim::#d)
+            };
+            let kind = match &r.kind {
+                ResourceKind::Texture { dim: d, sample } => {
+                    let d = dim(*d);
+                    let sample = match sample {
+                        SampleKind::Float { filterable } => quote!(#rt::SampleKind::Float { filterable: #filterable }),
+                        SampleKind::Sint => quote!(#rt::SampleKind::Sint),
+                        SampleKind::Uint => quote!(#rt::SampleKind::Uint),
+                        SampleKind::Depth => quote!(#rt::SampleKind::Depth),
+                    };
+                    quote!(#rt::ResourceKind::Texture { dim: #d, sample: #sample, multisampled: false })
+                }
+                ResourceKind::StorageTexture { dim: d, format, access } => {
+                    let (d, f) = (dim(*d), format_ident!("{}", format));
+                    let access = format_ident!("{}", format!("{access:?}"));
+                    quote!(#rt::ResourceKind::StorageTexture {
+                        dim: #d, format: #rt::wgpu::TextureFormat::#f, access: #rt::TextureAccess::#access,
+                    })
+                }
+                ResourceKind::Sampler { comparison, filtering } => {
+                    quote!(#rt::ResourceKind::Sampler { comparison: #comparison, filtering: #filtering })
+                }
+            };
+            quote!(#rt::ResourceDef { group: #group, binding: #binding, name: #name, kind: #kind, wgsl_type: #wgsl })
+        });
+        let keys = iface.workgroup_size_overrides.iter().map(|o| match o {
+            Some(name) => {
+                let key = iface
+                    .overrides
+                    .iter()
+                    .find(|d| &d.name == name)
+                    .and_then(|d| d.id.map(|i| i.to_string()))
+                    .unwrap_or_else(|| name.clone());
+                quote!(::core::option::Option::Some(#key))
+            }
+            None => quote!(::core::option::Option::None),
+        });
+        let immediate_size = iface.immediate.as_ref().map_or(0, |i| i.size);
         let overrides = iface.overrides.iter().map(|o| {
             let key = o.id.map(|i| i.to_string()).unwrap_or_else(|| o.name.clone());
             let (name, ty, has_default) = (&o.name, o.ty, o.has_default);
@@ -638,7 +776,7 @@ impl<'a> Emitter<'a> {
         };
         let requires = k.shape.requires.iter().map(|r| &r.text);
         let wgsl = &k.variants[0].wgsl;
-        let browser = k.variants.iter().find(|v| v.coop.is_empty()).map_or("", |v| v.browser_wgsl.as_str());
+        let browser = k.variants.iter().find(|v| !v.browser_wgsl.is_empty()).map_or("", |v| v.browser_wgsl.as_str());
         let fallback = match k.variants.iter().skip(1).find(|v| !v.subgroups && v.coop.is_empty()) {
             Some(v) => {
                 let w = &v.wgsl;
@@ -672,7 +810,10 @@ impl<'a> Emitter<'a> {
                 line: #line,
                 doc: #doc,
                 workgroup_size: [#wx, #wy, #wz],
+                workgroup_size_overrides: [#(#keys),*],
+                immediate_size: #immediate_size,
                 bindings: &[#(#bindings),*],
+                resources: &[#(#resources),*],
                 overrides: &[#(#overrides),*],
                 grid: #grid_kind,
                 grid_expr: #grid_text,
@@ -759,11 +900,12 @@ fn features_doc(variants: &[Variant]) -> String {
         if v.f16 {
             out.push("`SHADER_F16`".into());
         }
+        out.extend(v.features.iter().map(|f| format!("`{f}`")));
         if out.is_empty() { "no optional features".to_string() } else { out.join(", ") }
     };
     match variants {
         [] => "none (the kernel did not compile)".into(),
-        [v] if v.coop.is_empty() && !v.subgroups && !v.f16 => "no optional features".into(),
+        [v] if v.coop.is_empty() && !v.subgroups && !v.f16 && v.features.is_empty() => "no optional features".into(),
         [v] => format!("needs {}", needs(v)),
         _ => format!(
             "variants, preferred first (the first the device supports runs): {}",

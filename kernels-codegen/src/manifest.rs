@@ -217,10 +217,15 @@ pub fn cmp_name(cmp: Cmp) -> &'static str {
     }
 }
 
-/// The browser variants of a kernel, preferred first: those without cooperative matrices.
+/// The browser variants of a kernel, preferred first: those with a browser form (without
+/// cooperative matrices, 64-bit types or immediates).
 pub fn web_variants(k: &Kernel) -> Vec<&Variant> {
-    k.variants.iter().filter(|v| v.coop.is_empty()).collect()
+    k.variants.iter().filter(|v| !v.browser_wgsl.is_empty()).collect()
 }
+
+/// Why variants that need wgpu features WebGPU lacks are not exported.
+pub const NATIVE_FEATURES_REASON: &str =
+    "needs wgpu features WebGPU does not have (`native_features`): native (wgpu) only";
 
 /// The file of browser variant `index` (into [`web_variants`]) of kernel `k` of module
 /// `module`, relative to the export directory: `module/kernel.wgsl` for the preferred one,
@@ -290,6 +295,9 @@ fn scalar_name(s: Scalar) -> Result<&'static str, String> {
         (ScalarKind::Float, 2) => "f16",
         (ScalarKind::Uint, 4) => "u32",
         (ScalarKind::Sint, 4) => "i32",
+        (ScalarKind::Uint, 8) => "u64",
+        (ScalarKind::Sint, 8) => "i64",
+        (ScalarKind::Float, 8) => "f64",
         (k, w) => return Err(format!("a {k:?} of {w} bytes cannot be shared with a host")),
     })
 }
@@ -525,7 +533,7 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
     let native_only: Vec<Json> = k
         .variants
         .iter()
-        .filter(|v| !v.coop.is_empty())
+        .filter(|v| v.browser_wgsl.is_empty())
         .map(|v| {
             let scalar = |s: CoopScalar| Json::str(if s == CoopScalar::F16 { "f16" } else { "f32" });
             let configs = v
@@ -544,7 +552,8 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
             Json::object([
                 ("cooperative_matrix", Json::Array(configs)),
                 ("features", strings(features(v))),
-                ("reason", Json::str(NATIVE_ONLY_REASON)),
+                ("native_features", strings(v.features.iter().copied())),
+                ("reason", Json::str(if v.coop.is_empty() { NATIVE_FEATURES_REASON } else { NATIVE_ONLY_REASON })),
             ])
         })
         .collect();

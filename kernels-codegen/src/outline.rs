@@ -329,7 +329,7 @@ mod tests {
         let text = "@vertex fn vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> { return p(i); }\n\
                     @fragment fn fs() -> @location(0) vec4<f32> { return vec4<f32>(1.0); }\n\
                     @compute @workgroup_size(1) fn main() {}\n";
-        assert_eq!(names(text), vec![Some("stage vs".into()), Some("stage fs".into()), None]);
+        assert_eq!(names(text), vec![Some("stage vs".into()), Some("stage fs".into()), None, Some(String::new())]);
     }
 
     #[test]

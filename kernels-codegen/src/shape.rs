@@ -626,6 +626,8 @@ mod tests {
                     stride: 4,
                     min_elems: 0,
                     runtime_sized: true,
+                    header: None,
+                    offset: 0,
                 },
                 Binding {
                     group: 0,
@@ -637,6 +639,8 @@ mod tests {
                     stride: 16,
                     min_elems: 1,
                     runtime_sized: false,
+                    header: None,
+                    offset: 0,
                 },
             ],
             structs: vec![StructDef {

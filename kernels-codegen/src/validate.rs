@@ -10,8 +10,26 @@ use naga::{Block, Expression, Handle, Module, Statement, TypeInner};
 use std::ops::Range;
 
 /// The capabilities kernels may use: those the runtime may ask the device for.
-pub const CAPABILITIES: Capabilities =
-    Capabilities::SUBGROUP.union(Capabilities::SHADER_FLOAT16).union(Capabilities::COOPERATIVE_MATRIX);
+pub const CAPABILITIES: Capabilities = Capabilities::SUBGROUP
+    .union(Capabilities::SHADER_FLOAT16)
+    .union(Capabilities::COOPERATIVE_MATRIX)
+    .union(Capabilities::SHADER_INT64)
+    .union(Capabilities::FLOAT64)
+    .union(Capabilities::SHADER_INT64_ATOMIC_MIN_MAX)
+    .union(Capabilities::SHADER_INT64_ATOMIC_ALL_OPS)
+    .union(Capabilities::IMMEDIATES);
+
+/// The optional capabilities besides subgroups, f16 and cooperative matrices, with the wgpu
+/// feature that gives each (the features are named by [`Checked::features`]). 64-bit atomics
+/// with every operation come before those with min and max only: `SHADER_INT64_ATOMIC_ALL_OPS`
+/// gives both.
+pub const FEATURES: [(Capabilities, &str); 5] = [
+    (Capabilities::SHADER_INT64, "SHADER_INT64"),
+    (Capabilities::FLOAT64, "SHADER_F64"),
+    (Capabilities::SHADER_INT64_ATOMIC_ALL_OPS, "SHADER_INT64_ATOMIC_ALL_OPS"),
+    (Capabilities::SHADER_INT64_ATOMIC_MIN_MAX, "SHADER_INT64_ATOMIC_MIN_MAX"),
+    (Capabilities::IMMEDIATES, "IMMEDIATES"),
+];
 
 /// The directive a kernel that uses f16 gets at the top of its source (it makes the kernel
 /// need `SHADER_F16`, so only kernels that need it get it).
@@ -73,6 +91,10 @@ pub struct Checked {
     /// (m×n×k from its operands, A/B and C element types); a kernel that reaches coop types
     /// without multiplying gets one `size³` configuration per element type it uses.
     pub coop_configs: Vec<CoopConfig>,
+    /// The other wgpu features the entry point needs, by name, in the order of [`FEATURES`]
+    /// (`SHADER_INT64`, `SHADER_F64`, 64-bit atomics, `IMMEDIATES`). WebGPU has none of them:
+    /// a variant that needs one has no browser form.
+    pub features: Vec<&'static str>,
 }
 
 /// Why a kernel did not check: the errors, and the module when it parsed.
@@ -217,7 +239,54 @@ fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
         validator(CAPABILITIES - Capabilities::SUBGROUP).validate(&used).is_err()
     };
     let (reaches_coop, coop_configs) = if coop { coop_use(&module, &info, entry) } else { (false, Vec::new()) };
-    Ok(Checked { module, info, prefix, f16, subgroups, reaches_subgroups, coop, reaches_coop, coop_configs })
+    let features = other_features(&module);
+    Ok(Checked { module, info, prefix, f16, subgroups, reaches_subgroups, coop, reaches_coop, coop_configs, features })
+}
+
+/// The features of [`FEATURES`] the module's entry point needs: for each capability that the
+/// module's types or globals could need (64-bit scalars, 64-bit atomics, immediates), whether
+/// the code the entry point reaches validates without it.
+fn other_features(module: &Module) -> Vec<&'static str> {
+    let wide = |s: naga::Scalar| s.width == 8;
+    let types = || module.types.iter().map(|(_, t)| &t.inner);
+    let int64 = types().any(|t| match *t {
+        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Atomic(s) => {
+            wide(s) && s.kind != naga::ScalarKind::Float
+        }
+        _ => false,
+    });
+    let f64 = types().any(|t| match *t {
+        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Matrix { scalar: s, .. } => {
+            wide(s) && s.kind == naga::ScalarKind::Float
+        }
+        _ => false,
+    });
+    let atomics = types().any(|t| matches!(*t, TypeInner::Atomic(s) if wide(s)));
+    let immediates = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
+    if !(int64 || f64 || atomics || immediates) {
+        return Vec::new();
+    }
+    let mut used = module.clone();
+    naga::compact::compact(&mut used, naga::compact::KeepUnused::No);
+    let needs = |without: Capabilities| validator(CAPABILITIES - without).validate(&used).is_err();
+    let mut out = Vec::new();
+    if int64 && needs(Capabilities::SHADER_INT64) {
+        out.push("SHADER_INT64");
+    }
+    if f64 && needs(Capabilities::FLOAT64) {
+        out.push("SHADER_F64");
+    }
+    if atomics {
+        if needs(Capabilities::SHADER_INT64_ATOMIC_ALL_OPS) {
+            out.push("SHADER_INT64_ATOMIC_ALL_OPS");
+        } else if needs(Capabilities::SHADER_INT64_ATOMIC_ALL_OPS | Capabilities::SHADER_INT64_ATOMIC_MIN_MAX) {
+            out.push("SHADER_INT64_ATOMIC_MIN_MAX");
+        }
+    }
+    if immediates && needs(Capabilities::IMMEDIATES) {
+        out.push("IMMEDIATES");
+    }
+    out
 }
 
 /// The functions the entry point `entry` calls, directly or not (not the entry point itself).
@@ -399,7 +468,7 @@ fn coop_mismatches(module: &Module, info: &ModuleInfo) -> Vec<RawError> {
 }
 
 /// What a variant needs from the device, which is what naga's SPIR-V backend is allowed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Needs {
     /// `SUBGROUP`.
     pub subgroups: bool,
@@ -407,6 +476,18 @@ pub struct Needs {
     pub f16: bool,
     /// `EXPERIMENTAL_COOPERATIVE_MATRIX`.
     pub coop: bool,
+    /// The other features ([`Checked::features`]).
+    pub features: Vec<&'static str>,
+}
+
+impl Needs {
+    /// Whether a device that offers `self` offers all `other` needs.
+    pub fn covers(&self, other: &Needs) -> bool {
+        (self.subgroups || !other.subgroups)
+            && (self.f16 || !other.f16)
+            && (self.coop || !other.coop)
+            && other.features.iter().all(|f| self.features.contains(f))
+    }
 }
 
 /// Runs naga's SPIR-V backend on a checked kernel, the way wgpu's Vulkan backend does at
@@ -417,7 +498,7 @@ pub struct Needs {
 /// loop bounding and division checks on, release flags), under `catch_unwind`. An error or a
 /// panic comes back as a [`RawError`] with a hint; for naga 30.0.2's "Expression \[N\] is not
 /// cached" panic on `coopStore`/`coopStoreT` the error points at the store.
-pub fn spirv(checked: &Checked, entry: &str, needs: Needs) -> Result<(), RawError> {
+pub fn spirv(checked: &Checked, entry: &str, needs: &Needs) -> Result<(), RawError> {
     use naga::back::spv;
     let module = &checked.module;
     let mut constants = naga::back::PipelineConstants::default();
@@ -467,6 +548,16 @@ pub fn spirv(checked: &Checked, entry: &str, needs: Needs) -> Result<(), RawErro
     if needs.coop {
         capabilities.push(spv::Capability::CooperativeMatrixKHR);
         capabilities.push(spv::Capability::VulkanMemoryModel);
+    }
+    for f in &needs.features {
+        match *f {
+            "SHADER_INT64" => capabilities.push(spv::Capability::Int64),
+            "SHADER_F64" => capabilities.push(spv::Capability::Float64),
+            "SHADER_INT64_ATOMIC_MIN_MAX" | "SHADER_INT64_ATOMIC_ALL_OPS" => {
+                capabilities.push(spv::Capability::Int64Atomics)
+            }
+            _ => {}
+        }
     }
     let binding_map = processed
         .global_variables
