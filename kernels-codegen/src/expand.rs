@@ -28,7 +28,9 @@
 //!   so a WGSL name like `None`, `u8` or `Option` shadows nothing the code needs.
 
 use crate::compile::{File, Kernel, Variant};
-use crate::reflect::{Access, HostScalar, HostType, Interface, ResourceKind, SampleKind, StructDef, TextureAccess, TextureDim};
+use crate::reflect::{
+    Access, HostScalar, HostType, Interface, ResourceKind, SampleKind, StructDef, TextureAccess, TextureDim,
+};
 use crate::shape::{self, GridSource};
 use crate::split::rust_name;
 use crate::validate::CoopScalar;
@@ -323,8 +325,7 @@ impl<'a> Emitter<'a> {
                 || iface.immediate.as_ref().is_some_and(|i| same(&i.name, w))
                 || module_value(w)
         };
-        let param_id =
-            |n: &str| if module_value(n) { format_ident!("__u_{}", rust_name(n)) } else { ident(n) };
+        let param_id = |n: &str| if module_value(n) { format_ident!("__u_{}", rust_name(n)) } else { ident(n) };
         let struct_path = |n: &str| {
             let i = ident(n);
             quote!(#kname::#i)
@@ -343,13 +344,13 @@ impl<'a> Emitter<'a> {
         let mut params: Vec<(u32, TokenStream)> = Vec::new();
         for b in &iface.bindings {
             let id = param_id(&b.name);
-            let ty = self.ty(&b.ty, &struct_path);
+            let value = self.ty(&b.ty, &struct_path);
             let ty = match &b.header {
                 Some(h) => {
                     let h = self.ty(h, &struct_path);
-                    quote!(#rt::StructBuffer<#h, #ty>)
+                    quote!(#rt::StructBuffer<#h, #value>)
                 }
-                None => quote!(#rt::Buffer<#ty>),
+                None => quote!(#rt::Buffer<#value>),
             };
             let storage = if b.header.is_some() { quote!(storage_struct) } else { quote!(storage) };
             match b.access {
@@ -362,7 +363,7 @@ impl<'a> Emitter<'a> {
                     sig.args.push(quote!(#rt::__private::Arg::#storage(&*#id, true)));
                 }
                 Access::Uniform => {
-                    params.push((b.binding, quote!(#id: #ty)));
+                    params.push((b.binding, quote!(#id: #value)));
                     sig.args.push(quote!(#rt::__private::Arg::uniform(#rt::__private::bytemuck::bytes_of(&#id))));
                 }
             }

@@ -399,7 +399,11 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
                         "override `{}` gives `@workgroup_size` dimension {dim}; its default must be an integer literal (or it has none and every call sets it)",
                         o.name.as_deref().unwrap_or("?")
                     ),
-                    span: module.overrides.iter().find(|(_, x)| x.name == o.name).and_then(|(h, _)| module.overrides.get_span(h).to_range()),
+                    span: module
+                        .overrides
+                        .iter()
+                        .find(|(_, x)| x.name == o.name)
+                        .and_then(|(h, _)| module.overrides.get_span(h).to_range()),
                     attribute: None,
                 });
             }
@@ -426,7 +430,12 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
             let span = module.global_variables.get_span(handle);
             let ty = r.host(var.ty).map_err(|e| at(span, format!("`var<immediate> {name}`: {e}")))?;
             spans.push((name.clone(), span));
-            immediate = Some(Immediate { wgsl: wgsl_name(module, var.ty), size: layouter[var.ty].size.next_multiple_of(4), name, ty });
+            immediate = Some(Immediate {
+                wgsl: wgsl_name(module, var.ty),
+                size: layouter[var.ty].size.next_multiple_of(4),
+                name,
+                ty,
+            });
             continue;
         }
         let Some(rb) = &var.binding else { continue };
@@ -480,12 +489,25 @@ pub fn reflect(module: &Module, info: Option<&naga::valid::ModuleInfo>, name: &s
                 }
             }
             AddressSpace::Handle => {
-                let kind = resource_kind(module, handle, var.ty, &sampling).map_err(|e| at(span, format!("binding `{name}` {e}")))?;
+                let kind = resource_kind(module, handle, var.ty, &sampling)
+                    .map_err(|e| at(span, format!("binding `{name}` {e}")))?;
                 if rb.group != 0 {
-                    return Err(at(span, format!("binding `{name}` is in @group({}); kernels! puts every binding in @group(0)", rb.group)));
+                    return Err(at(
+                        span,
+                        format!(
+                            "binding `{name}` is in @group({}); kernels! puts every binding in @group(0)",
+                            rb.group
+                        ),
+                    ));
                 }
                 spans.push((name.clone(), span));
-                resources.push(Resource { group: rb.group, binding: rb.binding, wgsl: wgsl_name(module, var.ty), name, kind });
+                resources.push(Resource {
+                    group: rb.group,
+                    binding: rb.binding,
+                    wgsl: wgsl_name(module, var.ty),
+                    name,
+                    kind,
+                });
                 continue;
             }
             other => {
@@ -598,7 +620,12 @@ fn resource_kind(
                 (ImageDimension::D3, false) => TextureDim::D3,
                 (ImageDimension::Cube, false) => TextureDim::Cube,
                 (ImageDimension::Cube, true) => TextureDim::CubeArray,
-                (d, a) => return Err(format!("is a texture of dimension {d:?}{}, which WGSL has no type for", if a { " arrayed" } else { "" })),
+                (d, a) => {
+                    return Err(format!(
+                        "is a texture of dimension {d:?}{}, which WGSL has no type for",
+                        if a { " arrayed" } else { "" }
+                    ));
+                }
             };
             match class {
                 ImageClass::Sampled { multi: true, .. } | ImageClass::Depth { multi: true } => {
@@ -732,7 +759,11 @@ fn describe_inner(module: &Module, inner: &TypeInner) -> String {
                     if multi { format!("texture_multisampled_{d}{a}<{s}>") } else { format!("texture_{d}{a}<{s}>") }
                 }
                 ImageClass::Depth { multi } => {
-                    if multi { format!("texture_depth_multisampled_{d}{a}") } else { format!("texture_depth_{d}{a}") }
+                    if multi {
+                        format!("texture_depth_multisampled_{d}{a}")
+                    } else {
+                        format!("texture_depth_{d}{a}")
+                    }
                 }
                 ImageClass::External => "texture_external".into(),
                 ImageClass::Storage { format, access } => {

@@ -76,3 +76,36 @@ fn a_helper_shared_by_a_kernel_and_a_vertex_shader_stays() {
     clean(&f);
     assert!(f.kernels[0].variants[0].wgsl.contains("fn corner("));
 }
+
+/// The feature test files of the root crate (`tests/shaders/features`) compile cleanly, with
+/// the interfaces their tests rely on.
+#[test]
+fn the_feature_test_files_compile() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/shaders/features");
+    let site = kernels_codegen::CallSite { manifest_dir: Some(root.clone()), calling_file: None };
+    let mut files = Vec::new();
+    for name in ["01_boids.wgsl", "02_image.wgsl", "03_tuned.wgsl", "04_wide.wgsl"] {
+        let f = kernels_codegen::compile::compile(&site, name, &kernels_codegen::input::Shared::Default, None);
+        clean(&f);
+        files.push(f);
+    }
+    let boids = &files[0].kernels[0];
+    let dst = &boids.interface.as_ref().unwrap().bindings[2];
+    assert_eq!((dst.offset, dst.stride, dst.header.is_some()), (8, 16, true), "a header padded to the array's offset");
+    let wrapped = &files[0].kernels[1].interface.as_ref().unwrap().bindings[0];
+    assert_eq!((wrapped.offset, wrapped.header.is_none()), (0, true), "a struct of the array alone is the array");
+    let blur = files[1].kernels[0].interface.as_ref().unwrap();
+    assert_eq!(blur.resources.len(), 3);
+    let iota = files[2].kernels[0].interface.as_ref().unwrap();
+    assert_eq!((iota.workgroup_size, iota.workgroup_size_overrides[0].as_deref()), ([64, 1, 1], Some("BLOCK")));
+    let required = files[2].kernels[1].interface.as_ref().unwrap();
+    assert_eq!(required.workgroup_size[0], 0, "no default");
+    let affine = files[2].kernels[2].interface.as_ref().unwrap();
+    assert_eq!(affine.immediate.as_ref().map(|i| i.size), Some(8));
+    assert_eq!(files[2].kernels[2].variants[0].features, ["IMMEDIATES"]);
+    assert!(files[2].kernels[2].variants[0].browser_wgsl.is_empty(), "native only");
+    assert_eq!(files[3].kernels[0].variants[0].features, ["SHADER_INT64", "SHADER_F64"]);
+    assert_eq!(files[3].kernels[1].variants[0].features, ["SHADER_INT64", "SHADER_INT64_ATOMIC_MIN_MAX"]);
+    let life = &files[2].kernels[3].variants[0].wgsl;
+    assert!(!life.contains("vert_main") && !life.contains("struct Out"), "{life}");
+}

@@ -304,7 +304,11 @@ impl Gpu {
                     && (ka, ia) == (kb, ib)
                     && (wa || wb)
                 {
-                    return Err(Error::Aliased { kernel: name(), first: binding_name(i).into(), second: binding_name(j).into() });
+                    return Err(Error::Aliased {
+                        kernel: name(),
+                        first: binding_name(i).into(),
+                        second: binding_name(j).into(),
+                    });
                 }
             }
         }
@@ -337,20 +341,31 @@ impl Gpu {
                     _ => false,
                 };
                 if !fits {
-                    return Err(bad(format!("texture `{}` is `{}`, which cannot read {format:?} texels", def.name, def.wgsl_type)));
+                    return Err(bad(format!(
+                        "texture `{}` is `{}`, which cannot read {format:?} texels",
+                        def.name, def.wgsl_type
+                    )));
                 }
-                let filterable = formats(*format).flags.contains(wgpu::TextureFormatFeatureFlags::FILTERABLE);
+                // As the device validates it: with the features enabled (r32float filters only
+                // with FLOAT32_FILTERABLE, whatever the adapter could do).
+                let filterable = matches!(kind, Some(wgpu::TextureSampleType::Float { filterable: true }));
                 if sample == (SampleKind::Float { filterable: true }) && !filterable {
                     return Err(bad(format!(
-                        "texture `{}` is sampled through a sampler, and {format:?} is not filterable on this adapter",
+                        "texture `{}` is sampled through a sampler, and {format:?} is not filterable on this device",
                         def.name
                     )));
                 }
             }
-            (ResourceKind::StorageTexture { dim, format, access }, Arg::Texture { dim: got, format: f, gpu_id, writable, .. }) => {
+            (
+                ResourceKind::StorageTexture { dim, format, access },
+                Arg::Texture { dim: got, format: f, gpu_id, writable, .. },
+            ) => {
                 self.same_context(k, def.name, *gpu_id)?;
                 if dim != *got || format != *f {
-                    return Err(bad(format!("storage texture `{}` is `{}`, not a {got:?} {f:?} texture", def.name, def.wgsl_type)));
+                    return Err(bad(format!(
+                        "storage texture `{}` is `{}`, not a {got:?} {f:?} texture",
+                        def.name, def.wgsl_type
+                    )));
                 }
                 if *writable != (access != TextureAccess::Read) {
                     return Err(bad(format!(
@@ -365,7 +380,9 @@ impl Gpu {
                     TextureAccess::ReadWrite => wgpu::TextureFormatFeatureFlags::STORAGE_READ_WRITE,
                 };
                 let features = formats(format);
-                if !features.allowed_usages.contains(wgpu::TextureUsages::STORAGE_BINDING) || !features.flags.contains(flag) {
+                if !features.allowed_usages.contains(wgpu::TextureUsages::STORAGE_BINDING)
+                    || !features.flags.contains(flag)
+                {
                     return Err(Error::MissingFeature {
                         kernel: k.qualified_name(),
                         feature: "TEXTURE_ADAPTER_SPECIFIC_FORMAT_FEATURES",
@@ -377,7 +394,10 @@ impl Gpu {
                     });
                 }
             }
-            (ResourceKind::Sampler { comparison, filtering }, Arg::Sampler { gpu_id, comparison: c, filtering: f, .. }) => {
+            (
+                ResourceKind::Sampler { comparison, filtering },
+                Arg::Sampler { gpu_id, comparison: c, filtering: f, .. },
+            ) => {
                 self.same_context(k, def.name, *gpu_id)?;
                 if *f && !filtering {
                     return Err(bad(format!(

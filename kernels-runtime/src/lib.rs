@@ -24,12 +24,12 @@ pub use error::{Error, Result};
 pub use grid::{Grid, dispatch_1d};
 pub use half::f16;
 pub use kernel::{
-    BindingDef, BindingKind, CoopConfig, CoopScalar, GridKind, KernelDef, OverrideDef, ResourceDef, ResourceKind, SampleKind,
-    TextureAccess, TextureDim, VariantDef,
+    BindingDef, BindingKind, CoopConfig, CoopScalar, GridKind, KernelDef, OverrideDef, ResourceDef, ResourceKind,
+    SampleKind, TextureAccess, TextureDim, VariantDef,
 };
-pub use texture::{ComparisonSampler, Sampler, Texture};
 pub use options::{AdapterFilter, DEFAULT_PIPELINE_CACHE_CAPACITY, GpuOptions};
 pub use pipeline::{PipelineStats, WarmUp};
+pub use texture::{ComparisonSampler, Sampler, Texture};
 pub use wgpu;
 
 /// Used by generated code; not a stable API.

@@ -389,7 +389,9 @@ fn resource_type(kind: ResourceKind) -> wgpu::BindingType {
         ResourceKind::Sampler { comparison: true, .. } => {
             wgpu::BindingType::Sampler(wgpu::SamplerBindingType::Comparison)
         }
-        ResourceKind::Sampler { filtering: true, .. } => wgpu::BindingType::Sampler(wgpu::SamplerBindingType::Filtering),
+        ResourceKind::Sampler { filtering: true, .. } => {
+            wgpu::BindingType::Sampler(wgpu::SamplerBindingType::Filtering)
+        }
         ResourceKind::Sampler { filtering: false, .. } => {
             wgpu::BindingType::Sampler(wgpu::SamplerBindingType::NonFiltering)
         }

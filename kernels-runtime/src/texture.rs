@@ -191,7 +191,11 @@ impl Gpu {
     }
 
     /// A texture of `size` holding `texels` (width × height × layers of them, rows first).
-    pub fn upload_texture<D: Dimension, F: Format>(&self, size: [u32; 3], texels: &[F::Texel]) -> Result<Texture<D, F>> {
+    pub fn upload_texture<D: Dimension, F: Format>(
+        &self,
+        size: [u32; 3],
+        texels: &[F::Texel],
+    ) -> Result<Texture<D, F>> {
         self.new_texture(size, Some(texels))
     }
 
@@ -256,6 +260,12 @@ impl Gpu {
         Ok(Texture { raw, view, size, gpu_id: self.inner.id, id: next_id(), _t: PhantomData, _owner: self.clone() })
     }
 
+    /// What the adapter allows for textures of `format` (sampling, filtering, storage
+    /// access).
+    pub fn texture_format_features(&self, format: wgpu::TextureFormat) -> wgpu::TextureFormatFeatures {
+        self.inner.adapter.get_texture_format_features(format)
+    }
+
     /// A sampler. A descriptor with `compare` set is refused: that is a
     /// [`comparison_sampler`](Gpu::comparison_sampler).
     pub fn sampler(&self, descriptor: &wgpu::SamplerDescriptor<'_>) -> Result<Sampler> {
@@ -298,7 +308,12 @@ fn texel_bytes<F: Format>() -> u32 {
 
 fn write_texels<F: Format>(gpu: &Gpu, raw: &wgpu::Texture, size: [u32; 3], texels: &[F::Texel]) {
     gpu.inner.queue.write_texture(
-        wgpu::TexelCopyTextureInfo { texture: raw, mip_level: 0, origin: wgpu::Origin3d::ZERO, aspect: wgpu::TextureAspect::All },
+        wgpu::TexelCopyTextureInfo {
+            texture: raw,
+            mip_level: 0,
+            origin: wgpu::Origin3d::ZERO,
+            aspect: wgpu::TextureAspect::All,
+        },
         bytemuck::cast_slice(texels),
         wgpu::TexelCopyBufferLayout {
             offset: 0,
