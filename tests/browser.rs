@@ -778,7 +778,7 @@ fn the_export_manifest_is_complete_and_true() {
 
         // Variants: the files hold exactly the kernel's browser WGSL; features and limits.
         let variants = e["variants"].as_array().expect("variants");
-        let web: Vec<&kernels::VariantDef> = def.variants.iter().filter(|v| v.coop.is_empty()).collect();
+        let web: Vec<&kernels::VariantDef> = def.variants.iter().filter(|v| !v.browser_wgsl.is_empty()).collect();
         assert_eq!(variants.len(), web.len(), "{name}");
         assert_eq!(e["native_only_variants"].as_array().unwrap().len(), def.variants.len() - web.len(), "{name}");
         for (v, j) in web.iter().zip(variants) {
