@@ -549,7 +549,10 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
                 ("header", header),
                 ("runtime_sized", Json::Bool(b.runtime_sized)),
                 ("min_length", Json::int(min_length(k, b))),
-                ("layout", layout(&first.module, &first.layouter, ty).map_err(|e| format!("binding `{}`: {e}", b.name))?),
+                (
+                    "layout",
+                    layout(&first.module, &first.layouter, ty).map_err(|e| format!("binding `{}`: {e}", b.name))?,
+                ),
             ]),
         ));
     }
