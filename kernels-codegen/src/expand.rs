@@ -297,8 +297,9 @@ impl<'a> Emitter<'a> {
         let body = self.body(k, iface, &sig);
         let companion = self.companion(k, iface, &sig);
         let (rec, params) = (&sig.rec, &sig.params);
-        let companion_doc =
+        let mut companion_doc =
             format!("Companion of [`{}`](fn@super::{}): its source, workgroup size and types.", k.name, ident(&k.name));
+        companion_doc.push_str(&format!("\n\nFeatures: {}.", features_doc(&k.variants)));
         Some(quote! {
             #[doc = #doc]
             pub fn #name(#rec: impl #rt::Record, #(#params),*) -> ::core::result::Result<(), #rt::Error> {
@@ -789,7 +790,8 @@ impl<'a> Emitter<'a> {
         let (kname, module, file, line, doc) =
             (&k.name, &self.file.module, &k.marker.file, k.marker.line as u32, k.doc.join("\n"));
         quote! {
-            /// The workgroup size, from `@workgroup_size`.
+            /// The workgroup size, from `@workgroup_size`; a dimension an override gives holds
+            /// the override's default (0 where it has none): see `KERNEL.workgroup_size_overrides`.
             pub const WORKGROUP_SIZE: [#u32_t; 3] = [#wx, #wy, #wz];
             /// The assembled source of the preferred variant, as wgpu takes it (with the
             /// `enable` directives it needs; it may use subgroups or cooperative matrices).

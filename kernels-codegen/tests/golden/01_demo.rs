@@ -128,7 +128,7 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
     pub fn r#shift(
         rec: impl ::kernels::Record,
         r#m: &mut ::kernels::Buffer<::core::primitive::f32>,
-        r#d: ::kernels::Buffer<r#shift::r#Dims>,
+        r#d: r#shift::r#Dims,
     ) -> ::core::result::Result<(), ::kernels::Error> {
         ::kernels::__private::shape::require(
             "demo::shift",
@@ -172,10 +172,13 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
             },
         )
     }
-    ///Companion of [`shift`](fn@super::r#shift): its source, workgroup size and types.
+    /**Companion of [`shift`](fn@super::r#shift): its source, workgroup size and types.
+
+Features: no optional features.*/
     pub mod r#shift {
         pub use super::__k_structs::r#Dims;
-        /// The workgroup size, from `@workgroup_size`.
+        /// The workgroup size, from `@workgroup_size`; a dimension an override gives holds
+        /// the override's default (0 where it has none): see `KERNEL.workgroup_size_overrides`.
         pub const WORKGROUP_SIZE: [::core::primitive::u32; 3] = [64u32, 1u32, 1u32];
         /// The assembled source of the preferred variant, as wgpu takes it (with the
         /// `enable` directives it needs; it may use subgroups or cooperative matrices).
@@ -258,7 +261,7 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
         rec: impl ::kernels::Record,
         r#pts: &::kernels::Buffer<r#points::r#Point>,
         r#out: &mut ::kernels::Buffer<::core::primitive::f32>,
-        r#d: ::kernels::Buffer<r#points::r#Dims>,
+        r#d: r#points::r#Dims,
         grid: ::kernels::Grid,
         overrides: r#points::Overrides,
     ) -> ::core::result::Result<(), ::kernels::Error> {
@@ -285,7 +288,9 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
             },
         )
     }
-    ///Companion of [`points`](fn@super::r#points): its source, workgroup size and types.
+    /**Companion of [`points`](fn@super::r#points): its source, workgroup size and types.
+
+Features: no optional features.*/
     pub mod r#points {
         pub use super::__k_structs::r#Point;
         pub use super::__k_structs::r#Dims;
@@ -301,7 +306,8 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
             ///`override GAIN: f32` (has a default)
             pub r#GAIN: ::core::option::Option<::core::primitive::f32>,
         }
-        /// The workgroup size, from `@workgroup_size`.
+        /// The workgroup size, from `@workgroup_size`; a dimension an override gives holds
+        /// the override's default (0 where it has none): see `KERNEL.workgroup_size_overrides`.
         pub const WORKGROUP_SIZE: [::core::primitive::u32; 3] = [64u32, 1u32, 1u32];
         /// The assembled source of the preferred variant, as wgpu takes it (with the
         /// `enable` directives it needs; it may use subgroups or cooperative matrices).
