@@ -307,6 +307,26 @@ fn immediates_are_a_typed_parameter() {
 }
 
 #[test]
+fn immediates_past_the_devices_limit_are_a_missing_feature() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("many immediates");
+    // Small integers: every partial sum is exact in f32.
+    let v: [[[f32; 4]; 4]; 4] =
+        std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-100..100) as f32)));
+    let mut out = gpu.filled(1, f32::NAN).unwrap();
+    let result = tuned::many_immediates(&gpu, &mut out, tuned::many_immediates::Many::new(v), Grid::Workgroups(1));
+    let enough = gpu.features().contains(kernels::wgpu::Features::IMMEDIATES) && gpu.limits().max_immediate_size >= 256;
+    if !enough {
+        let e = result.unwrap_err();
+        assert!(matches!(e, Error::MissingFeature { feature: "IMMEDIATES", .. }), "{e}");
+        eprintln!("{e}");
+        return;
+    }
+    result.unwrap();
+    assert_eq!(out.read(&gpu).unwrap(), [v.iter().flatten().flatten().sum::<f32>()]);
+}
+
+#[test]
 fn a_file_with_a_render_pipelines_shaders_builds_its_kernel() {
     let Some(gpu) = gpu() else { return };
     let mut rng = rng("life");

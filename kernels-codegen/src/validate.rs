@@ -197,9 +197,32 @@ fn parse(body: &str) -> Result<(naga::Module, bool, bool), Failure> {
     }
 }
 
+/// The most bytes of immediates naga 30 validates: it tracks them in a 64-bit mask of 4-byte
+/// slots, and overflows (a panic) past it.
+pub const MAX_IMMEDIATE_BYTES: u32 = 256;
+
 fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
     let (module, f16, coop) = parse(body)?;
     let prefix = prefix(f16, coop);
+    let mut layouter = naga::proc::Layouter::default();
+    if layouter.update(module.to_ctx()).is_ok() {
+        let too_large = module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::Immediate)
+            .map(|(h, v)| (module.global_variables.get_span(h), layouter[v.ty].size))
+            .find(|(_, size)| *size > MAX_IMMEDIATE_BYTES);
+        if let Some((span, size)) = too_large {
+            let error = RawError {
+                primary: span.to_range().map(|r| (r, format!("{size} bytes"))),
+                message: format!(
+                    "`var<immediate>` of {size} bytes: naga 30 takes at most {MAX_IMMEDIATE_BYTES} bytes of immediates"
+                ),
+                notes: vec![(None, "pass larger data in a uniform buffer".into())],
+            };
+            return Err(Failure::new(Some(module), prefix, vec![error]));
+        }
+    }
     let info = match validator(CAPABILITIES).validate(&module) {
         Ok(info) => info,
         Err(e) => {

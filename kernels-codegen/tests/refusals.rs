@@ -232,3 +232,28 @@ fn names_rust_reads_as_one_are_errors_at_the_second() {
     assert_eq!(line, 1, "{text}");
     assert!(text.contains(&format!("constant `{nfd}` and kernel `{nfc}` are one name")), "{text}");
 }
+
+#[test]
+fn a_workgroup_size_from_an_expression_of_overrides_is_refused_at_the_attribute() {
+    let k = "// --- KERNEL: k ---\n\
+             override X: u32 = 8u;\n\
+             @group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
+             @compute\n\
+             @workgroup_size(X * 2u)\n\
+             fn k() { x[0] = 1.0; }\n";
+    let (_, line, text) = one(&errors(&[("00_shared.wgsl", SHARED), ("01_k.wgsl", k)]));
+    assert_eq!(line, 5, "{text}");
+    assert!(text.contains("@workgroup_size(X * 2u)") && text.contains("an expression of overrides"), "{text}");
+}
+
+#[test]
+fn immediates_past_what_naga_takes_are_refused_at_the_declaration() {
+    let k = "// --- KERNEL: k ---\n\
+             struct Many { m: array<mat4x4<f32>, 8> }\n\
+             var<immediate> many: Many;\n\
+             @group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
+             @compute @workgroup_size(1) fn k() { x[0] = many.m[0][0].x; }\n";
+    let (_, line, text) = one(&errors(&[("00_shared.wgsl", SHARED), ("01_k.wgsl", k)]));
+    assert_eq!(line, 3, "{text}");
+    assert!(text.contains("`var<immediate>` of 512 bytes: naga 30 takes at most 256"), "{text}");
+}

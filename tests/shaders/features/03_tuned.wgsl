@@ -86,3 +86,22 @@ fn vert_main(@builtin(instance_index) i: u32, @location(0) corner: vec2<u32>) ->
 fn frag_main(v: Out) -> @location(0) vec4<f32> {
     return vec4<f32>(v.cell);
 }
+
+// --- KERNEL: many_immediates ---
+// out[0] = the sum of 64 immediate values (256 bytes, the most naga takes: more than the
+// 128 bytes of max_immediate_size Vulkan guarantees).
+// @requires len(out) >= 1
+struct Many {
+    m: array<mat4x4<f32>, 4>,
+}
+var<immediate> many: Many;
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(1)
+fn many_immediates() {
+    var s = 0.0;
+    for (var i = 0u; i < 4u; i++) {
+        let m = many.m[i];
+        s += dot(m[0] + m[1] + m[2] + m[3], vec4<f32>(1.0));
+    }
+    out[0] = s;
+}
