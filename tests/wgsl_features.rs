@@ -165,13 +165,13 @@ fn a_blur_through_a_sampler_into_a_storage_texture() {
     // by at most 10·u of a value ≤ 1.
     for y in 0..h as i64 {
         for x in 0..w as i64 {
-            for c in 0..4 {
+            for (c, &g) in got[(y * w as i64 + x) as usize].iter().enumerate() {
                 let want: f64 = (-1..=1)
                     .flat_map(|dy| (-1..=1).map(move |dx| (dx, dy)))
                     .map(|(dx, dy)| at(x + dx, y + dy, c))
                     .sum::<f64>()
                     / 9.0;
-                let g = got[(y * w as i64 + x) as usize][c] as f64;
+                let g = g as f64;
                 assert!((g - want).abs() <= 10.0 * U, "({x}, {y})[{c}]: {g} vs {want}");
             }
         }
