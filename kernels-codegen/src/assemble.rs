@@ -170,7 +170,7 @@ pub fn assemble_decls(pieces: Pieces<'_>, decls: &[DeclId]) -> Assembled {
 ///
 /// Entry points of other stages (`@vertex`, `@fragment`) are left out wherever they are, and
 /// so is what only they reach: the declarations of the common parts by the usual rule, the
-/// section's own by [`Builder::section`] (`section_outline` is the section's outline).
+/// section's own where only they reach them (`section_outline` is the section's outline).
 #[allow(clippy::too_many_arguments)]
 pub fn assemble(
     pieces: Pieces<'_>,
