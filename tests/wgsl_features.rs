@@ -20,6 +20,9 @@ kernels::kernels!("tests/shaders/features/04_wide.wgsl");
 /// f32's unit roundoff.
 const U: f64 = f32::EPSILON as f64 / 2.0;
 
+/// The blur's bound (see `a_blur_through_a_sampler_into_a_storage_texture`).
+const BLUR_TOLERANCE: f64 = 1.0 / (9.0 * 255.0) / 16.0;
+
 #[derive(Clone, Copy)]
 struct P {
     pos: [f64; 2],
@@ -161,8 +164,10 @@ fn a_blur_through_a_sampler_into_a_storage_texture() {
         let (x, y) = (x.clamp(0, w as i64 - 1), y.clamp(0, h as i64 - 1));
         texels[(y * w as i64 + x) as usize][c] as f64 / 255.0
     };
-    // Samples at texel centres read texels exactly; nine f32 additions and a division round
-    // by at most 10·u of a value ≤ 1.
+    // A sample at a texel centre reads that texel, up to how precisely the adapter converts
+    // unorm8 and weighs the filter's taps (implementation-defined; SwiftShader measured 8.7·u
+    // after the nine-term sum): the bound is a sixteenth of the least a wrong tap changes the
+    // average, 1/(9·255), and some thousand times f32's rounding.
     for y in 0..h as i64 {
         for x in 0..w as i64 {
             for (c, &g) in got[(y * w as i64 + x) as usize].iter().enumerate() {
@@ -172,7 +177,7 @@ fn a_blur_through_a_sampler_into_a_storage_texture() {
                     .sum::<f64>()
                     / 9.0;
                 let g = g as f64;
-                assert!((g - want).abs() <= 10.0 * U, "({x}, {y})[{c}]: {g} vs {want}");
+                assert!((g - want).abs() <= BLUR_TOLERANCE, "({x}, {y})[{c}]: {g} vs {want}");
             }
         }
     }
