@@ -239,7 +239,8 @@ fn read_ranges() {
 fn coop_kernels() -> (&'static kernels::KernelDef, &'static kernels::KernelDef) {
     use kernels::{CoopConfig, CoopScalar, KernelDef, VariantDef};
     const C16: CoopConfig = CoopConfig { m: 16, n: 16, k: 16, ab: CoopScalar::F16, cr: CoopScalar::F32 };
-    let coop = VariantDef { subgroups: false, f16: true, coop: &[C16], wgsl: "not WGSL", browser_wgsl: "" };
+    let coop =
+        VariantDef { subgroups: false, f16: true, coop: &[C16], wgsl: "not WGSL", browser_wgsl: "", features: &[] };
     let k = &scale::KERNEL;
     let def = |variants: Vec<VariantDef>| -> &'static KernelDef {
         Box::leak(Box::new(KernelDef {
@@ -249,7 +250,10 @@ fn coop_kernels() -> (&'static kernels::KernelDef, &'static kernels::KernelDef) 
             line: k.line,
             doc: k.doc,
             workgroup_size: k.workgroup_size,
+            workgroup_size_overrides: k.workgroup_size_overrides,
+            immediate_size: k.immediate_size,
             bindings: k.bindings,
+            resources: k.resources,
             overrides: k.overrides,
             grid: k.grid,
             grid_expr: k.grid_expr,

@@ -10,8 +10,26 @@ use naga::{Block, Expression, Handle, Module, Statement, TypeInner};
 use std::ops::Range;
 
 /// The capabilities kernels may use: those the runtime may ask the device for.
-pub const CAPABILITIES: Capabilities =
-    Capabilities::SUBGROUP.union(Capabilities::SHADER_FLOAT16).union(Capabilities::COOPERATIVE_MATRIX);
+pub const CAPABILITIES: Capabilities = Capabilities::SUBGROUP
+    .union(Capabilities::SHADER_FLOAT16)
+    .union(Capabilities::COOPERATIVE_MATRIX)
+    .union(Capabilities::SHADER_INT64)
+    .union(Capabilities::FLOAT64)
+    .union(Capabilities::SHADER_INT64_ATOMIC_MIN_MAX)
+    .union(Capabilities::SHADER_INT64_ATOMIC_ALL_OPS)
+    .union(Capabilities::IMMEDIATES);
+
+/// The optional capabilities besides subgroups, f16 and cooperative matrices, with the wgpu
+/// feature that gives each (the features are named by [`Checked::features`]). 64-bit atomics
+/// with every operation come before those with min and max only: `SHADER_INT64_ATOMIC_ALL_OPS`
+/// gives both.
+pub const FEATURES: [(Capabilities, &str); 5] = [
+    (Capabilities::SHADER_INT64, "SHADER_INT64"),
+    (Capabilities::FLOAT64, "SHADER_F64"),
+    (Capabilities::SHADER_INT64_ATOMIC_ALL_OPS, "SHADER_INT64_ATOMIC_ALL_OPS"),
+    (Capabilities::SHADER_INT64_ATOMIC_MIN_MAX, "SHADER_INT64_ATOMIC_MIN_MAX"),
+    (Capabilities::IMMEDIATES, "IMMEDIATES"),
+];
 
 /// The directive a kernel that uses f16 gets at the top of its source (it makes the kernel
 /// need `SHADER_F16`, so only kernels that need it get it).
@@ -73,6 +91,10 @@ pub struct Checked {
     /// (m×n×k from its operands, A/B and C element types); a kernel that reaches coop types
     /// without multiplying gets one `size³` configuration per element type it uses.
     pub coop_configs: Vec<CoopConfig>,
+    /// The other wgpu features the entry point needs, by name, in the order of [`FEATURES`]
+    /// (`SHADER_INT64`, `SHADER_F64`, 64-bit atomics, `IMMEDIATES`). WebGPU has none of them:
+    /// a variant that needs one has no browser form.
+    pub features: Vec<&'static str>,
 }
 
 /// Why a kernel did not check: the errors, and the module when it parsed.
@@ -175,9 +197,32 @@ fn parse(body: &str) -> Result<(naga::Module, bool, bool), Failure> {
     }
 }
 
+/// The most bytes of immediates naga 30 validates: it tracks them in a 64-bit mask of 4-byte
+/// slots, and overflows (a panic) past it.
+pub const MAX_IMMEDIATE_BYTES: u32 = 256;
+
 fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
     let (module, f16, coop) = parse(body)?;
     let prefix = prefix(f16, coop);
+    let mut layouter = naga::proc::Layouter::default();
+    if layouter.update(module.to_ctx()).is_ok() {
+        let too_large = module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::Immediate)
+            .map(|(h, v)| (module.global_variables.get_span(h), layouter[v.ty].size))
+            .find(|(_, size)| *size > MAX_IMMEDIATE_BYTES);
+        if let Some((span, size)) = too_large {
+            let error = RawError {
+                primary: span.to_range().map(|r| (r, format!("{size} bytes"))),
+                message: format!(
+                    "`var<immediate>` of {size} bytes: naga 30 takes at most {MAX_IMMEDIATE_BYTES} bytes of immediates"
+                ),
+                notes: vec![(None, "pass larger data in a uniform buffer".into())],
+            };
+            return Err(Failure::new(Some(module), prefix, vec![error]));
+        }
+    }
     let info = match validator(CAPABILITIES).validate(&module) {
         Ok(info) => info,
         Err(e) => {
@@ -189,6 +234,10 @@ fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
             return Err(Failure::new(Some(module), prefix, vec![raw]));
         }
     };
+    let mismatched = coop_mismatches(&module, &info);
+    if !mismatched.is_empty() {
+        return Err(Failure::new(Some(module), prefix, mismatched));
+    }
     let uniformity = uniformity::check(&module);
     if !uniformity.is_empty() {
         let errors = uniformity
@@ -213,7 +262,54 @@ fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
         validator(CAPABILITIES - Capabilities::SUBGROUP).validate(&used).is_err()
     };
     let (reaches_coop, coop_configs) = if coop { coop_use(&module, &info, entry) } else { (false, Vec::new()) };
-    Ok(Checked { module, info, prefix, f16, subgroups, reaches_subgroups, coop, reaches_coop, coop_configs })
+    let features = other_features(&module);
+    Ok(Checked { module, info, prefix, f16, subgroups, reaches_subgroups, coop, reaches_coop, coop_configs, features })
+}
+
+/// The features of [`FEATURES`] the module's entry point needs: for each capability that the
+/// module's types or globals could need (64-bit scalars, 64-bit atomics, immediates), whether
+/// the code the entry point reaches validates without it.
+fn other_features(module: &Module) -> Vec<&'static str> {
+    let wide = |s: naga::Scalar| s.width == 8;
+    let types = || module.types.iter().map(|(_, t)| &t.inner);
+    let int64 = types().any(|t| match *t {
+        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Atomic(s) => {
+            wide(s) && s.kind != naga::ScalarKind::Float
+        }
+        _ => false,
+    });
+    let f64 = types().any(|t| match *t {
+        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Matrix { scalar: s, .. } => {
+            wide(s) && s.kind == naga::ScalarKind::Float
+        }
+        _ => false,
+    });
+    let atomics = types().any(|t| matches!(*t, TypeInner::Atomic(s) if wide(s)));
+    let immediates = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
+    if !(int64 || f64 || atomics || immediates) {
+        return Vec::new();
+    }
+    let mut used = module.clone();
+    naga::compact::compact(&mut used, naga::compact::KeepUnused::No);
+    let needs = |without: Capabilities| validator(CAPABILITIES - without).validate(&used).is_err();
+    let mut out = Vec::new();
+    if int64 && needs(Capabilities::SHADER_INT64) {
+        out.push("SHADER_INT64");
+    }
+    if f64 && needs(Capabilities::FLOAT64) {
+        out.push("SHADER_F64");
+    }
+    if atomics {
+        if needs(Capabilities::SHADER_INT64_ATOMIC_ALL_OPS) {
+            out.push("SHADER_INT64_ATOMIC_ALL_OPS");
+        } else if needs(Capabilities::SHADER_INT64_ATOMIC_ALL_OPS | Capabilities::SHADER_INT64_ATOMIC_MIN_MAX) {
+            out.push("SHADER_INT64_ATOMIC_MIN_MAX");
+        }
+    }
+    if immediates && needs(Capabilities::IMMEDIATES) {
+        out.push("IMMEDIATES");
+    }
+    out
 }
 
 /// The functions the entry point `entry` calls, directly or not (not the entry point itself).
@@ -331,8 +427,71 @@ fn coop_configs<'a>(
     (reached, configs)
 }
 
+/// Every `coopMultiplyAdd(a, b, c)` whose operands do not make one configuration: A is m×k, B
+/// k×n and C m×n, and A and B hold the same element type (naga checks only their roles, and an
+/// adapter offers no such product).
+fn coop_mismatches(module: &Module, info: &ModuleInfo) -> Vec<RawError> {
+    let functions = module
+        .entry_points
+        .iter()
+        .enumerate()
+        .map(|(i, ep)| (&ep.function, info.get_entry_point(i)))
+        .chain(module.functions.iter().map(|(h, f)| (f, &info[h])));
+    let mut out = Vec::new();
+    for (function, finfo) in functions {
+        let ty = |e: Handle<Expression>| finfo[e].ty.inner_with(&module.types).clone();
+        for (handle, expr) in function.expressions.iter() {
+            let Expression::CooperativeMultiplyAdd { a, b, c } = *expr else { continue };
+            let (
+                TypeInner::CooperativeMatrix { rows: am, columns: ak, scalar: sa, .. },
+                TypeInner::CooperativeMatrix { rows: bk, columns: bn, scalar: sb, .. },
+                TypeInner::CooperativeMatrix { rows: cm, columns: cn, .. },
+            ) = (ty(a), ty(b), ty(c))
+            else {
+                continue;
+            };
+            let (am, ak, bk, bn, cm, cn) = (am as u32, ak as u32, bk as u32, bn as u32, cm as u32, cn as u32);
+            let mut wrong = Vec::new();
+            if ak != bk {
+                wrong.push(format!("A has {ak} columns but B has {bk} rows"));
+            }
+            if am != cm {
+                wrong.push(format!("A has {am} rows but C has {cm}"));
+            }
+            if bn != cn {
+                wrong.push(format!("B has {bn} columns but C has {cn}"));
+            }
+            if sa != sb {
+                wrong.push(format!(
+                    "A holds {} and B holds {}",
+                    if sa.width == 2 { "f16" } else { "f32" },
+                    if sb.width == 2 { "f16" } else { "f32" }
+                ));
+            }
+            if wrong.is_empty() {
+                continue;
+            }
+            out.push(RawError {
+                primary: function
+                    .expressions
+                    .get_span(handle)
+                    .to_range()
+                    .map(|r| (r, format!("A {am}×{ak}, B {bk}×{bn}, C {cm}×{cn}"))),
+                message: format!("`coopMultiplyAdd` of mismatched operands: {}", wrong.join(", ")),
+                notes: vec![(
+                    None,
+                    "the product is an m×k A times a k×n B plus an m×n C, with A and B of one element type; \
+                     adapters offer only such configurations"
+                        .into(),
+                )],
+            });
+        }
+    }
+    out
+}
+
 /// What a variant needs from the device, which is what naga's SPIR-V backend is allowed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Needs {
     /// `SUBGROUP`.
     pub subgroups: bool,
@@ -340,6 +499,18 @@ pub struct Needs {
     pub f16: bool,
     /// `EXPERIMENTAL_COOPERATIVE_MATRIX`.
     pub coop: bool,
+    /// The other features ([`Checked::features`]).
+    pub features: Vec<&'static str>,
+}
+
+impl Needs {
+    /// Whether a device that offers `self` offers all `other` needs.
+    pub fn covers(&self, other: &Needs) -> bool {
+        (self.subgroups || !other.subgroups)
+            && (self.f16 || !other.f16)
+            && (self.coop || !other.coop)
+            && other.features.iter().all(|f| self.features.contains(f))
+    }
 }
 
 /// The Vulkan device naga's SPIR-V is written for, in the terms from which wgpu-hal 30's Vulkan
@@ -380,13 +551,19 @@ pub struct VulkanTarget {
     pub storage_input_output_16: bool,
     /// A Qualcomm device (vendor 0x5143), where wgpu does not label varyings.
     pub qualcomm: bool,
+    /// `SHADER_INT64`, `SHADER_F64`, and 64-bit atomics (`SHADER_INT64_ATOMIC_MIN_MAX` or
+    /// `_ALL_OPS`) are enabled.
+    pub int64: bool,
+    pub float64: bool,
+    pub int64_atomics: bool,
 }
 
 impl VulkanTarget {
     /// What the build-time check assumes: a Vulkan 1.3 device with `VK_EXT_robustness2`,
     /// int8 and integer dot products (the H200's driver and lavapipe both), enabling exactly the
     /// features a variant with `needs` requires.
-    pub fn build_time(needs: Needs) -> VulkanTarget {
+    pub fn build_time(needs: &Needs) -> VulkanTarget {
+        let has = |f: &str| needs.features.contains(&f);
         VulkanTarget {
             api_version: (1, 3),
             subgroups: needs.subgroups,
@@ -399,6 +576,9 @@ impl VulkanTarget {
             zero_initialize_workgroup_memory: true,
             storage_input_output_16: false,
             qualcomm: false,
+            int64: has("SHADER_INT64"),
+            float64: has("SHADER_F64"),
+            int64_atomics: has("SHADER_INT64_ATOMIC_MIN_MAX") || has("SHADER_INT64_ATOMIC_ALL_OPS"),
         }
     }
 
@@ -447,6 +627,15 @@ impl VulkanTarget {
         }
         if self.int8 {
             capabilities.push(spv::Capability::Int8);
+        }
+        if self.int64 {
+            capabilities.push(spv::Capability::Int64);
+        }
+        if self.float64 {
+            capabilities.push(spv::Capability::Float64);
+        }
+        if self.int64_atomics {
+            capabilities.push(spv::Capability::Int64Atomics);
         }
         let mut flags = spv::WriterFlags::FORCE_POINT_SIZE;
         flags.set(spv::WriterFlags::LABEL_VARYINGS, !self.qualcomm);
@@ -562,7 +751,7 @@ pub fn write_spirv(
 /// given the value 1, under `catch_unwind`. An error or a panic comes back as a [`RawError`]
 /// with a hint; for naga 30.0.2's "Expression \[N\] is not cached" panic on
 /// `coopStore`/`coopStoreT` the error points at the store.
-pub fn spirv(checked: &Checked, entry: &str, needs: Needs) -> Result<(), RawError> {
+pub fn spirv(checked: &Checked, entry: &str, needs: &Needs) -> Result<(), RawError> {
     let module = &checked.module;
     let mut constants = naga::back::PipelineConstants::default();
     for (_, o) in module.overrides.iter() {
@@ -861,13 +1050,13 @@ mod tests {
             &c.info,
             "k",
             &Default::default(),
-            &VulkanTarget::build_time(Needs { subgroups: false, f16: false, coop: false }),
+            &VulkanTarget::build_time(&Needs { subgroups: false, f16: false, coop: false, features: Vec::new() }),
         )
         .unwrap();
         assert_eq!(words[1], 0x0001_0600, "SPIR-V 1.6 for a Vulkan 1.3 device");
         let old = VulkanTarget {
             api_version: (1, 2),
-            ..VulkanTarget::build_time(Needs { subgroups: false, f16: false, coop: false })
+            ..VulkanTarget::build_time(&Needs { subgroups: false, f16: false, coop: false, features: Vec::new() })
         };
         assert_eq!(write_spirv(&c.module, &c.info, "k", &Default::default(), &old).unwrap()[1], 0x0001_0500);
         assert!(matches!(

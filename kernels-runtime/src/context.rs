@@ -13,6 +13,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// Features the runtime asks for when the adapter has them.
 pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
     .union(wgpu::Features::SHADER_F16)
+    .union(wgpu::Features::SHADER_INT64)
+    .union(wgpu::Features::SHADER_F64)
+    .union(wgpu::Features::SHADER_INT64_ATOMIC_MIN_MAX)
+    .union(wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS)
+    .union(wgpu::Features::IMMEDIATES)
     .union(wgpu::Features::TIMESTAMP_QUERY)
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
@@ -468,6 +473,7 @@ impl Gpu {
             subgroups: options.subgroups && features.contains(wgpu::Features::SUBGROUP),
             f16: features.contains(wgpu::Features::SHADER_F16),
             coop: if coop_enabled { coop.enabled.clone() } else { Vec::new() },
+            features,
         };
         // Features the adapter has that the options turned off (for error messages).
         let offered = adapter.features();

@@ -12,19 +12,24 @@ mod options;
 mod pipeline;
 #[doc(hidden)]
 pub mod shape;
+pub mod texture;
 mod variant;
 #[cfg(target_arch = "wasm32")]
 mod web;
 
 pub use batch::{Arg, Batch, Call, DispatchTime, Profile, Record};
-pub use buffer::{Buffer, Element};
+pub use buffer::{Buffer, Element, StructBuffer};
 pub use context::{AdapterReport, Gpu, OPTIONAL_FEATURES};
 pub use error::{Error, Result};
 pub use grid::{Grid, dispatch_1d};
 pub use half::f16;
-pub use kernel::{BindingDef, BindingKind, CoopConfig, CoopScalar, GridKind, KernelDef, OverrideDef, VariantDef};
+pub use kernel::{
+    BindingDef, BindingKind, CoopConfig, CoopScalar, GridKind, KernelDef, OverrideDef, ResourceDef, ResourceKind,
+    SampleKind, TextureAccess, TextureDim, VariantDef,
+};
 pub use options::{AdapterFilter, DEFAULT_PIPELINE_CACHE_CAPACITY, GpuOptions};
 pub use pipeline::{PipelineStats, WarmUp};
+pub use texture::{ComparisonSampler, Sampler, Texture};
 pub use wgpu;
 
 /// Used by generated code; not a stable API.

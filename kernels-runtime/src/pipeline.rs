@@ -3,7 +3,7 @@
 
 use crate::context::Gpu;
 use crate::error::{Error, Result};
-use crate::kernel::{BindingKind, KernelDef, VariantDef};
+use crate::kernel::{BindingKind, KernelDef, ResourceKind, SampleKind, TextureAccess, VariantDef};
 use crate::variant::{Unmet, select};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,6 +155,19 @@ impl Gpu {
     /// The variant to build, once the overrides are known to be complete.
     fn buildable(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<&'static VariantDef> {
         let variant = self.variant_for(kernel)?;
+        let limit = self.inner.limits.max_immediate_size;
+        if kernel.immediate_size > limit {
+            return Err(Error::MissingFeature {
+                kernel: kernel.qualified_name(),
+                feature: "IMMEDIATES",
+                adapter: self.inner.report.name.clone(),
+                reason: format!(
+                    " with {} bytes of immediates, and the adapter `{}` offers {limit} (max_immediate_size)",
+                    kernel.immediate_size, self.inner.report.name
+                ),
+            });
+        }
+        kernel.workgroup_size_with(overrides)?;
         for o in kernel.overrides {
             if !o.has_default && !overrides.iter().any(|(k, _)| *k == o.key) {
                 return Err(Error::BadArguments {
@@ -194,7 +207,7 @@ impl Gpu {
         variant: &'static VariantDef,
     ) -> (Compiled, wgpu::ShaderModule) {
         let device = &self.inner.device;
-        let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
+        let mut entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
             .bindings
             .iter()
             .map(|b| wgpu::BindGroupLayoutEntry {
@@ -212,12 +225,18 @@ impl Gpu {
                 count: None,
             })
             .collect();
+        entries.extend(kernel.resources.iter().map(|r| wgpu::BindGroupLayoutEntry {
+            binding: r.binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: resource_type(r.kind),
+            count: None,
+        }));
         let layout = device
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(kernel.name), entries: &entries });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(kernel.name),
             bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
+            immediate_size: kernel.immediate_size,
         });
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(kernel.name),
@@ -342,6 +361,40 @@ impl Gpu {
         }
         out.seconds = start.seconds();
         Ok(out)
+    }
+}
+
+/// The bind group layout entry of a texture or sampler.
+fn resource_type(kind: ResourceKind) -> wgpu::BindingType {
+    match kind {
+        ResourceKind::Texture { dim, sample, multisampled } => wgpu::BindingType::Texture {
+            sample_type: match sample {
+                SampleKind::Float { filterable } => wgpu::TextureSampleType::Float { filterable },
+                SampleKind::Sint => wgpu::TextureSampleType::Sint,
+                SampleKind::Uint => wgpu::TextureSampleType::Uint,
+                SampleKind::Depth => wgpu::TextureSampleType::Depth,
+            },
+            view_dimension: dim.view_dimension(),
+            multisampled,
+        },
+        ResourceKind::StorageTexture { dim, format, access } => wgpu::BindingType::StorageTexture {
+            access: match access {
+                TextureAccess::Read => wgpu::StorageTextureAccess::ReadOnly,
+                TextureAccess::Write => wgpu::StorageTextureAccess::WriteOnly,
+                TextureAccess::ReadWrite => wgpu::StorageTextureAccess::ReadWrite,
+            },
+            format,
+            view_dimension: dim.view_dimension(),
+        },
+        ResourceKind::Sampler { comparison: true, .. } => {
+            wgpu::BindingType::Sampler(wgpu::SamplerBindingType::Comparison)
+        }
+        ResourceKind::Sampler { filtering: true, .. } => {
+            wgpu::BindingType::Sampler(wgpu::SamplerBindingType::Filtering)
+        }
+        ResourceKind::Sampler { filtering: false, .. } => {
+            wgpu::BindingType::Sampler(wgpu::SamplerBindingType::NonFiltering)
+        }
     }
 }
 

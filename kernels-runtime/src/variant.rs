@@ -13,6 +13,8 @@ pub(crate) struct Capabilities {
     /// The cooperative-matrix configurations enabled (empty: tensor cores off, always so in a
     /// browser).
     pub(crate) coop: Vec<CoopConfig>,
+    /// Every feature enabled on the device (for [`VariantDef::features`]).
+    pub(crate) features: wgpu::Features,
 }
 
 /// Why no variant of a kernel can run: what the most portable variant still lacks.
@@ -36,6 +38,12 @@ fn unmet(variant: &VariantDef, caps: &Capabilities) -> Vec<Unmet> {
     let missing: Vec<CoopConfig> = variant.coop.iter().filter(|c| !caps.coop.contains(c)).copied().collect();
     if !missing.is_empty() {
         out.push(Unmet { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", configs: missing });
+    }
+    for &name in variant.features {
+        // A name this wgpu does not know is a feature no device has.
+        if !wgpu::Features::from_name(name).is_some_and(|f| caps.features.contains(f)) {
+            out.push(Unmet { feature: name, configs: Vec::new() });
+        }
     }
     out
 }
@@ -66,7 +74,7 @@ mod tests {
     const C8: CoopConfig = CoopConfig { m: 8, n: 8, k: 8, ab: CoopScalar::F16, cr: CoopScalar::F16 };
 
     const fn variant(subgroups: bool, f16: bool, coop: &'static [CoopConfig], wgsl: &'static str) -> VariantDef {
-        VariantDef { subgroups, f16, coop, wgsl, browser_wgsl: wgsl }
+        VariantDef { subgroups, f16, coop, wgsl, browser_wgsl: wgsl, features: &[] }
     }
 
     const fn kernel(variants: &'static [VariantDef]) -> KernelDef {
@@ -77,7 +85,10 @@ mod tests {
             line: 1,
             doc: "",
             workgroup_size: [64, 1, 1],
+            workgroup_size_overrides: [None; 3],
+            immediate_size: 0,
             bindings: &[],
+            resources: &[],
             overrides: &[],
             grid: GridKind::Caller,
             grid_expr: "",
@@ -99,7 +110,7 @@ mod tests {
     static COOP_ONLY: KernelDef = kernel(&[variant(false, true, &[C16, C8], "coop")]);
 
     fn caps(subgroups: bool, f16: bool, coop: &[CoopConfig]) -> Capabilities {
-        Capabilities { subgroups, f16, coop: coop.to_vec() }
+        Capabilities { subgroups, f16, coop: coop.to_vec(), features: wgpu::Features::empty() }
     }
 
     fn pick(k: &'static KernelDef, c: &Capabilities) -> &'static str {
@@ -137,6 +148,24 @@ mod tests {
         // Without f16 that comes first.
         let e = select(&COOP_ONLY, &caps(true, false, &[])).unwrap_err();
         assert_eq!(e.feature, "SHADER_F16");
+    }
+
+    #[test]
+    fn other_features_are_needed_by_name() {
+        static INT64: KernelDef = kernel(&[VariantDef {
+            subgroups: false,
+            f16: false,
+            coop: &[],
+            wgsl: "i64",
+            browser_wgsl: "",
+            features: &["SHADER_INT64", "SHADER_INT64_ATOMIC_MIN_MAX"],
+        }]);
+        let mut c = caps(true, true, &[]);
+        assert_eq!(select(&INT64, &c).unwrap_err().feature, "SHADER_INT64");
+        c.features = wgpu::Features::SHADER_INT64;
+        assert_eq!(select(&INT64, &c).unwrap_err().feature, "SHADER_INT64_ATOMIC_MIN_MAX");
+        c.features |= wgpu::Features::SHADER_INT64_ATOMIC_MIN_MAX;
+        assert_eq!(pick(&INT64, &c), "i64");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! [`run_checks`] opens nothing itself: given a [`Gpu`] it builds the pipeline of every kernel
 //! of the library, runs the infrastructure kernels, the whole-array reductions, the workgroup
-//! reduction probe and a matmul on random data, and compares each with values computed here on
+//! reduction probe, a matmul and two texture kernels (a blur through a sampler, a storage
+//! texture write) on random data, and compares each with values computed here on
 //! the CPU, reporting one [`Line`] per check. It only uses what works on the web (no blocking:
 //! results come back through `read_async`), so the same code runs
 //!
@@ -13,6 +14,7 @@
 //!
 //! [`train`] is the second page, `train.html`: the trainer of `kernels-train` in the browser.
 
+mod textures;
 pub mod train;
 
 use kernels::infrastructure::{axpy, clamp_inplace, copy, fill_const, fill_zero, reduce_max, reduce_sum, scale};
@@ -152,12 +154,13 @@ pub async fn run_checks(gpu: &Gpu, seed: u64, emit: &mut dyn FnMut(&Line)) -> bo
 
     // Pipelines first: on the web a pipeline is only checked when its build is awaited.
     pipelines(gpu, r).await;
-    let checks: [(&str, Result<()>); 5] = [
+    let checks: [(&str, Result<()>); 6] = [
         ("subgroups", subgroups(gpu, r).await),
         ("infrastructure", infrastructure(gpu, &mut rng, r).await),
         ("reductions", reductions(gpu, &mut rng, r).await),
         ("probe", probe(gpu, &mut rng, r).await),
         ("matmul", matmul(gpu, &mut rng, r).await),
+        ("textures", textures::textures(gpu, &mut rng, r).await),
     ];
     for (name, result) in checks {
         if let Err(e) = result {

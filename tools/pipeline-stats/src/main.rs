@@ -201,10 +201,11 @@ fn build<'k>(
             }
             g.target
         }
-        None => kernels_codegen::validate::VulkanTarget::build_time(kernels_codegen::validate::Needs {
+        None => kernels_codegen::validate::VulkanTarget::build_time(&kernels_codegen::validate::Needs {
             subgroups: form.subgroups,
             f16: form.f16,
             coop: form.coop,
+            features: Vec::new(),
         }),
     };
     let spirv = match spirv::write(form, &kernel.entry, values, &target) {

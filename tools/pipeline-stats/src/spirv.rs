@@ -157,6 +157,9 @@ mod tests {
             zero_initialize_workgroup_memory: true,
             storage_input_output_16: true,
             qualcomm: false,
+            int64: false,
+            float64: false,
+            int64_atomics: false,
         }
     }
 

@@ -485,6 +485,11 @@ impl Gpu {
             zero_initialize_workgroup_memory: support.zero_initialize_workgroup_memory,
             storage_input_output_16: support.storage_input_output_16,
             qualcomm: props.vendor_id == 0x5143,
+            // The runtime does not ask for 64-bit types unless a kernel needs them; the
+            // library's kernels do not.
+            int64: false,
+            float64: false,
+            int64_atomics: false,
         };
         let offer = Offer {
             subgroups: options.subgroups && subgroups,
