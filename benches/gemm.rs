@@ -157,13 +157,23 @@ fn measure(gpu: &Gpu, pr: &Problem, plan: &GemmPlan, warm_s: f64, repeats: usize
     let guess = flops / 2e14; // seconds at 200 TFLOP/s
     let cpu = gpu.report().device_type == "Cpu";
     let warm = if cpu { 1 } else { ((warm_s / guess).ceil() as usize).clamp(3, 2000) };
-    let batch = gpu.profiled_batch(((warm + repeats) * plan.dispatches()) as u32).map_err(|e| e.to_string())?;
-    for _ in 0..warm + repeats {
+    // The warm-up unprofiled (a batch's timestamps are bounded), submitted just before the
+    // timed repeats so the GPU never idles between them.
+    let warmup = gpu.batch();
+    for _ in 0..warm {
+        run(&warmup, &mut c, &mut ws)?;
+    }
+    warmup.submit().map_err(|e| e.to_string())?;
+    let batch = gpu.profiled_batch((repeats * plan.dispatches()) as u32).map_err(|e| e.to_string())?;
+    for _ in 0..repeats {
         run(&batch, &mut c, &mut ws)?;
     }
     let prof = batch.submit_profiled().map_err(|e| e.to_string())?;
-    let per = prof.dispatches.len() / (warm + repeats);
-    let ns = median(prof.dispatches.chunks(per).skip(warm).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect());
+    if prof.dispatches.len() != repeats * plan.dispatches() {
+        return Err(format!("{} dispatches timed, {} recorded", prof.dispatches.len(), repeats * plan.dispatches()));
+    }
+    let per = plan.dispatches();
+    let ns = median(prof.dispatches.chunks(per).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect());
     Ok(Measured { ns, tflops: flops / ns / 1e3, error, ok })
 }
 
@@ -263,20 +273,21 @@ fn bench(gpu: &Gpu, out: &mut Out) {
     }
 }
 
-/// The f16 core's block shapes worth trying on an adapter with tensor cores (a subgroup count of
-/// 8 on NVIDIA takes 8 or 16 tile groups).
-fn structures() -> Vec<F16Config> {
+/// The f16 core's block shapes worth trying on an adapter with tensor cores: each subgroup (of the
+/// adapter's size) takes one or two of the block's tile groups.
+fn structures(subgroup: u32) -> Vec<F16Config> {
     let mut v = Vec::new();
-    for (bm, bn) in [(128, 128), (128, 256), (256, 128), (128, 64), (256, 64)] {
-        for bk in [16, 32, 64] {
-            for (tm, tn) in [(4, 4), (4, 2), (2, 4), (2, 2), (4, 1), (2, 1)] {
-                let c = F16Config { bm, bn, bk, tm, tn, pad: 8, prefetch: true, group: 1 };
-                if c.validate(false, true, true).is_ok()
-                    && c.validate(false, false, true).is_ok()
-                    && c.validate(true, false, true).is_ok()
-                    && matches!(c.groups(), 8 | 16)
-                {
-                    v.push(c);
+    for wg in [256, 128] {
+        for (bm, bn) in [(128, 128), (128, 256), (256, 128), (128, 64), (256, 64)] {
+            for bk in [16, 32, 64] {
+                for (tm, tn) in [(4, 4), (4, 2), (2, 4), (2, 2)] {
+                    let c = F16Config { bm, bn, bk, tm, tn, pad: 8, prefetch: false, group: 1, wg };
+                    let nsg = (wg / subgroup.max(1)).max(1);
+                    let fits = c.groups() % nsg == 0 && c.groups() / nsg <= 2;
+                    if fits && [(false, true), (false, false), (true, false)].iter().all(|&(a, b)| c.validate(a, b, true).is_ok())
+                    {
+                        v.push(c);
+                    }
                 }
             }
         }
@@ -292,7 +303,7 @@ fn tune(gpu: &Gpu, out: &mut Out, budget_s: f64, table: Option<&str>, quick: boo
     let warm = if quick { 0.05 } else { 0.12 };
     let left = || budget_s - start.elapsed().as_secs_f64();
     let mut cand: Vec<F16Config> =
-        if tc { structures() } else { vec![F16Config::default_for(false), F16Config { bn: 128, ..F16Config::default_for(false) }] };
+        if tc { structures(gpu.report().subgroup_max_size) } else { vec![F16Config::default_for(false), F16Config { bn: 128, ..F16Config::default_for(false) }] };
     if quick {
         cand.truncate(4);
     }
@@ -324,7 +335,7 @@ fn tune(gpu: &Gpu, out: &mut Out, budget_s: f64, table: Option<&str>, quick: boo
     // Phase 2: staging and launch order on the best four.
     let mut full: Vec<(f64, F16Config)> = scored.iter().take(1).cloned().collect();
     for &(_, c) in scored.iter().take(4) {
-        for (prefetch, group, pad) in [(false, 1, 8), (true, 8, 8), (false, 8, 8), (true, 1, 16), (true, 8, 16)] {
+        for (prefetch, group, pad) in [(true, 1, 8), (false, 8, 8), (true, 8, 8), (false, 4, 8), (false, 8, 16)] {
             if left() < 0.0 {
                 break;
             }
@@ -347,7 +358,7 @@ fn tune(gpu: &Gpu, out: &mut Out, budget_s: f64, table: Option<&str>, quick: boo
     // weight gradients); the best of each is a table line.
     let mut lines = vec![
         format!("# {} ({}, {}), measured by benches/gemm.rs --tune", gpu.report().name, gpu.report().backend, gpu.report().driver),
-        "# core a_t b_t m n k bm bn bk tm tn pad prefetch group parts".to_string(),
+        "# core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts".to_string(),
     ];
     for (i, &(a_t, b_t, m, n, k)) in shapes(cpu).iter().enumerate() {
         let g = f16(m, n, k, a_t, b_t);

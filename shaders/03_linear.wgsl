@@ -354,7 +354,7 @@ fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
 }
 //#endif
 
-@compute @workgroup_size(G16_WG)
+@compute @workgroup_size(G_WG)
 fn gemm16(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
@@ -403,7 +403,7 @@ fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
 }
 //#endif
 
-@compute @workgroup_size(G16_WG)
+@compute @workgroup_size(G_WG)
 fn gemm16_residual(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,

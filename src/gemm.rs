@@ -263,11 +263,14 @@ pub struct F16Config {
     pub prefetch: bool,
     /// Block rows per group of the launch order (L2 reuse); 1 is row-major.
     pub group: u32,
+    /// Invocations per workgroup: 256, or 128 (fewer registers per workgroup, so more of them per
+    /// multiprocessor).
+    pub wg: u32,
 }
 
 impl Default for F16Config {
     fn default() -> Self {
-        F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1 }
+        F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1, wg: 256 }
     }
 }
 
@@ -275,8 +278,6 @@ impl Default for F16Config {
 /// without (a unit test checks these against the WGSL).
 const STAGE_COOP: u32 = 2560;
 const STAGE_PORTABLE: u32 = 1024;
-/// Invocations per workgroup of the f16 core.
-const F16_WG: u32 = 256;
 
 impl F16Config {
     /// The shape the plan uses where the adapter has no tuning table: 128×128 blocks staged 32
@@ -286,7 +287,7 @@ impl F16Config {
         if tensor_cores {
             F16Config::default()
         } else {
-            F16Config { bm: 128, bn: 64, bk: 16, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1 }
+            F16Config { bm: 128, bn: 64, bk: 16, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1, wg: 256 }
         }
     }
 
@@ -304,12 +305,12 @@ impl F16Config {
         if !(1..=4).contains(&c.tm) || !(1..=4).contains(&c.tn) || c.bm % (16 * c.tm) != 0 || c.bn % (16 * c.tn) != 0 {
             return bad(format!("subgroup tiles {}×{} for a {}×{} block", c.tm, c.tn, c.bm, c.bn));
         }
-        if c.pad % 8 != 0 || c.group == 0 {
-            return bad(format!("padding {} (a multiple of 8), group {} (≥ 1)", c.pad, c.group));
+        if c.pad % 8 != 0 || c.group == 0 || !matches!(c.wg, 128 | 256) {
+            return bad(format!("padding {} (a multiple of 8), group {} (≥ 1), {} invocations (128 or 256)", c.pad, c.group, c.wg));
         }
         for (rows, what) in [(c.bm, "A"), (c.bn, "B")] {
             let vec4s = rows * c.bk / 4;
-            if vec4s % F16_WG != 0 || vec4s / F16_WG > 8 {
+            if vec4s % c.wg != 0 || vec4s / c.wg > 8 {
                 return bad(format!("{what}'s {rows}×{} slice: 1 to 8 whole vec4 loads per invocation", c.bk));
             }
         }
@@ -329,7 +330,7 @@ impl F16Config {
 
     fn label(&self) -> String {
         format!(
-            "{}x{}x{} t{}x{} p{}{}{}",
+            "{}x{}x{} t{}x{} p{}{}{}{}",
             self.bm,
             self.bn,
             self.bk,
@@ -337,7 +338,8 @@ impl F16Config {
             self.tn,
             self.pad,
             if self.prefetch { " pf" } else { "" },
-            if self.group > 1 { format!(" g{}", self.group) } else { String::new() }
+            if self.group > 1 { format!(" g{}", self.group) } else { String::new() },
+            if self.wg != 256 { format!(" w{}", self.wg) } else { String::new() }
         )
     }
 }
@@ -574,7 +576,7 @@ fn split_parts_precise(rows: usize, n: usize, k: usize) -> (usize, usize) {
 
 // ---- Tuning tables ----
 
-/// One line of a tuning table: `core a_t b_t m n k bm bn bk tm tn pad prefetch group parts`.
+/// One line of a tuning table: `core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Entry {
     a_t: bool,
@@ -600,7 +602,7 @@ fn parse_table(text: &str) -> Vec<Entry> {
 fn parse_entry(line: &str) -> Option<Entry> {
     let line = line.split('#').next()?.trim();
     let f: Vec<&str> = line.split_whitespace().collect();
-    if f.len() != 15 || f[0] != "f16" {
+    if f.len() != 16 || f[0] != "f16" {
         return None;
     }
     let u = |i: usize| f[i].parse::<u32>().ok();
@@ -625,8 +627,9 @@ fn parse_entry(line: &str) -> Option<Entry> {
             pad: u(11)?,
             prefetch: b(12)?,
             group: u(13)?,
+            wg: u(14)?,
         },
-        parts: z(14)?,
+        parts: z(15)?,
     })
 }
 
@@ -634,7 +637,7 @@ fn parse_entry(line: &str) -> Option<Entry> {
 fn entry_line(e: &Entry) -> String {
     let c = &e.config;
     format!(
-        "f16 {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+        "f16 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
         u8::from(e.a_t),
         u8::from(e.b_t),
         e.m,
@@ -648,6 +651,7 @@ fn entry_line(e: &Entry) -> String {
         c.pad,
         u8::from(c.prefetch),
         c.group,
+        c.wg,
         e.parts
     )
 }
@@ -715,10 +719,10 @@ pub mod autotune {
 
     /// Block shapes tried beside the table's or default choice.
     pub const CANDIDATES: &[F16Config] = &[
-        F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1 },
-        F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8 },
-        F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8 },
-        F16Config { bm: 128, bn: 128, bk: 64, tm: 4, tn: 4, pad: 8, prefetch: false, group: 8 },
+        F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1, wg: 256 },
+        F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8, wg: 256 },
+        F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8, wg: 256 },
+        F16Config { bm: 128, bn: 128, bk: 64, tm: 4, tn: 4, pad: 8, prefetch: false, group: 8, wg: 256 },
     ];
 
     /// Whether `KERNELS_GEMM_AUTOTUNE` asks for it (`1`, `true`, `on`).
@@ -1030,6 +1034,7 @@ fn record_f16(
                 G_PAD: Some(cfg.pad),
                 G_PF: Some(cfg.prefetch),
                 G_GROUP: Some(cfg.group),
+                G_WG: Some(cfg.wg),
                 M_C: shape(m),
                 N_C: shape(n),
                 K_C: shape(k),
@@ -1186,7 +1191,7 @@ mod tests {
             m: 768,
             n: 3072,
             k: 8192,
-            config: F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, pad: 16, prefetch: false, group: 8 },
+            config: F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, pad: 16, prefetch: false, group: 8, wg: 256 },
             parts: 4,
         };
         assert_eq!(parse_entry(&entry_line(&e)), Some(e));
@@ -1199,7 +1204,6 @@ mod tests {
         let src = include_str!("../shaders/lib/gemm16.wgsl");
         assert!(src.contains(&format!("const G16_STAGE: u32 = {STAGE_COOP}u;")), "STAGE_COOP");
         assert!(src.contains(&format!("const G16_STAGE: u32 = {STAGE_PORTABLE}u;")), "STAGE_PORTABLE");
-        assert!(src.contains(&format!("const G16_WG: u32 = {F16_WG}u;")), "F16_WG");
     }
 
     #[test]

@@ -134,6 +134,7 @@ fn configs(tc: bool) -> Vec<F16Config> {
         F16Config { prefetch: false, group: 2, ..base },
         F16Config { bn: 128, pad: 16, ..base },
         F16Config { tm: 2, tn: 2, ..base },
+        F16Config { wg: 128, ..base },
     ];
     if tc {
         v.extend([
@@ -141,6 +142,8 @@ fn configs(tc: bool) -> Vec<F16Config> {
             F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 4, group: 4, ..base },
             F16Config { bm: 128, bn: 128, bk: 64, tm: 4, tn: 4, ..base },
             F16Config { bm: 128, bn: 128, bk: 16, tm: 1, tn: 1, prefetch: false, ..base },
+            F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 4, prefetch: false, wg: 128, ..base },
+            F16Config { bm: 256, bn: 128, bk: 16, tm: 4, tn: 4, wg: 128, ..base },
         ]);
     }
     v

@@ -11,7 +11,7 @@
 //! | `loss` | training loss of that step's batch, nats per token |
 //! | `val_loss` | validation loss after that step (a mean over `--eval-batches` batches) |
 //! | `lr` | learning rate the step used |
-//! | `grad_norm` | global gradient norm before clipping (`null`: not read back from the GPU) |
+//! | `grad_norm` | global gradient norm before clipping, unscaled (`null` on a step the loss scaler skipped) |
 //! | `tokens_per_s` | training throughput since the run (or the resume) started |
 //! | `loss_scale` | mixed precision's loss scale after the step (`null` in f32) |
 //! | `skipped` | steps mixed precision skipped so far (`null` in f32) |

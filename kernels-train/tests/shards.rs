@@ -263,6 +263,9 @@ fn runs_from_shards_log_metrics_and_eval_from_the_command_line() {
     assert_eq!(train, c.train_history);
     assert_eq!(val, c.val_history);
     assert!(log.iter().all(|r| r.lr.is_some() && r.tokens_per_s.is_some() && r.loss_scale.is_none()));
+    // f32 (no loss scaler): every logged step has the gradient norm, positive and finite (a
+    // random model's loss has a gradient).
+    assert!(log.iter().all(|r| r.grad_norm.is_some_and(|g| g.is_finite() && g > 0.0)), "{log:?}");
     let text = std::fs::read_to_string(metrics::metrics_path(&ck)).unwrap();
     assert!(text.lines().all(|l| l.starts_with("{\"step\":") && l.contains("\"grad_norm\":")), "{text}");
     let svg = std::fs::read_to_string(kernels_train::checkpoint::curve_path(&ck)).unwrap();

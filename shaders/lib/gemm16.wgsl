@@ -40,13 +40,14 @@
 // cooperative-matrix operations are loops that run once or not at all (the macro's own
 // uniformity pass checks them through the callers).
 //
-// Portable path: 256 invocations as 16×16, each 8 rows × 4 columns of a 128×64 sub-block in
-// registers, the block's sub-blocks one after another (each a pass over the contraction); the
+// Portable path: the invocations as 16 columns by G_WG/16 rows, each 8 rows × 4 columns of a
+// (G_WG/2)×64 sub-block in registers, the block's sub-blocks one after another (each a pass over the contraction); the
 // same staged f16 operands, f32 FMAs in a fixed order (results repeat bit for bit).
 //
-// Limits the plan keeps: G_BM a multiple of 128, G_BN of 64 (the portable sub-block), both
+// Limits the plan keeps: G_WG 128 or 256; G_BM a multiple of 128, G_BN of 64 (the portable
+// sub-block), both
 // multiples of 16·G_TM and 16·G_TN; G_BK 16, 32 or 64; G_BM·G_BK and G_BN·G_BK multiples of 1024
-// and at most 8192 (whole vec4 loads per invocation, at most 8); each staged slice at most
+// and at most 2048·G_WG/256 (whole vec4 loads per invocation, at most 8); each staged slice at most
 // G16_STAGE vec4s; G_PAD a multiple of 8.
 
 struct GemmParams {
@@ -78,7 +79,9 @@ override M_C: u32 = 0u;
 override N_C: u32 = 0u;
 override K_C: u32 = 0u;
 
-const G16_WG: u32 = 256u;
+// Invocations per workgroup: 256, or 128 (fewer registers per workgroup, so more workgroups per
+// multiprocessor). The kernels' `@workgroup_size`.
+override G_WG: u32 = 256u;
 // vec4<f16>s per staged operand slice: 20 KiB each with tensor cores, 8 KiB each without (a
 // browser's 16 KiB in all).
 //#if coop
@@ -124,11 +127,11 @@ fn g_ldb() -> u32 {
 
 // vec4 loads per invocation per slice.
 fn g_pfa() -> u32 {
-    return G_BM * G_BK / (4u * G16_WG);
+    return G_BM * G_BK / (4u * G_WG);
 }
 
 fn g_pfb() -> u32 {
-    return G_BN * G_BK / (4u * G16_WG);
+    return G_BN * G_BK / (4u * G_WG);
 }
 
 // vec4 e of A's slice at contraction index kc of the block at row m0 (zero past ke), and its slot.
@@ -190,32 +193,32 @@ fn g_fetch(tid: u32, m0: u32, n0: u32, kc: u32, ke: u32) {
     let na = g_pfa();
     g_pa0 = g_ga(tid, m0, kc, ke);
     if (na > 1u) {
-        g_pa1 = g_ga(tid + G16_WG, m0, kc, ke);
+        g_pa1 = g_ga(tid + G_WG, m0, kc, ke);
     }
     if (na > 2u) {
-        g_pa2 = g_ga(tid + 2u * G16_WG, m0, kc, ke);
-        g_pa3 = g_ga(tid + 3u * G16_WG, m0, kc, ke);
+        g_pa2 = g_ga(tid + 2u * G_WG, m0, kc, ke);
+        g_pa3 = g_ga(tid + 3u * G_WG, m0, kc, ke);
     }
     if (na > 4u) {
-        g_pa4 = g_ga(tid + 4u * G16_WG, m0, kc, ke);
-        g_pa5 = g_ga(tid + 5u * G16_WG, m0, kc, ke);
-        g_pa6 = g_ga(tid + 6u * G16_WG, m0, kc, ke);
-        g_pa7 = g_ga(tid + 7u * G16_WG, m0, kc, ke);
+        g_pa4 = g_ga(tid + 4u * G_WG, m0, kc, ke);
+        g_pa5 = g_ga(tid + 5u * G_WG, m0, kc, ke);
+        g_pa6 = g_ga(tid + 6u * G_WG, m0, kc, ke);
+        g_pa7 = g_ga(tid + 7u * G_WG, m0, kc, ke);
     }
     let nb = g_pfb();
     g_pb0 = g_gb(tid, n0, kc, ke);
     if (nb > 1u) {
-        g_pb1 = g_gb(tid + G16_WG, n0, kc, ke);
+        g_pb1 = g_gb(tid + G_WG, n0, kc, ke);
     }
     if (nb > 2u) {
-        g_pb2 = g_gb(tid + 2u * G16_WG, n0, kc, ke);
-        g_pb3 = g_gb(tid + 3u * G16_WG, n0, kc, ke);
+        g_pb2 = g_gb(tid + 2u * G_WG, n0, kc, ke);
+        g_pb3 = g_gb(tid + 3u * G_WG, n0, kc, ke);
     }
     if (nb > 4u) {
-        g_pb4 = g_gb(tid + 4u * G16_WG, n0, kc, ke);
-        g_pb5 = g_gb(tid + 5u * G16_WG, n0, kc, ke);
-        g_pb6 = g_gb(tid + 6u * G16_WG, n0, kc, ke);
-        g_pb7 = g_gb(tid + 7u * G16_WG, n0, kc, ke);
+        g_pb4 = g_gb(tid + 4u * G_WG, n0, kc, ke);
+        g_pb5 = g_gb(tid + 5u * G_WG, n0, kc, ke);
+        g_pb6 = g_gb(tid + 6u * G_WG, n0, kc, ke);
+        g_pb7 = g_gb(tid + 7u * G_WG, n0, kc, ke);
     }
 }
 
@@ -223,32 +226,32 @@ fn g_stage(tid: u32) {
     let na = g_pfa();
     g_sa[g_slot_a(tid)] = g_pa0;
     if (na > 1u) {
-        g_sa[g_slot_a(tid + G16_WG)] = g_pa1;
+        g_sa[g_slot_a(tid + G_WG)] = g_pa1;
     }
     if (na > 2u) {
-        g_sa[g_slot_a(tid + 2u * G16_WG)] = g_pa2;
-        g_sa[g_slot_a(tid + 3u * G16_WG)] = g_pa3;
+        g_sa[g_slot_a(tid + 2u * G_WG)] = g_pa2;
+        g_sa[g_slot_a(tid + 3u * G_WG)] = g_pa3;
     }
     if (na > 4u) {
-        g_sa[g_slot_a(tid + 4u * G16_WG)] = g_pa4;
-        g_sa[g_slot_a(tid + 5u * G16_WG)] = g_pa5;
-        g_sa[g_slot_a(tid + 6u * G16_WG)] = g_pa6;
-        g_sa[g_slot_a(tid + 7u * G16_WG)] = g_pa7;
+        g_sa[g_slot_a(tid + 4u * G_WG)] = g_pa4;
+        g_sa[g_slot_a(tid + 5u * G_WG)] = g_pa5;
+        g_sa[g_slot_a(tid + 6u * G_WG)] = g_pa6;
+        g_sa[g_slot_a(tid + 7u * G_WG)] = g_pa7;
     }
     let nb = g_pfb();
     g_sb[g_slot_b(tid)] = g_pb0;
     if (nb > 1u) {
-        g_sb[g_slot_b(tid + G16_WG)] = g_pb1;
+        g_sb[g_slot_b(tid + G_WG)] = g_pb1;
     }
     if (nb > 2u) {
-        g_sb[g_slot_b(tid + 2u * G16_WG)] = g_pb2;
-        g_sb[g_slot_b(tid + 3u * G16_WG)] = g_pb3;
+        g_sb[g_slot_b(tid + 2u * G_WG)] = g_pb2;
+        g_sb[g_slot_b(tid + 3u * G_WG)] = g_pb3;
     }
     if (nb > 4u) {
-        g_sb[g_slot_b(tid + 4u * G16_WG)] = g_pb4;
-        g_sb[g_slot_b(tid + 5u * G16_WG)] = g_pb5;
-        g_sb[g_slot_b(tid + 6u * G16_WG)] = g_pb6;
-        g_sb[g_slot_b(tid + 7u * G16_WG)] = g_pb7;
+        g_sb[g_slot_b(tid + 4u * G_WG)] = g_pb4;
+        g_sb[g_slot_b(tid + 5u * G_WG)] = g_pb5;
+        g_sb[g_slot_b(tid + 6u * G_WG)] = g_pb6;
+        g_sb[g_slot_b(tid + 7u * G_WG)] = g_pb7;
     }
 }
 
@@ -263,11 +266,12 @@ fn g_order(t: u32, bm: u32, bn: u32) -> vec2<u32> {
 }
 
 // ---- Portable path ----
-// g_acc[i] holds row `g_prow(ty, i)` of the sub-block, columns 4·tx … 4·tx + 3.
+// Invocations as 16 columns × G_WG/16 rows of a sub-block of G_WG/2 rows × 64 columns; g_acc[i]
+// holds row `g_prow(ty, i)` of the sub-block, columns 4·tx … 4·tx + 3.
 var<private> g_acc: array<vec4<f32>, 8>;
 
 fn g_prow(ty: u32, i: u32) -> u32 {
-    return 4u * ty + (i % 4u) + 64u * (i / 4u);
+    return 4u * ty + (i % 4u) + (G_WG / 4u) * (i / 4u);
 }
 
 // g_acc += the sub-block's products over the 4 staged k at 4·kq (sub-block at rows sm, columns
@@ -312,20 +316,22 @@ fn g_p4(tx: u32, ty: u32, sm: u32, sn: u32, kq: u32) {
         l1 = vec4<f32>(g_sa[r + lda]);
         l2 = vec4<f32>(g_sa[r + 2u * lda]);
         l3 = vec4<f32>(g_sa[r + 3u * lda]);
-        h0 = vec4<f32>(g_sa[r + 16u]);
-        h1 = vec4<f32>(g_sa[r + lda + 16u]);
-        h2 = vec4<f32>(g_sa[r + 2u * lda + 16u]);
-        h3 = vec4<f32>(g_sa[r + 3u * lda + 16u]);
+        let hi = G_WG / 16u;
+        h0 = vec4<f32>(g_sa[r + hi]);
+        h1 = vec4<f32>(g_sa[r + lda + hi]);
+        h2 = vec4<f32>(g_sa[r + 2u * lda + hi]);
+        h3 = vec4<f32>(g_sa[r + 3u * lda + hi]);
     } else {
         let r = (sm + 4u * ty) * lda + kq;
         let r0 = vec4<f32>(g_sa[r]);
         let r1 = vec4<f32>(g_sa[r + lda]);
         let r2 = vec4<f32>(g_sa[r + 2u * lda]);
         let r3 = vec4<f32>(g_sa[r + 3u * lda]);
-        let r4 = vec4<f32>(g_sa[r + 64u * lda]);
-        let r5 = vec4<f32>(g_sa[r + 65u * lda]);
-        let r6 = vec4<f32>(g_sa[r + 66u * lda]);
-        let r7 = vec4<f32>(g_sa[r + 67u * lda]);
+        let hi = (G_WG / 4u) * lda;
+        let r4 = vec4<f32>(g_sa[r + hi]);
+        let r5 = vec4<f32>(g_sa[r + hi + lda]);
+        let r6 = vec4<f32>(g_sa[r + hi + 2u * lda]);
+        let r7 = vec4<f32>(g_sa[r + hi + 3u * lda]);
         l0 = vec4<f32>(r0.x, r1.x, r2.x, r3.x);
         l1 = vec4<f32>(r0.y, r1.y, r2.y, r3.y);
         l2 = vec4<f32>(r0.z, r1.z, r2.z, r3.z);
@@ -353,12 +359,12 @@ fn g_fma(lo: vec4<f32>, hi: vec4<f32>, bv: vec4<f32>) {
     g_acc[7] = fma(vec4<f32>(hi.w), bv, g_acc[7]);
 }
 
-// The block (m0, n0) over [kb, ke), 128×64 sub-block by sub-block, through `store_out`. Call in
-// uniform control flow with uniform arguments (tid aside).
+// The block (m0, n0) over [kb, ke), sub-block by sub-block, through `store_out`. Call in uniform
+// control flow with uniform arguments (tid aside).
 fn g_portable(tid: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
     let tx = tid % 16u;
     let ty = tid / 16u;
-    for (var sm = 0u; sm < G_BM; sm += 128u) {
+    for (var sm = 0u; sm < G_BM; sm += G_WG / 2u) {
         for (var sn = 0u; sn < G_BN; sn += 64u) {
             g_acc = array<vec4<f32>, 8>();
             if (G_PF && kb < ke) {
@@ -430,7 +436,7 @@ fn g_edge_out(c: coop_mat16x16<f32, C>, tid: u32, sg: u32, nsg: u32, first: u32,
     let ld = 16u;
     coopStoreT(c, &g_edge[at], ld);
     workgroupBarrier();
-    for (var e = tid; e < nsg * 256u; e += G16_WG) {
+    for (var e = tid; e < nsg * 256u; e += G_WG) {
         let g = first + e / 256u;
         let row = m0 + ((g / gn) * G_TM + i) * 16u + (e % 256u) / 16u;
         let col = n0 + ((g % gn) * G_TN + j) * 16u + e % 16u;

@@ -268,6 +268,7 @@ pub(super) fn run(
             record.tokens_per_s = Some(tps);
             record.time_s = Some(elapsed);
             record.loss_scale = trainer.scaler.map(|s| s.scale);
+            record.grad_norm = trainer.model.read_grad_norm().ok().flatten();
             record.skipped = trainer.scaler.map(|s| s.skipped);
             if let Some(w) = metrics_log.append(&record) {
                 bar.suspend(|| crate::note(format!("warning: {w}")));

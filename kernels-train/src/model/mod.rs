@@ -227,6 +227,23 @@ impl Model {
         Ok(mean_loss(&self.loss_out.read(&self.gpu)?))
     }
 
+    /// The global gradient norm of the last update, before clipping (unscaled in mixed
+    /// precision); `None` when the loss scaler skipped that step (its gradients were not finite).
+    /// Reads the optimizer's statistics back (and the scaler's state in mixed precision).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_grad_norm(&self) -> Result<Option<f32>, Error> {
+        let norm = self.opt.stats.read(&self.gpu)?[2];
+        let Some(h) = &self.half else { return Ok(Some(norm)) };
+        // The norm is of the scaled gradients; the scale this step used is the state's after
+        // the step, halved back if the step just doubled it (clean count 0 after a clean step).
+        let s = crate::scaler::ScalerState::from_gpu(&h.state.read(&self.gpu)?).map_err(Error::Config)?;
+        if s.last_skipped {
+            return Ok(None);
+        }
+        let used = if s.clean_steps == 0 { s.scale / 2.0 } else { s.scale };
+        Ok(Some(norm / used))
+    }
+
     /// [`Model::read_loss`] without blocking.
     pub async fn read_loss_async(&self) -> Result<f32, Error> {
         Ok(mean_loss(&self.loss_out.read_async(&self.gpu).await?))
