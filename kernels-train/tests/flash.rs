@@ -36,15 +36,16 @@ fn flash_tracks_todays_paths_over_50_steps() {
     // flash attention computes the same function as the fast path, summed in other orders, so
     // 50 steps follow the same trajectory up to rounding. f32: the step losses stay within 1e-4
     // (relative) of the fast path's — f32 rounding (1e-7) amplified by 50 steps of AdamW at
-    // lr 1e-2 (measured on lavapipe: 2.4e-6; the streaming kernels against the fast path 9.5e-7).
+    // lr 1e-2 (measured on lavapipe: 4.6e-7 … 2.4e-6; the streaming kernels against the fast
+    // path 9.5e-7).
     // Mixed precision (the f16 flash kernels against the fast path's f16 products): P and dS
-    // rounded to f16 at different places, within 2e-3 (measured 1.5e-4).
+    // rounded to f16 at different places, within 5e-3 (measured 8e-4).
     let Some(gpu) = common::gpu() else { return };
     let m = ModelConfig::new(32, 2, 4, 2, 96);
     let t = TrainConfig { batch: 2, steps: 50, lr: 1e-2, min_lr: 1e-3, warmup: 5, seed: 5, ..TrainConfig::default() };
     let mut precisions = vec![(Precision::F32, 1e-4f32)];
     if gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
-        precisions.push((Precision::Mixed, 2e-3));
+        precisions.push((Precision::Mixed, 5e-3));
     }
     for (precision, tol) in precisions {
         let t = TrainConfig { precision, ..t.clone() };
@@ -64,15 +65,15 @@ fn flash_tracks_todays_paths_over_50_steps() {
 #[test]
 fn trains_at_context_2048() {
     // Context 2048 on flash attention: no [B, H, S, S] workspace (the fast path would hold
-    // 2 × 32 MiB here, 16 GiB at gpt2-small's batch 8 with 12 heads). The first step's loss
-    // is the float64 model's (the same weights and batch) within f32 rounding, and a few steps
-    // lower it.
+    // 16 MiB a layer here, 16 GiB at gpt2-small's batch 8 with 12 heads). The first step's loss
+    // is the float64 model's (the same weights and batch) within f32 rounding, and the second
+    // is lower. One head of 32 dims, to keep lavapipe's time (≈ 10 s a step) for CI.
     let Some(gpu) = common::gpu() else { return };
-    let mut m = ModelConfig::new(64, 2, 2, 1, 2048);
-    m.ffn_hidden = 64;
+    let mut m = ModelConfig::new(32, 2, 1, 1, 2048);
+    m.ffn_hidden = 32;
     let t = TrainConfig {
         batch: 1,
-        steps: 3,
+        steps: 2,
         lr: 1e-2,
         min_lr: 1e-2,
         warmup: 0,

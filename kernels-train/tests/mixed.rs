@@ -277,7 +277,8 @@ fn attention_kernels(m: &ModelConfig, precision: Precision, path: Attention) -> 
     assert_eq!(tr.model.precision, precision);
     let (x, y) = tr.corpus.train_batch(t.seed, 0, t.batch, m.seq_len);
     let p = tr.model.profile_step(&x, &y, t.batch, &t, 0).unwrap();
-    let is_attention = |n: &str| n.split_once("::").is_some_and(|(_, k)| k.contains("attention"));
+    let is_attention =
+        |n: &str| n.split_once("::").is_some_and(|(_, k)| k.contains("attention") || k.starts_with("flash_"));
     let mut out: Vec<(String, usize)> =
         p.by_kernel().into_iter().filter(|(n, _, _)| is_attention(n)).map(|(n, _, c)| (n, c)).collect();
     out.sort();

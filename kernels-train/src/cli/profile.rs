@@ -75,6 +75,8 @@ mod tests {
         assert_eq!(class_of("attention::attention_fast_scores"), "attention");
         assert_eq!(class_of("backward_attention::attention_backward_dq"), "attention");
         assert_eq!(class_of("linear16::attention_scores16"), "attention");
+        assert_eq!(class_of("attention::flash_forward16"), "attention");
+        assert_eq!(class_of("backward_attention::flash_backward_dkdv"), "attention");
         assert_eq!(class_of("norm::rmsnorm_forward"), "memory-bound");
         assert_eq!(class_of("fused::adamw_mixed"), "memory-bound");
     }
