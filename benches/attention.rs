@@ -80,14 +80,17 @@ fn main() {
     println!("adapter: {}", gpu.report());
     let small = gpu.report().device_type == "Cpu";
     let f16 = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
-    let shapes: &[(u32, u32, u32, u32)] = if small { &[(1, 256, 2, 64), (1, 1024, 2, 64)] } else { &[(8, 1024, 12, 64), (8, 4096, 12, 64)] };
+    let shapes: &[(u32, u32, u32, u32)] =
+        if small { &[(1, 256, 2, 64), (1, 1024, 2, 64)] } else { &[(8, 1024, 12, 64), (8, 4096, 12, 64)] };
     let reps = if small { 3 } else { 10 };
     let mut json = std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap());
     for &(b, s, h, dh) in shapes {
         let n = (b * s * h * dh) as usize;
         let rows = (b * h * s) as usize;
         let up = |seed: u64| gpu.upload(&random(n, seed)).unwrap();
-        let up16 = |seed: u64| gpu.upload(&kernels::ops::to_f16x4(&random(n, seed), (b * s * h) as usize, dh as usize)).unwrap();
+        let up16 = |seed: u64| {
+            gpu.upload(&kernels::ops::to_f16x4(&random(n, seed), (b * s * h) as usize, dh as usize)).unwrap()
+        };
         let mut t = Tensors {
             q: up(1),
             k: up(2),
@@ -139,7 +142,16 @@ fn main() {
                 kernels::attention::attention_forward(bt, &t.q, &t.k, &t.v, &mut t.o, &mut t.lse, fp).unwrap();
                 let qp = kernels::backward_attention::attention_backward_dq::Params::new(bb, ss, hh, hh, dd, sc);
                 kernels::backward_attention::attention_backward_dq(
-                    bt, &t.q, &t.k, &t.v, &t.o, &t.d_o, &t.lse, &mut t.dq, &mut t.delta, qp,
+                    bt,
+                    &t.q,
+                    &t.k,
+                    &t.v,
+                    &t.o,
+                    &t.d_o,
+                    &t.lse,
+                    &mut t.dq,
+                    &mut t.delta,
+                    qp,
                 )
                 .unwrap();
                 let kp = kernels::backward_attention::attention_backward_dkdv::Params::new(bb, ss, hh, hh, dd, sc);
@@ -160,7 +172,18 @@ fn main() {
             let parts = time(&gpu, reps, 8, &mut |bt| {
                 kernels::fast_attention::forward(bt, &t.q, &t.k, &t.v, &mut t.o, &mut t.lse, &mut ws.probs, p).unwrap();
                 kernels::fast_attention::backward(
-                    bt, &t.q, &t.k, &t.v, &t.o, &t.d_o, &mut ws.probs, &mut ws.delta, &mut t.dq, &mut t.dk, &mut t.dv, p,
+                    bt,
+                    &t.q,
+                    &t.k,
+                    &t.v,
+                    &t.o,
+                    &t.d_o,
+                    &mut ws.probs,
+                    &mut ws.delta,
+                    &mut t.dq,
+                    &mut t.dk,
+                    &mut t.dv,
+                    p,
                 )
                 .unwrap();
             });
@@ -171,10 +194,24 @@ fn main() {
                 let mut ws = kernels::fast_attention::Workspace16::new(&gpu, &p).unwrap();
                 let names = ["scores", "softmax", "P·V", "Δ", "Pᵀ·dO", "dP", "dS", "dS·K", "dSᵀ·Q"];
                 let parts = time(&gpu, reps, 9, &mut |bt| {
-                    kernels::fast_attention::forward16(bt, q16, k16, v16, &mut t.o, &mut t.lse, &mut ws.probs, p).unwrap();
+                    kernels::fast_attention::forward16(bt, q16, k16, v16, &mut t.o, &mut t.lse, &mut ws.probs, p)
+                        .unwrap();
                     kernels::fast_attention::backward16(
-                        bt, q16, k16, v16, &t.o, &t.d_o, d_o16, &ws.probs, &mut ws.ds, &mut ws.delta, &mut t.flag, &mut t.dq,
-                        &mut t.dk, &mut t.dv, p,
+                        bt,
+                        q16,
+                        k16,
+                        v16,
+                        &t.o,
+                        &t.d_o,
+                        d_o16,
+                        &ws.probs,
+                        &mut ws.ds,
+                        &mut ws.delta,
+                        &mut t.flag,
+                        &mut t.dq,
+                        &mut t.dk,
+                        &mut t.dv,
+                        p,
                     )
                     .unwrap();
                 });
@@ -190,7 +227,18 @@ fn main() {
             let parts = time(&gpu, reps, 4, &mut |bt| {
                 kernels::flash_attention::forward(bt, &t.q, &t.k, &t.v, &mut t.o, &mut t.lse, p).unwrap();
                 kernels::flash_attention::backward(
-                    bt, &t.q, &t.k, &t.v, &t.o, &t.d_o, &t.lse, &mut t.delta, &mut t.dq, &mut t.dk, &mut t.dv, p,
+                    bt,
+                    &t.q,
+                    &t.k,
+                    &t.v,
+                    &t.o,
+                    &t.d_o,
+                    &t.lse,
+                    &mut t.delta,
+                    &mut t.dq,
+                    &mut t.dk,
+                    &mut t.dv,
+                    p,
                 )
                 .unwrap();
             });
@@ -203,8 +251,20 @@ fn main() {
             let parts = time(&gpu, reps, 4, &mut |bt| {
                 kernels::flash_attention::forward16(bt, q16, k16, v16, &mut t.o, &mut t.lse, p).unwrap();
                 kernels::flash_attention::backward16(
-                    bt, q16, k16, v16, &t.o, &t.d_o, d_o16, &t.lse, &mut t.delta, &mut t.flag, &mut t.dq, &mut t.dk,
-                    &mut t.dv, p,
+                    bt,
+                    q16,
+                    k16,
+                    v16,
+                    &t.o,
+                    &t.d_o,
+                    d_o16,
+                    &t.lse,
+                    &mut t.delta,
+                    &mut t.flag,
+                    &mut t.dq,
+                    &mut t.dk,
+                    &mut t.dv,
+                    p,
                 )
                 .unwrap();
             });

@@ -110,7 +110,8 @@ impl Attention16 {
         kernels::mixed::cast_grad_f16x4(b, d_o, &mut self.d_o, &mut h.flag, cp)?;
         let (q16, k16, v16, d_o16) = (&self.q, &self.k, &self.v, &self.d_o);
         let flag = &mut h.flag;
-        let ds = self.ds.as_mut().ok_or_else(|| Error::Config("internal: the fast path without its dS workspace".into()))?;
+        let ds =
+            self.ds.as_mut().ok_or_else(|| Error::Config("internal: the fast path without its dS workspace".into()))?;
         backward16(b, q16, k16, v16, o, d_o, d_o16, probs, ds, delta, flag, dq, dk, dv, p)?;
         Ok(())
     }

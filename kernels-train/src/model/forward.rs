@@ -78,7 +78,8 @@ impl Model {
                 // Generation: the new token's query against the t + 1 cached keys and values.
                 (Some(t), ..) => {
                     let t_max = c.seq_len as u32;
-                    let dp = kernels::attention::attention_decode::Params::new(1, h, hkv, dh, t_max, t as u32 + 1, scale);
+                    let dp =
+                        kernels::attention::attention_decode::Params::new(1, h, hkv, dh, t_max, t as u32 + 1, scale);
                     attention_decode(b, &layer.q, &layer.k, &layer.v, &mut layer.att, dp)?;
                 }
                 // Mixed precision: f16 operands on tensor cores (`attention16`).

@@ -330,7 +330,8 @@ impl Model {
     /// when it fits the context length, caches it.
     fn submit_cached(&mut self, context: &[u32]) -> Result<usize, Error> {
         let n = context.len();
-        let extends = n >= 2 && n <= self.cfg.seq_len && self.cache.len() == n - 1 && context[..n - 1] == self.cache[..];
+        let extends =
+            n >= 2 && n <= self.cfg.seq_len && self.cache.len() == n - 1 && context[..n - 1] == self.cache[..];
         if !extends {
             let rows = self.submit_next(context)?;
             if n <= self.cfg.seq_len {
