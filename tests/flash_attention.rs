@@ -358,7 +358,9 @@ fn check16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) {
     let (o32, _) = reference::attention_forward(&x.q, &x.k, &x.v, sh, scale as f64);
     let (dq32, dk32, dv32) = reference::attention_backward(&x.q, &x.k, &x.v, &x.d_o, sh, scale as f64);
     let (n, kv) = (sh.q_len(), sh.kv_len());
-    let pairs: [(&str, &[f32], &[f64], Option<&Vec<f64>>); 5] = [
+    // (name, the GPU's, the model's, the unrounded reference's)
+    type Pair<'a> = (&'a str, &'a [f32], &'a [f64], Option<&'a Vec<f64>>);
+    let pairs: [Pair<'_>; 5] = [
         ("O", &got.o[..n], &want.o, Some(&o32)),
         ("lse", &got.lse[..sh.rows()], &want.lse, None),
         ("dQ", &got.dq[..n], &want.dq, Some(&dq32)),
