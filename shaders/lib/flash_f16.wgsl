@@ -24,6 +24,9 @@ const FL_LDP: u32 = 72u;
 // The largest workgroup memory of the tensor-core variants (the H200's limit: a kernel over it
 // is not rejected by wgpu 30 and hung the driver).
 const_assert FL_STAGE * 8u + 64u * FL_LDR * 4u + 64u * FL_LDP * 2u + 1024u <= 49152u;
+// What `flash_attention::WORKGROUP_BYTES_COOP` says (the forward's; the backward needs 512 bytes
+// less).
+const_assert FL_STAGE * 8u + 64u * FL_LDR * 4u + 64u * FL_LDP * 2u + 1024u == 37888u;
 //#else
 const FL_DC: u32 = 16u;
 const FL_KS: u32 = 16u;
@@ -32,6 +35,8 @@ const FL_LDV: u32 = 16u;
 const FL_STAGE: u32 = 512u;
 const FL_LDR: u32 = 64u;
 const FL_LDP: u32 = 64u;
+// What `flash_attention::WORKGROUP_BYTES_PORTABLE` says (the forward's), within lavapipe's 32 KiB.
+const_assert FL_STAGE * 8u + 64u * FL_LDR * 4u + 64u * FL_LDP * 2u + 1024u == 29696u;
 //#endif
 const_assert FL_STAGE >= 2u * 64u * FL_LDS && FL_STAGE >= FL_KS * FL_LDV;
 

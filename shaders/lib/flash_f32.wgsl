@@ -16,6 +16,9 @@ const FL_LDV: u32 = 17u;
 const FL_STAGE: u32 = 640u;
 const FL_LDR: u32 = 64u;
 const_assert FL_STAGE >= 2u * 64u * FL_LDS && FL_STAGE >= FL_KS * FL_LDV;
+// Within `flash_attention::WORKGROUP_BYTES_PORTABLE` (staging, the block, the forward's row
+// partials).
+const_assert FL_STAGE * 16u + 4096u * 4u + 1024u <= 29696u;
 
 var<workgroup> fl_st: array<vec4<f32>, FL_STAGE>;
 var<workgroup> fl_r: array<f32, 4096>;
