@@ -5,11 +5,11 @@ use crate::trainer::Trainer;
 
 /// The class of a kernel (`module::kernel`) in a step's profile: the linear layers' matrix
 /// products, attention (every kernel whose name says so: scores, softmax, P·V and their
-/// gradients), and the memory-bound rest (norms, casts, element-wise, loss, optimizer, the
-/// split products' part sums).
+/// gradients, and the flash kernels), and the memory-bound rest (norms, casts, element-wise,
+/// loss, optimizer, the split products' part sums).
 pub fn class_of(qualified: &str) -> &'static str {
     let (module, kernel) = qualified.split_once("::").unwrap_or(("", qualified));
-    if kernel.contains("attention") {
+    if kernel.contains("attention") || kernel.starts_with("flash_") {
         "attention"
     } else if matches!(module, "linear" | "linear16" | "precise")
         && kernel.starts_with("matmul")
