@@ -14,9 +14,14 @@
 // Ownership between the steps:
 //   the score tile: invocation (tx, ty) = (tid % 16, tid / 16) holds S[4ty + a][4tx + b] in
 //       `fl_s[a][b]` (portable products);
-//   rows: invocation (i, qq) = (tid / 4, tid % 4) holds row i: keys 16qq … 16qq + 15 of a score
-//       row (the softmax) and columns 16qq … 16qq + 15 of every 64-wide value chunk c in
-//       `fl_acc` / `fl_acc2` (vec4 4c + m: columns 64c + 16qq + 4m … +3).
+//   rows: invocation (i, qq) = (tid / 4, tid % 4) (`fl_row`, `fl_quarter`, `fl_owner`) holds
+//       row i: keys 16qq … 16qq + 15 of a score row (the softmax) and columns 16qq … 16qq + 15
+//       of every 64-wide value chunk c in `fl_acc` / `fl_acc2` (vec4 4c + m: columns
+//       64c + 16qq + 4m … +3).
+// The portable score product stages its Y operand transposed (dims as rows of 64 keys): the
+// tile's neighbouring invocations (keys 4tx …) then read neighbouring vec4s, where rows of Y
+// would put them 4 rows apart (on a GPU, on the same few banks); the tensor-core products stage
+// both operands as rows (lib/flash_coop.wgsl).
 // The head dim is at most FL_DH_MAX = 256 (4 chunks); dims past it are zeros in every staged
 // slice, so any head dim works. Private arrays are only ever indexed by constants (the loops
 // below that touch them are unrolled by hand, and chunk numbers are literals at every call):
@@ -26,8 +31,9 @@
 //
 // The including kernel defines (WGSL resolves these module-wide):
 //   constants FL_DC (dims per staged score slice, a multiple of 16), FL_KS (rows per staged value
-//       slice, a multiple of 16), FL_LDS / FL_LDV (vec4s per staged score / value row, padding
-//       included), FL_STAGE (vec4s of `fl_st`: ≥ 2·64·FL_LDS and ≥ FL_KS·FL_LDV);
+//       slice, a multiple of 16), FL_LDS / FL_LDV / FL_LDT (vec4s per staged score row, value row
+//       and transposed score row, padding included), FL_STAGE (vec4s of `fl_st`: ≥ 2·64·FL_LDS,
+//       ≥ 64·FL_LDS + FL_DC·FL_LDT and ≥ FL_KS·FL_LDV);
 //   `var<workgroup> fl_st: array<vec4<T>, FL_STAGE>` (T = f32 or f16) and
 //   fn fl_load(op: u32, row: u32, d4: u32) -> vec4<T>   vec4 d4 (dims 4·d4 … +3) of row `row` of
 //       operand `op` (FL_Q, FL_K, FL_V, FL_DO) of the current (b, h), zeros past the sequence or
@@ -53,6 +59,20 @@ var<private> fl_s: array<vec4<f32>, 4>;
 var<private> fl_acc: array<vec4<f32>, 16>;
 var<private> fl_acc2: array<vec4<f32>, 16>;
 
+// The row-owner layout: invocation tid owns row `fl_row(tid)`, quarter `fl_quarter(tid)`.
+fn fl_row(tid: u32) -> u32 {
+    return tid / 4u;
+}
+
+fn fl_quarter(tid: u32) -> u32 {
+    return tid % 4u;
+}
+
+// The invocation that owns quarter q of row i.
+fn fl_owner(i: u32, q: u32) -> u32 {
+    return 4u * i + q;
+}
+
 // Copies rows r0 … r0 + nr − 1 of operand `op`, vec4 columns c4 … c4 + nc − 1, into `fl_st`
 // from vec4 `at`, `ld` vec4s per row. Invocations take vec4s tid, tid + 256, … .
 fn fl_stage(tid: u32, op: u32, r0: u32, nr: u32, c4: u32, nc: u32, ld: u32, at: u32) {
@@ -63,46 +83,58 @@ fn fl_stage(tid: u32, op: u32, r0: u32, nr: u32, c4: u32, nc: u32, ld: u32, at: 
     }
 }
 
-// Stages score slice d0 … d0 + FL_DC − 1 of X rows x0 … and Y rows y0 … (64 each). Call in
-// uniform control flow; starts with a barrier (earlier readers of `fl_st` are done) and ends
-// with one (the slice is visible).
-fn fl_stage_scores(tid: u32, xop: u32, x0: u32, yop: u32, y0: u32, d0: u32) {
+// Stages score slice d0 … d0 + FL_DC − 1 of the portable products: X rows x0 … as rows, Y rows
+// y0 … transposed (row d of the slice holds the 64 keys' dim d0 + d: vec4 c is keys 4c … 4c + 3)
+// from vec4 64·FL_LDS, FL_LDT vec4s a row. Call in uniform control flow; starts with a barrier
+// (earlier readers of `fl_st` are done) and ends with one (the slice is visible).
+fn fl_stage_scores_t(tid: u32, xop: u32, x0: u32, yop: u32, y0: u32, d0: u32) {
     workgroupBarrier();
     fl_stage(tid, xop, x0, FL_T, d0 / 4u, FL_DC / 4u, FL_LDS, 0u);
-    fl_stage(tid, yop, y0, FL_T, d0 / 4u, FL_DC / 4u, FL_LDS, FL_T * FL_LDS);
+    let at = FL_T * FL_LDS;
+    for (var e = tid; e < FL_T * (FL_DC / 4u); e += WG) {
+        // Consecutive invocations read consecutive vec4s of a row.
+        let r = e / (FL_DC / 4u);
+        let c = e - r * (FL_DC / 4u);
+        let v = fl_load(yop, y0 + r, d0 / 4u + c);
+        let slot = at + 4u * c * FL_LDT + r / 4u;
+        let lane = r % 4u;
+        fl_st[slot][lane] = v.x;
+        fl_st[slot + FL_LDT][lane] = v.y;
+        fl_st[slot + 2u * FL_LDT][lane] = v.z;
+        fl_st[slot + 3u * FL_LDT][lane] = v.w;
+    }
     workgroupBarrier();
 }
 
 // Stages value slice rows k0 + ks … + FL_KS − 1 of `op`, dims 64c … 64c + 63. Barriers as
-// `fl_stage_scores`.
+// `fl_stage_scores_t`.
 fn fl_stage_values(tid: u32, op: u32, k0: u32, ks: u32, c: u32) {
     workgroupBarrier();
     fl_stage(tid, op, k0 + ks, FL_KS, 16u * c, 16u, FL_LDV, 0u);
     workgroupBarrier();
 }
 
-// The four dots of x with y0 … y3 added to s, each one fma chain in dim order.
-fn fl_dot4(s: vec4<f32>, x: vec4<f32>, y0: vec4<f32>, y1: vec4<f32>, y2: vec4<f32>, y3: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(
-        fma(x.w, y0.w, fma(x.z, y0.z, fma(x.y, y0.y, fma(x.x, y0.x, s.x)))),
-        fma(x.w, y1.w, fma(x.z, y1.z, fma(x.y, y1.y, fma(x.x, y1.x, s.y)))),
-        fma(x.w, y2.w, fma(x.z, y2.z, fma(x.y, y2.y, fma(x.x, y2.x, s.z)))),
-        fma(x.w, y3.w, fma(x.z, y3.z, fma(x.y, y3.y, fma(x.x, y3.x, s.w)))),
-    );
+// fl_s[a] += x[a] · y for one staged dim: the tile's rows' values x and its four keys' y.
+fn fl_dot_dim(x: vec4<f32>, y: vec4<f32>) {
+    fl_s[0] = fma(vec4<f32>(x.x), y, fl_s[0]);
+    fl_s[1] = fma(vec4<f32>(x.y), y, fl_s[1]);
+    fl_s[2] = fma(vec4<f32>(x.z), y, fl_s[2]);
+    fl_s[3] = fma(vec4<f32>(x.w), y, fl_s[3]);
 }
 
-// The tile's 16 dots over staged vec4 g (X rows 4ty + a, Y rows 4tx + b).
+// The tile's 16 dots over staged dims 4g … 4g + 3 (X rows 4ty + a as rows, Y keys 4tx + b
+// transposed), each output one fma chain in dim order.
 fn fl_dot_step(tx: u32, ty: u32, g: u32) {
-    let yb = FL_T * FL_LDS + 4u * tx * FL_LDS + g;
-    let y0 = fl_f32(fl_st[yb]);
-    let y1 = fl_f32(fl_st[yb + FL_LDS]);
-    let y2 = fl_f32(fl_st[yb + 2u * FL_LDS]);
-    let y3 = fl_f32(fl_st[yb + 3u * FL_LDS]);
     let xb = 4u * ty * FL_LDS + g;
-    fl_s[0] = fl_dot4(fl_s[0], fl_f32(fl_st[xb]), y0, y1, y2, y3);
-    fl_s[1] = fl_dot4(fl_s[1], fl_f32(fl_st[xb + FL_LDS]), y0, y1, y2, y3);
-    fl_s[2] = fl_dot4(fl_s[2], fl_f32(fl_st[xb + 2u * FL_LDS]), y0, y1, y2, y3);
-    fl_s[3] = fl_dot4(fl_s[3], fl_f32(fl_st[xb + 3u * FL_LDS]), y0, y1, y2, y3);
+    let x0 = fl_f32(fl_st[xb]);
+    let x1 = fl_f32(fl_st[xb + FL_LDS]);
+    let x2 = fl_f32(fl_st[xb + 2u * FL_LDS]);
+    let x3 = fl_f32(fl_st[xb + 3u * FL_LDS]);
+    let yb = FL_T * FL_LDS + 4u * g * FL_LDT + tx;
+    fl_dot_dim(vec4<f32>(x0.x, x1.x, x2.x, x3.x), fl_f32(fl_st[yb]));
+    fl_dot_dim(vec4<f32>(x0.y, x1.y, x2.y, x3.y), fl_f32(fl_st[yb + FL_LDT]));
+    fl_dot_dim(vec4<f32>(x0.z, x1.z, x2.z, x3.z), fl_f32(fl_st[yb + 2u * FL_LDT]));
+    fl_dot_dim(vec4<f32>(x0.w, x1.w, x2.w, x3.w), fl_f32(fl_st[yb + 3u * FL_LDT]));
 }
 
 // The portable score product: fl_s = X·Yᵀ for the invocation's 4×4 tile (unscaled), X rows
@@ -113,7 +145,7 @@ fn fl_scores_fma(tid: u32, xop: u32, x0: u32, yop: u32, y0: u32, dh: u32) {
     let ty = tid / 16u;
     fl_s = array<vec4<f32>, 4>();
     for (var d0 = 0u; d0 < dh; d0 += FL_DC) {
-        fl_stage_scores(tid, xop, x0, yop, y0, d0);
+        fl_stage_scores_t(tid, xop, x0, yop, y0, d0);
         // FL_DC / 4 staged vec4s, four per iteration.
         for (var g = 0u; g < FL_DC / 4u; g += 4u) {
             fl_dot_step(tx, ty, g);
@@ -157,8 +189,8 @@ fn fl_a(trans: bool, i: u32, k: u32) -> f32 {
 // += Σ_k A(i, k)·B[k] over the 64 rows of B = `op` rows k0 …, k in order (one fma chain per
 // output). Call in uniform control flow.
 fn fl_values_fma(tid: u32, second: bool, c: u32, trans: bool, op: u32, k0: u32) {
-    let i = tid / 4u;
-    let col = 4u * (tid % 4u);
+    let i = fl_row(tid);
+    let col = 4u * fl_quarter(tid);
     for (var ks = 0u; ks < FL_T; ks += FL_KS) {
         fl_stage_values(tid, op, k0, ks, c);
         // FL_KS staged rows, four per iteration.

@@ -134,10 +134,10 @@ fn flash_dkdv_body(w: u32, tid: u32) {
             fl_values_all_fma(tid, false, true, FL_Q, q0, dh);
         }
     }
-    let row = k0 + tid / 4u;
+    let row = k0 + fl_row(tid);
     if (row < seq) {
-        fl_write_row(false, row, tid % 4u, dh, p.scale);
-        fl_write_row(true, row, tid % 4u, dh, 1.0);
+        fl_write_row(false, row, fl_quarter(tid), dh, p.scale);
+        fl_write_row(true, row, fl_quarter(tid), dh, 1.0);
     }
 }
 
@@ -170,9 +170,9 @@ fn flash_dq_body(w: u32, tid: u32) {
         // dQ += dS·K.
         fl_values_all_fma(tid, false, false, FL_K, k0, dh);
     }
-    let row = q0 + tid / 4u;
+    let row = q0 + fl_row(tid);
     if (row < seq) {
-        fl_write_row(false, row, tid % 4u, dh, p.scale);
+        fl_write_row(false, row, fl_quarter(tid), dh, p.scale);
     }
 }
 
@@ -242,10 +242,10 @@ fn flash_dkdv_coop(w: u32, tid: u32) {
         fl_take2(tid, false, 1u, dk10, dk11);
         fl_take2(tid, true, 1u, dv10, dv11);
     }
-    let row = k0 + tid / 4u;
+    let row = k0 + fl_row(tid);
     if (row < seq) {
-        fl_write_row(false, row, tid % 4u, dh, p.scale);
-        fl_write_row(true, row, tid % 4u, dh, 1.0);
+        fl_write_row(false, row, fl_quarter(tid), dh, p.scale);
+        fl_write_row(true, row, fl_quarter(tid), dh, 1.0);
     }
 }
 
@@ -288,9 +288,9 @@ fn flash_dq_coop(w: u32, tid: u32) {
     for (var more = select(0u, 1u, dh > 64u); more == 1u; more = 0u) {
         fl_take2(tid, false, 1u, dq10, dq11);
     }
-    let row = q0 + tid / 4u;
+    let row = q0 + fl_row(tid);
     if (row < seq) {
-        fl_write_row(false, row, tid % 4u, dh, p.scale);
+        fl_write_row(false, row, fl_quarter(tid), dh, p.scale);
     }
 }
 //#endif

@@ -18,6 +18,16 @@ const_assert FL_LDS % 2u == 0u && FL_LDV % 2u == 0u && FL_LDP % 8u == 0u && FL_L
 
 var<private> fl_sg: u32;
 
+// Stages score slice d0 … d0 + FL_DC − 1 of X rows x0 … and Y rows y0 … (64 each), both as rows. Call in
+// uniform control flow; starts with a barrier (earlier readers of `fl_st` are done) and ends
+// with one (the slice is visible).
+fn fl_stage_scores(tid: u32, xop: u32, x0: u32, yop: u32, y0: u32, d0: u32) {
+    workgroupBarrier();
+    fl_stage(tid, xop, x0, FL_T, d0 / 4u, FL_DC / 4u, FL_LDS, 0u);
+    fl_stage(tid, yop, y0, FL_T, d0 / 4u, FL_DC / 4u, FL_LDS, FL_T * FL_LDS);
+    workgroupBarrier();
+}
+
 // A fragment of the staged X rows (16·(sg / 2) …) at staged dims 16s …: row-major.
 fn fl_frag_x(s: u32) -> coop_mat16x16<f16, A> {
     return coopLoadT<coop_mat16x16<f16, A>>(&fl_st[16u * (fl_sg / 2u) * FL_LDS + 4u * s], FL_LDS);
@@ -100,7 +110,7 @@ fn fl_mma_t(acc: coop_mat16x16<f32, C>, ks: u32, t: u32) -> coop_mat16x16<f32, C
 // Row owner's accumulators of chunk c (a literal; fl_acc, or fl_acc2 when `second`) ←
 // alpha · themselves + R's row i, columns 16qq … 16qq + 15.
 fn fl_fold(tid: u32, second: bool, c: u32, alpha: f32) {
-    let at = (tid / 4u) * FL_LDR + 16u * (tid % 4u);
+    let at = fl_row(tid) * FL_LDR + 16u * fl_quarter(tid);
     let r0 = vec4<f32>(fl_r[at], fl_r[at + 1u], fl_r[at + 2u], fl_r[at + 3u]);
     let r1 = vec4<f32>(fl_r[at + 4u], fl_r[at + 5u], fl_r[at + 6u], fl_r[at + 7u]);
     let r2 = vec4<f32>(fl_r[at + 8u], fl_r[at + 9u], fl_r[at + 10u], fl_r[at + 11u]);

@@ -18,6 +18,7 @@ const FL_DC: u32 = 32u;
 const FL_KS: u32 = 32u;
 const FL_LDS: u32 = 10u;
 const FL_LDV: u32 = 18u;
+const FL_LDT: u32 = 18u;
 const FL_STAGE: u32 = 1280u;
 const FL_LDR: u32 = 68u;
 const FL_LDP: u32 = 72u;
@@ -32,13 +33,14 @@ const FL_DC: u32 = 16u;
 const FL_KS: u32 = 16u;
 const FL_LDS: u32 = 4u;
 const FL_LDV: u32 = 16u;
+const FL_LDT: u32 = 16u;
 const FL_STAGE: u32 = 512u;
 const FL_LDR: u32 = 64u;
 const FL_LDP: u32 = 64u;
 // What `flash_attention::WORKGROUP_BYTES_PORTABLE` says (the forward's), within lavapipe's 32 KiB.
 const_assert FL_STAGE * 8u + 64u * FL_LDR * 4u + 64u * FL_LDP * 2u + 1024u == 29696u;
 //#endif
-const_assert FL_STAGE >= 2u * 64u * FL_LDS && FL_STAGE >= FL_KS * FL_LDV;
+const_assert FL_STAGE >= 2u * 64u * FL_LDS && FL_STAGE >= 64u * FL_LDS + FL_DC * FL_LDT && FL_STAGE >= FL_KS * FL_LDV;
 
 var<workgroup> fl_st: array<vec4<f16>, FL_STAGE>;
 var<workgroup> fl_r: array<f32, 64u * FL_LDR>;

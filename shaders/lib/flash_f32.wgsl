@@ -13,9 +13,10 @@ const FL_DC: u32 = 16u;
 const FL_KS: u32 = 16u;
 const FL_LDS: u32 = 5u;
 const FL_LDV: u32 = 17u;
+const FL_LDT: u32 = 17u;
 const FL_STAGE: u32 = 640u;
 const FL_LDR: u32 = 64u;
-const_assert FL_STAGE >= 2u * 64u * FL_LDS && FL_STAGE >= FL_KS * FL_LDV;
+const_assert FL_STAGE >= 2u * 64u * FL_LDS && FL_STAGE >= 64u * FL_LDS + FL_DC * FL_LDT && FL_STAGE >= FL_KS * FL_LDV;
 // Within `flash_attention::WORKGROUP_BYTES_PORTABLE` (staging, the block, the forward's row
 // partials).
 const_assert FL_STAGE * 16u + 4096u * 4u + 1024u <= 29696u;

@@ -4,7 +4,7 @@
 // A workgroup takes one block of 64 queries of one (b, h) and walks the key blocks 0 … its own
 // (causal: nothing past the diagonal block), each in four steps:
 //   1. scores: R = scale · Q_blk·K_blkᵀ, 64 × 64 f32 in workgroup memory (`fl_r`);
-//   2. online softmax by the row owners (row i = tid / 4, keys 16qq …): the row's block maximum
+//   2. online softmax by the row owners (row i, keys 16qq …): the row's block maximum
 //      from the four owners' partials (`fl_part`), m_new = max(m, block max), α = exp(m − m_new),
 //      P = exp(R − m_new) (0 where masked) written by `fl_put_p`, each owner's part of the row
 //      sum ℓ rescaled by α and added to;
@@ -22,7 +22,7 @@
 //   fn fl_put_p(i: u32, j: u32, v: vec4<f32>)   P[i][j … j + 3];
 //   the binding `lse` (f32).
 
-// Row partials of the row owners: owner (i, qq) at tid = 4i + qq.
+// Row partials of the row owners, each at its tid.
 var<workgroup> fl_part: array<f32, WG>;
 
 fn fl_r_put4(at: u32, v: vec4<f32>) {
@@ -78,8 +78,8 @@ fn flash_forward_body(w: u32, tid: u32, coop: bool) {
     let bh = w % nbh;
     fl_set_head(bh);
     let q0 = qb * FL_T;
-    let i = tid / 4u;
-    let qq = tid % 4u;
+    let i = fl_row(tid);
+    let qq = fl_quarter(tid);
     let row = q0 + i;
     let j0 = 16u * qq;
     fl_acc = array<vec4<f32>, 16>();
@@ -95,8 +95,10 @@ fn flash_forward_body(w: u32, tid: u32, coop: bool) {
         fl_part[tid] = max(max(fl_max4(s0), fl_max4(s1)), max(fl_max4(s2), fl_max4(s3)));
         workgroupBarrier();
         // Every owner of the row reads the same four partials: the same m on all four.
-        let pb = 4u * i;
-        let m_blk = max(max(fl_part[pb], fl_part[pb + 1u]), max(fl_part[pb + 2u], fl_part[pb + 3u]));
+        let m_blk = max(
+            max(fl_part[fl_owner(i, 0u)], fl_part[fl_owner(i, 1u)]),
+            max(fl_part[fl_owner(i, 2u)], fl_part[fl_owner(i, 3u)]),
+        );
         // Key k0 ≤ row for every block up to the diagonal: m_new is finite, α = 0 at the first.
         let m_new = max(m_run, m_blk);
         let alpha = exp(m_run - m_new);
@@ -117,8 +119,7 @@ fn flash_forward_body(w: u32, tid: u32, coop: bool) {
     workgroupBarrier();
     fl_part[tid] = l_part;
     workgroupBarrier();
-    let pb = 4u * i;
-    let l = (fl_part[pb] + fl_part[pb + 1u]) + (fl_part[pb + 2u] + fl_part[pb + 3u]);
+    let l = (fl_part[fl_owner(i, 0u)] + fl_part[fl_owner(i, 1u)]) + (fl_part[fl_owner(i, 2u)] + fl_part[fl_owner(i, 3u)]);
     if (row < seq) {
         fl_write_row(false, row, qq, dh, 1.0 / l);
         if (qq == 0u) {
