@@ -29,7 +29,10 @@
 //! portable variant need up to 29 KiB (lavapipe offers 32 KiB), the tensor-core variant 37 KiB
 //! (the H200 48 KiB). [`Params::flash_fits`] says whether an adapter offers what the variant it
 //! would run needs (a browser's guaranteed 16 KiB does not; every call checks it and returns
-//! [`Error::Shape`] rather than recording a kernel the device cannot run).
+//! [`Error::Shape`] rather than recording a kernel the device cannot run). On a CPU adapter
+//! (lavapipe, which stops every loop of an invocation past 65535 iterations in all) the key-major
+//! pass's walk is checked too: (H / Hkv)·⌈S/64⌉ blocks of about 85 iterations at Dh = 64, so
+//! e.g. S up to about 45,000 without grouped heads and 3,800 with 12 query heads per kv head.
 //!
 //! ```no_run
 //! use kernels::flash_attention::{self, Params};
@@ -104,6 +107,19 @@ fn check_flash(gpu: &Gpu, what: &str, p: &Params, f16: bool) -> Result<()> {
     if f16 && !gpu.features().contains(crate::wgpu::Features::SHADER_F16) {
         return bad("an adapter with SHADER_F16".into(), format!("{} has none", gpu.report().name));
     }
+    if gpu.report().device_type == "Cpu" {
+        let walk = loop_iterations(p);
+        if walk > LAVAPIPE_LOOP_BUDGET {
+            return bad(
+                format!("at most {LAVAPIPE_LOOP_BUDGET} loop iterations per invocation on a CPU adapter"),
+                format!(
+                    "the key-major pass walks about {walk} (heads / kv_heads = {} times ⌈{} / 64⌉ blocks; lavapipe stops every loop past 65535 iterations in all): use a shorter sequence or fewer query heads per kv head",
+                    p.heads / p.kv_heads.max(1),
+                    p.seq
+                ),
+            );
+        }
+    }
     let kernel = if f16 { &flash_forward16::KERNEL } else { &flash_forward::KERNEL };
     let need = workgroup_bytes(gpu, kernel);
     let have = gpu.report().max_workgroup_memory;
@@ -114,6 +130,20 @@ fn check_flash(gpu: &Gpu, what: &str, p: &Params, f16: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Below lavapipe's cap (65535 loop iterations per invocation, every loop of a shader counted
+/// together; past it every loop stops: wrong results, no error), with room for the estimate.
+const LAVAPIPE_LOOP_BUDGET: u64 = 60_000;
+
+/// Loop iterations per invocation of the longest walk, `flash_backward_dkdv`'s (its portable
+/// products: per block two score products of 4 iterations per 16 dims, two value products of
+/// 24 per 64-wide chunk, and the block's own), for every query head of the group and every
+/// query block. The forward and the query-major pass walk at most ⌈S/64⌉ blocks of fewer.
+fn loop_iterations(p: &Params) -> u64 {
+    let (dh, blocks) = (p.head_dim.max(1) as u64, p.seq.div_ceil(64) as u64);
+    let per_block = 2 * 4 * dh.div_ceil(16) + 2 * 24 * dh.div_ceil(64) + 4;
+    (p.heads / p.kv_heads.max(1)) as u64 * blocks * per_block
 }
 
 fn check_len(what: &str, name: &str, got: usize, needed: usize, formula: &str) -> Result<()> {

@@ -488,6 +488,11 @@ fn misuse_is_an_error() {
         let e = flash_attention::forward16(&batch, &q16, &k16, &k16, &mut o, &mut lse, params(sh6, 0.25)).unwrap_err();
         assert!(e.to_string().contains("head_dim % 4"), "{e}");
     }
+    // On a CPU adapter (lavapipe stops loops past 65535 iterations per invocation), a key-major
+    // walk too long for it is refused rather than computed wrong; elsewhere it runs.
+    let long = Params::new(1, 16_384, 12, 1, 64, 0.125);
+    assert_eq!(long.flash_fits(&gpu, false), gpu.report().device_type != "Cpu");
+    assert!(Params::new(1, 2048, 12, 1, 64, 0.125).flash_fits(&gpu, false));
     assert_eq!(batch.dispatches(), 0, "a failed call recorded work");
     batch.submit().unwrap();
 }
