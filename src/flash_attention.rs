@@ -85,7 +85,13 @@ impl Params {
     /// f16), the adapter has `SHADER_F16` for f16, and its workgroup memory holds the variant
     /// it would run.
     pub fn flash_fits(&self, gpu: &Gpu, f16: bool) -> bool {
-        check_flash(gpu, "", self, f16).is_ok()
+        self.flash_check(gpu, f16).is_ok()
+    }
+
+    /// [`Params::flash_fits`] with the reason when they do not: [`Error::Shape`] naming the
+    /// requirement (the head dim, `SHADER_F16`, the workgroup memory, a CPU adapter's loop cap).
+    pub fn flash_check(&self, gpu: &Gpu, f16: bool) -> Result<()> {
+        check_flash(gpu, if f16 { "forward16" } else { "forward" }, self, f16)
     }
 }
 

@@ -107,11 +107,8 @@ impl Attention {
             ))),
             Attention::Fast => Ok(Attention::Fast),
             Attention::Flash if !fits(Attention::Flash) => Err(Error::Config(format!(
-                "flash attention needs {} KiB of workgroup memory and a head dim of at most {}; this device offers {} KiB (head dim {}): use --attention streaming",
-                kernels::flash_attention::WORKGROUP_BYTES_PORTABLE.div_ceil(1024),
-                kernels::flash_attention::HEAD_DIM_MAX,
-                gpu.report().max_workgroup_memory >> 10,
-                cfg.head_dim()
+                "flash attention cannot run this model here ({}): use --attention streaming",
+                p.flash_check(gpu, false).err().map_or_else(String::new, |e| e.to_string())
             ))),
             Attention::Flash => Ok(Attention::Flash),
             Attention::Auto => Ok(AUTO_ORDER.into_iter().find(|&a| fits(a)).unwrap_or(Attention::Streaming)),
