@@ -6,8 +6,8 @@
 # writes report.md and results.tar.gz (every log and JSON file; the device tool returns at most
 # 8 files) to ${OUT:-/tmp/out}.
 #
-# A shorter run picks phases and sizes: PHASES (default "tests train torch bench", run in that
-# order), BENCHES (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
+# A shorter run picks phases and sizes: PHASES (default "tests train torch sdpa bench", run in
+# that order; sdpa: bench/sdpa_baseline.py, PyTorch's fused attention beside benches/attention.rs), BENCHES (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
 # TORCH_ONLY (bench/torch_baselines.py --only), NOCOOP_TESTS=1 (the tests again with
 # KERNELS_COOPERATIVE_MATRIX=0). Three more phases, not in the default: `gemm` (the products'
 # tests on tensor cores, the tuner and the products' bench with its table: GEMM_TESTS,
@@ -25,7 +25,7 @@ OUT=$(mktemp -d)
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json CI=true XDG_RUNTIME_DIR=/tmp
-PHASES=" ${PHASES:-tests train torch bench} "
+PHASES=" ${PHASES:-tests train torch sdpa bench} "
 root=$PWD
 bins=$(mktemp -d)
 tar xJf .dev/bins.tar.xz -C "$bins"
@@ -128,7 +128,17 @@ if [[ $PHASES == *" train "* ]]; then
      stamp profile-mixed; echo "== profile-mixed"
      timeout 120 ./train --preset gpt2-small --precision mixed --profile --checkpoint /tmp/ck/profile-mixed.safetensors
      stamp profile-f32; echo "== profile-f32"
-     timeout 120 ./train --preset gpt2-small --precision f32 --profile --checkpoint /tmp/ck/profile-f32.safetensors) > "$OUT/train.log" 2>&1
+     timeout 120 ./train --preset gpt2-small --precision f32 --profile --checkpoint /tmp/ck/profile-f32.safetensors
+     # Flash attention: a profiled step of each precision at context 1024, and training at
+     # context 8192 (auto: the fast path's workspaces do not fit there).
+     stamp profile-mixed-flash; echo "== profile-mixed-flash"
+     timeout 120 ./train --preset gpt2-small --precision mixed --attention flash --profile --checkpoint /tmp/ck/profile-mixed-flash.safetensors
+     stamp profile-f32-flash; echo "== profile-f32-flash"
+     timeout 120 ./train --preset gpt2-small --precision f32 --attention flash --profile --checkpoint /tmp/ck/profile-f32-flash.safetensors
+     stamp train-mixed-8192; echo "== train-mixed-8192"
+     timeout 300 ./train --preset gpt2-small --precision mixed --seq-len 8192 --batch 2 --steps "${LONG_STEPS:-30}" --log-every 10 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/mixed-8192.safetensors
+     stamp profile-mixed-8192; echo "== profile-mixed-8192"
+     timeout 180 ./train --preset gpt2-small --precision mixed --seq-len 8192 --batch 2 --profile --checkpoint /tmp/ck/profile-mixed-8192.safetensors) > "$OUT/train.log" 2>&1
 fi
 save
 cd "$root"
@@ -137,6 +147,11 @@ if [[ $PHASES == *" torch "* ]]; then
     only=()
     [ -n "${TORCH_ONLY:-}" ] && only=(--only "$TORCH_ONLY")
     PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" "${only[@]}" > "$OUT/torch.log" 2>&1
+fi
+save
+if [[ $PHASES == *" sdpa "* ]]; then
+    stamp sdpa
+    PYTHONUNBUFFERED=1 timeout 300 python3 bench/sdpa_baseline.py --out "$OUT/sdpa.jsonl" > "$OUT/sdpa.log" 2>&1
 fi
 save
 if [[ $PHASES == *" bench "* ]]; then

@@ -40,6 +40,7 @@ kernel_files! {
 }
 
 pub mod fast_attention;
+pub mod flash_attention;
 pub mod gemm;
 pub mod ops;
 

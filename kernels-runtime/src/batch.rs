@@ -786,6 +786,47 @@ impl Batch<'_> {
         Ok(())
     }
 
+    /// Records a copy of `len` elements of `src` from element `src_start` into `dst` from element
+    /// `dst_start` (`src` and `dst` distinct, as Rust's borrows make them). Both ranges must lie
+    /// inside their buffers and be whole 4-byte words (any range of 4-byte elements is).
+    pub fn copy_range<T: Element>(
+        &self,
+        src: &Buffer<T>,
+        src_start: usize,
+        dst: &mut Buffer<T>,
+        dst_start: usize,
+        len: usize,
+    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        let fits = |start: usize, total: usize| start.checked_add(len).is_some_and(|end| end <= total);
+        if !fits(src_start, src.len()) || !fits(dst_start, dst.len()) {
+            return Err(Error::LengthMismatch {
+                detail: format!(
+                    "copying {len} elements from element {src_start} of a buffer of {} into element {dst_start} of a buffer of {}",
+                    src.len(),
+                    dst.len()
+                ),
+            });
+        }
+        let aligned = |elements: usize| (elements * size).is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT as usize);
+        if !aligned(src_start) || !aligned(dst_start) || !aligned(len) {
+            return Err(Error::LengthMismatch {
+                detail: format!(
+                    "a copy of {len} elements of {size} bytes from element {src_start} to element {dst_start} is not made of whole 4-byte words"
+                ),
+            });
+        }
+        if src.gpu_id != self.gpu.inner.id || dst.gpu_id != self.gpu.inner.id {
+            return Err(Error::Gpu("copy between buffers of different GPU contexts".into()));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let (from, to, bytes) = ((src_start * size) as u64, (dst_start * size) as u64, (len * size) as u64);
+        self.state.borrow_mut().encoder(self.gpu).copy_buffer_to_buffer(&src.raw, from, &dst.raw, to, bytes);
+        Ok(())
+    }
+
     /// Records zeroing `buffer`.
     pub fn clear<T: Element>(&self, buffer: &mut Buffer<T>) -> Result<()> {
         if buffer.gpu_id != self.gpu.inner.id {

@@ -324,8 +324,9 @@ impl Generation {
     }
 }
 
-/// Continues `prompt` by `n` tokens with the model's forward kernels; returns the continuation's
-/// text (decoded by `tokenizer`, the model's).
+/// Continues `prompt` by `n` tokens with the model's forward kernels and a key/value cache
+/// ([`Model::next_logits_cached`]); returns the continuation's text (decoded by `tokenizer`, the
+/// model's).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn generate(
     model: &mut Model,
@@ -338,7 +339,7 @@ pub fn generate(
 ) -> Result<String, Error> {
     let mut g = Generation::new(tokenizer, prompt, temperature, top_k, seed)?;
     for _ in 0..n {
-        let logits = model.next_logits(&g.ctx)?;
+        let logits = model.next_logits_cached(&g.ctx)?;
         g.push(&logits);
     }
     tokenizer.decode(&g.out)
@@ -356,7 +357,7 @@ pub async fn generate_async(
 ) -> Result<String, Error> {
     let mut g = Generation::new(tokenizer, prompt, temperature, top_k, seed)?;
     for _ in 0..n {
-        let logits = model.next_logits_async(&g.ctx).await?;
+        let logits = model.next_logits_cached_async(&g.ctx).await?;
         g.push(&logits);
     }
     tokenizer.decode(&g.out)

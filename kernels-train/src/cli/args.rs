@@ -120,8 +120,9 @@ pub struct Args {
     #[arg(long)]
     pub quiet: bool,
     /// Attention path: `fast` (batched products over materialised probabilities, a
-    /// [batch, heads, seq, seq] workspace per layer), `streaming` (no workspace, slower), or
-    /// `auto` (fast when its workspaces fit).
+    /// [batch, heads, seq, seq] workspace per layer), `flash` (fused kernels, no workspace),
+    /// `streaming` (no workspace, the least workgroup memory, slower), or `auto` (fast when its
+    /// workspaces fit, else flash where the adapter runs it, else streaming).
     #[arg(long, value_enum, default_value = "auto")]
     pub attention: AttentionArg,
     /// Arithmetic: `mixed` (f16 products, f32 master weights, dynamic loss scaling), `f32`, or
@@ -177,6 +178,8 @@ pub enum AttentionArg {
     Auto,
     /// Materialised probabilities.
     Fast,
+    /// Fused flash-attention kernels.
+    Flash,
     /// Streaming kernels.
     Streaming,
 }
@@ -220,6 +223,7 @@ pub fn train_config(a: &Args) -> TrainConfig {
         attention: match a.attention {
             AttentionArg::Auto => Attention::Auto,
             AttentionArg::Fast => Attention::Fast,
+            AttentionArg::Flash => Attention::Flash,
             AttentionArg::Streaming => Attention::Streaming,
         },
         precision: match a.precision {

@@ -15,7 +15,15 @@ pub(super) fn run(args: &Args, gpu: &Gpu, prompt: &str) -> Result<(), Failure> {
     })?;
     check_recorded(args, &ck.tokenizer)?;
     let mut model = Model::with_attention(gpu, &ck.model, 1, &ck.params, None, train_config(args).attention)?;
+    let start = std::time::Instant::now();
     let text =
         generate(&mut model, &ck.tokenizer, prompt, args.sample_tokens, args.temperature, args.top_k, args.seed)?;
+    let secs = start.elapsed().as_secs_f64();
+    super::Say(args.quiet).line(format!(
+        "generated {} tokens in {secs:.2} s ({:.1} tokens/s, context {})",
+        args.sample_tokens,
+        args.sample_tokens as f64 / secs.max(1e-9),
+        ck.model.seq_len
+    ));
     super::output(format!("{prompt}{text}"))
 }

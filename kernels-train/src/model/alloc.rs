@@ -32,7 +32,7 @@ pub(super) struct Layer {
     pub u: B,
     /// The SwiGLU output, W2's input.
     pub a: Kept,
-    /// The fast path's probabilities (P, then dS in the backward); empty when streaming.
+    /// The fast path's probabilities (P, then dS in the backward); empty for the other paths.
     pub probs: Option<B>,
 }
 
@@ -196,6 +196,7 @@ impl Model {
         };
         let attention = attention.resolve(gpu, cfg, batch)?;
         let fast = attention == Attention::Fast;
+        let flash = attention == Attention::Flash;
         let layout = params::layout(cfg);
         let fits = |t: &Tensors| {
             t.layers.len() == cfg.layers && t.iter().zip(layout.iter()).all(|(w, p)| w.len() == p.elements())
@@ -271,8 +272,8 @@ impl Model {
             delta: z(batch * cfg.heads * s)?,
             norm_partials: z(rows.div_ceil(norm_block) * d)?,
             fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
-            att16: if fast && products == Products::Half && Attention16::applies(cfg) {
-                Some(Attention16::new(gpu, cfg, batch)?)
+            att16: if (fast || flash) && products == Products::Half && Attention16::applies(gpu, cfg, batch, flash) {
+                Some(Attention16::new(gpu, cfg, batch, fast)?)
             } else {
                 None
             },
@@ -327,6 +328,7 @@ impl Model {
             acts,
             loss_out: z(2)?,
             s: scratch,
+            cache: Vec::new(),
         };
         model.refresh_f16()?;
         Ok(model)

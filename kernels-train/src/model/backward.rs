@@ -1,7 +1,7 @@
 //! The backward pass: every parameter's gradient, accumulated (+=) into the gradient buffers.
 
 use super::products::{Half, Operand, Plans, backward};
-use super::{B, Model, fast_params};
+use super::{Attention, B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq, rope_k_backward, rope_q_backward};
@@ -46,7 +46,7 @@ impl Model {
     /// Records the backward pass of a full batch (after `record_forward` and `record_loss`),
     /// accumulating every parameter's gradient (+=).
     pub(super) fn record_backward(&mut self, b: &Batch<'_>, batch: usize) -> Result<(), Error> {
-        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, half, w16, plans, .. } = self;
+        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, half, w16, plans, attention, .. } = self;
         let w16 = w16.as_ref().map(|w| w.as_ref());
         let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
@@ -103,6 +103,18 @@ impl Model {
                     kernels::fast_attention::backward(
                         b, &y.q, &y.k, &y.v, &y.att, &s.datt, probs, delta, &mut s.dq, &mut s.dk, &mut s.dv, fp,
                     )?;
+                }
+                (None, _, Some(a16)) if *attention == Attention::Flash => {
+                    let fp = fast_params(c, batch, c.seq_len);
+                    let ins = (&y.q, &y.k, &y.v, &y.att, &s.datt);
+                    let outs = (&mut s.dq, &mut s.dk, &mut s.dv);
+                    a16.backward_flash(b, lin.half, ins, &y.lse, &mut s.delta, outs, fp)?;
+                }
+                (None, _, None) if *attention == Attention::Flash => {
+                    let fp = fast_params(c, batch, c.seq_len);
+                    let (q, k, v, lse) = (&y.q, &y.k, &y.v, &y.lse);
+                    let (dq, dk, dv) = (&mut s.dq, &mut s.dk, &mut s.dv);
+                    kernels::flash_attention::backward(b, q, k, v, &y.att, &s.datt, lse, &mut s.delta, dq, dk, dv, fp)?;
                 }
                 _ => {
                     let ap = kernels::backward_attention::attention_backward_dq::Params::new(bt, sq, h, hkv, dh, scale);
