@@ -94,9 +94,13 @@ if [[ $PHASES == *" gemm "* ]]; then
         --table "$OUT/tuning.txt" > "$OUT/tune.log" 2>&1
     echo "tune: exit $?" >> "$OUT/tune.log"
     save
+    [ "${GEMM_BENCH:-1}" = 1 ] || { save; GEMM_SKIP_BENCH=1; }
+fi
+if [[ $PHASES == *" gemm "* || $PHASES == *" gemm-bench "* ]] && [ "${GEMM_SKIP_BENCH:-0}" != 1 ]; then
     stamp gemm-bench
     table=()
     [ -s "$OUT/tuning.txt" ] && table=(env "KERNELS_GEMM_TABLE=$OUT/tuning.txt")
+    [ -n "${KERNELS_GEMM_TABLE:-}" ] && table=(env "KERNELS_GEMM_TABLE=$KERNELS_GEMM_TABLE")
     "${table[@]}" env KERNELS_BENCH_JSON="$OUT/gemm.jsonl" timeout 240 ./gemm > "$OUT/gemm.log" 2>&1
     echo "bench: exit $?" >> "$OUT/gemm.log"
 fi

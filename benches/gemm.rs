@@ -279,8 +279,8 @@ fn structures(subgroup: u32) -> Vec<F16Config> {
     let mut v = Vec::new();
     for wg in [256, 128] {
         for (bm, bn) in [(128, 128), (128, 256), (256, 128), (128, 64), (256, 64)] {
-            for bk in [16, 32, 64] {
-                for (tm, tn) in [(4, 4), (4, 2), (2, 4), (2, 2)] {
+            for bk in [32, 64] {
+                for (tm, tn) in [(4, 4), (4, 2), (2, 4)] {
                     let c = F16Config { bm, bn, bk, tm, tn, pad: 8, prefetch: false, group: 1, wg };
                     let nsg = (wg / subgroup.max(1)).max(1);
                     let fits = c.groups().is_multiple_of(nsg) && c.groups() / nsg <= 2;
