@@ -284,7 +284,10 @@ fn structures(subgroup: u32) -> Vec<F16Config> {
                     let c = F16Config { bm, bn, bk, tm, tn, pad: 8, prefetch: false, group: 1, wg };
                     let nsg = (wg / subgroup.max(1)).max(1);
                     let fits = c.groups() % nsg == 0 && c.groups() / nsg <= 2;
-                    if fits && [(false, true), (false, false), (true, false)].iter().all(|&(a, b)| c.validate(a, b, true).is_ok())
+                    if fits
+                        && [(false, true), (false, false), (true, false)]
+                            .iter()
+                            .all(|&(a, b)| c.validate(a, b, true).is_ok())
                     {
                         v.push(c);
                     }
@@ -302,12 +305,16 @@ fn tune(gpu: &Gpu, out: &mut Out, budget_s: f64, table: Option<&str>, quick: boo
     let repeats = if cpu { 2 } else { 10 };
     let warm = if quick { 0.05 } else { 0.12 };
     let left = || budget_s - start.elapsed().as_secs_f64();
-    let mut cand: Vec<F16Config> =
-        if tc { structures(gpu.report().subgroup_max_size) } else { vec![F16Config::default_for(false), F16Config { bn: 128, ..F16Config::default_for(false) }] };
+    let mut cand: Vec<F16Config> = if tc {
+        structures(gpu.report().subgroup_max_size)
+    } else {
+        vec![F16Config::default_for(false), F16Config { bn: 128, ..F16Config::default_for(false) }]
+    };
     if quick {
         cand.truncate(4);
     }
-    let f16 = |m, n, k, a_t, b_t| Gemm::new(m, n, k).a_t(a_t).b_t(b_t).elems(Elem::F16, Elem::F16).precision(Precision::F16);
+    let f16 =
+        |m, n, k, a_t, b_t| Gemm::new(m, n, k).a_t(a_t).b_t(b_t).elems(Elem::F16, Elem::F16).precision(Precision::F16);
     // Phase 1: every structure on a large square product; keep the fastest correct ones.
     let big = if cpu { 256 } else { 4096 };
     let pr = Problem::new(gpu, f16(big, big, big, false, true), 3);
@@ -357,7 +364,12 @@ fn tune(gpu: &Gpu, out: &mut Out, budget_s: f64, table: Option<&str>, quick: boo
     // Phase 3: every product shape and orientation over the finalists (and splits for the
     // weight gradients); the best of each is a table line.
     let mut lines = vec![
-        format!("# {} ({}, {}), measured by benches/gemm.rs --tune", gpu.report().name, gpu.report().backend, gpu.report().driver),
+        format!(
+            "# {} ({}, {}), measured by benches/gemm.rs --tune",
+            gpu.report().name,
+            gpu.report().backend,
+            gpu.report().driver
+        ),
         "# core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts".to_string(),
     ];
     for (i, &(a_t, b_t, m, n, k)) in shapes(cpu).iter().enumerate() {

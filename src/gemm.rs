@@ -306,7 +306,10 @@ impl F16Config {
             return bad(format!("subgroup tiles {}×{} for a {}×{} block", c.tm, c.tn, c.bm, c.bn));
         }
         if c.pad % 8 != 0 || c.group == 0 || !matches!(c.wg, 128 | 256) {
-            return bad(format!("padding {} (a multiple of 8), group {} (≥ 1), {} invocations (128 or 256)", c.pad, c.group, c.wg));
+            return bad(format!(
+                "padding {} (a multiple of 8), group {} (≥ 1), {} invocations (128 or 256)",
+                c.pad, c.group, c.wg
+            ));
         }
         for (rows, what) in [(c.bm, "A"), (c.bn, "B")] {
             let vec4s = rows * c.bk / 4;
@@ -458,7 +461,8 @@ impl GemmPlan {
     fn make_split(&mut self) {
         let Gemm { m, n, k, a_t, .. } = self.gemm;
         self.core = Core::Split;
-        self.halves = [f16x4_len(m, k), f16x4_len(k, m), f16x4_len(n, k), f16x4_len(k, n)].into_iter().max().unwrap_or(0);
+        self.halves =
+            [f16x4_len(m, k), f16x4_len(k, m), f16x4_len(n, k), f16x4_len(k, n)].into_iter().max().unwrap_or(0);
         (self.parts, self.chunk, self.scratch) = (1, k, 0);
         if a_t {
             let (parts, chunk) = split_parts_precise(k, n, m);
@@ -506,7 +510,9 @@ impl GemmPlan {
     pub fn dispatches(&self) -> usize {
         let e = self.gemm.epilogue;
         match self.core {
-            Core::F16 { .. } => 1 + usize::from(self.parts > 1) + usize::from(self.parts > 1 && e != Epilogue::Accumulate),
+            Core::F16 { .. } => {
+                1 + usize::from(self.parts > 1) + usize::from(self.parts > 1 && e != Epilogue::Accumulate)
+            }
             Core::Split => {
                 let base = 6 + usize::from(self.gemm.a_t);
                 base + usize::from(e == Epilogue::Residual) + usize::from(self.gemm.a_t && e == Epilogue::Store)
@@ -537,11 +543,9 @@ impl GemmPlan {
         match self.core {
             Core::Simt => format!("f32 SIMT{parts}"),
             Core::Split => format!("f32 scaled split on tensor cores{parts}"),
-            Core::F16 { tensor_cores, config } => format!(
-                "f16 {} {}{parts}",
-                if tensor_cores { "tensor cores" } else { "portable" },
-                config.label()
-            ),
+            Core::F16 { tensor_cores, config } => {
+                format!("f16 {} {}{parts}", if tensor_cores { "tensor cores" } else { "portable" }, config.label())
+            }
         }
     }
 }
@@ -680,14 +684,11 @@ fn tuned(gpu: &Gpu, gemm: &Gemm) -> Option<(F16Config, usize)> {
 
 fn nearest(entries: &[Entry], gemm: &Gemm) -> Option<(F16Config, usize)> {
     let d = |a: usize, b: usize| ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).abs();
-    let best = entries
-        .iter()
-        .filter(|e| e.a_t == gemm.a_t && e.b_t == gemm.b_t)
-        .min_by(|x, y| {
-            let dx = d(x.m, gemm.m) + d(x.n, gemm.n) + d(x.k, gemm.k);
-            let dy = d(y.m, gemm.m) + d(y.n, gemm.n) + d(y.k, gemm.k);
-            dx.total_cmp(&dy)
-        })?;
+    let best = entries.iter().filter(|e| e.a_t == gemm.a_t && e.b_t == gemm.b_t).min_by(|x, y| {
+        let dx = d(x.m, gemm.m) + d(x.n, gemm.n) + d(x.k, gemm.k);
+        let dy = d(y.m, gemm.m) + d(y.n, gemm.n) + d(y.k, gemm.k);
+        dx.total_cmp(&dy)
+    })?;
     // The measured split aimed at filling the GPU: keep the workgroup count, not the part count.
     let c = best.config;
     let blocks = |m: usize, n: usize| m.div_ceil(c.bm as usize) * n.div_ceil(c.bn as usize);
@@ -784,7 +785,15 @@ pub mod autotune {
             return (e.config, e.parts);
         }
         let best = measure_candidates(gpu, gemm, first).unwrap_or(first);
-        entries.push(Entry { a_t: gemm.a_t, b_t: gemm.b_t, m: gemm.m, n: gemm.n, k: gemm.k, config: best.0, parts: best.1 });
+        entries.push(Entry {
+            a_t: gemm.a_t,
+            b_t: gemm.b_t,
+            m: gemm.m,
+            n: gemm.n,
+            k: gemm.k,
+            config: best.0,
+            parts: best.1,
+        });
         if let Some(p) = path {
             let mut text = head + "\n";
             for e in entries.iter() {
@@ -988,14 +997,18 @@ pub fn gemm(
 fn f16_of<'a>(mat: &Mat<'a>) -> Result<&'a Buffer<F16x4>> {
     match mat.data {
         Data::F16(b) => Ok(b),
-        Data::F32(_) => Err(Error::BadArguments { kernel: "gemm".into(), detail: "an f32 operand on the f16 core".into() }),
+        Data::F32(_) => {
+            Err(Error::BadArguments { kernel: "gemm".into(), detail: "an f32 operand on the f16 core".into() })
+        }
     }
 }
 
 fn f32_of<'a>(mat: &Mat<'a>) -> Result<&'a Buffer<f32>> {
     match mat.data {
         Data::F32(b) => Ok(b),
-        Data::F16(_) => Err(Error::BadArguments { kernel: "gemm".into(), detail: "an f16 operand on an f32 core".into() }),
+        Data::F16(_) => {
+            Err(Error::BadArguments { kernel: "gemm".into(), detail: "an f16 operand on an f32 core".into() })
+        }
     }
 }
 
@@ -1043,9 +1056,15 @@ fn record_f16(
         };
     }
     match (g.epilogue, residual) {
-        (Epilogue::Residual, Some(r)) => {
-            gemm16_residual(rec, pa, pb, r, c, gemm16_residual::GemmParams::new(m, n, k, 1, k, tiles), overrides!(gemm16_residual))
-        }
+        (Epilogue::Residual, Some(r)) => gemm16_residual(
+            rec,
+            pa,
+            pb,
+            r,
+            c,
+            gemm16_residual::GemmParams::new(m, n, k, 1, k, tiles),
+            overrides!(gemm16_residual),
+        ),
         (e, _) if !split => gemm16(rec, pa, pb, c, p, overrides!(gemm16, G_ACC: Some(e == Epilogue::Accumulate))),
         (e, _) => {
             gemm16(rec, pa, pb, &mut ws.scratch, p, overrides!(gemm16, G_ACC: Some(false)))?;
@@ -1113,7 +1132,10 @@ fn record_split(
             if g.epilogue == Epilogue::Store {
                 crate::infrastructure::fill_zero(rec, c, u32_of(g.m * g.n, "m·n")?)?;
             }
-            let ap = crate::linear::matmul_parts_add::AddParams::new(u32_of(g.m * g.n, "m·n")?, u32_of(plan.parts, "parts")?);
+            let ap = crate::linear::matmul_parts_add::AddParams::new(
+                u32_of(g.m * g.n, "m·n")?,
+                u32_of(plan.parts, "parts")?,
+            );
             crate::linear::matmul_parts_add(rec, &w.scratch, c, ap)
         }
         (true, true) => unreachable!("refused by the plan"),
@@ -1173,7 +1195,12 @@ fn record_simt(
                 u32_of(plan.chunk, "chunk")?,
             );
             l::matmul_at_split(rec, xa, xb, &mut ws.scratch, sp)?;
-            l::matmul_parts_add(rec, &ws.scratch, c, l::matmul_parts_add::AddParams::new(mn, u32_of(plan.parts, "parts")?))
+            l::matmul_parts_add(
+                rec,
+                &ws.scratch,
+                c,
+                l::matmul_parts_add::AddParams::new(mn, u32_of(plan.parts, "parts")?),
+            )
         }
         _ => unreachable!("refused by the plan or by gemm's checks"),
     }

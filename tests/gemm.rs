@@ -98,11 +98,7 @@ fn check_plan(gpu: &Gpu, rng: &mut StdRng, plan: &GemmPlan, what: &str) {
             let want = sum + extra;
             let bound = (gamma + split) * (abs + extra.abs()) + 1e-30;
             let e = (got[i * n + j] as f64 - want).abs();
-            assert!(
-                e <= bound,
-                "{what}: C[{i}, {j}] = {} against {want} (error {e:e} > {bound:e})",
-                got[i * n + j]
-            );
+            assert!(e <= bound, "{what}: C[{i}, {j}] = {} against {want} (error {e:e} > {bound:e})", got[i * n + j]);
             worst = worst.max(e / bound);
         }
     }
@@ -180,7 +176,8 @@ fn f16_block_shapes_and_splits_match_float64() {
     let tc = tensor_cores(&gpu);
     for config in configs(tc) {
         for (i, &(m, n, k)) in [(300, 200, 97), (256, 256, 128)].iter().enumerate() {
-            let orient = [(false, true), (false, false), (true, false), (true, true)][(i + config.bk as usize / 16) % 4];
+            let orient =
+                [(false, true), (false, false), (true, false), (true, true)][(i + config.bk as usize / 16) % 4];
             let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).a_t(orient.0).b_t(orient.1);
             check_plan(&gpu, &mut rng, &g.plan_with(&gpu, config, 1).unwrap(), "config");
         }
@@ -268,7 +265,8 @@ fn misuse_is_an_error() {
     assert!(big.scratch_len() > 0);
     let (xa, xb) = (gpu.zeros::<f32>(8192 * 8).unwrap(), gpu.zeros::<f32>(8192 * 8).unwrap());
     let mut y8 = gpu.zeros::<f32>(64).unwrap();
-    let e = gemm::gemm(&gpu, &big, Mat::f32(&xa, 8192, 8).t(), Mat::f32(&xb, 8192, 8), None, &mut y8, &mut ws).unwrap_err();
+    let e =
+        gemm::gemm(&gpu, &big, Mat::f32(&xa, 8192, 8).t(), Mat::f32(&xb, 8192, 8), None, &mut y8, &mut ws).unwrap_err();
     assert!(e.to_string().contains("workspace"), "{e}");
 }
 

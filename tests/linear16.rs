@@ -72,7 +72,6 @@ fn check(what: &str, got: &[f32], want: &Product, tol: f64) {
     assert!(e <= tol, "{what}: error {e:e} > {tol:e} (relative to Σ|a||b|)");
 }
 
-
 fn has_f16(gpu: &Gpu) -> bool {
     let yes = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
     if !yes {

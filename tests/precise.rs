@@ -77,7 +77,14 @@ fn check(what: &str, got: &[f32], want: &Product, tol: f64) -> f64 {
 }
 
 /// `Y (+)= X·Wᵀ` (X [m, k], W [n, k]) on the scaled split core whatever the adapter.
-fn split_t(gpu: &Gpu, x: &Buffer<f32>, w: &Buffer<f32>, y: &mut Buffer<f32>, (m, n, k): (usize, usize, usize), acc: bool) {
+fn split_t(
+    gpu: &Gpu,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    (m, n, k): (usize, usize, usize),
+    acc: bool,
+) {
     let e = if acc { Epilogue::Accumulate } else { Epilogue::Store };
     let plan = Gemm::new(m, n, k).b_t(true).epilogue(e).plan_split(gpu).unwrap();
     let mut ws = GemmWorkspace::new(gpu, &[&plan]).unwrap();
@@ -85,7 +92,14 @@ fn split_t(gpu: &Gpu, x: &Buffer<f32>, w: &Buffer<f32>, y: &mut Buffer<f32>, (m,
 }
 
 /// `Y (+)= X·W` (X [m, k], W [k, n]) on the scaled split core.
-fn split_n(gpu: &Gpu, x: &Buffer<f32>, w: &Buffer<f32>, y: &mut Buffer<f32>, (m, n, k): (usize, usize, usize), acc: bool) {
+fn split_n(
+    gpu: &Gpu,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    (m, n, k): (usize, usize, usize),
+    acc: bool,
+) {
     let e = if acc { Epilogue::Accumulate } else { Epilogue::Store };
     let plan = Gemm::new(m, n, k).epilogue(e).plan_split(gpu).unwrap();
     let mut ws = GemmWorkspace::new(gpu, &[&plan]).unwrap();

@@ -44,28 +44,29 @@ pub fn kernel_interface(k: &Kernel) -> Option<String> {
         };
         let layout = match (b.access, &b.header) {
             (Access::Uniform, _) => format!("{} bytes", b.stride),
-            (_, None) => format!("{} bytes per element, at least {} elements", b.stride, b.min_elems),
+            (_, None) => {
+                format!("elements {}, {} bytes each, at least {}", b.ty.describe(), b.stride, b.min_elems)
+            }
             (_, Some(h)) => format!(
-                "header {} of {} bytes, then {} bytes per element, at least {} elements",
+                "header {}, {} bytes, then elements {}, {} bytes each, at least {}",
                 h.describe(),
                 b.offset,
+                b.ty.describe(),
                 b.stride,
                 b.min_elems
             ),
         };
         lines.push(format!(
             "binding {}: @group({}) @binding({}) var<{access}> {}: {} ({layout})",
-            b.name,
-            b.group,
-            b.binding,
-            b.name,
-            b.ty.describe(),
+            b.name, b.group, b.binding, b.name, b.wgsl,
         ));
     }
     for r in &iface.resources {
         let kind = match &r.kind {
             ResourceKind::Texture { dim, sample } => format!("texture {dim:?} {sample:?}"),
-            ResourceKind::StorageTexture { dim, format, access } => format!("storage texture {dim:?} {format} {access:?}"),
+            ResourceKind::StorageTexture { dim, format, access } => {
+                format!("storage texture {dim:?} {format} {access:?}")
+            }
             ResourceKind::Sampler { comparison, filtering } => {
                 format!("sampler (comparison: {comparison}, filtering: {filtering})")
             }
@@ -141,7 +142,9 @@ pub fn changes(compiled: &str, now: &str) -> Vec<Change> {
     for (key, value) in &old {
         match new.iter().find(|(k, _)| k == key) {
             Some((_, v)) if v == value => {}
-            found => out.push(Change { key: key.clone(), compiled: Some(value.clone()), now: found.map(|f| f.1.clone()) }),
+            found => {
+                out.push(Change { key: key.clone(), compiled: Some(value.clone()), now: found.map(|f| f.1.clone()) })
+            }
         }
     }
     for (key, value) in &new {
@@ -160,7 +163,7 @@ pub fn mismatch(file: &File, kernel: Option<&Kernel>, changes: &[Change]) -> Dia
     let first = changes.first();
     let location = first.and_then(|c| texts.declaration(kernel, &c.key)).or_else(|| kernel.map(|k| k.marker.clone()));
     let what = match kernel {
-        Some(k) => format!("the interface of kernel `{}` changed", k.name),
+        Some(_) => "its interface changed since the program was compiled".to_string(),
         None => format!("a constant of `{}` that the program reads changed", file.display),
     };
     let mut d = match location {
@@ -244,13 +247,14 @@ impl Texts {
     /// `kernel`'s section of the kernel file, then in every file.
     fn find(&self, kernel: Option<&Kernel>, word: &str, before: &[&str]) -> Option<Location> {
         let matches = |file: &SourceFile, code: &str, range: std::ops::Range<usize>| {
-            split::find_word(&code[range.clone()], word).into_iter().map(move |r| r.start + range.start..r.end + range.start).find(
-                |r| {
+            split::find_word(&code[range.clone()], word)
+                .into_iter()
+                .map(move |r| r.start + range.start..r.end + range.start)
+                .find(|r| {
                     let head = code[..r.start].trim_end();
                     before.iter().any(|b| head.ends_with(b))
-                },
-            )
-            .map(|r| file.locate(r))
+                })
+                .map(|r| file.locate(r))
         };
         let kernel_file = self.files.first()?;
         let code = split::mask_comments(&kernel_file.text);

@@ -405,7 +405,9 @@ impl Gpu {
         let mut features = adapter.features() & (OPTIONAL_FEATURES - options.without);
         // The driver's pipeline cache, where wgpu has one for the backend (Vulkan).
         let disk_dir = match (&options.pipeline_cache_dir, wgpu::util::pipeline_cache_key(&info)) {
-            (None, _) => Err("turned off (KERNELS_PIPELINE_CACHE=0, GpuOptions::pipeline_cache_dir, or no cache directory)"),
+            (None, _) => {
+                Err("turned off (KERNELS_PIPELINE_CACHE=0, GpuOptions::pipeline_cache_dir, or no cache directory)")
+            }
             (Some(_), None) => Err("the backend has no pipeline cache"),
             (Some(_), Some(_)) if !adapter.features().contains(wgpu::Features::PIPELINE_CACHE) => {
                 Err("the adapter has no pipeline cache")

@@ -327,7 +327,9 @@ mod tests {
         // Another driver, or not ours at all.
         let other = super::key(&info("NVIDIA H200", "590.01"));
         assert!(decode(&file, &other).unwrap_err().contains("another adapter"));
-        assert!(decode(b"WGPUPLCH and the rest of some other file", &key).unwrap_err().contains("not a pipeline cache"));
+        assert!(
+            decode(b"WGPUPLCH and the rest of some other file", &key).unwrap_err().contains("not a pipeline cache")
+        );
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! [`Gpu::warm_up`], from the variant the device can run.
 
 use crate::context::Gpu;
-use crate::error::{Error, Result};
 use crate::disk::PipelineCacheFile;
+use crate::error::{Error, Result};
 use crate::kernel::{BindingKind, KernelDef, ResourceKind, SampleKind, TextureAccess, VariantDef};
 use crate::variant::{Unmet, select};
 use std::borrow::Cow;

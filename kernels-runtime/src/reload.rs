@@ -79,7 +79,11 @@ impl Form {
         Form {
             subgroups: v.subgroups,
             f16: v.f16,
-            coop: v.coop.iter().map(|c| CoopConfig { m: c.m, n: c.n, k: c.k, ab: scalar(c.ab), cr: scalar(c.cr) }).collect(),
+            coop: v
+                .coop
+                .iter()
+                .map(|c| CoopConfig { m: c.m, n: c.n, k: c.k, ab: scalar(c.ab), cr: scalar(c.cr) })
+                .collect(),
             features: v.features.clone(),
             wgsl: v.wgsl.clone(),
         }
@@ -116,16 +120,18 @@ impl ReloadReport {
 impl std::fmt::Display for ReloadReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "kernels: hot reload of {}: ", self.file)?;
-        if self.swapped.is_empty() {
-            write!(f, "no kernel changed")?;
-        } else {
-            let names: Vec<String> = self.swapped.iter().map(|k| format!("`{k}`")).collect();
-            write!(f, "{} swapped in", names.join(", "))?;
+        let names = |list: &[String]| list.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        let mut parts = Vec::new();
+        if !self.swapped.is_empty() {
+            parts.push(format!("{} swapped in", names(&self.swapped)));
         }
         if !self.kept.is_empty() {
-            let names: Vec<String> = self.kept.iter().map(|k| format!("`{k}`")).collect();
-            write!(f, "; {} kept as before (errors below)", names.join(", "))?;
+            parts.push(format!("{} kept as before (errors below)", names(&self.kept)));
         }
+        if parts.is_empty() {
+            parts.push("no kernel changed".into());
+        }
+        write!(f, "{}", parts.join("; "))?;
         for e in &self.errors {
             write!(f, "\nerror: {e}")?;
         }
@@ -350,7 +356,9 @@ impl HotReload {
                 Ok(()) => report.swapped.push(qualified(def)),
                 Err(e) => {
                     report.kept.push(qualified(def));
-                    report.errors.push(format!("kernel `{}`: {e}; the pipeline compiled before keeps running", def.name));
+                    report
+                        .errors
+                        .push(format!("kernel `{}`: {e}; the pipeline compiled before keeps running", def.name));
                 }
             }
         }
@@ -366,7 +374,8 @@ impl HotReload {
         let form = crate::variant::select_in(&forms, &gpu.inner.caps).map_err(|unmet| gpu.missing(def, unmet))?;
         let mut built = Vec::new();
         for key in gpu.inner.pipelines.keys_of(def) {
-            let overrides: Vec<(&'static str, f64)> = key.1.iter().map(|&(k, bits)| (k, f64::from_bits(bits))).collect();
+            let overrides: Vec<(&'static str, f64)> =
+                key.1.iter().map(|&(k, bits)| (k, f64::from_bits(bits))).collect();
             built.push((key, gpu.build_from(def, &overrides, &form.wgsl)?));
         }
         gpu.inner.pipelines.swap(def, Arc::new(Swapped { variants: forms }), built);

@@ -189,9 +189,7 @@ impl Model {
             Precision::Mixed => Products::Half,
             // f32: the scaled-split products where they run on tensor cores (f32-accurate over
             // the f32 range, faster than the SGEMM there), else the SGEMM.
-            _ if kernels::gemm::Gemm::new(1, 1, 1).plan(gpu)?.core() == kernels::gemm::Core::Split => {
-                Products::Split
-            }
+            _ if kernels::gemm::Gemm::new(1, 1, 1).plan(gpu)?.core() == kernels::gemm::Core::Split => Products::Split,
             _ => Products::Sgemm,
         };
         let attention = attention.resolve(gpu, cfg, batch)?;

@@ -46,7 +46,8 @@ impl Plans {
     /// Plans for `mode`, with the workspace sized for every product of a step over `rows` tokens
     /// of the `[out, in]` weights `shapes`.
     pub fn new(gpu: &Gpu, mode: Products, rows: usize, shapes: &[(usize, usize)]) -> Result<Plans, Error> {
-        let plans = Plans { mode, plans: RefCell::new(HashMap::new()), ws: RefCell::new(GemmWorkspace::new(gpu, &[])?) };
+        let plans =
+            Plans { mode, plans: RefCell::new(HashMap::new()), ws: RefCell::new(GemmWorkspace::new(gpu, &[])?) };
         let mut need = (0, 0);
         for &(out, inp) in shapes {
             for g in step_products(mode, rows, out, inp) {
