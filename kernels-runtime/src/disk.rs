@@ -289,8 +289,10 @@ mod tests {
         let vars = |pairs: &'static [(&'static str, &'static str)]| {
             move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v))
         };
-        let all = [("KERNELS_CACHE_DIR", "/k"), ("XDG_CACHE_HOME", "/x"), ("HOME", "/h"), ("LOCALAPPDATA", "/l")];
-        assert_eq!(cache_dir_from(vars(&all)), Some(PathBuf::from("/k")));
+        static ALL: [(&str, &str); 4] =
+            [("KERNELS_CACHE_DIR", "/k"), ("XDG_CACHE_HOME", "/x"), ("HOME", "/h"), ("LOCALAPPDATA", "/l")];
+        let all = &ALL;
+        assert_eq!(cache_dir_from(vars(all)), Some(PathBuf::from("/k")));
         assert_eq!(cache_dir_from(vars(&[])), None);
         if cfg!(all(unix, not(target_os = "macos"))) {
             assert_eq!(cache_dir_from(vars(&all[1..])), Some(PathBuf::from("/x/kernels")));

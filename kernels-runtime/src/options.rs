@@ -374,4 +374,39 @@ mod tests {
         assert!(coded.subgroups && coded.without == wgpu::Features::SUBGROUP);
         assert!(coded.any_adapter().adapter.is_none());
     }
+
+    #[test]
+    fn the_pipeline_cache_directory_and_its_switch() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let dir = |o: GpuOptions| o.pipeline_cache_dir.map(|d| d.to_string_lossy().into_owned());
+        assert_eq!(dir(GpuOptions::from_lookup(vars(&[("KERNELS_CACHE_DIR", "/c")]))).as_deref(), Some("/c"));
+        let off = GpuOptions::from_lookup(vars(&[("KERNELS_CACHE_DIR", "/c"), ("KERNELS_PIPELINE_CACHE", "0")]));
+        assert_eq!(dir(off), None);
+        assert_eq!(dir(GpuOptions::from_lookup(vars(&[]))), None, "no directory known: no cache");
+        let coded = GpuOptions::from_lookup(vars(&[("KERNELS_CACHE_DIR", "/c")])).pipeline_cache_dir(None::<String>);
+        assert_eq!(dir(coded), None);
+        assert_eq!(dir(GpuOptions::from_lookup(vars(&[])).pipeline_cache_dir(Some("/d"))).as_deref(), Some("/d"));
+    }
+
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    #[test]
+    fn hot_reload_only_when_asked_for() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        assert!(!GpuOptions::from_lookup(vars(&[])).hot_reload);
+        assert!(!GpuOptions::from_lookup(vars(&[("KERNELS_HOT_RELOAD", "0")])).hot_reload);
+        for on in ["1", "true", " on "] {
+            let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([("KERNELS_HOT_RELOAD", on)]));
+            assert!(GpuOptions::from_lookup(vars(pairs)).hot_reload, "{on}");
+        }
+        let sep = if cfg!(windows) { ";" } else { ":" };
+        let text: &'static str = Box::leak(format!("/build=/home/me{sep}/x=/y").into_boxed_str());
+        let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([("KERNELS_SOURCE_REMAP", text)]));
+        let remap = GpuOptions::from_lookup(vars(pairs)).source_remap;
+        assert_eq!(remap, vec![("/build".into(), "/home/me".into()), ("/x".into(), "/y".into())]);
+        assert!(GpuOptions::default().hot_reload(true).remap_sources("/a", "/b").hot_reload);
+    }
 }
