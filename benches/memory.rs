@@ -29,7 +29,7 @@ fn random(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 /// Median GPU time of one repeat of `f` (`per` dispatches each), first repeat discarded. The
 /// repeats run right after ~150 ms of the same work (a pilot measures how many repeats that
 /// takes, capped at 20,000): a GPU whose clock falls between bursts of work (the H200's SM clock
-/// drops from 1980 to 345 MHz within a second of idling, BENCHMARKS.md run 8) is timed at its
+/// drops from 1980 to 345 MHz within a second of idling) is timed at its
 /// working clock, not on the way up.
 fn time(gpu: &Gpu, repeats: u32, per: usize, f: &mut dyn FnMut(&Batch<'_>)) -> f64 {
     let timed = |f: &mut dyn FnMut(&Batch<'_>), warm: u32| {

@@ -52,7 +52,7 @@ fn storage_struct_elements_and_overrides() {
     }
 }
 
-/// Names that broke the macro (issue 11), through rustc in this edition-2024 crate: a file and a
+/// Names that could break the macro, through rustc in this edition-2024 crate: a file and a
 /// kernel named `gen`, `module = r#type`, bindings `rec`, `rec_` and `None`, structs named
 /// `Overrides` and like another kernel, a field named like generated padding, a constant and a
 /// kernel named `KERNELS`. (Here rather than in `tests/ui/pass`: trybuild would then build, not

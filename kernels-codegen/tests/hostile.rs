@@ -1,4 +1,4 @@
-//! Strange input (issue 11): errors at the right place, names that break nothing, no panics.
+//! Strange input: errors at the right place, names that break nothing, no panics.
 
 mod common;
 

@@ -440,7 +440,7 @@ impl Gpu {
                     // safe code. The one asked for here, cooperative matrices, switches naga's
                     // SPIR-V for the modules that use them to the Vulkan memory model, and naga
                     // 30 does not emit the availability/visibility operations that model
-                    // formally needs around workgroup memory (wgpu issue 8805): a driver may
+                    // formally needs around workgroup memory (gfx-rs/wgpu#8805): a driver may
                     // then legally reorder a coop kernel's workgroup-memory traffic across its
                     // barriers and produce wrong numbers. It is accepted because (a) it is asked
                     // for only where the adapter lists a configuration WGSL can express, and

@@ -1,4 +1,4 @@
-// Names that broke the macro (issue 11): a file named `gen`, Rust keywords, names the macro
+// Names that could break the macro: a file named `gen`, Rust keywords, names the macro
 // generates, a user field named like generated padding.
 const KERNELS: u32 = 2u;
 
