@@ -39,6 +39,35 @@ kernel_files! {
     precise: "shaders/16_precise.wgsl",
 }
 
+/// The guide's pages (`docs/guide/`) as doc tests: their Rust examples compile (and run where
+/// they are not `no_run`), and `docs/guide/check.rs` compiles every WGSL example of a page
+/// through the macro's own stages.
+#[cfg(doctest)]
+mod guide {
+    /// A page whose Rust blocks are doc tests and whose WGSL blocks are checked.
+    macro_rules! page {
+        ($name:ident, $path:literal) => {
+            #[doc = include_str!(concat!("../", $path))]
+            #[doc = concat!("```\n", include_str!("../docs/guide/check.rs"), "\ncheck(\"", $path, "\");\n```")]
+            mod $name {}
+        };
+    }
+    page!(writing_kernels, "docs/guide/writing-kernels.md");
+    page!(variants, "docs/guide/variants.md");
+    page!(errors_and_threads, "docs/guide/errors-and-threads.md");
+    // wgsl-support.md: its examples and their claims are checked by kernels-codegen/tests/guide.rs.
+    /// Pages without WGSL examples: their Rust blocks only.
+    #[doc = include_str!("../docs/guide/adapters.md")]
+    mod adapters {}
+    #[doc = include_str!("../docs/guide/products.md")]
+    mod products {}
+    #[doc = include_str!("../docs/guide/web.md")]
+    mod web {}
+    /// The README is the crate's documentation (its Rust blocks run there); its WGSL blocks here.
+    #[doc = concat!("```\n", include_str!("../docs/guide/check.rs"), "\ncheck(\"README.md\");\n```")]
+    mod readme {}
+}
+
 pub mod fast_attention;
 pub mod flash_attention;
 pub mod gemm;
