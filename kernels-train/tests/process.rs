@@ -1,9 +1,9 @@
 //! The trainer as a process (this crate's `train` binary, the same program as the workspace's
-//! `cargo run --example train`), under the faults of issue 15: SIGTERM and SIGHUP mid-run save
-//! a checkpoint that resumes (T2); a second run on the same checkpoint is refused while the
-//! first holds it, and truncating the data file under a run does not end it (T7); SIGKILLs
+//! `cargo run --example train`), under faults: SIGTERM and SIGHUP mid-run save
+//! a checkpoint that resumes; a second run on the same checkpoint is refused while the
+//! first holds it, and truncating the data file under a run does not end it; SIGKILLs
 //! during saves never leave a bad checkpoint, and their temporary files are removed by the next
-//! run (T6); a save that fails at the end keeps the state elsewhere and exits with code 4 (T3).
+//! run; a save that fails at the end keeps the state elsewhere and exits with code 4.
 //!
 //! Each waits for the run to reach a point (a checkpoint on disk, a line on stderr), with a
 //! generous limit so that a stuck run fails instead of hanging; nothing is timed.

@@ -208,7 +208,7 @@ fn cli_owned(args: &[String]) -> Result<(), cli::Failure> {
     cli(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
-/// issue 15 T1: a resumed run whose loss becomes NaN leaves the checkpoint it resumed from as it
+/// A resumed run whose loss becomes NaN leaves the checkpoint it resumed from as it
 /// was (byte for byte, loadable, finite), writes its diverged state beside it, says so, and
 /// exits with code 3; the diverged state cannot be resumed.
 #[test]
@@ -244,7 +244,7 @@ fn a_diverging_resume_keeps_the_good_checkpoint() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// issue 15 T3: a destination that cannot take a checkpoint fails before training, with a
+/// A destination that cannot take a checkpoint fails before training, with a
 /// usage code (a save that fails at the end: `tests/process.rs`).
 #[test]
 fn unusable_destinations_fail_before_training() {
@@ -263,8 +263,8 @@ fn unusable_destinations_fail_before_training() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// issue 15 T4 from the command line: a checkpoint with one flipped bit in its tensor data is
-/// refused by --resume and --generate with exit code 5; restored, it works again.
+/// A checkpoint with one flipped bit in its tensor data is refused from the command line by
+/// --resume and --generate with exit code 5; restored, it works again.
 #[test]
 fn damaged_checkpoints_are_refused_by_resume_and_generate() {
     let Some(_gpu) = common::gpu() else { return };
@@ -287,7 +287,7 @@ fn damaged_checkpoints_are_refused_by_resume_and_generate() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// issue 15 T5: crafted flags end in clear errors, not panics or allocation aborts.
+/// Crafted flags end in clear errors, not panics or allocation aborts.
 #[test]
 fn crafted_flags_are_errors_not_aborts() {
     let Some(_gpu) = common::gpu() else { return };
