@@ -180,7 +180,8 @@ fn included_files_take_part_in_variants() {
 
 #[test]
 fn the_guide_include_example_builds_as_it_says() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/guide/writing-kernels.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/guide/writing-kernels.md")).unwrap();
     let lib_at = readme.find("// file: lib/scale_body.wgsl").expect("the guide shows the include example");
     let kernel_at = lib_at + readme[lib_at..].find("// file: 01_scale.wgsl").unwrap();
     let end = kernel_at + readme[kernel_at..].find("```").unwrap();
