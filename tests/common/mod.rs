@@ -27,14 +27,18 @@ pub fn gpu_with(options: GpuOptions) -> Option<Gpu> {
     }
 }
 
-/// A random generator seeded from `KERNELS_TEST_SEED` or the clock; the seed is printed so a
-/// failure can be replayed.
-pub fn rng(test: &str) -> StdRng {
+/// The seed of `test`: `KERNELS_TEST_SEED`, or the clock; printed so a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
     let seed = std::env::var("KERNELS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
     });
     eprintln!("{test}: KERNELS_TEST_SEED={seed}");
-    StdRng::seed_from_u64(seed)
+    seed
+}
+
+/// A random generator seeded from [`seed`].
+pub fn rng(test: &str) -> StdRng {
+    StdRng::seed_from_u64(seed(test))
 }
 
 /// `n` values uniform in `[lo, hi)`.

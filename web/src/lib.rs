@@ -113,12 +113,13 @@ impl Report<'_> {
         self.line(if ok { Status::Pass } else { Status::Fail }, check, detail);
     }
 
-    /// Compares `got` with `want` elementwise: `|got − want| ≤ tol` (NaN never passes).
+    /// Compares `got` with `want` elementwise: `|got − want| ≤ tol`; where `want` is NaN, `got`
+    /// must be NaN, and a NaN anywhere else never passes.
     fn compare(&mut self, check: &str, got: &[f32], want: &[f64], tol: f64) {
         let mut worst = 0.0f64;
         let mut bad = None;
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-            let err = (g as f64 - w).abs();
+            let err = if w.is_nan() && g.is_nan() { 0.0 } else { (g as f64 - w).abs() };
             if err.is_nan() || err > tol {
                 bad.get_or_insert((i, g, w));
             }
@@ -294,9 +295,23 @@ async fn infrastructure(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<
         scaled.iter().zip(&xs).map(|(&v, &x)| v as f64 - 0.5 * x as f64).chain([SENTINEL as f64; 5]).collect();
     r.compare("infrastructure::axpy", &read(gpu, &y).await?, &axpied, 1e-6);
 
-    let mut c = gpu.upload(&with_tail(&xs))?;
+    // NaNs (quiet, negative, with payloads) stay NaN; ±Inf go to the bounds. The kernel finds
+    // NaN on the bits: a `v != v` test is folded away by some browsers' compilers.
+    let mut cs = xs.clone();
+    let specials = [
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7f80_0001),
+        f32::from_bits(0xffc0_1234),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    for (k, s) in specials.into_iter().enumerate() {
+        cs[k * (N / specials.len()) + (rng.next_u64() % (N / specials.len()) as u64) as usize] = s;
+    }
+    let mut c = gpu.upload(&with_tail(&cs))?;
     clamp_inplace(gpu, &mut c, clamp_inplace::Params::new(n, -0.25, 0.5))?;
-    let clamped: Vec<f32> = xs.iter().map(|&v| v.clamp(-0.25, 0.5)).collect();
+    let clamped: Vec<f32> = cs.iter().map(|&v| v.clamp(-0.25, 0.5)).collect();
     r.compare("infrastructure::clamp_inplace", &read(gpu, &c).await?, &wide(&clamped), 0.0);
 
     // One pass of each reduction: one partial per chunk of 1024.
@@ -423,9 +438,10 @@ mod page {
     }
 
     /// Opens the browser's adapter and runs every check, writing one `<li>` per line into
-    /// `#checks`. Resolves to whether all passed.
+    /// `#checks`, on inputs from `seed` (a decimal u64: the page's `?seed=N`, which the test
+    /// passes from `KERNELS_TEST_SEED`; fresh when absent). Resolves to whether all passed.
     #[wasm_bindgen]
-    pub async fn run() -> bool {
+    pub async fn run(seed: Option<String>) -> bool {
         // A panic becomes a failed line instead of a bare `unreachable` trap.
         std::panic::set_hook(Box::new(|info| {
             append(&Line { status: Status::Fail, check: "panic".into(), detail: info.to_string() })
@@ -437,7 +453,14 @@ mod page {
                 return false;
             }
         };
-        let seed = (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64;
+        let seed = match seed.as_deref().map(str::parse::<u64>) {
+            Some(Ok(seed)) => seed,
+            Some(Err(e)) => {
+                append(&Line { status: Status::Fail, check: "seed".into(), detail: format!("?seed={seed:?}: {e}") });
+                return false;
+            }
+            None => (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64,
+        };
         run_checks(&gpu, seed, &mut |line| append(line)).await
     }
 }

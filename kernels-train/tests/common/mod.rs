@@ -13,3 +13,13 @@ pub fn gpu() -> Option<kernels::Gpu> {
         }
     }
 }
+
+/// The seed of a test's random inputs: `KERNELS_TEST_SEED`, or the clock; printed so that a
+/// failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("KERNELS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+    });
+    eprintln!("{test}: KERNELS_TEST_SEED={seed}");
+    seed
+}
