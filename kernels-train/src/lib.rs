@@ -12,6 +12,8 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod data;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod files;
 pub mod model;
 pub mod params;
 pub mod plot;

@@ -268,7 +268,7 @@ fn crafted_metadata_is_refused_before_allocation() {
 #[test]
 fn the_tokenizer_is_recorded_under_the_checksum() {
     let text = crate::data::built_in_text();
-    let tk = crate::tokenizer::Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 300, false).unwrap();
+    let tk = crate::tokenizer::Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 300).unwrap();
     let model = ModelConfig::new(8, 1, 2, 1, 4).with_vocab(tk.model_vocab());
     let init = params::init(&model, 9).unwrap();
     let c = Checkpoint {

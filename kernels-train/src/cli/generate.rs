@@ -1,20 +1,22 @@
 //! `--generate PROMPT`: sample from a checkpoint and print the text.
 
-use super::{Args, Failure, check_recorded, train_config};
+use super::{Args, Failure, Say, check_recorded, train_config};
+use crate::Error;
 use crate::checkpoint;
 use crate::model::Model;
 use crate::trainer::generate;
-use kernels::Gpu;
 
-/// Loads the checkpoint, continues `prompt` by `--sample-tokens` tokens of the checkpoint's
-/// tokenizer, prints it.
-pub(super) fn run(args: &Args, gpu: &Gpu, prompt: &str) -> Result<(), Failure> {
+/// Loads the checkpoint (before the GPU is opened, so a bad path fails at once), continues
+/// `prompt` by `--sample-tokens` tokens of the checkpoint's tokenizer, prints it.
+pub(super) fn run(args: &Args, prompt: &str, say: &Say) -> Result<(), Failure> {
     let ck = checkpoint::load(&args.checkpoint).map_err(|e| {
         let f = Failure::from(e);
         Failure { message: format!("{} (--generate samples from a checkpoint: train one first)", f.message), ..f }
     })?;
     check_recorded(args, &ck.tokenizer)?;
-    let mut model = Model::with_attention(gpu, &ck.model, 1, &ck.params, None, train_config(args).attention)?;
+    let gpu = kernels::Gpu::new().map_err(Error::from)?;
+    say.line(format!("adapter: {}", gpu.report()));
+    let mut model = Model::with_attention(&gpu, &ck.model, 1, &ck.params, None, train_config(args).attention)?;
     let text =
         generate(&mut model, &ck.tokenizer, prompt, args.sample_tokens, args.temperature, args.top_k, args.seed)?;
     super::output(format!("{prompt}{text}"))

@@ -1,22 +1,22 @@
 //! `--resume`: continue the run saved at `--checkpoint`.
 
 use super::args::model_flags_given;
-use super::{Args, Failure, Say, check_recorded, model_config, train_config};
+use super::{Args, Failure, Say, Setup, Stop, check_recorded, model_config, unless_stopped};
 use crate::checkpoint;
 use crate::data::Corpus;
-use crate::trainer::Trainer;
-use kernels::Gpu;
+use std::sync::Arc;
 
 /// Loads the checkpoint (its shape, unless model flags ask for another: then an error; its
-/// tokenizer, unless `--tokenizer` names another: then an error), tokenizes the text with the
-/// checkpoint's tokenizer and rebuilds the trainer at its step.
-pub(super) fn open(args: &Args, gpu: &Gpu, text: &[u8], source: &str, say: &Say) -> Result<Trainer, Failure> {
+/// tokenizer, unless `--tokenizer` names another: then an error) and tokenizes the text with the
+/// checkpoint's tokenizer (watching `stop`), for the trainer to be rebuilt at its step.
+pub(super) fn prepare(args: &Args, text: Arc<Vec<u8>>, source: &str, stop: &Stop, say: &Say) -> Result<Setup, Failure> {
     let ck = checkpoint::load(&args.checkpoint)?;
     if model_flags_given(args) {
         checkpoint::check_compatible(&ck.model, &model_config(args).with_vocab(ck.model.vocab))?;
     }
     check_recorded(args, &ck.tokenizer)?;
     say.line(format!("resuming {} at step {} ({})", args.checkpoint.display(), ck.step, ck.tokenizer.describe()));
-    let corpus = Corpus::new(text, source, ck.tokenizer.clone())?;
-    Ok(Trainer::resume(gpu, ck, &train_config(args), corpus)?)
+    let (tokenizer, shown) = (ck.tokenizer.clone(), source.to_string());
+    let corpus = unless_stopped(stop, args, "the text was tokenized", move || Corpus::new(&text, &shown, tokenizer))??;
+    Ok(Setup::Resume(Box::new(ck), corpus))
 }

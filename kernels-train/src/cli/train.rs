@@ -3,7 +3,7 @@
 //! end, and a sample.
 
 use super::signals::name as signal_name;
-use super::{Args, Failure, Say, Stop, exit, model_config, train_config};
+use super::{Args, Failure, Say, Setup, Stop, exit, model_config, stopped_before_training, unless_stopped};
 use crate::Error;
 use crate::checkpoint::Destination;
 use crate::data::Corpus;
@@ -11,51 +11,69 @@ use crate::plot::loss_svg;
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use crate::trainer::Trainer;
 use indicatif::{ProgressBar, ProgressStyle};
-use kernels::Gpu;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A new run from the flags' model, tokenizer and seed. A `bpe:N` tokenizer is trained on
-/// `text` here (with a progress bar); a tokenizer other than bytes is written beside the
-/// checkpoint (`dest`, if any) as `NAME.tokenizer.json`.
-pub(super) fn start(
+/// A new run's model shape and corpus from the flags: a `bpe:N` tokenizer is trained on `text`
+/// here (with a spinner on stderr), a tokenizer other than bytes is written beside the
+/// checkpoint (`dest`, if any) as `NAME.tokenizer.json`, and the text is tokenized. Training
+/// the BPE and tokenizing watch `stop`: a signal during either ends the run at once.
+pub(super) fn prepare(
     args: &Args,
-    gpu: &Gpu,
-    text: &[u8],
+    text: Arc<Vec<u8>>,
     source: &str,
     dest: Option<&Destination>,
+    stop: &Stop,
     say: &Say,
-) -> Result<Trainer, Failure> {
+) -> Result<Setup, Failure> {
     let tokenizer = match args.tokenizer.clone().unwrap_or(TokenizerChoice::Bytes) {
         TokenizerChoice::Bytes => Tokenizer::bytes(),
         TokenizerChoice::File(path) => Tokenizer::open(&path)?,
         TokenizerChoice::Bpe(n) => {
-            let text = std::str::from_utf8(text).map_err(|e| {
-                Error::Data(format!("{source} is not UTF-8 ({e}): a BPE is trained on text; use --tokenizer bytes"))
-            })?;
+            if let Err(e) = std::str::from_utf8(&text) {
+                return Err(Error::Data(format!(
+                    "{source} is not UTF-8 ({e}): a BPE is trained on text; use --tokenizer bytes"
+                ))
+                .into());
+            }
             say.line(format!("training a byte-level BPE of {n} tokens on {source}"));
+            let spinner = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
+            spinner.set_message(format!("training a BPE of {n} tokens"));
+            spinner.enable_steady_tick(Duration::from_millis(120));
             let started = Instant::now();
-            let t = Tokenizer::train_bpe(text, n, !args.quiet)?;
+            let text = text.clone();
+            let trained = unless_stopped(stop, args, "a BPE was trained", move || {
+                // Checked above: UTF-8.
+                Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap_or_default(), n)
+            });
+            spinner.finish_and_clear();
+            let t = trained??;
             say.line(format!("BPE trained: {} in {:.1} s", t.describe(), started.elapsed().as_secs_f64()));
             t
         }
     };
     if let (Some(dest), Some(json)) = (dest, tokenizer.json()) {
-        let to = dest.write_tokenizer(json)?;
-        say.line(format!("tokenizer: {}", to.display()));
+        // A copy for other tools (the checkpoint records its own): not writing it is no reason
+        // to stop, like the loss curve. A directory in its place was refused before this.
+        match dest.write_tokenizer(json) {
+            Ok(to) => say.line(format!("tokenizer: {}", to.display())),
+            Err(e) => crate::note(format!("warning: the tokenizer's copy beside the checkpoint was not written: {e}")),
+        }
     }
     let started = Instant::now();
-    let corpus = Corpus::new(text, source, tokenizer)?;
+    let bytes = text.len();
+    let (owned, shown) = (tokenizer.clone(), source.to_string());
+    let corpus = unless_stopped(stop, args, "the text was tokenized", move || Corpus::new(&text, &shown, owned))??;
     if !corpus.tokenizer().is_bytes() {
         say.line(format!(
-            "tokenized {} bytes into {} tokens in {:.1} s",
-            text.len(),
+            "tokenized {bytes} bytes into {} tokens in {:.1} s",
             corpus.len(),
             started.elapsed().as_secs_f64()
         ));
     }
     let cfg = model_config(args).with_vocab(corpus.tokenizer().model_vocab());
-    Ok(Trainer::new(gpu, &cfg, &train_config(args), corpus)?)
+    Ok(Setup::New(cfg, corpus))
 }
 
 /// One line about the model and the data.
@@ -172,7 +190,7 @@ pub(super) fn run(
     let total = train.steps as u64;
     let eval_every = args.eval_every.unwrap_or((train.steps / 5).max(1)) as u64;
     let every_steps = args.checkpoint_every.map(|n| n as u64);
-    let every_time = (args.checkpoint_minutes > 0.0).then(|| Duration::from_secs_f64(args.checkpoint_minutes * 60.0));
+    let every_time = super::args::checkpoint_interval(args).map_err(super::usage)?;
     let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(total) };
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps | {msg} | ETA {eta}")
@@ -187,6 +205,7 @@ pub(super) fn run(
     let resumed = args.resume.then_some(trainer.step);
     let mut saves = Saves { dest, good: resumed, last: (trainer.step, started), saved: None };
     let mut stopped_by = None;
+    let _training = super::signals::Training::begin();
     while trainer.step < total {
         if let Some(signal) = stop.requested() {
             stopped_by = Some(signal);
@@ -244,6 +263,11 @@ pub(super) fn run(
         bar.set_position(trainer.step);
     }
     bar.finish();
+    if let Some(signal) = stopped_by
+        && trainer.step == first_step
+    {
+        return Err(stopped_before_training(signal, args, "before the first step"));
+    }
     if saves.saved != Some(trainer.step) {
         match saves.save(&mut trainer, say) {
             Ok(()) => {}
@@ -271,6 +295,6 @@ pub(super) fn run(
             ),
         });
     }
-    let sample = trainer.generate("\n", args.sample_tokens.min(400), args.temperature, args.top_k, args.seed)?;
+    let sample = trainer.sample(args.sample_tokens.min(400), args.temperature, args.top_k, args.seed)?;
     super::output(format!("--- sample ---\n{sample}\n--------------"))
 }
