@@ -279,6 +279,22 @@ impl Trainer {
     }
 }
 
+/// The tokens a generation starts from: `prompt`'s, or a newline's for an empty prompt; an error
+/// that says so when the tokenizer makes no token of either (one that drops whitespace).
+pub fn prompt_tokens(tokenizer: &Tokenizer, prompt: &str) -> Result<Vec<u32>, Error> {
+    let mut ctx = tokenizer.encode(prompt.as_bytes())?;
+    if ctx.is_empty() {
+        ctx = tokenizer.encode(b"\n")?;
+    }
+    if ctx.is_empty() {
+        return Err(Error::Config(format!(
+            "the prompt {prompt:?} gives no tokens with the tokenizer {} (nor does a newline): give a prompt it makes tokens of",
+            tokenizer.describe()
+        )));
+    }
+    Ok(ctx)
+}
+
 /// The state of a generation: the context so far and the tokens sampled.
 struct Generation {
     rng: Rng,
@@ -298,17 +314,7 @@ impl Generation {
         top_k: usize,
         seed: u64,
     ) -> Result<Generation, Error> {
-        let mut ctx = tokenizer.encode(prompt.as_bytes())?;
-        if ctx.is_empty() {
-            ctx = tokenizer.encode(b"\n")?;
-        }
-        if ctx.is_empty() {
-            return Err(Error::Config(format!(
-                "the prompt {prompt:?} gives no tokens with the tokenizer {} (nor does a newline): give a prompt it makes tokens of",
-                tokenizer.describe()
-            )));
-        }
-        Ok(Generation::from_ids(tokenizer, ctx, temperature, top_k, seed))
+        Ok(Generation::from_ids(tokenizer, prompt_tokens(tokenizer, prompt)?, temperature, top_k, seed))
     }
 
     /// A generation continuing the token ids `ctx` (at least one).

@@ -177,7 +177,7 @@ fn files_that_are_not_regular_or_too_large_are_refused() {
 }
 
 /// `--checkpoint` naming a directory gets advice that works (name a file in it), whether the
-/// run is new, `--overwrite` or `--resume`; following it trains.
+/// run is new, `--overwrite` or `--resume`, not advice about an existing checkpoint.
 #[test]
 fn a_checkpoint_path_that_is_a_directory_gets_advice_that_works() {
     let dir = tmp("directory");
@@ -189,10 +189,6 @@ fn a_checkpoint_path_that_is_a_directory_gets_advice_that_works() {
         refused(&ran, &[&format!("--checkpoint {d} is a directory: name a file in it, such as {}", inside.display())]);
         assert!(!ran.stderr.contains("pass --resume") && !ran.stderr.contains("--overwrite to"), "{}", ran.stderr);
     }
-    let Some(_gpu) = common::gpu() else { return };
-    let ran = train(&dir, &["--checkpoint", inside.to_str().unwrap(), "--steps", "1", "--sample-tokens", "4"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    assert_eq!(checkpoint::load(&inside).unwrap().step, 1);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -241,8 +237,8 @@ fn a_bpe_run_writes_only_its_sample_to_stdout_and_a_closed_stdout_is_no_panic() 
 
 /// A `tokenizer.json` that makes no token of "\n" (a WordLevel over whitespace-separated words):
 /// the run finishes with exit 0 and a sample that starts from the held-out text's first token;
-/// `--generate` with a prompt of only whitespace is refused (exit 2) saying why, with words it
-/// samples.
+/// `--generate` with a prompt of only whitespace is refused (exit 2) saying why, before the GPU
+/// is opened.
 #[test]
 fn a_tokenizer_without_a_newline_token_finishes_its_run() {
     let Some(_gpu) = common::gpu() else { return };
@@ -272,9 +268,7 @@ fn a_tokenizer_without_a_newline_token_finishes_its_run() {
 
     let ran = train(&dir, &["--generate", " \n", "--sample-tokens", "4"]);
     refused(&ran, &["gives no tokens with the tokenizer WordLevel"]);
-    let ran = train(&dir, &["--generate", "the", "--sample-tokens", "4"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    assert!(ran.stdout.starts_with("the"), "{:?}", ran.stdout);
+    assert!(!ran.stderr.contains("adapter:"), "the prompt was checked after the GPU was opened:\n{}", ran.stderr);
     std::fs::remove_dir_all(dir).unwrap();
 }
 

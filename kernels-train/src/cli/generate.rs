@@ -6,7 +6,8 @@ use crate::checkpoint;
 use crate::model::Model;
 use crate::trainer::generate;
 
-/// Loads the checkpoint (before the GPU is opened, so a bad path fails at once), continues
+/// Loads the checkpoint and checks the prompt (before the GPU is opened, so a bad path or a
+/// prompt without tokens fails at once), continues
 /// `prompt` by `--sample-tokens` tokens of the checkpoint's tokenizer, prints it.
 pub(super) fn run(args: &Args, prompt: &str, say: &Say) -> Result<(), Failure> {
     let ck = checkpoint::load(&args.checkpoint).map_err(|e| {
@@ -14,6 +15,7 @@ pub(super) fn run(args: &Args, prompt: &str, say: &Say) -> Result<(), Failure> {
         Failure { message: format!("{} (--generate samples from a checkpoint: train one first)", f.message), ..f }
     })?;
     check_recorded(args, &ck.tokenizer)?;
+    crate::trainer::prompt_tokens(&ck.tokenizer, prompt)?;
     let gpu = kernels::Gpu::new().map_err(Error::from)?;
     say.line(format!("adapter: {}", gpu.report()));
     let mut model = Model::with_attention(&gpu, &ck.model, 1, &ck.params, None, train_config(args).attention)?;
