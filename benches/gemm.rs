@@ -1,32 +1,33 @@
-//! SGEMM: `linear::matmul`, `matmul_t` and `matmul_at` at 4096³ and at GPT-2-small training
-//! shapes (M = 8192 tokens: 768×768 one projection, 768×2304 QKV, 768×3072 and 3072×768 MLP,
-//! 768×50304 the head), plus the trainer's weight-gradient path `ops::matmul_at_acc_split`
-//! (layout `matmul_at_split`: the split contraction and its fixed-order sum, both dispatches
-//! timed; the same as `matmul_at_acc` where the output has enough tiles).
-//! GPU time from timestamps (median of the repeats after a warm-up), TFLOP/s = 2·M·N·K / t.
-//! Random inputs. `cargo bench --bench gemm` (smaller shapes on a CPU adapter);
-//! `KERNELS_BENCH_JSON=path` also writes JSON lines.
+//! Matrix products through `kernels::gemm`, and the tuner of its f16 core.
 //!
-//! Then the tensor-core products of `linear16` (`gemm16` lines): f16 operands (`matmul_t16`
-//! X·Wᵀ, `matmul16` X·W, the split weight gradient `ops::weight_grad_f16`) and the f32-accurate
-//! products (`ops::matmul_t_precise`, `ops::matmul_precise`, `ops::weight_grad_precise` at
-//! `Precision::F32`: on tensor cores the scaled split of `kernels::precise`, its split passes
-//! timed with the product), each followed by its error against float64 on 4096 sampled outputs
-//! and, for X·Wᵀ, our SGEMM on the same inputs (time and error), at 4096³ and the trainer's
-//! shapes, each with its shape compiled in (`ops`), the variant that ran named. These
-//! are timed after a sustained warm-up in the same submission (about 0.2 s of work at 200
-//! TFLOP/s; the H200's SM clock falls from 1980 to 345 MHz between short bursts) and
-//! `KERNELS_BENCH_ONLY=gemm16` runs them alone.
+//! ```text
+//! gemm                       every core the adapter runs, at 4096³ and the trainer's shapes
+//! gemm --tune [--budget-s S] [--table PATH] [--quick]
+//!                            searches the f16 core's block shapes (F16Config) and splits on
+//!                            this adapter; writes the tuning table's lines to PATH
+//! ```
+//! Each measurement runs the library's own plan: a check on fresh random inputs first (the
+//! largest error of 256 sampled outputs against float64, relative to Σ|a||b|, must be within
+//! f32 rounding of K products; a block shape that fails is reported and never chosen), then a
+//! sustained warm-up and the timed repeats in one submission (the H200's SM clock falls from
+//! 1980 to 345 MHz between short bursts), GPU time from timestamps, median of the repeats.
+//! TFLOP/s = 2·M·N·K / t. JSON lines go to stdout and to `KERNELS_BENCH_JSON` when set.
+//! Shapes are M×N×K of C [M, N] = op(A) [M, K] · op(B) [K, N]; orientation `nt` is X·Wᵀ (B
+//! stored [N, K]), `nn` dY·W, `tn` the weight gradient Xᵀ·B (A stored [K, M]). On a CPU adapter
+//! the shapes are small (a smoke test of the bench itself).
 
 use kernels::Gpu;
-use kernels::linear::{matmul, matmul_at, matmul_t};
+use kernels::gemm::{self, Core, Elem, F16Config, Gemm, GemmPlan, GemmWorkspace, Mat, Precision};
+use kernels::ops::{self, F16x4};
 use std::io::Write;
+use std::time::Instant;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
+/// Deterministic values in [-1, 1) (xorshift).
 fn random(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
@@ -34,316 +35,396 @@ fn random(n: usize, seed: u64) -> Vec<f32> {
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
         })
         .collect()
 }
 
-fn main() {
-    let gpu = Gpu::new().expect("a GPU adapter");
-    println!("adapter: {}", gpu.report());
-    let only16 = std::env::var("KERNELS_BENCH_ONLY").is_ok_and(|v| v == "gemm16");
-    let mut json = std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap());
-    if !only16 {
-        sgemm(&gpu, json.as_mut());
-    }
-    tensor_cores(&gpu, json.as_mut());
+/// One product's inputs on the host and the GPU, and its sampled reference.
+struct Problem {
+    gemm: Gemm,
+    a32: Option<kernels::Buffer<f32>>,
+    b32: Option<kernels::Buffer<f32>>,
+    a16: Option<kernels::Buffer<F16x4>>,
+    b16: Option<kernels::Buffer<F16x4>>,
+    /// (row, column, Σ a·b, Σ |a·b|) of the sampled outputs.
+    samples: Vec<(usize, usize, f64, f64)>,
 }
 
-fn sgemm(gpu: &Gpu, mut json: Option<&mut std::fs::File>) {
-    // Tensor cores through Vulkan's cooperative matrices, if the driver offers any shape (not
-    // used: their inputs are f16 or narrower, outside the f32 kernels' tolerance).
-    let coop = gpu.adapter().cooperative_matrix_properties();
-    println!(
-        "cooperative matrix shapes offered: {}",
-        if coop.is_empty() {
-            "none".to_string()
+impl Problem {
+    fn new(gpu: &Gpu, gemm: Gemm, seed: u64) -> Problem {
+        let Gemm { m, n, k, a_t, b_t, .. } = gemm;
+        let (ar, ac) = if a_t { (k, m) } else { (m, k) };
+        let (br, bc) = if b_t { (n, k) } else { (k, n) };
+        let mut a = random(ar * ac, seed);
+        let mut b = random(br * bc, seed + 1);
+        let half = gemm.a == Elem::F16;
+        if half {
+            for v in a.iter_mut().chain(b.iter_mut()) {
+                *v = kernels::f16::from_f32(*v).to_f32();
+            }
+        }
+        let at = |i: usize, l: usize| (if a_t { a[l * ac + i] } else { a[i * ac + l] }) as f64;
+        let bt = |l: usize, j: usize| (if b_t { b[j * bc + l] } else { b[l * bc + j] }) as f64;
+        let mut s = seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
+        let mut next = |bound: usize| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % bound as u64) as usize
+        };
+        let mut samples = Vec::new();
+        for t in 0..256 {
+            // The corners first (edge blocks), then anywhere.
+            let (i, j) = match t {
+                0 => (0, 0),
+                1 => (m - 1, n - 1),
+                2 => (m - 1, 0),
+                3 => (0, n - 1),
+                _ => (next(m), next(n)),
+            };
+            let (mut sum, mut abs) = (0.0, 0.0);
+            for l in 0..k {
+                let p = at(i, l) * bt(l, j);
+                sum += p;
+                abs += p.abs();
+            }
+            samples.push((i, j, sum, abs));
+        }
+        let mut pr = Problem { gemm, a32: None, b32: None, a16: None, b16: None, samples };
+        if half {
+            pr.a16 = Some(gpu.upload(&ops::to_f16x4(&a, ar, ac)).unwrap());
+            pr.b16 = Some(gpu.upload(&ops::to_f16x4(&b, br, bc)).unwrap());
         } else {
-            coop.iter()
-                .map(|c| format!("{}x{}x{} {:?}->{:?}", c.m_size, c.n_size, c.k_size, c.ab_type, c.cr_type))
-                .collect::<Vec<_>>()
-                .join(", ")
+            pr.a32 = Some(gpu.upload(&a).unwrap());
+            pr.b32 = Some(gpu.upload(&b).unwrap());
         }
-    );
+        pr
+    }
+
+    fn mats(&self) -> (Mat<'_>, Mat<'_>) {
+        let Gemm { m, n, k, a_t, b_t, .. } = self.gemm;
+        let (ar, ac) = if a_t { (k, m) } else { (m, k) };
+        let (br, bc) = if b_t { (n, k) } else { (k, n) };
+        let (a, b) = match (&self.a32, &self.b32, &self.a16, &self.b16) {
+            (Some(a), Some(b), _, _) => (Mat::f32(a, ar, ac), Mat::f32(b, br, bc)),
+            (_, _, Some(a), Some(b)) => (Mat::f16(a, ar, ac), Mat::f16(b, br, bc)),
+            _ => unreachable!(),
+        };
+        (if a_t { a.t() } else { a }, if b_t { b.t() } else { b })
+    }
+}
+
+struct Measured {
+    ns: f64,
+    tflops: f64,
+    /// Largest |c − Σab| / Σ|a||b| of the samples.
+    error: f64,
+    /// Whether it is within f32 rounding (γ_{K+parts+3}) of the f16-rounded operands' product, or
+    /// 1e-6 for the split core.
+    ok: bool,
+}
+
+/// Checks `plan` on `pr`, then times it after a warm-up of about `warm_s` seconds of the same work.
+fn measure(gpu: &Gpu, pr: &Problem, plan: &GemmPlan, warm_s: f64, repeats: usize) -> Result<Measured, String> {
+    let g = *plan.gemm();
+    let (m, n, k) = (g.m, g.n, g.k);
+    let mut c = gpu.zeros::<f32>(m * n).map_err(|e| e.to_string())?;
+    let mut ws = GemmWorkspace::new(gpu, &[plan]).map_err(|e| e.to_string())?;
+    let (a, b) = pr.mats();
+    let run = |rec: &kernels::Batch<'_>, c: &mut kernels::Buffer<f32>, ws: &mut GemmWorkspace| {
+        gemm::gemm(rec, plan, a, b, None, c, ws).map_err(|e| e.to_string())
+    };
+    // The check: one product into zeros (so Store and Accumulate give the same).
+    {
+        let batch = gpu.batch();
+        run(&batch, &mut c, &mut ws)?;
+        batch.submit().map_err(|e| e.to_string())?;
+    }
+    let got = c.read(gpu).map_err(|e| e.to_string())?;
+    let mut error = 0.0f64;
+    let mut ok = true;
+    let gamma = (k + plan.parts() + 3) as f64 * 2f64.powi(-24) + if plan.core() == Core::Split { 1e-6 } else { 0.0 };
+    for &(i, j, want, abs) in &pr.samples {
+        let e = (got[i * n + j] as f64 - want).abs() / abs.max(1e-30);
+        if e.is_nan() || e > gamma {
+            ok = false;
+        }
+        error = error.max(if e.is_nan() { f64::INFINITY } else { e });
+    }
+    // The timing: warm-up and repeats in one submission.
+    let flops = 2.0 * (m * n * k) as f64;
+    let guess = flops / 2e14; // seconds at 200 TFLOP/s
     let cpu = gpu.report().device_type == "Cpu";
-    let shapes: Vec<(usize, usize, usize)> = if cpu {
-        vec![(256, 256, 256), (512, 192, 576)]
-    } else {
-        vec![
-            (4096, 4096, 4096),
-            (8192, 768, 768),
-            (8192, 768, 2304),
-            (8192, 768, 3072),
-            (8192, 3072, 768),
-            (8192, 768, 50304),
-        ]
-    };
-    let repeats = if cpu { 3 } else { 12 };
-    println!("\n| kernel | M×K×N | time | TFLOP/s |");
-    println!("|---|---|---|---|");
-    for (m, k, n) in shapes {
-        let a = gpu.upload(&random(m * k, 1)).unwrap(); // X [M,K]
-        let w = gpu.upload(&random(k * n, 2)).unwrap(); // W [K,N] or [N,K]
-        let b = gpu.upload(&random(m * n, 3)).unwrap(); // B [M,N]
-        let mut y = gpu.zeros::<f32>(m * n).unwrap();
-        let mut yt = gpu.zeros::<f32>(k * n).unwrap();
-        let mut scratch = gpu.zeros::<f32>(kernels::ops::weight_grad_scratch_len(m, n, k).max(1)).unwrap();
-        for name in ["matmul", "matmul_t", "matmul_at", "matmul_at_split"] {
-            let batch = gpu.profiled_batch(2 * (repeats + 1)).unwrap();
-            for _ in 0..=repeats {
-                let p = kernels::linear::matmul::Params::new(m as u32, n as u32, k as u32);
-                match name {
-                    "matmul" => matmul(&batch, &a, &w, &mut y, p),
-                    "matmul_t" => matmul_t(&batch, &a, &w, &mut y, p),
-                    "matmul_at" => matmul_at(&batch, &a, &b, &mut yt, p),
-                    _ => kernels::ops::matmul_at_acc_split(&batch, &a, &b, &mut yt, &mut scratch, m, n, k),
-                }
-                .unwrap();
-            }
-            let t = repeat_ns(batch, repeats);
-            let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
-            println!("| {name} | {m}×{k}×{n} | {:.3} ms | {tflops:.2} |", t / 1e6);
-            if let Some(f) = json.as_deref_mut() {
-                writeln!(
-                    f,
-                    "{{\"bench\":\"gemm\",\"adapter\":{:?},\"layout\":\"{name}\",\"m\":{m},\"n\":{n},\"k\":{k},\"ns\":{t},\"tflops\":{tflops}}}",
-                    gpu.report().name
-                )
-                .unwrap();
-            }
-        }
+    let warm = if cpu { 1 } else { ((warm_s / guess).ceil() as usize).clamp(3, 2000) };
+    // The warm-up unprofiled (a batch's timestamps are bounded), submitted just before the
+    // timed repeats so the GPU never idles between them.
+    let warmup = gpu.batch();
+    for _ in 0..warm {
+        run(&warmup, &mut c, &mut ws)?;
     }
+    warmup.submit().map_err(|e| e.to_string())?;
+    let batch = gpu.profiled_batch((repeats * plan.dispatches()) as u32).map_err(|e| e.to_string())?;
+    for _ in 0..repeats {
+        run(&batch, &mut c, &mut ws)?;
+    }
+    let prof = batch.submit_profiled().map_err(|e| e.to_string())?;
+    if prof.dispatches.len() != repeats * plan.dispatches() {
+        return Err(format!("{} dispatches timed, {} recorded", prof.dispatches.len(), repeats * plan.dispatches()));
+    }
+    let per = plan.dispatches();
+    let ns = median(prof.dispatches.chunks(per).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect());
+    Ok(Measured { ns, tflops: flops / ns / 1e3, error, ok })
+}
 
-    // How many parts the weight-gradient contraction should be split into, per shape: the data
-    // behind `ops::weight_grad_parts` (1 = the unsplit `matmul_at_acc`).
-    let wgrad: Vec<(usize, usize, usize)> = if cpu {
-        vec![(1024, 64, 64)]
-    } else {
-        vec![(8192, 256, 768), (8192, 768, 768), (8192, 768, 2048), (8192, 2048, 768), (8192, 768, 2304)]
-    };
-    println!("\n| weight gradient Xᵀ·B, M×K×N | parts | chosen | time | TFLOP/s |");
-    println!("|---|---|---|---|---|");
-    for (m, k, n) in wgrad {
-        let a = gpu.upload(&random(m * k, 4)).unwrap();
-        let b = gpu.upload(&random(m * n, 5)).unwrap();
-        let mut yt = gpu.zeros::<f32>(k * n).unwrap();
-        let mut scratch = gpu.zeros::<f32>(16 * k * n).unwrap();
-        let chosen = kernels::ops::weight_grad_parts(m, n, k);
-        for parts in [1usize, 2, 4, 8, 16] {
-            let batch = gpu.profiled_batch(2 * (repeats + 1)).unwrap();
-            for _ in 0..=repeats {
-                kernels::ops::matmul_at_acc_parts(&batch, &a, &b, &mut yt, &mut scratch, m, n, k, parts).unwrap();
-            }
-            let t = repeat_ns(batch, repeats);
-            let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
-            let mark = if parts == chosen { "yes" } else { "" };
-            println!("| {m}×{k}×{n} | {parts} | {mark} | {:.3} ms | {tflops:.2} |", t / 1e6);
-            if let Some(f) = json.as_deref_mut() {
-                writeln!(
-                    f,
-                    "{{\"bench\":\"gemm_parts\",\"adapter\":{:?},\"m\":{m},\"n\":{n},\"k\":{k},\"parts\":{parts},\"chosen\":{chosen},\"ns\":{t},\"tflops\":{tflops}}}",
-                    gpu.report().name
-                )
-                .unwrap();
-            }
+fn orient(g: &Gemm) -> &'static str {
+    match (g.a_t, g.b_t) {
+        (false, true) => "nt",
+        (false, false) => "nn",
+        (true, false) => "tn",
+        (true, true) => "tt",
+    }
+}
+
+struct Out {
+    json: Option<std::fs::File>,
+    adapter: String,
+}
+
+impl Out {
+    fn line(&mut self, fields: &str) {
+        let l = format!("{{\"bench\":\"gemm\",\"adapter\":{:?},{fields}}}", self.adapter);
+        println!("{l}");
+        if let Some(f) = self.json.as_mut() {
+            writeln!(f, "{l}").unwrap();
         }
     }
 }
 
-/// Submits a profiled batch of `repeats + 1` equal repeats (one dispatch each, or two for a
-/// split contraction) and returns the median GPU time of a repeat, the first (a warm-up) left out.
-fn repeat_ns(batch: kernels::Batch<'_>, repeats: u32) -> f64 {
-    let prof = batch.submit_profiled().unwrap();
-    let per = prof.dispatches.len() / (repeats as usize + 1);
-    median(prof.dispatches.chunks(per).skip(1).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect())
+fn record(out: &mut Out, what: &str, pr: &Problem, plan: &GemmPlan, r: &Result<Measured, String>) {
+    let g = pr.gemm;
+    let head = format!(
+        "\"what\":{what:?},\"layout\":\"{}\",\"m\":{},\"n\":{},\"k\":{},\"plan\":{:?}",
+        orient(&g),
+        g.m,
+        g.n,
+        g.k,
+        plan.describe()
+    );
+    match r {
+        Ok(x) => out.line(&format!(
+            "{head},\"ns\":{:.0},\"tflops\":{:.2},\"error\":{:.3e},\"ok\":{}",
+            x.ns, x.tflops, x.error, x.ok
+        )),
+        Err(e) => out.line(&format!("{head},\"failed\":{e:?}")),
+    }
 }
 
-/// Submits a profiled batch of `warm + repeats` equal repeats (one or more dispatches each) and
-/// returns the median GPU time of a timed repeat: the first `warm` (the sustained warm-up, in
-/// the same submission, so the clock is up when timing starts) left out.
-fn timed_ns(batch: kernels::Batch<'_>, warm: usize, repeats: usize) -> f64 {
-    let prof = batch.submit_profiled().unwrap();
-    let per = prof.dispatches.len() / (warm + repeats);
-    median(prof.dispatches.chunks(per).skip(warm).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect())
+/// The products measured: 4096³ and the GPT-2 shapes of the issue (MLP 3072, fused QKV 2304)
+/// in each orientation, then the trainer's own (`gpt2-small`: ffn 2048, separate q/k/v, vocab 256).
+fn shapes(cpu: bool) -> Vec<(bool, bool, usize, usize, usize)> {
+    if cpu {
+        return vec![(false, true, 256, 256, 128), (false, false, 256, 192, 160), (true, false, 192, 128, 512)];
+    }
+    let mut v = Vec::new();
+    for (a_t, b_t) in [(false, true), (false, false)] {
+        v.push((a_t, b_t, 4096, 4096, 4096));
+        for (n, k) in [(2304, 768), (3072, 768), (768, 3072), (768, 768), (2048, 768), (768, 2048)] {
+            v.push((a_t, b_t, 8192, n, k));
+        }
+    }
+    v.push((true, false, 4096, 4096, 4096));
+    for (m, n) in [(768, 768), (768, 3072), (3072, 768), (2304, 768), (2048, 768), (768, 2048), (256, 768)] {
+        v.push((true, false, m, n, 8192));
+    }
+    v
 }
 
-/// The tensor-core products (`gemm16` JSON lines). Shapes M×K×N as above; the weight gradients
-/// are Y [K, N] += Xᵀ·B over M tokens.
-fn tensor_cores(gpu: &Gpu, mut json: Option<&mut std::fs::File>) {
-    use kernels::ops::{self, Precision};
+fn bench(gpu: &Gpu, out: &mut Out) {
     let cpu = gpu.report().device_type == "Cpu";
     let has_f16 = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
-    let shapes: Vec<(usize, usize, usize)> = if cpu {
-        vec![(256, 256, 256)]
-    } else {
-        vec![(4096, 4096, 4096), (8192, 768, 2304), (8192, 768, 3072), (8192, 3072, 768)]
-    };
-    // (tokens, out, in): the trainer's dW [out, in] += dYᵀ·X for the projections, QKV, MLP up
-    // and down.
-    let wgrad: Vec<(usize, usize, usize)> = if cpu {
-        vec![(512, 128, 64)]
-    } else {
-        vec![(8192, 768, 768), (8192, 2304, 768), (8192, 3072, 768), (8192, 768, 3072)]
-    };
     let repeats = if cpu { 3 } else { 20 };
-    // About 0.2 s of sustained work at 200 TFLOP/s before timing.
-    let warm_for = |flops: f64| if cpu { 1 } else { ((4e13 / flops).ceil() as usize).clamp(4, 400) };
-    let variant = |k: &kernels::KernelDef| match gpu.variant_for(k) {
-        Ok(v) if !v.coop.is_empty() => "coop",
-        Ok(_) => "portable",
-        Err(_) => "none",
-    };
-    println!("\n| tensor-core product | variant | M×K×N | time | TFLOP/s |");
-    println!("|---|---|---|---|---|");
-    let mut report = |name: &str, var: &str, (m, k, n): (usize, usize, usize), warm: usize, t: f64| {
-        let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e3;
-        println!("| {name} | {var} | {m}×{k}×{n} | {:.3} ms | {tflops:.2} |", t / 1e6);
-        if let Some(f) = json.as_deref_mut() {
-            writeln!(
-                f,
-                "{{\"bench\":\"gemm16\",\"adapter\":{:?},\"layout\":\"{name}\",\"variant\":\"{var}\",\"m\":{m},\"n\":{n},\"k\":{k},\"warmup\":{warm},\"ns\":{t},\"tflops\":{tflops}}}",
-                gpu.report().name
-            )
-            .unwrap();
-        }
-    };
-    for (m, k, n) in shapes {
-        let flops = 2.0 * (m * n * k) as f64;
-        let warm = warm_for(flops);
-        let total = warm + repeats;
-        let (a_host, wt_host, w_host) = (random(m * k, 11), random(n * k, 12), random(k * n, 13));
-        let a32 = gpu.upload(&a_host).unwrap(); // X [M,K]
-        let wt32 = gpu.upload(&wt_host).unwrap(); // W [N,K]
-        let w32 = gpu.upload(&w_host).unwrap(); // W [K,N]
-        let mut y = gpu.zeros::<f32>(m * n).unwrap();
+    println!("\n| layout | M×N×K | plan | TFLOP/s | error |\n|---|---|---|---|---|");
+    for (i, &(a_t, b_t, m, n, k)) in shapes(cpu).iter().enumerate() {
+        let mut precisions = vec![(Elem::F32, Precision::F32), (Elem::F32, Precision::F32Simt)];
         if has_f16 {
-            let a16 = gpu.upload(&ops::to_f16x4(&random(m * k, 11), m, k)).unwrap();
-            let wt16 = gpu.upload(&ops::to_f16x4(&random(n * k, 12), n, k)).unwrap();
-            let w16 = gpu.upload(&ops::to_f16x4(&random(k * n, 13), k, n)).unwrap();
-            let batch = gpu.profiled_batch(total as u32).unwrap();
-            for _ in 0..total {
-                ops::matmul_t_f16(&batch, &a16, &wt16, &mut y, m, n, k).unwrap();
+            precisions.insert(0, (Elem::F16, Precision::F16));
+        }
+        for (e, precision) in precisions {
+            let g = Gemm::new(m, n, k).a_t(a_t).b_t(b_t).elems(e, e).precision(precision);
+            let plan = g.plan(gpu).unwrap();
+            if precision == Precision::F32Simt && plan.core() == Core::Simt && i > 0 && !cpu && m * n * k > 1 << 33 {
+                continue; // the SIMT product at 4096³ once is enough
             }
-            report(
-                "matmul_t16",
-                variant(&kernels::linear16::matmul_t16::KERNEL),
-                (m, k, n),
-                warm,
-                timed_ns(batch, warm, repeats),
-            );
-            let batch = gpu.profiled_batch(total as u32).unwrap();
-            for _ in 0..total {
-                ops::matmul_f16(&batch, &a16, &w16, None, &mut y, m, n, k).unwrap();
+            let pr = Problem::new(gpu, g, 7 + i as u64);
+            let r = measure(gpu, &pr, &plan, 0.2, repeats);
+            if let Ok(x) = &r {
+                println!(
+                    "| {} | {m}×{n}×{k} | {} | {:.1} | {:.1e}{} |",
+                    orient(&g),
+                    plan.describe(),
+                    x.tflops,
+                    x.error,
+                    if x.ok { "" } else { " WRONG" }
+                );
             }
-            report(
-                "matmul16",
-                variant(&kernels::linear16::matmul16::KERNEL),
-                (m, k, n),
-                warm,
-                timed_ns(batch, warm, repeats),
-            );
+            record(out, "bench", &pr, &plan, &r);
         }
-        // f32-accurate: on tensor cores the scaled split (`precise`: clear, 2 × max, 2 × split,
-        // the product: 6 dispatches, all timed), else the f32 SGEMM.
-        let warm3 = (warm / 3).max(1);
-        let mut ws = ops::PreciseWorkspace::for_product(gpu, Precision::F32, m, n, k).unwrap();
-        let batch = gpu.profiled_batch(6 * (warm3 + repeats) as u32).unwrap();
-        for _ in 0..warm3 + repeats {
-            ops::matmul_t_precise(&batch, &a32, &wt32, &mut y, &mut ws, m, n, k, Precision::F32).unwrap();
-        }
-        let path = format!("{:?}", ops::product_path(gpu, Precision::F32));
-        report("matmul_t_precise", &path, (m, k, n), warm3, timed_ns(batch, warm3, repeats));
-        precise_error(gpu, "matmul_t_precise", &y, (m, k, n), |i, p| a_host[i * k + p], |p, j| wt_host[j * k + p]);
-        let batch = gpu.profiled_batch(6 * (warm3 + repeats) as u32).unwrap();
-        for _ in 0..warm3 + repeats {
-            ops::matmul_precise(&batch, &a32, &w32, &mut y, &mut ws, m, n, k, Precision::F32).unwrap();
-        }
-        report("matmul_precise", &path, (m, k, n), warm3, timed_ns(batch, warm3, repeats));
-        precise_error(gpu, "matmul_precise", &y, (m, k, n), |i, p| a_host[i * k + p], |p, j| w_host[p * n + j]);
-        // Our SGEMM on the same shapes, for the comparison (`linear::matmul_t`, `linear::matmul`).
-        let batch = gpu.profiled_batch((warm3 + repeats) as u32).unwrap();
-        for _ in 0..warm3 + repeats {
-            matmul_t(&batch, &a32, &wt32, &mut y, matmul_t::Params::new(m as u32, n as u32, k as u32)).unwrap();
-        }
-        report("sgemm matmul_t (same run)", "f32", (m, k, n), warm3, timed_ns(batch, warm3, repeats));
-        precise_error(gpu, "sgemm matmul_t", &y, (m, k, n), |i, p| a_host[i * k + p], |p, j| wt_host[j * k + p]);
-    }
-    for (m, k, n) in wgrad {
-        let flops = 2.0 * (m * n * k) as f64;
-        let warm = warm_for(flops);
-        let x32 = gpu.upload(&random(m * k, 14)).unwrap();
-        let b32 = gpu.upload(&random(m * n, 15)).unwrap();
-        let mut y = gpu.zeros::<f32>(k * n).unwrap();
-        if has_f16 {
-            let x16 = gpu.upload(&ops::to_f16x4(&random(m * k, 14), m, k)).unwrap();
-            let b16 = gpu.upload(&ops::to_f16x4(&random(m * n, 15), m, n)).unwrap();
-            let mut scratch = gpu.zeros::<f32>(ops::weight_grad_f16_scratch_len(m, n, k).max(1)).unwrap();
-            let batch = gpu.profiled_batch(2 * (warm + repeats) as u32).unwrap();
-            for _ in 0..warm + repeats {
-                ops::weight_grad_f16(&batch, &x16, &b16, &mut y, &mut scratch, m, n, k).unwrap();
-            }
-            let name = format!("weight_grad_f16 ({} parts)", ops::weight_grad_f16_parts(m, n, k));
-            let var = variant(&kernels::linear16::matmul_at16_split::KERNEL);
-            report(&name, var, (k, m, n), warm, timed_ns(batch, warm, repeats));
-            let batch = gpu.profiled_batch(2 * (warm + repeats) as u32).unwrap();
-            for _ in 0..warm + repeats {
-                ops::weight_grad_f16_from_f32(&batch, &x32, &b32, &mut y, &mut scratch, m, n, k).unwrap();
-            }
-            let var = variant(&kernels::linear16::matmul_at16_split_f32::KERNEL);
-            report("weight_grad_f16_from_f32", var, (k, m, n), warm, timed_ns(batch, warm, repeats));
-        }
-        let len = ops::weight_grad_precise_scratch_len(gpu, Precision::F32, m, n, k).max(1);
-        let mut scratch = gpu.zeros::<f32>(len).unwrap();
-        let mut ws = ops::PreciseWorkspace::for_product(gpu, Precision::F32, m, n, k).unwrap();
-        let warm3 = (warm / 3).max(1);
-        // 7 dispatches a repeat on the split path (clear, 2 × max, 2 × split, parts, their sum).
-        let batch = gpu.profiled_batch(7 * (warm3 + repeats) as u32).unwrap();
-        for _ in 0..warm3 + repeats {
-            ops::weight_grad_precise(&batch, &x32, &b32, &mut y, &mut scratch, &mut ws, m, n, k, Precision::F32)
-                .unwrap();
-        }
-        let path = match ops::product_path(gpu, Precision::F32) {
-            ops::ProductPath::TensorCoresSplit => {
-                format!("TensorCoresSplit ({} parts)", ops::weight_grad_split_parts(m, n, k).0)
-            }
-            other => format!("{other:?}"),
-        };
-        report("weight_grad_precise", &path, (k, m, n), warm3, timed_ns(batch, warm3, repeats));
-        // The error of one product from zero against float64.
-        let mut y0 = gpu.zeros::<f32>(k * n).unwrap();
-        ops::weight_grad_precise(gpu, &x32, &b32, &mut y0, &mut scratch, &mut ws, m, n, k, Precision::F32).unwrap();
-        let (xh, bh) = (random(m * k, 14), random(m * n, 15));
-        precise_error(gpu, "weight_grad_precise", &y0, (k, m, n), |i, p| xh[p * k + i], |p, j| bh[p * n + j]);
     }
 }
 
-/// Prints (and nothing else) the error of an f32-accurate product `y` [m, n] = Σₚ a(i, p)·b(p, j)
-/// over p < k against float64 on 4096 sampled outputs: max |y − Σab| / Σ|a||b| (issue 12's
-/// metric; cuBLAS SGEMM gives 1.5e-7 to 3.6e-7 on these distributions, TENSOR_CORES.md).
-fn precise_error(
-    gpu: &Gpu,
-    name: &str,
-    y: &kernels::Buffer<f32>,
-    (m, k, n): (usize, usize, usize),
-    a: impl Fn(usize, usize) -> f32,
-    b: impl Fn(usize, usize) -> f32,
-) {
-    let got = y.read(gpu).unwrap();
-    let mut worst = 0.0f64;
-    let mut s = 0x2545_f491_4f6c_dd1du64;
-    for _ in 0..4096.min(m * n) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        let (i, j) = ((s % m as u64) as usize, ((s >> 32) % n as u64) as usize);
-        let (mut v, mut scale) = (0.0f64, 0.0f64);
-        for p in 0..k {
-            let t = a(i, p) as f64 * b(p, j) as f64;
-            v += t;
-            scale += t.abs();
+/// The f16 core's block shapes worth trying on an adapter with tensor cores: each subgroup (of the
+/// adapter's size) takes one or two of the block's tile groups.
+fn structures(subgroup: u32) -> Vec<F16Config> {
+    let mut v = Vec::new();
+    for wg in [256, 128] {
+        for (bm, bn) in [(128, 128), (128, 256), (256, 128), (128, 64), (256, 64)] {
+            for bk in [32, 64] {
+                for (tm, tn) in [(4, 4), (4, 2), (2, 4)] {
+                    let c = F16Config { bm, bn, bk, tm, tn, pad: 8, prefetch: false, group: 1, wg };
+                    let nsg = (wg / subgroup.max(1)).max(1);
+                    let fits = c.groups().is_multiple_of(nsg) && c.groups() / nsg <= 2;
+                    if fits
+                        && [(false, true), (false, false), (true, false)]
+                            .iter()
+                            .all(|&(a, b)| c.validate(a, b, true).is_ok())
+                    {
+                        v.push(c);
+                    }
+                }
+            }
         }
-        let e = (got[i * n + j] as f64 - v).abs();
-        worst = worst.max(if scale > 0.0 { e / scale } else { e });
     }
-    println!("|   {name}: max error {worst:.2e} of Σ|a||b| (4096 sampled outputs) | | | | |");
+    v
+}
+
+fn tune(gpu: &Gpu, out: &mut Out, budget_s: f64, table: Option<&str>, quick: bool) {
+    let start = Instant::now();
+    let tc = ops::on_tensor_cores(gpu, &kernels::linear::gemm16::KERNEL);
+    let cpu = gpu.report().device_type == "Cpu";
+    let repeats = if cpu { 2 } else { 10 };
+    let warm = if quick { 0.05 } else { 0.12 };
+    let left = || budget_s - start.elapsed().as_secs_f64();
+    let mut cand: Vec<F16Config> = if tc {
+        structures(gpu.report().subgroup_max_size)
+    } else {
+        vec![F16Config::default_for(false), F16Config { bn: 128, ..F16Config::default_for(false) }]
+    };
+    if quick {
+        cand.truncate(4);
+    }
+    let f16 =
+        |m, n, k, a_t, b_t| Gemm::new(m, n, k).a_t(a_t).b_t(b_t).elems(Elem::F16, Elem::F16).precision(Precision::F16);
+    // Phase 1: every structure on a large square product; keep the fastest correct ones.
+    let big = if cpu { 256 } else { 4096 };
+    let pr = Problem::new(gpu, f16(big, big, big, false, true), 3);
+    let mut scored: Vec<(f64, F16Config)> = Vec::new();
+    for c in &cand {
+        if left() < 0.0 {
+            break;
+        }
+        let plan = match pr.gemm.plan_with(gpu, *c, 1) {
+            Ok(p) => p,
+            Err(e) => {
+                out.line(&format!("\"what\":\"tune-structure\",\"config\":{c:?},\"failed\":{:?}", e.to_string()));
+                continue;
+            }
+        };
+        let r = measure(gpu, &pr, &plan, warm, repeats);
+        record(out, "tune-structure", &pr, &plan, &r);
+        if let Ok(x) = r
+            && x.ok
+        {
+            scored.push((x.tflops, *c));
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    // Phase 2: staging and launch order on the best four.
+    let mut full: Vec<(f64, F16Config)> = scored.iter().take(1).cloned().collect();
+    for &(_, c) in scored.iter().take(4) {
+        for (prefetch, group, pad) in [(true, 1, 8), (false, 8, 8), (true, 8, 8), (false, 4, 8), (false, 8, 16)] {
+            if left() < 0.0 {
+                break;
+            }
+            let v = F16Config { prefetch, group, pad, ..c };
+            let Ok(plan) = pr.gemm.plan_with(gpu, v, 1) else { continue };
+            let r = measure(gpu, &pr, &plan, warm, repeats);
+            record(out, "tune-staging", &pr, &plan, &r);
+            if let Ok(x) = r
+                && x.ok
+            {
+                full.push((x.tflops, v));
+            }
+        }
+        full.push(scored.iter().find(|s| s.1 == c).copied().unwrap());
+    }
+    full.sort_by(|a, b| b.0.total_cmp(&a.0));
+    full.dedup_by(|a, b| a.1 == b.1);
+    let finalists: Vec<F16Config> = full.iter().take(if quick { 2 } else { 4 }).map(|s| s.1).collect();
+    // Phase 3: every product shape and orientation over the finalists (and splits for the
+    // weight gradients); the best of each is a table line.
+    let mut lines = vec![
+        format!(
+            "# {} ({}, {}), measured by benches/gemm.rs --tune",
+            gpu.report().name,
+            gpu.report().backend,
+            gpu.report().driver
+        ),
+        "# core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts".to_string(),
+    ];
+    for (i, &(a_t, b_t, m, n, k)) in shapes(cpu).iter().enumerate() {
+        let g = f16(m, n, k, a_t, b_t);
+        let pr = Problem::new(gpu, g, 100 + i as u64);
+        let mut best: Option<(f64, F16Config, usize)> = None;
+        let parts_list: Vec<usize> = if a_t { vec![1, 2, 4, 8] } else { vec![1] };
+        for &c in &finalists {
+            for &parts in &parts_list {
+                if left() < 0.0 {
+                    break;
+                }
+                let Ok(plan) = g.plan_with(gpu, c, parts) else { continue };
+                let r = measure(gpu, &pr, &plan, warm, repeats);
+                record(out, "tune-shape", &pr, &plan, &r);
+                if let Ok(x) = r
+                    && x.ok
+                    && best.is_none_or(|b| x.tflops > b.0)
+                {
+                    best = Some((x.tflops, c, plan.parts()));
+                }
+            }
+        }
+        if let Some((t, c, parts)) = best {
+            lines.push(format!("{}  # {:.1} TFLOP/s", gemm::table_line(&g, &c, parts), t));
+        }
+    }
+    println!("\n{}", lines.join("\n"));
+    if let Some(path) = table {
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    }
+    println!("tuning took {:.0} s", start.elapsed().as_secs_f64());
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let (mut tune_mode, mut budget, mut table, mut quick) = (false, 300.0, None, false);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--tune" => tune_mode = true,
+            "--quick" => quick = true,
+            "--budget-s" => budget = args.next().and_then(|v| v.parse().ok()).expect("--budget-s SECONDS"),
+            "--table" => table = Some(args.next().expect("--table PATH")),
+            other => panic!("unknown argument {other:?} (see the doc comment of benches/gemm.rs)"),
+        }
+    }
+    let gpu = Gpu::new().expect("a GPU adapter");
+    println!("adapter: {}", gpu.report());
+    let mut out = Out {
+        json: std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap()),
+        adapter: gpu.report().name.clone(),
+    };
+    if tune_mode {
+        tune(&gpu, &mut out, budget, table.as_deref(), quick);
+    } else {
+        bench(&gpu, &mut out);
+    }
 }

@@ -41,6 +41,10 @@ fn fwd_bk(dh: u32, bq: u32) -> u32 {
 // with the backward.
 //#include "lib/attention_tiles.wgsl"
 
+// The flash-attention kernels (`flash_forward`, `flash_forward16`): blocks, staging, the
+// portable products and the row layout, shared with the backward.
+//#include "lib/flash.wgsl"
+
 // --- KERNEL: attention_forward ---
 // Causal GQA attention with an online softmax over blocks of keys (flash-attention style).
 // `q` `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]` (p.batch, p.seq, p.heads, p.kv_heads,
@@ -489,4 +493,144 @@ fn attention_fast_pv(
     let sb = ft_slot_r(tid, n0, dh, kv_stride, kend);
     ft_product(tid, sa, sb, ct.y * seq * seq, b * seq * kv_stride + kvh * dh, kend);
     ft_store(tid, m0, n0, seq, dh, b * seq * q_stride + h * dh, q_stride, p.alpha);
+}
+
+// --- KERNEL: flash_forward ---
+// Fused causal GQA attention (flash attention), f32: O and lse as `attention_forward` computes
+// them (`q` `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]`, `o` `[B, S, H, Dh]`, `lse` `[B, H, S]`,
+// head h reads kv head h / (H / Hkv), O[b,s,h,:] = Σ_{j≤s} softmax_j(p.scale · q·k_j) v_j,
+// lse[b,h,s] = log Σ_{j≤s} exp(p.scale · q·k_j)), any 1 ≤ Dh ≤ 256, in blocks of 64 queries ×
+// 64 keys with the online softmax of `lib/flash_fwd.wgsl`, f32 FMAs (`lib/flash_f32.wgsl`).
+// No workspace: memory O(B·H·S). Grid: one workgroup per (b, h, block of 64 queries) —
+// `workgroups(B·H·⌈S/64⌉)`, the blocks with the most keys first, past 65535 through `flat_wg`.
+// Deterministic (fixed order, no atomics). Overwrites `o` (the first B·S·H·Dh elements) and
+// `lse` (the first B·H·S elements).
+// @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 1
+// @requires p.head_dim <= FL_DH_MAX
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+}
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> k: array<f32>;
+@group(0) @binding(2) var<storage, read> v: array<f32>;
+@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@group(0) @binding(4) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+fn fl_elem(op: u32, i: u32) -> f32 {
+    switch op {
+        case FL_Q: {
+            return q[i];
+        }
+        case FL_K: {
+            return k[i];
+        }
+        default: {
+            return v[i];
+        }
+    }
+}
+
+fn fl_store(second: bool, row: u32, col: u32, x: f32) {
+    o[((fl_b * p.seq + row) * p.heads + fl_h) * fl_head_dim() + col] = x;
+}
+//#include "lib/flash_f32.wgsl"
+//#include "lib/flash_fwd.wgsl"
+
+@compute @workgroup_size(WG)
+fn flash_forward(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    flash_forward_body(flat_wg(wid, nwg), tid, false);
+}
+
+// --- KERNEL: flash_forward16 ---
+// `flash_forward` with f16 operands (mixed precision's): `q` `[B, S, H, Dh]`, `k`, `v`
+// `[B, S, Hkv, Dh]` in the f16x4 row layout (`ops::cast_f16x4` of the f32 tensors as
+// `[B·S, H·Dh]` / `[B·S, Hkv·Dh]` matrices; Dh % 4 == 0), O `[B, S, H, Dh]` and lse `[B, H, S]`
+// f32 as `flash_forward`'s. Scores, softmax, lse and O accumulate in f32; P is rounded to f16 for
+// P·V (`lib/flash_f16.wgsl`). Tensor-core variant: Q·Kᵀ and P·V on 16×16×16 cooperative
+// matrices (`lib/flash_coop.wgsl`; the scores stored to workgroup memory for the softmax, each
+// P·V block stored and folded into the row owners' O with the rescale), where the adapter has
+// them and runs 8 subgroups of 32; else the portable variant's f32 FMAs on the same operands.
+// Grid and order as `flash_forward`. Deterministic. Overwrites `o` (the first B·S·H·Dh elements)
+// and `lse` (the first B·H·S elements). Needs SHADER_F16.
+// @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 4
+// @requires p.head_dim <= FL_DH_MAX
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+}
+@group(0) @binding(0) var<storage, read> q: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@group(0) @binding(4) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+fn fl_vec(op: u32, i: u32) -> vec4<f16> {
+    switch op {
+        case FL_Q: {
+            return q[i];
+        }
+        case FL_K: {
+            return k[i];
+        }
+        default: {
+            return v[i];
+        }
+    }
+}
+
+fn fl_store(second: bool, row: u32, col: u32, x: f32) {
+    o[((fl_b * p.seq + row) * p.heads + fl_h) * fl_head_dim() + col] = x;
+}
+//#include "lib/flash_f16.wgsl"
+//#include "lib/flash_coop.wgsl"
+//#include "lib/flash_fwd.wgsl"
+
+@compute @workgroup_size(WG)
+fn flash_forward16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+//#if coop
+    fl_sg = sg;
+    flash_forward_body(flat_wg(wid, nwg), tid, nsg == 8u);
+//#else
+    flash_forward_body(flat_wg(wid, nwg), tid, false);
+//#endif
 }

@@ -60,6 +60,10 @@ fn dkv_b(dh: u32) -> u32 {
 // The fast path's tiles, the row contract of P and its products.
 //#include "lib/attention_tiles.wgsl"
 
+// The flash-attention kernels (`flash_backward_*`): blocks, staging, the portable products and
+// the row layout, shared with the forward.
+//#include "lib/flash.wgsl"
+
 // --- KERNEL: attention_backward_dq ---
 // Attention backward, query-major part: dQ and Δ = rowsum(dO ⊙ O).
 // Inputs `q`, `o`, `d_o` `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]`, `lse` `[B, H, S]` (from
@@ -673,4 +677,337 @@ fn attention_fast_ds(
             }
         }
     }
+}
+
+// --- KERNEL: flash_backward_dkdv ---
+// Flash attention backward, key-major pass, f32: dK and dV of the causal GQA attention of
+// `flash_forward` (or `attention_forward`: the same O and lse). `q`, `d_o` `[B, S, H, Dh]`, `k`,
+// `v` `[B, S, Hkv, Dh]`, `lse` `[B, H, S]` (the forward's), `delta` `[B, H, S]` = rowsum(dO ⊙ O)
+// (`attention_fast_delta`, run first); dK[b,j,kvh,:] = p.scale Σ_{h of the group} Σ_{i≥j} dS_ij
+// q_i and dV[b,j,kvh,:] = Σ_h Σ_{i≥j} P_ij dO_i with P and dS recomputed from Q, K, V, dO, lse and
+// Δ (`lib/flash_bwd.wgsl`), f32 FMAs (`lib/flash_f32.wgsl`). No workspace. Grid: one workgroup
+// per (b, kv head, block of 64 keys) — `workgroups(B·Hkv·⌈S/64⌉)`, the first key blocks (the most
+// queries) first, past 65535 through `flat_wg`; each walks the group's query heads in order and
+// the query blocks from its diagonal on. Deterministic (fixed order, no atomics). Overwrites `dk`
+// and `dv` (the first B·S·Hkv·Dh elements each).
+// @grid workgroups(p.batch * p.kv_heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 1
+// @requires p.head_dim <= FL_DH_MAX
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(d_o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+// @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(dv) >= p.batch * p.seq * p.kv_heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+}
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> k: array<f32>;
+@group(0) @binding(2) var<storage, read> v: array<f32>;
+@group(0) @binding(3) var<storage, read> d_o: array<f32>;
+@group(0) @binding(4) var<storage, read> lse: array<f32>;
+@group(0) @binding(5) var<storage, read> delta: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dk: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dv: array<f32>;
+@group(0) @binding(8) var<uniform> p: Params;
+
+fn fl_elem(op: u32, i: u32) -> f32 {
+    switch op {
+        case FL_Q: {
+            return q[i];
+        }
+        case FL_K: {
+            return k[i];
+        }
+        case FL_V: {
+            return v[i];
+        }
+        default: {
+            return d_o[i];
+        }
+    }
+}
+
+// dK (first) or dV (second) at key row `row`.
+fn fl_store(second: bool, row: u32, col: u32, x: f32) {
+    let at = ((fl_b * p.seq + row) * p.kv_heads + fl_kvh) * fl_head_dim() + col;
+    if (second) {
+        dv[at] = x;
+    } else {
+        dk[at] = x;
+    }
+}
+//#include "lib/flash_f32.wgsl"
+//#include "lib/flash_bwd.wgsl"
+
+@compute @workgroup_size(WG)
+fn flash_backward_dkdv(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    flash_dkdv_body(flat_wg(wid, nwg), tid);
+}
+
+// --- KERNEL: flash_backward_dq ---
+// Flash attention backward, query-major pass, f32: dQ[b,i,h,:] = p.scale Σ_{j≤i} dS_ij k_j,
+// with dS recomputed as in `flash_backward_dkdv` (inputs alike; `delta` from
+// `attention_fast_delta`). Grid: one workgroup per (b, h, block of 64 queries) —
+// `workgroups(B·H·⌈S/64⌉)`, the blocks with the most keys first, past 65535 through `flat_wg`.
+// Deterministic (fixed order, no atomics). Overwrites `dq` (the first B·S·H·Dh elements).
+// @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 1
+// @requires p.head_dim <= FL_DH_MAX
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(d_o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+// @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+}
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> k: array<f32>;
+@group(0) @binding(2) var<storage, read> v: array<f32>;
+@group(0) @binding(3) var<storage, read> d_o: array<f32>;
+@group(0) @binding(4) var<storage, read> lse: array<f32>;
+@group(0) @binding(5) var<storage, read> delta: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dq: array<f32>;
+@group(0) @binding(7) var<uniform> p: Params;
+
+fn fl_elem(op: u32, i: u32) -> f32 {
+    switch op {
+        case FL_Q: {
+            return q[i];
+        }
+        case FL_K: {
+            return k[i];
+        }
+        case FL_V: {
+            return v[i];
+        }
+        default: {
+            return d_o[i];
+        }
+    }
+}
+
+fn fl_store(second: bool, row: u32, col: u32, x: f32) {
+    dq[((fl_b * p.seq + row) * p.heads + fl_h) * fl_head_dim() + col] = x;
+}
+//#include "lib/flash_f32.wgsl"
+//#include "lib/flash_bwd.wgsl"
+
+@compute @workgroup_size(WG)
+fn flash_backward_dq(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    flash_dq_body(flat_wg(wid, nwg), tid);
+}
+
+// --- KERNEL: flash_backward_dkdv16 ---
+// `flash_backward_dkdv` with f16 operands (mixed precision's): `q`, `k`, `v`, `d_o` in the f16x4
+// row layout (as `flash_forward16`'s; Dh % 4 == 0; `d_o` the upstream gradient as cast by
+// `mixed::cast_grad_f16x4`), `lse` and `delta` f32 (Δ from the f32 O and dO), dK and dV f32. S,
+// P, dP and dS in f32; P and dS rounded to f16 for the two products (`lib/flash_f16.wgsl`).
+// Tensor-core variant (head dim ≤ 128, 8 subgroups of 32): the four products on 16×16×16
+// cooperative matrices, dK and dV in cooperative-matrix accumulators for the whole walk
+// (`lib/flash_coop.wgsl`, `lib/flash_bwd.wgsl`); else the portable variant's f32 FMAs. The
+// overflow check of loss scaling: any dS that is NaN, ±Inf or beyond ±65504 (which its f16
+// rounding would clamp) sets `flag[0]` to 1 (never clears it), as `attention16::attention16_ds`
+// does. Grid and order as `flash_backward_dkdv`. Deterministic. Overwrites `dk` and `dv` (the
+// first B·S·Hkv·Dh elements each). Needs SHADER_F16.
+// @grid workgroups(p.batch * p.kv_heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 4
+// @requires p.head_dim <= FL_DH_MAX
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(d_o) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+// @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(dv) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(flag) >= 1
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+}
+@group(0) @binding(0) var<storage, read> q: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read> d_o: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read> lse: array<f32>;
+@group(0) @binding(5) var<storage, read> delta: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dk: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dv: array<f32>;
+@group(0) @binding(8) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(9) var<uniform> p: Params;
+
+fn fl_vec(op: u32, i: u32) -> vec4<f16> {
+    switch op {
+        case FL_Q: {
+            return q[i];
+        }
+        case FL_K: {
+            return k[i];
+        }
+        case FL_V: {
+            return v[i];
+        }
+        default: {
+            return d_o[i];
+        }
+    }
+}
+
+// dK (first) or dV (second) at key row `row`.
+fn fl_store(second: bool, row: u32, col: u32, x: f32) {
+    let at = ((fl_b * p.seq + row) * p.kv_heads + fl_kvh) * fl_head_dim() + col;
+    if (second) {
+        dv[at] = x;
+    } else {
+        dk[at] = x;
+    }
+}
+//#include "lib/flash_f16.wgsl"
+//#include "lib/flash_coop.wgsl"
+//#include "lib/flash_bwd.wgsl"
+
+@compute @workgroup_size(WG)
+fn flash_backward_dkdv16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let w = flat_wg(wid, nwg);
+//#if coop
+    fl_sg = sg;
+    if (nsg == 8u && fl_head_dim() <= 128u) {
+        flash_dkdv_coop(w, tid);
+    } else {
+        flash_dkdv_body(w, tid);
+    }
+//#else
+    flash_dkdv_body(w, tid);
+//#endif
+    if (fl_bad) {
+        atomicOr(&flag[0], 1u);
+    }
+}
+
+// --- KERNEL: flash_backward_dq16 ---
+// `flash_backward_dq` with f16 operands (mixed precision's; inputs as `flash_backward_dkdv16`'s,
+// dQ f32): dS rounded to f16 for dS·K. Tensor-core variant (head dim ≤ 128, 8 subgroups of 32):
+// the three products on 16×16×16 cooperative matrices, dQ in cooperative-matrix accumulators;
+// else the portable variant's f32 FMAs. The overflow flag is raised by `flash_backward_dkdv16`
+// (the same dS). Grid and order as `flash_backward_dq`. Deterministic. Overwrites `dq` (the first
+// B·S·H·Dh elements). Needs SHADER_F16.
+// @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 4
+// @requires p.head_dim <= FL_DH_MAX
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(d_o) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+// @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+}
+@group(0) @binding(0) var<storage, read> q: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read> d_o: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read> lse: array<f32>;
+@group(0) @binding(5) var<storage, read> delta: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dq: array<f32>;
+@group(0) @binding(7) var<uniform> p: Params;
+
+fn fl_vec(op: u32, i: u32) -> vec4<f16> {
+    switch op {
+        case FL_Q: {
+            return q[i];
+        }
+        case FL_K: {
+            return k[i];
+        }
+        case FL_V: {
+            return v[i];
+        }
+        default: {
+            return d_o[i];
+        }
+    }
+}
+
+fn fl_store(second: bool, row: u32, col: u32, x: f32) {
+    dq[((fl_b * p.seq + row) * p.heads + fl_h) * fl_head_dim() + col] = x;
+}
+//#include "lib/flash_f16.wgsl"
+//#include "lib/flash_coop.wgsl"
+//#include "lib/flash_bwd.wgsl"
+
+@compute @workgroup_size(WG)
+fn flash_backward_dq16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let w = flat_wg(wid, nwg);
+//#if coop
+    fl_sg = sg;
+    if (nsg == 8u && fl_head_dim() <= 128u) {
+        flash_dq_coop(w, tid);
+    } else {
+        flash_dq_body(w, tid);
+    }
+//#else
+    flash_dq_body(w, tid);
+//#endif
 }

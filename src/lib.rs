@@ -40,6 +40,8 @@ kernel_files! {
 }
 
 pub mod fast_attention;
+pub mod flash_attention;
+pub mod gemm;
 pub mod ops;
 
 /// The kernel catalog in Markdown (docs/KERNELS.md): every kernel of the library with what it

@@ -79,7 +79,7 @@ fn the_page_trains_and_its_checkpoint_gives_the_same_loss_natively() {
     // The same text tokenized natively by the checkpoint's tokenizer gives the page's batch.
     let text = kernels_train::data::built_in_text();
     let corpus = kernels_train::data::Corpus::new(&text, "built-in", ck.tokenizer.clone()).expect("tokenize");
-    let (x, y) = corpus.validation_batch(0, 1, batch, ck.model.seq_len);
+    let (x, y) = corpus.validation_batch(0, 1, batch, ck.model.seq_len).expect("a validation batch");
     assert_eq!((&x, &y), (&inputs, &targets), "the native tokenization differs from the page's");
 
     let Ok(gpu) = kernels::Gpu::new() else {

@@ -109,6 +109,34 @@ fn scale_axpy_copy_clamp() {
 }
 
 #[test]
+fn batch_copy_range() {
+    // A ranged copy writes exactly its range (the destination is poisoned everywhere else), in
+    // recording order with the kernels around it; out-of-range and misaligned ranges are errors
+    // that record nothing.
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("copy_range");
+    let src = uniform(&mut rng, 300, -1.0, 1.0);
+    let s = gpu.upload(&src).unwrap();
+    let mut d = poisoned(&gpu, 200);
+    let b = gpu.batch();
+    b.copy_range(&s, 17, &mut d, 50, 100).unwrap();
+    b.copy_range(&s, 0, &mut d, 150, 0).unwrap();
+    let e = b.copy_range(&s, 250, &mut d, 0, 51).unwrap_err();
+    assert!(e.to_string().contains("copying 51 elements from element 250"), "{e}");
+    let e = b.copy_range(&s, 0, &mut d, 200, 8).unwrap_err();
+    assert!(e.to_string().contains("into element 200"), "{e}");
+    let halves = gpu.zeros::<kernels::f16>(8).unwrap();
+    let mut halves2 = gpu.zeros::<kernels::f16>(8).unwrap();
+    let e = b.copy_range(&halves, 1, &mut halves2, 0, 2).unwrap_err();
+    assert!(e.to_string().contains("whole 4-byte words"), "{e}");
+    assert_eq!(b.dispatches(), 0);
+    b.submit().unwrap();
+    let got = d.read(&gpu).unwrap();
+    assert!(got[..50].iter().chain(&got[150..]).all(|v| v.is_nan()), "written outside the range");
+    assert_eq!(&got[50..150], &src[17..117]);
+}
+
+#[test]
 fn batched_calls_run_in_order() {
     let Some(gpu) = gpu() else { return };
     let mut rng = rng("batch");

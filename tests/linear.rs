@@ -469,31 +469,38 @@ fn residual_is_read_only_and_distinct() {
     }
 }
 
-/// The split weight gradient (`ops::matmul_at_acc_split`): parts of the contraction, then a
-/// fixed-order sum added to Y. Against float64, against itself (bits), and its part count.
+/// The SIMT weight gradient through `kernels::gemm` (`linear::matmul_at_split`, then
+/// `matmul_parts_add`): parts of the contraction, then a fixed-order sum added to Y. Against
+/// float64, against itself (bits), and its part count for the trainer's shapes.
 #[test]
 fn split_weight_gradient() {
+    use kernels::gemm::{self, Epilogue, Gemm, GemmWorkspace, Mat, Precision};
     let Some(gpu) = gpu() else { return };
     let mut rng = rng("split weight gradient");
-    assert_eq!(kernels::ops::weight_grad_parts(8192, 768, 768), 11);
-    assert_eq!(kernels::ops::weight_grad_parts(8192, 2048, 768), 4);
-    assert_eq!(kernels::ops::weight_grad_parts(8192, 256, 768), 16);
-    assert_eq!(kernels::ops::weight_grad_parts(4096, 4096, 4096), 1, "enough tiles");
-    assert_eq!(kernels::ops::weight_grad_parts(100, 5, 5), 1, "too few rows to split");
+    // Y [k, n] += Xᵀ·B over m rows: C [k, n] with A = X [m, k] transposed.
+    let wgrad = |m: usize, n: usize, k: usize| {
+        Gemm::new(k, n, m).a_t(true).epilogue(Epilogue::Accumulate).precision(Precision::F32Simt).plan(&gpu).unwrap()
+    };
+    assert_eq!(wgrad(8192, 768, 768).parts(), 11);
+    assert_eq!(wgrad(8192, 2048, 768).parts(), 4);
+    assert_eq!(wgrad(8192, 256, 768).parts(), 16);
+    assert_eq!(wgrad(4096, 4096, 4096).parts(), 1, "enough tiles");
+    assert_eq!(wgrad(100, 5, 5).parts(), 1, "too few rows to split");
     for (m, n, k) in [(3000usize, 70usize, 33usize), (2049, 64, 64), (1537, 5, 130)] {
-        let parts = kernels::ops::weight_grad_parts(m, n, k);
+        let plan = wgrad(m, n, k);
+        let parts = plan.parts();
         assert!(parts > 1, "{m}×{n}×{k} should split");
         let x = uniform(&mut rng, m * k, -1.0, 1.0);
         let b = uniform(&mut rng, m * n, -1.0, 1.0);
         let y0 = uniform(&mut rng, k * n, -1.0, 1.0);
         let (xb, bb) = (gpu.upload(&x).unwrap(), gpu.upload(&b).unwrap());
-        let mut scratch = gpu.filled(kernels::ops::weight_grad_scratch_len(m, n, k), f32::NAN).unwrap();
-        let run = |scratch: &mut Buffer<f32>| {
+        let mut ws = GemmWorkspace::new(&gpu, &[&plan]).unwrap();
+        let mut run = || {
             let mut y = gpu.upload(&y0).unwrap();
-            kernels::ops::matmul_at_acc_split(&gpu, &xb, &bb, &mut y, scratch, m, n, k).unwrap();
+            gemm::gemm(&gpu, &plan, Mat::f32(&xb, m, k).t(), Mat::f32(&bb, m, n), None, &mut y, &mut ws).unwrap();
             y.read(&gpu).unwrap()
         };
-        let got = run(&mut scratch);
+        let got = run();
         let mut want = vec![0f64; k * n];
         for r in 0..m {
             for i in 0..k {
@@ -506,12 +513,6 @@ fn split_weight_gradient() {
             *w += *y as f64;
         }
         assert_close(&format!("split {m}×{n}×{k} in {parts} parts"), &got, &want, 1e-5);
-        assert_eq!(bits(&got), bits(&run(&mut scratch)), "not deterministic");
+        assert_eq!(bits(&got), bits(&run()), "not deterministic");
     }
-    // A short scratch buffer is an error before anything runs.
-    let (m, n, k) = (3000, 70, 33);
-    let (xb, bb) = (gpu.zeros::<f32>(m * k).unwrap(), gpu.zeros::<f32>(m * n).unwrap());
-    let mut y = gpu.zeros::<f32>(k * n).unwrap();
-    let mut short = gpu.zeros::<f32>(kernels::ops::weight_grad_scratch_len(m, n, k) - 1).unwrap();
-    assert!(kernels::ops::matmul_at_acc_split(&gpu, &xb, &bb, &mut y, &mut short, m, n, k).is_err());
 }

@@ -1,8 +1,8 @@
 //! The f32-accurate products over the f32 range (`shaders/16_precise.wgsl`, `kernels::precise`,
-//! `ops::*_split` and the `ops::*_precise` entries) against float64 references on fresh random,
+//! the scaled split core of `kernels::gemm`) against float64 references on fresh random,
 //! non-symmetric inputs, whatever variant the adapter picks: on lavapipe the portable variants
 //! (f32 FMAs on the same scaled hi/lo halves), on an adapter with cooperative matrices the
-//! tensor-core variants. Error metric (issue 12): max over outputs of |c − Σab| / Σ|a||b|,
+//! tensor-core variants. Error metric: max over outputs of |c − Σab| / Σ|a||b|,
 //! ≤ 1e-6. Outputs are poisoned (NaN) first and the elements past them must stay so; shapes are
 //! off the 128×128 blocks, and whole blocks are included so that tensor cores run where they
 //! exist. The range tests scale whole operands by 1e-12 … 1e+30 and mix magnitudes.
@@ -12,7 +12,8 @@ mod common;
 mod reference;
 
 use common::{gpu, gpu_with, has_f16, rng, uniform};
-use kernels::ops::{self, F16x4, PreciseWorkspace, Precision, ProductPath};
+use kernels::gemm::{self, Core, Epilogue, Gemm, GemmWorkspace, Mat, Precision};
+use kernels::ops::{self, F16x4};
 use kernels::precise::{self, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax, precise_clear};
 use kernels::{Buffer, Error, Gpu, GpuOptions, KernelDef, f16};
 use rand::Rng;
@@ -22,7 +23,7 @@ use reference::Product;
 /// Elements past each output, written with NaN, which must survive.
 const TAIL: usize = 5;
 
-/// The bound of issue 12 for f32 accuracy.
+/// The bound for f32 accuracy: at most 1e-6 of Σ|a||b| per output.
 const F32_LEVEL: f64 = 1e-6;
 
 /// (m, n, k): one element; K = 1; K = 0 (Y = 0, the weight gradient adds nothing); every
@@ -75,7 +76,45 @@ fn check(what: &str, got: &[f32], want: &Product, tol: f64) -> f64 {
     e
 }
 
-/// The three products of one (m, n, k) through `ops::*_split` (scale, split, product), X·Wᵀ and
+/// `Y (+)= X·Wᵀ` (X [m, k], W [n, k]) on the scaled split core whatever the adapter.
+fn split_t(
+    gpu: &Gpu,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    (m, n, k): (usize, usize, usize),
+    acc: bool,
+) {
+    let e = if acc { Epilogue::Accumulate } else { Epilogue::Store };
+    let plan = Gemm::new(m, n, k).b_t(true).epilogue(e).plan_split(gpu).unwrap();
+    let mut ws = GemmWorkspace::new(gpu, &[&plan]).unwrap();
+    gemm::gemm(gpu, &plan, Mat::f32(x, m, k), Mat::f32(w, n, k).t(), None, y, &mut ws).unwrap();
+}
+
+/// `Y (+)= X·W` (X [m, k], W [k, n]) on the scaled split core.
+fn split_n(
+    gpu: &Gpu,
+    x: &Buffer<f32>,
+    w: &Buffer<f32>,
+    y: &mut Buffer<f32>,
+    (m, n, k): (usize, usize, usize),
+    acc: bool,
+) {
+    let e = if acc { Epilogue::Accumulate } else { Epilogue::Store };
+    let plan = Gemm::new(m, n, k).epilogue(e).plan_split(gpu).unwrap();
+    let mut ws = GemmWorkspace::new(gpu, &[&plan]).unwrap();
+    gemm::gemm(gpu, &plan, Mat::f32(x, m, k), Mat::f32(w, k, n), None, y, &mut ws).unwrap();
+}
+
+/// The weight gradient `Y [k, n] += Xᵀ·B` over m rows (X [m, k], B [m, n]) on the scaled split
+/// core, split along the rows as its plan says.
+fn split_wgrad(gpu: &Gpu, x: &Buffer<f32>, b: &Buffer<f32>, y: &mut Buffer<f32>, (m, n, k): (usize, usize, usize)) {
+    let plan = Gemm::new(k, n, m).a_t(true).epilogue(Epilogue::Accumulate).plan_split(gpu).unwrap();
+    let mut ws = GemmWorkspace::new(gpu, &[&plan]).unwrap();
+    gemm::gemm(gpu, &plan, Mat::f32(x, m, k).t(), Mat::f32(b, m, n), None, y, &mut ws).unwrap();
+}
+
+/// The three products of one (m, n, k) on the scaled split core (scale, split, product), X·Wᵀ and
 /// X·W also accumulating onto a random Y, the weight gradient's parts added to a random Y; each
 /// against float64, error ≤ `tol`. `make`
 /// makes an operand of `len` values.
@@ -86,30 +125,29 @@ fn check_products(
     mut make: impl FnMut(usize) -> Vec<f32>,
     tol: f64,
 ) -> f64 {
-    let mut ws = PreciseWorkspace::new(gpu, ops::precise_workspace_len(m, n, k)).unwrap();
     let shape = format!("{what} {:?}", (m, n, k));
     let (x, wt, w) = (make(m * k), make(n * k), make(k * n));
     let (xb, wtb, wb) = (gpu.upload(&x).unwrap(), gpu.upload(&wt).unwrap(), gpu.upload(&w).unwrap());
     let mut worst = 0.0f64;
 
     let mut y = poisoned(gpu, m * n);
-    ops::matmul_t_split(gpu, &xb, &wtb, &mut y, &mut ws, m, n, k, false).unwrap();
+    split_t(gpu, &xb, &wtb, &mut y, (m, n, k), false);
     let want = reference::matmul_t(&x, &wt, m, n, k);
     worst = worst.max(check(&format!("matmul_t_split {shape}"), &read(gpu, "t", &y, m * n), &want, tol));
 
     let mut y = poisoned(gpu, m * n);
-    ops::matmul_split(gpu, &xb, &wb, &mut y, &mut ws, m, n, k, false).unwrap();
+    split_n(gpu, &xb, &wb, &mut y, (m, n, k), false);
     let want = reference::matmul(&x, &w, m, n, k);
     worst = worst.max(check(&format!("matmul_split {shape}"), &read(gpu, "n", &y, m * n), &want, tol));
 
     // The accumulating forms, onto a random Y of the results' magnitude.
     let y0 = make(m * n);
     let mut y = poisoned_with(gpu, &y0);
-    ops::matmul_t_split(gpu, &xb, &wtb, &mut y, &mut ws, m, n, k, true).unwrap();
+    split_t(gpu, &xb, &wtb, &mut y, (m, n, k), true);
     let want = reference::matmul_t(&x, &wt, m, n, k).plus(&y0);
     worst = worst.max(check(&format!("matmul_t_split acc {shape}"), &read(gpu, "t+", &y, m * n), &want, tol));
     let mut y = poisoned_with(gpu, &y0);
-    ops::matmul_split(gpu, &xb, &wb, &mut y, &mut ws, m, n, k, true).unwrap();
+    split_n(gpu, &xb, &wb, &mut y, (m, n, k), true);
     let want = reference::matmul(&x, &w, m, n, k).plus(&y0);
     worst = worst.max(check(&format!("matmul_split acc {shape}"), &read(gpu, "n+", &y, m * n), &want, tol));
 
@@ -118,8 +156,7 @@ fn check_products(
     let bb = gpu.upload(&b).unwrap();
     let y0 = make(k * n);
     let mut y = poisoned_with(gpu, &y0);
-    let mut scratch = poisoned(gpu, ops::weight_grad_split_scratch_len(m, n, k));
-    ops::weight_grad_split(gpu, &xb, &bb, &mut y, &mut scratch, &mut ws, m, n, k).unwrap();
+    split_wgrad(gpu, &xb, &bb, &mut y, (m, n, k));
     let want = reference::matmul_at(&x, &b, m, n, k).plus(&y0);
     let got = read(gpu, "weight_grad_split", &y, k * n);
     worst.max(check(&format!("weight_grad_split {shape}"), &got, &want, tol))
@@ -228,10 +265,9 @@ fn outliers_keep_the_documented_bound() {
         .map(|v| if rng.random_bool(0.02) { v * 1e20 } else { v })
         .collect();
     let wt = uniform(&mut rng, n * k, -1.0, 1.0);
-    let mut ws = PreciseWorkspace::new(&gpu, ops::precise_workspace_len(m, n, k)).unwrap();
     let mut y = poisoned(&gpu, m * n);
     let (xb, wtb) = (gpu.upload(&x).unwrap(), gpu.upload(&wt).unwrap());
-    ops::matmul_t_split(&gpu, &xb, &wtb, &mut y, &mut ws, m, n, k, false).unwrap();
+    split_t(&gpu, &xb, &wtb, &mut y, (m, n, k), false);
     let got = read(&gpu, "outliers", &y, m * n);
     let max_abs = |v: &[f32]| v.iter().fold(0.0f64, |a, &b| a.max((b as f64).abs()));
     let (ma, mb) = (max_abs(&x), max_abs(&wt));
@@ -341,10 +377,9 @@ fn parts_and_the_2d_grid() {
     let (m, n, k) = (300, 260, 20);
     let x = uniform(&mut rng, m * k, -1.0, 1.0);
     let w = uniform(&mut rng, n * k, -1.0, 1.0);
-    let mut ws = PreciseWorkspace::new(&gpu, ops::precise_workspace_len(m, n, k)).unwrap();
     let mut y = poisoned(&gpu, m * n);
     let (xb, wb) = (gpu.upload(&x).unwrap(), gpu.upload(&w).unwrap());
-    ops::matmul_t_split(&gpu, &xb, &wb, &mut y, &mut ws, m, n, k, false).unwrap();
+    split_t(&gpu, &xb, &wb, &mut y, (m, n, k), false);
     check(
         "matmul_t_split on a 2-D grid",
         &read(&gpu, "y", &y, m * n),
@@ -356,13 +391,11 @@ fn parts_and_the_2d_grid() {
     let (rows, n2, k2) = (150, 40, 30);
     let x = uniform(&mut rng, rows * k2, -1.0, 1.0);
     let b = uniform(&mut rng, rows * n2, -1.0, 1.0);
-    let mut ws = PreciseWorkspace::new(&gpu, ops::precise_workspace_len(rows, n2, k2)).unwrap();
     let (xb, bb) = (gpu.upload(&x).unwrap(), gpu.upload(&b).unwrap());
     // Split through a product (the workspace's halves are private): a weight gradient into zeros
     // checks the scaled halves, then the parts kernel reads the same halves.
     let mut y = gpu.zeros::<f32>(k2 * n2).unwrap();
-    let mut scratch = poisoned(&gpu, ops::weight_grad_split_scratch_len(rows, n2, k2));
-    ops::weight_grad_split(&gpu, &xb, &bb, &mut y, &mut scratch, &mut ws, rows, n2, k2).unwrap();
+    split_wgrad(&gpu, &xb, &bb, &mut y, (rows, n2, k2));
     let want = reference::matmul_at(&x, &b, rows, n2, k2);
     check("weight_grad_split on a 2-D grid", &y.read(&gpu).unwrap(), &want, F32_LEVEL);
     let chunk = 96;
@@ -397,35 +430,29 @@ fn split_by_hand(gpu: &Gpu, a: &[f32], (ar, ac): (usize, usize), b: &[f32], (br,
     (ha, la, hb, lb, amax)
 }
 
-/// `ops::*_precise` at both precisions follow `product_path`: F32 on tensor cores is the scaled
-/// split (f32 accuracy even for a 1e-10 operand), elsewhere the SGEMM; F16 on tensor cores one
-/// f16 product. The kernels `matmul_t_pres`/`matmul_pres` called directly as well.
+/// The plan at `Precision::F32` follows the adapter: the scaled split on tensor cores (f32
+/// accuracy even for a 1e-10 operand), elsewhere the SIMT product; the kernels
+/// `matmul_t_pres`/`matmul_pres` called directly as well.
 #[test]
 fn precise_entries_follow_the_path() {
     let Some(gpu) = f16_gpu("precise entries") else { return };
-    let path32 = ops::product_path(&gpu, Precision::F32);
-    let path16 = ops::product_path(&gpu, Precision::F16);
     let tc = ops::on_tensor_cores(&gpu, &matmul_t_pres::KERNEL);
-    eprintln!("ops paths: F32 {path32:?}, F16 {path16:?}; precise kernels on tensor cores: {tc}");
-    assert_eq!(path32 == ProductPath::TensorCoresSplit, tc);
     let mut rng = rng("precise entries");
     let (m, n, k) = (129, 130, 40);
     let x: Vec<f32> = uniform(&mut rng, m * k, -1.0, 1.0).into_iter().map(|v| v * 1e-10).collect();
     let wt = uniform(&mut rng, n * k, -1.0, 1.0);
     let w = uniform(&mut rng, k * n, -1.0, 1.0);
     let (xb, wtb, wb) = (gpu.upload(&x).unwrap(), gpu.upload(&wt).unwrap(), gpu.upload(&w).unwrap());
-    for precision in [Precision::F32, Precision::F16] {
-        let path = ops::product_path(&gpu, precision);
-        let tol = if path == ProductPath::TensorCoresF16 { 1.1e-3 } else { F32_LEVEL };
-        let mut ws = PreciseWorkspace::for_product(&gpu, precision, m, n, k).unwrap();
+    for (b_t, wbuf, want) in
+        [(true, &wtb, reference::matmul_t(&x, &wt, m, n, k)), (false, &wb, reference::matmul(&x, &w, m, n, k))]
+    {
+        let plan = Gemm::new(m, n, k).b_t(b_t).precision(Precision::F32).plan(&gpu).unwrap();
+        assert_eq!(plan.core() == Core::Split, tc, "{}", plan.describe());
+        let mut ws = GemmWorkspace::new(&gpu, &[&plan]).unwrap();
         let mut y = poisoned(&gpu, m * n);
-        ops::matmul_t_precise(&gpu, &xb, &wtb, &mut y, &mut ws, m, n, k, precision).unwrap();
-        let want = reference::matmul_t(&x, &wt, m, n, k);
-        check(&format!("ops::matmul_t_precise {precision:?} ({path:?})"), &read(&gpu, "t", &y, m * n), &want, tol);
-        let mut y = poisoned(&gpu, m * n);
-        ops::matmul_precise(&gpu, &xb, &wb, &mut y, &mut ws, m, n, k, precision).unwrap();
-        let want = reference::matmul(&x, &w, m, n, k);
-        check(&format!("ops::matmul_precise {precision:?} ({path:?})"), &read(&gpu, "n", &y, m * n), &want, tol);
+        let wm = if b_t { Mat::f32(wbuf, n, k).t() } else { Mat::f32(wbuf, k, n) };
+        gemm::gemm(&gpu, &plan, Mat::f32(&xb, m, k), wm, None, &mut y, &mut ws).unwrap();
+        check(&format!("gemm F32 b_t {b_t} ({})", plan.describe()), &read(&gpu, "y", &y, m * n), &want, F32_LEVEL);
     }
     // The kernels directly on halves split by hand.
     let (ha, la, hb, lb, amax) = split_by_hand(&gpu, &x, (m, k), &wt, (n, k));
@@ -439,7 +466,7 @@ fn precise_entries_follow_the_path() {
     check("matmul_pres", &read(&gpu, "n", &y, m * n), &reference::matmul(&x, &w, m, n, k), F32_LEVEL);
 }
 
-/// A workspace too small for the operands is an error naming what it needs, not a panic.
+/// A workspace too small for the plan is an error naming what it needs, not a panic.
 #[test]
 fn a_small_workspace_is_an_error() {
     let Some(gpu) = f16_gpu("precise workspace") else { return };
@@ -447,10 +474,11 @@ fn a_small_workspace_is_an_error() {
     let x = gpu.zeros::<f32>(m * k).unwrap();
     let w = gpu.zeros::<f32>(n * k).unwrap();
     let mut y = gpu.zeros::<f32>(m * n).unwrap();
-    let mut ws = PreciseWorkspace::new(&gpu, 10).unwrap();
-    let e = ops::matmul_t_split(&gpu, &x, &w, &mut y, &mut ws, m, n, k, false).unwrap_err();
+    let plan = Gemm::new(m, n, k).b_t(true).plan_split(&gpu).unwrap();
+    let mut ws = GemmWorkspace::with_capacity(&gpu, 0, 10).unwrap();
+    let e = gemm::gemm(&gpu, &plan, Mat::f32(&x, m, k), Mat::f32(&w, n, k).t(), None, &mut y, &mut ws).unwrap_err();
     assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
-    assert!(e.to_string().contains("precise_workspace_len"), "{e}");
+    assert!(e.to_string().contains("GemmWorkspace::new"), "{e}");
 }
 
 /// `precise_absmax` over several 4096-value chunks on the 2-D grid fallback (6 workgroups, at

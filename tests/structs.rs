@@ -85,6 +85,31 @@ mod hostile_names {
         registry::KERNELS(gpu, x, Grid::Workgroups(1))
     }
 
+    kernels::kernels!("tests/ui/wgsl/03_locals.wgsl", module = locals);
+
+    /// A constant `v` of the module and bindings `grid`, `rec` and `overrides` beside an
+    /// override: the function body's own locals are out of their way.
+    #[test]
+    fn locals_of_the_generated_body_collide_with_nothing() {
+        let Some(gpu) = crate::common::gpu() else { return };
+        assert_eq!(locals::v, 3);
+        let mut grid = gpu.filled(1, u32::MAX).unwrap();
+        let mut rec = gpu.filled(1, u32::MAX).unwrap();
+        let mut overrides = gpu.filled(1, u32::MAX).unwrap();
+        let gain = 5;
+        locals::k(
+            &gpu,
+            &mut grid,
+            &mut rec,
+            &mut overrides,
+            Grid::Workgroups(1),
+            locals::k::Overrides { gain: Some(gain) },
+        )
+        .unwrap();
+        let read = |b: &Buffer<u32>| b.read(&gpu).unwrap()[0];
+        assert_eq!((read(&grid), read(&rec), read(&overrides)), (3 * gain, 3 + gain, gain));
+    }
+
     #[test]
     fn generated_names_stay_out_of_the_users_way() {
         // The file `01_gen.wgsl` gives the module `gen`; its constant `KERNELS` is there, so the

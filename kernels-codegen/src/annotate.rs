@@ -41,6 +41,24 @@ fn comment_text(line: &str) -> Option<&str> {
     Some(rest.strip_prefix(' ').unwrap_or(rest).trim_end())
 }
 
+/// The header of a kernel file: the comment lines it starts with (up to the first line that
+/// is not a `//` comment, or is a `//#` directive or a marker), one entry per line. Kernel docs
+/// refer to it ("the update is in the file header"), so hosts get it with them.
+pub fn file_header(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_end_matches('\r');
+        match comment_text(line) {
+            Some(t) if crate::split::marker_name(line).is_none() => out.push(t.to_string()),
+            _ => break,
+        }
+    }
+    while out.last().is_some_and(|l| l.is_empty()) {
+        out.pop();
+    }
+    out
+}
+
 /// Where the block of comment lines right above `pos` (a line start) begins.
 fn block_above(text: &str, pos: usize) -> usize {
     let mut start = pos;
@@ -91,6 +109,18 @@ const WGSL_ATTRIBUTES: [&str; 17] = [
     "workgroup_size",
 ];
 
+/// The annotation words.
+pub const ANNOTATIONS: [&str; 3] = ["grid", "requires", "accumulates"];
+
+/// An example expression for an annotation word, for messages.
+pub fn example(word: &str) -> &'static str {
+    match word {
+        "grid" => "threads(p.n)",
+        "requires" => "len(x) >= p.n",
+        _ => "y",
+    }
+}
+
 /// The annotation a misspelled word was probably meant to be (`require` → `requires`).
 pub fn closest_annotation(word: &str) -> &'static str {
     fn distance(a: &str, b: &str) -> usize {
@@ -107,7 +137,7 @@ pub fn closest_annotation(word: &str) -> &'static str {
         }
         row[b.len()]
     }
-    if distance(word, "grid") <= distance(word, "requires") { "grid" } else { "requires" }
+    ANNOTATIONS.into_iter().min_by_key(|a| distance(word, a)).unwrap_or("grid")
 }
 
 /// Reads the comments of one kernel. `text` is the whole kernel file; only the section and the
@@ -187,7 +217,7 @@ pub fn notes(text: &str, section: &Section) -> Notes {
         let Some(t) = comment_text(line) else {
             continue;
         };
-        let annotation = ["grid", "requires", "accumulates"].iter().find_map(|k| {
+        let annotation = ANNOTATIONS.iter().find_map(|k| {
             let rest = t.strip_prefix('@')?.strip_prefix(k)?;
             (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| (k.to_string(), rest.trim().to_string()))
         });
@@ -250,6 +280,14 @@ mod tests {
         assert_eq!(closest_annotation("require"), "requires");
         assert_eq!(closest_annotation("grd"), "grid");
         assert!(n.annotations.is_empty());
+    }
+
+    #[test]
+    fn the_file_header_is_the_leading_comment_block() {
+        let text = "// What the file does.\n//\n// The layout.\n//#include \"x.wgsl\"\n// Not the header.\n";
+        assert_eq!(file_header(text), vec!["What the file does.", "", "The layout."]);
+        assert_eq!(file_header("// --- KERNEL: k ---\n// doc of k\n"), Vec::<String>::new());
+        assert_eq!(file_header("const A = 1;\n// late\n"), Vec::<String>::new());
     }
 
     #[test]

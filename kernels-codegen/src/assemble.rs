@@ -167,6 +167,11 @@ pub fn assemble_decls(pieces: Pieces<'_>, decls: &[DeclId]) -> Assembled {
 /// preamble and included files are kept only where the section, `roots` (names the kernel's
 /// annotations use) or a kept declaration names them (`index` finds them by name); the
 /// section is kept whole.
+///
+/// Entry points of other stages (`@vertex`, `@fragment`) are left out wherever they are, and
+/// so is what only they reach: the declarations of the common parts by the usual rule, the
+/// section's own where only they reach them (`section_outline` is the section's outline).
+#[allow(clippy::too_many_arguments)]
 pub fn assemble(
     pieces: Pieces<'_>,
     index: &NameIndex,
@@ -174,9 +179,10 @@ pub fn assemble(
     kernel_file: FileId,
     preamble: Range<usize>,
     section: Range<usize>,
+    section_outline: Option<&Outline>,
     roots: &[String],
 ) -> Built {
-    let mut b = Builder { pieces, items: Vec::new(), inserted: Vec::new(), common: true };
+    let mut b = Builder { pieces, items: Vec::new(), inserted: Vec::new(), common: true, section: Vec::new() };
     if let Some(s) = shared {
         b.inserted.push(s);
         b.part(s, 0..pieces.texts[s].len(), false);
@@ -184,7 +190,7 @@ pub fn assemble(
     }
     b.part(kernel_file, preamble, false);
     b.common = false;
-    b.part(kernel_file, section, true);
+    b.section(kernel_file, section, section_outline);
     b.finish(index, roots)
 }
 
@@ -203,7 +209,15 @@ enum Item {
         start: usize,
         common: bool,
     },
+    /// A declaration of the section that an entry point of another stage reaches: kept where
+    /// the rest reaches its name (`Builder::section[index]`).
+    SectionNamed {
+        index: usize,
+    },
 }
+
+/// A declaration of a section kept only where reached: (file, range, name, names it uses).
+type SectionDecl = (FileId, Range<usize>, String, Vec<String>);
 
 struct Builder<'a> {
     pieces: Pieces<'a>,
@@ -211,6 +225,8 @@ struct Builder<'a> {
     inserted: Vec<FileId>,
     /// Whether the text being added is seen by every kernel (shared and file preamble).
     common: bool,
+    /// The section's declarations kept only where reached.
+    section: Vec<SectionDecl>,
 }
 
 impl Builder<'_> {
@@ -232,6 +248,51 @@ impl Builder<'_> {
                 Role::Named(..) => self.items.push(Item::Named { file, decl: i, start, common: self.common }),
                 // Comments after the last declaration: no names, kept as they are.
                 Role::Always | Role::Trailing => self.items.push(Item::Keep { file, range: start..d.range.end }),
+                Role::OtherStage(_) => {}
+            }
+        }
+    }
+
+    /// Adds a kernel's section: whole, unless it holds entry points of other stages. Those are
+    /// left out, and so is every declaration of the section that they reach and nothing else
+    /// does; the rest of the section is kept whole.
+    fn section(&mut self, file: FileId, range: Range<usize>, outline: Option<&Outline>) {
+        let Some(outline) = outline.filter(|o| o.decls.iter().any(|d| matches!(d.role, Role::OtherStage(_)))) else {
+            self.part(file, range, true);
+            return;
+        };
+        let decls = &outline.decls;
+        let inside = |d: &crate::outline::Decl| d.range.start >= range.start && d.range.end <= range.end;
+        // What the other stages reach among the section's named declarations.
+        let mut reached = vec![false; decls.len()];
+        let mut todo: Vec<&String> = decls
+            .iter()
+            .filter(|d| inside(d) && matches!(d.role, Role::OtherStage(_)))
+            .flat_map(|d| d.refs.iter())
+            .collect();
+        while let Some(name) = todo.pop() {
+            for (i, d) in decls.iter().enumerate() {
+                if let Role::Named(_, n) = &d.role
+                    && n == name
+                    && inside(d)
+                    && !std::mem::replace(&mut reached[i], true)
+                {
+                    todo.extend(d.refs.iter());
+                }
+            }
+        }
+        for (i, d) in decls.iter().enumerate() {
+            if !inside(d) {
+                continue;
+            }
+            let start = self.includes(file, d.range.clone());
+            match &d.role {
+                Role::OtherStage(_) => {}
+                Role::Named(_, name) if reached[i] => {
+                    self.section.push((file, start..d.range.end, name.clone(), d.refs.clone()));
+                    self.items.push(Item::SectionNamed { index: self.section.len() - 1 });
+                }
+                _ => self.items.push(Item::Keep { file, range: start..d.range.end }),
             }
         }
     }
@@ -274,7 +335,8 @@ impl Builder<'_> {
 
     /// Keeps what is reached, in order.
     fn finish(self, index: &NameIndex, roots: &[String]) -> Built {
-        let Builder { pieces, items, .. } = self;
+        let Builder { pieces, items, section, .. } = self;
+        let mut section_kept = vec![false; section.len()];
         // The declarations this kernel's source may hold (an included file may be in some
         // kernels' sources only).
         let mut present: Vec<Vec<bool>> =
@@ -291,11 +353,20 @@ impl Builder<'_> {
                     }
                 }
                 Item::Named { file, decl, .. } => present[*file][*decl] = true,
-                Item::Generated(_) => {}
+                Item::Generated(_) | Item::SectionNamed { .. } => {}
             }
         }
         let mut kept: Vec<Vec<bool>> = present.iter().map(|p| vec![false; p.len()]).collect();
         while let Some(name) = todo.pop() {
+            for (j, (_, _, n, refs)) in section.iter().enumerate() {
+                if *n == name && !std::mem::replace(&mut section_kept[j], true) {
+                    for r in refs {
+                        if reached.insert(r.clone()) {
+                            todo.push(r.clone());
+                        }
+                    }
+                }
+            }
             for &(file, i) in index.get(&name) {
                 if !present[file][i] || kept[file][i] {
                     continue;
@@ -316,6 +387,15 @@ impl Builder<'_> {
                 Item::Keep { file, range } => out
                     .assembled
                     .push(&pieces.texts[*file][range.clone()], Origin::File { file: *file, start: range.start }),
+                Item::SectionNamed { index } => {
+                    if section_kept[*index] {
+                        let (file, range, _, _) = &section[*index];
+                        out.assembled.push(
+                            &pieces.texts[*file][range.clone()],
+                            Origin::File { file: *file, start: range.start },
+                        );
+                    }
+                }
                 Item::Named { file, decl, start, common } => {
                     let k = kept[*file][*decl];
                     if *common {
@@ -356,7 +436,7 @@ mod tests {
             .map(|(i, c)| outlined[i].then(|| outline(c, if i == kernel { 0..marker } else { 0..c.len() })))
             .collect();
         let pieces = Pieces { texts, codes: &codes, includes, outlines: &outlines };
-        assemble(pieces, &NameIndex::new(&outlines), shared, kernel, 0..marker, section, &[])
+        assemble(pieces, &NameIndex::new(&outlines), shared, kernel, 0..marker, section, None, &[])
     }
 
     #[test]

@@ -35,8 +35,12 @@ pub struct Variant {
     /// The source for wgpu (no `enable subgroups;`: naga 30 rejects it; `enable f16;` and
     /// `enable wgpu_cooperative_matrix;` where used).
     pub wgsl: String,
+    /// The other wgpu features it needs (`SHADER_INT64`, `SHADER_F64`, 64-bit atomics,
+    /// `IMMEDIATES`; see [`validate::FEATURES`]). WebGPU has none of them.
+    pub features: Vec<&'static str>,
     /// The source for a browser (with `enable subgroups;` where used, as WebGPU requires);
-    /// empty for a variant that uses cooperative matrices, which WebGPU does not have.
+    /// empty for a variant that uses cooperative matrices or needs one of `features`, which
+    /// WebGPU does not have.
     pub browser_wgsl: String,
 }
 
@@ -57,6 +61,10 @@ pub struct Kernel {
     pub errors: Vec<Diagnostic>,
     /// Where its marker is.
     pub marker: Location,
+    /// The module constants of its source that its annotations name: (name, Rust type, value
+    /// as a Rust literal), for hosts that read the annotations' text (a constant of its
+    /// section or of a file only it includes is in no file's [`File::consts`]).
+    pub constants: Vec<(String, &'static str, String)>,
 }
 
 /// A kernel file after compilation.
@@ -65,10 +73,19 @@ pub struct File {
     /// The generated module's name.
     pub module: String,
     /// Files read (absolute): the kernel file, the shared preamble and every included file,
-    /// for rebuild tracking.
+    /// for rebuild tracking and hot reload.
     pub read: Vec<PathBuf>,
+    /// The kernel file (absolute), once it was found.
+    pub path: Option<PathBuf>,
+    /// The shared preamble (absolute), if the file has one.
+    pub shared: Option<PathBuf>,
+    /// The directory paths are shown relative to (the calling crate's manifest directory).
+    pub manifest_dir: Option<PathBuf>,
     /// The kernel file as displayed.
     pub display: String,
+    /// The kernel file's header comment, one entry per line
+    /// ([`file_header`](crate::annotate::file_header)).
+    pub doc: Vec<String>,
     /// Kernels in file order.
     pub kernels: Vec<Kernel>,
     /// The constants of the shared and file preambles (and the files they include), for the
@@ -87,19 +104,22 @@ impl File {
 
 fn read(site: &CallSite, written: &str, what: &str) -> Result<SourceFile, Box<Diagnostic>> {
     let path = site.resolve(written).map_err(|e| Box::new(Diagnostic::new(e)))?;
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Box::new(
-            Diagnostic::new(format!("cannot read {what} `{written}`: {e}"))
+    let text = crate::source::read_text(&path, &site.display(&path)).map_err(|e| {
+        Box::new(match e {
+            crate::source::ReadError::Io(e) => Diagnostic::new(format!("cannot read {what} `{written}`: {e}"))
                 .note(format!("looked for {}", path.display()))
                 .note("paths are relative to the crate's manifest directory (where Cargo.toml is), or to the calling file when they start with `./` or `../`"),
-        )
+            crate::source::ReadError::Utf8(at) => Diagnostic::at(*at, format!("the {what} `{written}` is not UTF-8 text"))
+                .label("this byte is not UTF-8")
+                .note("WGSL source is UTF-8; save the file as UTF-8"),
+        })
     })?;
     Ok(SourceFile::new(path.clone(), site.display(&path), text))
 }
 
 /// Compiles one kernel file.
 pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<String>) -> File {
-    let mut out = File::default();
+    let mut out = File { manifest_dir: site.manifest_dir.clone(), ..File::default() };
     let mut sources = Sources::default();
     let kernel_file = match read(site, path, "kernel file") {
         Ok(f) => sources.add(f),
@@ -109,7 +129,9 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         }
     };
     let file = sources.get(kernel_file).clone();
+    out.path = Some(file.path.clone());
     out.display = file.display.clone();
+    out.doc = annotate::file_header(&file.text);
     out.module = match module {
         Some(m) => m,
         None => match crate::source::module_name(&file.path) {
@@ -148,6 +170,7 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
             }
         }
     };
+    out.shared = shared_file.map(|s| sources.get(s).path.clone());
     let roots: Vec<FileId> = shared_file.into_iter().chain([kernel_file]).collect();
     let (includes, include_errors) = include::load(site, &mut sources, &roots);
     out.read = sources.iter().map(|(_, f)| f.path.clone()).collect();
@@ -222,19 +245,44 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         let (errors, unused_values) = ctx.check_unused(form, dead);
         values.extend(unused_values);
         for e in errors {
-            if !out.errors.contains(&e) {
-                out.errors.push(e);
-            }
+            Diagnostic::push_once(&mut out.errors, e);
         }
     }
     // The host sees the constants every kernel could see: those of the common parts.
     for (form, dead) in forms.iter().zip(&dead) {
         for &(file, i) in &dead.decls {
-            if let Some(Role::Named("const", name)) = form.outlines[file].as_ref().map(|o| &o.decls[i].role)
+            let Some(decl) = form.outlines[file].as_ref().map(|o| &o.decls[i]) else { continue };
+            if let Role::Named("const", name) = &decl.role
                 && out.consts.iter().all(|c| &c.0 != name)
                 && let Some(v) = values.iter().find(|v| &v.0 == name)
             {
-                out.consts.push(v.clone());
+                // A name Rust reads as another's (NFC) would be a second item of that name.
+                let at = || {
+                    let range = split::find_word(&form.codes[file][decl.range.clone()], name)
+                        .first()
+                        .map_or(decl.range.clone(), |r| decl.range.start + r.start..decl.range.start + r.end);
+                    sources.get(file).locate(range)
+                };
+                let key = split::rust_name(name);
+                let other = out
+                    .consts
+                    .iter()
+                    .map(|c| (&c.0, "constant"))
+                    .chain(out.kernels.iter().map(|k| (&k.name, "kernel")))
+                    .find(|(n, _)| split::rust_name(n) == key && *n != name);
+                match other {
+                    Some((other, what)) => Diagnostic::push_once(
+                        &mut out.errors,
+                        Diagnostic::at(at(), format!("constant `{name}` and {what} `{other}` are one name in the generated Rust"))
+                            .label("a `pub const` of the file's module")
+                            .note(format!(
+                                "they differ only in Unicode composition (`{}` and `{}`), and Rust normalizes identifiers (NFC); rename one",
+                                split::spelled(name),
+                                split::spelled(other)
+                            )),
+                    ),
+                    None => out.consts.push(v.clone()),
+                }
             }
         }
     }
@@ -349,6 +397,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn assemble(&self, form: &Form, section: &split::Section, roots: &[String]) -> Built {
+        let outline = outline::outline(&form.codes[self.kernel_file], section.body.clone());
         assemble(
             form.pieces(self.includes),
             &form.index,
@@ -356,13 +405,13 @@ impl Ctx<'_> {
             self.kernel_file,
             self.split.preamble.clone(),
             section.body.clone(),
+            Some(&outline),
             roots,
         )
     }
 
     /// Checks, once, the declarations of the shared and file preambles (and what they include)
     /// that no kernel uses, with what they need.
-    #[allow(clippy::type_complexity)]
     #[allow(clippy::type_complexity)]
     fn check_unused(&self, form: &Form, dead: &DeadCode) -> (Vec<Diagnostic>, Vec<(String, &'static str, String)>) {
         // naga's parser takes time quadratic in the number of declarations of a module, so
@@ -407,9 +456,7 @@ impl Ctx<'_> {
                     for mut d in found {
                         d.kernel = None;
                         d.notes.push(note.to_string());
-                        if !errors.contains(&d) {
-                            errors.push(d);
-                        }
+                        Diagnostic::push_once(&mut errors, d);
                     }
                 }
             }
@@ -449,10 +496,7 @@ impl Ctx<'_> {
                         None => d = d.note(note),
                     }
                 }
-                if let Some(v) = &variant_note {
-                    d = d.note(v.clone());
-                }
-                d
+                d.in_variant(variant_note.clone())
             })
             .collect()
     }
@@ -462,13 +506,19 @@ impl Ctx<'_> {
     fn shape(&self, notes: &Notes, iface: &Interface, name: &str, errors: &mut Vec<Diagnostic>) -> Shape {
         let file = self.sources.get(self.kernel_file);
         let mut shape = Shape::default();
+        let known = "the annotations are `// @grid …`, `// @requires …` and `// @accumulates …`; other comment lines are doc text";
         for (range, word) in &notes.unknown {
-            errors.push(
+            let d = if annotate::ANNOTATIONS.contains(&word.as_str()) {
+                // The word is right; what follows it is not (`@requires:`, `@grid(…)`).
+                Diagnostic::at(file.locate(range.clone()), format!("malformed annotation `@{word}`")).label(format!(
+                    "the expression follows `@{word}` after a space, like `// @{word} {}`",
+                    annotate::example(word)
+                ))
+            } else {
                 Diagnostic::at(file.locate(range.clone()), format!("unknown annotation `@{word}`"))
                     .label(format!("did you mean `@{}`?", annotate::closest_annotation(word)))
-                    .note("the annotations are `// @grid …` and `// @requires …`; other comment lines are doc text")
-                    .in_kernel(name),
-            );
+            };
+            errors.push(d.note(known).in_kernel(name));
         }
         for a in &notes.annotations {
             let location = file.locate(a.range.clone());
@@ -522,8 +572,13 @@ impl Ctx<'_> {
             subgroups: c.subgroups,
             f16: c.f16,
             coop: c.coop_configs.clone(),
+            features: c.features.clone(),
             wgsl: format!("{}{body}", c.prefix),
-            browser_wgsl: if c.coop { String::new() } else { format!("{enable_f16}{enable_sg}{body}") },
+            browser_wgsl: if c.coop || !c.features.is_empty() {
+                String::new()
+            } else {
+                format!("{enable_f16}{enable_sg}{body}")
+            },
         }
     }
 
@@ -540,6 +595,7 @@ impl Ctx<'_> {
             variants: Vec::new(),
             errors: Vec::new(),
             marker: marker.clone(),
+            constants: Vec::new(),
         };
 
         // Every combination of the `//#if` conditions, preferred first; a combination whose
@@ -607,7 +663,9 @@ impl Ctx<'_> {
                 Err(failure) => {
                     let a = a.prefixed(&failure.prefix);
                     let note = if first { None } else { conditions.describe() };
-                    k.errors.extend(self.diagnostics(&a, failure.errors, &marker, &name, note));
+                    for d in self.diagnostics(&a, failure.errors, &marker, &name, note) {
+                        Diagnostic::push_once(&mut k.errors, d);
+                    }
                     if first {
                         if let Some(m) = failure.module
                             && let Ok(i) = reflect::reflect(&m, None, &name)
@@ -628,13 +686,24 @@ impl Ctx<'_> {
                                 let mut errors = Vec::new();
                                 k.shape = self.shape(&notes, &i, &name, &mut errors);
                                 k.errors.extend(errors);
+                                k.constants = i.exported.iter().filter(|c| roots.contains(&c.0)).cloned().collect();
                                 k.interface = Some(i);
                             }
                             Err(e) => {
                                 if k.errors.is_empty() {
-                                    // At the declaration, else at the entry point.
-                                    let entry =
-                                        notes.entry.clone().map(|r| file.locate(r)).unwrap_or_else(|| marker.clone());
+                                    // At the declaration, else at the attribute it names, else
+                                    // at the entry point.
+                                    let attribute = e.attribute.and_then(|word| {
+                                        let end = notes.entry.as_ref().map_or(section.body.end, |r| r.start);
+                                        let code = split::mask_comments(&file.text[section.body.start..end]);
+                                        split::find_word(&code, word).last().map(|r| {
+                                            section.body.start + r.start.saturating_sub(1)..section.body.start + r.end
+                                        })
+                                    });
+                                    let entry = attribute
+                                        .or_else(|| notes.entry.clone())
+                                        .map(|r| file.locate(r))
+                                        .unwrap_or_else(|| marker.clone());
                                     let loc = self.locate(&a.prefixed(&c.prefix), e.span, &entry);
                                     k.errors.push(Diagnostic::at(loc, e.message).in_kernel(&name));
                                 }
@@ -664,10 +733,9 @@ impl Ctx<'_> {
         // an earlier one needs (and maybe more) would never run.
         let mut variants: Vec<(Variant, validate::Needs, &Assembled, &validate::Checked)> = Vec::new();
         for ((cond, a, c), useful) in checked.iter().zip(useful) {
-            let needs = validate::Needs { subgroups: c.subgroups, f16: c.f16, coop: c.coop };
-            let dominated = variants.iter().any(|(_, n, _, _)| {
-                (!n.subgroups || needs.subgroups) && (!n.f16 || needs.f16) && (!n.coop || needs.coop)
-            });
+            let needs =
+                validate::Needs { subgroups: c.subgroups, f16: c.f16, coop: c.coop, features: c.features.clone() };
+            let dominated = variants.iter().any(|(_, n, _, _)| needs.covers(n));
             if useful && !dominated {
                 variants.push((self.variant(*cond, a, c), needs, a, c));
             }
@@ -676,9 +744,11 @@ impl Ctx<'_> {
         // (for kernels without other errors: a missing entry point has nothing to write).
         let clean = k.errors.is_empty();
         for (v, needs, a, c) in variants.iter().filter(|_| clean) {
-            if let Err(e) = validate::spirv(c, &name, *needs) {
+            if let Err(e) = validate::spirv(c, &name, needs) {
                 let note = v.conditions.describe();
-                k.errors.extend(self.diagnostics(&a.prefixed(&c.prefix), vec![e], &marker, &name, note));
+                for d in self.diagnostics(&a.prefixed(&c.prefix), vec![e], &marker, &name, note) {
+                    Diagnostic::push_once(&mut k.errors, d);
+                }
             }
         }
         if k.errors.is_empty() {

@@ -19,6 +19,9 @@ pub struct Diagnostic {
     pub notes: Vec<String>,
     /// Other kernels with the same error (in code they share), reported once.
     pub also: Vec<String>,
+    /// The variants the error is in, where that is not every variant it was looked for in:
+    /// empty for an error of the preferred variant (["in the variant without subgroups (…)"]).
+    pub variants: Vec<String>,
 }
 
 impl Diagnostic {
@@ -31,6 +34,7 @@ impl Diagnostic {
             label: String::new(),
             notes: Vec::new(),
             also: Vec::new(),
+            variants: Vec::new(),
         }
     }
 
@@ -49,6 +53,44 @@ impl Diagnostic {
     pub fn note(mut self, note: impl Into<String>) -> Self {
         self.notes.push(note.into());
         self
+    }
+
+    /// Says which variant the error is in (see [`Conditions::describe`](crate::split::Conditions::describe)).
+    pub fn in_variant(mut self, description: Option<String>) -> Self {
+        if let Some(d) = description
+            && !self.variants.contains(&d)
+        {
+            self.variants.push(d);
+        }
+        self
+    }
+
+    /// Whether `other` is the same error, in whichever variant.
+    fn same_error(&self, other: &Diagnostic) -> bool {
+        self.kernel == other.kernel
+            && self.message == other.message
+            && self.location == other.location
+            && self.label == other.label
+            && self.notes == other.notes
+    }
+
+    /// Adds `d` to `errors` unless the same error (in another variant) is there already; then
+    /// the one kept says every variant it is in, or none if one of them is the preferred one.
+    pub fn push_once(errors: &mut Vec<Diagnostic>, d: Diagnostic) {
+        match errors.iter_mut().find(|e| e.same_error(&d)) {
+            Some(e) => {
+                if e.variants.is_empty() || d.variants.is_empty() {
+                    e.variants.clear();
+                } else {
+                    for v in d.variants {
+                        if !e.variants.contains(&v) {
+                            e.variants.push(v);
+                        }
+                    }
+                }
+            }
+            None => errors.push(d),
+        }
     }
 
     /// Names the kernel the error belongs to.
@@ -92,6 +134,9 @@ impl Diagnostic {
         for note in &self.notes {
             let _ = write!(out, "\n = note: {note}");
         }
+        if !self.variants.is_empty() {
+            let _ = write!(out, "\n = note: {}", self.variants.join("; and "));
+        }
         out
     }
 
@@ -105,6 +150,7 @@ impl Diagnostic {
                     && o.location == d.location
                     && o.label == d.label
                     && o.notes == d.notes
+                    && o.variants == d.variants
                     && o.kernel.is_some()
                     && d.kernel.is_some()
             });
@@ -136,6 +182,24 @@ mod tests {
         assert_eq!(merged.len(), 2);
         assert!(merged[0].render().starts_with("kernels `a`, `b` and `c`: bad"), "{}", merged[0].render());
         assert!(merged[1].render().starts_with("kernel `a`: other"));
+    }
+
+    #[test]
+    fn an_error_of_several_variants_is_reported_once() {
+        let loc = Location { file: "s.wgsl".into(), line: 1, column: 1, line_text: "x".into(), width: 1 };
+        let e = |v: Option<&str>| Diagnostic::at(loc.clone(), "bad").in_kernel("k").in_variant(v.map(String::from));
+        let mut errors = Vec::new();
+        Diagnostic::push_once(&mut errors, e(Some("in the variant without subgroups")));
+        Diagnostic::push_once(&mut errors, e(Some("in the variant without coop")));
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].variants.len(), 2);
+        assert!(errors[0].render().ends_with("in the variant without subgroups; and in the variant without coop"));
+        // Also in the preferred variant: no variant to name.
+        Diagnostic::push_once(&mut errors, e(None));
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].variants.is_empty());
+        Diagnostic::push_once(&mut errors, e(Some("in the variant without coop")));
+        assert!(errors[0].variants.is_empty());
     }
 
     #[test]

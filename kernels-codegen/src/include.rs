@@ -66,15 +66,22 @@ fn lines(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> {
 /// include lines. Errors are at the include line (missing file, malformed line, cycle) or in
 /// the included file (markers, `enable` directives).
 pub fn load(site: &CallSite, sources: &mut Sources, roots: &[FileId]) -> (Includes, Vec<Diagnostic>) {
-    let mut loader = Loader { site, includes: Includes::default(), errors: Vec::new(), done: Vec::new() };
+    let mut loader =
+        Loader { site, roots: roots.to_vec(), includes: Includes::default(), errors: Vec::new(), done: Vec::new() };
     for &root in roots {
         loader.visit(sources, root, &mut vec![root]);
     }
     (loader.includes, loader.errors)
 }
 
+/// How deep includes may nest: far more than any real file needs, and few enough that
+/// following them (recursively) cannot exhaust the compiler's stack.
+pub const MAX_DEPTH: usize = 64;
+
 struct Loader<'a> {
     site: &'a CallSite,
+    /// The shared preamble and the kernel file.
+    roots: Vec<FileId>,
     includes: Includes,
     errors: Vec<Diagnostic>,
     done: Vec<FileId>,
@@ -100,16 +107,36 @@ impl Loader<'_> {
             };
             let dir = sources.get(file).path.parent().map(Path::to_path_buf).unwrap_or_default();
             let path = normalize(&dir.join(&written));
+            if stack.len() > MAX_DEPTH {
+                let chain: Vec<String> =
+                    stack.iter().take(3).map(|&f| format!("`{}`", sources.get(f).display)).collect();
+                self.errors.push(
+                    Diagnostic::at(here, format!("includes nest more than {MAX_DEPTH} files deep"))
+                        .label("one include too many")
+                        .note(format!("the chain starts {} → …", chain.join(" → ")))
+                        .note("kernels! follows at most this many nested includes; flatten the chain"),
+                );
+                continue;
+            }
             let target = match sources.find(&path) {
                 Some(t) => t,
-                None => match std::fs::read_to_string(&path) {
+                None => match crate::source::read_text(&path, &self.site.display(&path)) {
                     Ok(text) => {
                         let display = self.site.display(&path);
                         let id = sources.add(SourceFile::new(path.clone(), display, text));
                         self.check_included(sources.get(id));
                         id
                     }
-                    Err(e) => {
+                    Err(crate::source::ReadError::Utf8(at)) => {
+                        self.errors.push(
+                            Diagnostic::at(*at, format!("the included file `{written}` is not UTF-8 text"))
+                                .label("this byte is not UTF-8")
+                                .note(format!("included at {}:{}", here.file, here.line))
+                                .note("WGSL source is UTF-8; save the file as UTF-8"),
+                        );
+                        continue;
+                    }
+                    Err(crate::source::ReadError::Io(e)) => {
                         self.errors.push(
                             Diagnostic::at(here, format!("cannot read included file `{written}`: {e}"))
                                 .label("included here")
@@ -120,6 +147,20 @@ impl Loader<'_> {
                     }
                 },
             };
+            // The kernel file was read as a root, so its markers were never checked as an
+            // included file's: it would be inserted whole, every kernel in every kernel.
+            if self.roots.contains(&target)
+                && let Some((_, marker)) = crate::split::find_markers(&sources.get(target).text).into_iter().next()
+            {
+                let m = sources.get(target).locate(marker);
+                self.errors.push(
+                    Diagnostic::at(here, format!("`{written}` is the kernel file, which cannot be included"))
+                        .label("includes the kernel file")
+                        .note(format!("it holds kernel markers (the first at {}:{})", m.file, m.line))
+                        .note("included text is inserted into each kernel's source; put what the kernels share in a file of its own and include that"),
+                );
+                continue;
+            }
             if let Some(at) = stack.iter().position(|&f| f == target) {
                 let chain: Vec<String> =
                     stack[at..].iter().chain([&target]).map(|&f| format!("`{}`", sources.get(f).display)).collect();

@@ -5,7 +5,8 @@
 //! [`export`] gives the browser WGSL of every kernel variant (one file each) and the manifest
 //! (JSON). The manifest's fields are documented one by one in the JSON Schema that the export
 //! writes beside it (`web/export/manifest.schema.json` in the repository); in short, per kernel
-//! file its module constants, and per kernel: its bindings (WebGPU binding type, access —
+//! file its header comment and module constants, and per kernel: the constants its annotations
+//! name, its bindings (WebGPU binding type, access —
 //! `read`, `written`, `read_write` in place or `accumulated` —, element or uniform layout with
 //! every field's offset, size and WGSL type, and the fewest elements it may hold), its grid and
 //! `@requires` checks as expression trees ([`expr_json`], with the integer semantics of
@@ -216,10 +217,15 @@ pub fn cmp_name(cmp: Cmp) -> &'static str {
     }
 }
 
-/// The browser variants of a kernel, preferred first: those without cooperative matrices.
+/// The browser variants of a kernel, preferred first: those with a browser form (without
+/// cooperative matrices, 64-bit types or immediates).
 pub fn web_variants(k: &Kernel) -> Vec<&Variant> {
-    k.variants.iter().filter(|v| v.coop.is_empty()).collect()
+    k.variants.iter().filter(|v| !v.browser_wgsl.is_empty()).collect()
 }
+
+/// Why variants that need wgpu features WebGPU lacks are not exported.
+pub const NATIVE_FEATURES_REASON: &str =
+    "needs wgpu features WebGPU does not have (`native_features`): native (wgpu) only";
 
 /// The file of browser variant `index` (into [`web_variants`]) of kernel `k` of module
 /// `module`, relative to the export directory: `module/kernel.wgsl` for the preferred one,
@@ -289,6 +295,9 @@ fn scalar_name(s: Scalar) -> Result<&'static str, String> {
         (ScalarKind::Float, 2) => "f16",
         (ScalarKind::Uint, 4) => "u32",
         (ScalarKind::Sint, 4) => "i32",
+        (ScalarKind::Uint, 8) => "u64",
+        (ScalarKind::Sint, 8) => "i64",
+        (ScalarKind::Float, 8) => "f64",
         (k, w) => return Err(format!("a {k:?} of {w} bytes cannot be shared with a host")),
     })
 }
@@ -427,9 +436,17 @@ fn access(k: &Kernel, b: &reflect::Binding, usage: Usage) -> &'static str {
 /// The device limits (WebGPU's names) a variant needs, beyond those its data set.
 fn limits(iface: &Interface, a: &Analysis) -> Json {
     let [x, y, z] = iface.workgroup_size;
+    use reflect::ResourceKind;
     let storage = iface.bindings.iter().filter(|b| b.access != Access::Uniform).count();
     let uniform: Vec<&reflect::Binding> = iface.bindings.iter().filter(|b| b.access == Access::Uniform).collect();
-    let max_binding = iface.bindings.iter().map(|b| b.binding + 1).max().unwrap_or(0);
+    let max_binding = iface
+        .bindings
+        .iter()
+        .map(|b| b.binding + 1)
+        .chain(iface.resources.iter().map(|r| r.binding + 1))
+        .max()
+        .unwrap_or(0);
+    let count = |f: fn(&ResourceKind) -> bool| iface.resources.iter().filter(|r| f(&r.kind)).count() as u32;
     Json::object([
         ("maxComputeWorkgroupStorageSize", Json::int(a.workgroup_bytes)),
         ("maxComputeInvocationsPerWorkgroup", Json::int(u64::from(x) * u64::from(y) * u64::from(z))),
@@ -439,8 +456,11 @@ fn limits(iface: &Interface, a: &Analysis) -> Json {
         ("maxStorageBuffersPerShaderStage", Json::int(storage as u32)),
         ("maxUniformBuffersPerShaderStage", Json::int(uniform.len() as u32)),
         ("maxUniformBufferBindingSize", Json::int(uniform.iter().map(|b| b.stride).max().unwrap_or(0))),
+        ("maxSampledTexturesPerShaderStage", Json::int(count(|k| matches!(k, ResourceKind::Texture { .. })))),
+        ("maxStorageTexturesPerShaderStage", Json::int(count(|k| matches!(k, ResourceKind::StorageTexture { .. })))),
+        ("maxSamplersPerShaderStage", Json::int(count(|k| matches!(k, ResourceKind::Sampler { .. })))),
         ("maxBindingsPerBindGroup", Json::int(max_binding)),
-        ("maxBindGroups", Json::int(u32::from(!iface.bindings.is_empty()))),
+        ("maxBindGroups", Json::int(u32::from(!iface.bindings.is_empty() || !iface.resources.is_empty()))),
     ])
 }
 
@@ -478,7 +498,7 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
             Usage { read: u.read || this.read, written: u.written || this.written }
         })
     };
-    let mut bindings = Vec::new();
+    let mut bindings: Vec<(u32, Json)> = Vec::new();
     for b in &iface.bindings {
         let (kind, buffer_type) = match b.access {
             Access::Read => ("read", "read-only-storage"),
@@ -497,20 +517,67 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
             _ => var.ty,
         };
         let access = access(k, b, usage(&b.name));
-        bindings.push(Json::object([
-            ("group", Json::int(b.group)),
-            ("binding", Json::int(b.binding)),
-            ("name", Json::str(&b.name)),
-            ("kind", Json::str(kind)),
-            ("buffer_type", Json::str(buffer_type)),
-            ("access", Json::str(access)),
-            ("wgsl_type", Json::str(&b.wgsl)),
-            ("stride", Json::int(b.stride)),
-            ("runtime_sized", Json::Bool(b.runtime_sized)),
-            ("min_length", Json::int(min_length(k, b))),
-            ("layout", layout(&first.module, &first.layouter, ty).map_err(|e| format!("binding `{}`: {e}", b.name))?),
-        ]));
+        // A struct ending in a runtime-sized array: its element's layout, and its fixed part's.
+        let (ty, header) = match &first.module.types[ty].inner {
+            TypeInner::Struct { members, .. } if b.runtime_sized && b.access != Access::Uniform => {
+                let (last, fixed) = members.split_last().ok_or("an empty struct")?;
+                let TypeInner::Array { base, .. } = first.module.types[last.ty].inner else {
+                    return Err(format!("binding `{}`: the struct does not end in an array", b.name));
+                };
+                let header = if fixed.is_empty() {
+                    Json::Null
+                } else {
+                    struct_layout(&first.module, &first.layouter, ty, fixed, last.offset)
+                        .map_err(|e| format!("binding `{}`: {e}", b.name))?
+                };
+                (base, header)
+            }
+            _ => (ty, Json::Null),
+        };
+        bindings.push((
+            b.binding,
+            Json::object([
+                ("group", Json::int(b.group)),
+                ("binding", Json::int(b.binding)),
+                ("name", Json::str(&b.name)),
+                ("kind", Json::str(kind)),
+                ("buffer_type", Json::str(buffer_type)),
+                ("access", Json::str(access)),
+                ("wgsl_type", Json::str(&b.wgsl)),
+                ("stride", Json::int(b.stride)),
+                ("offset", Json::int(b.offset)),
+                ("header", header),
+                ("runtime_sized", Json::Bool(b.runtime_sized)),
+                ("min_length", Json::int(min_length(k, b))),
+                (
+                    "layout",
+                    layout(&first.module, &first.layouter, ty).map_err(|e| format!("binding `{}`: {e}", b.name))?,
+                ),
+            ]),
+        ));
     }
+    for r in &iface.resources {
+        bindings.push((r.binding, resource_json(r)));
+    }
+    bindings.sort_by_key(|(b, _)| *b);
+    let bindings: Vec<Json> = bindings.into_iter().map(|(_, j)| j).collect();
+    let immediate = match &iface.immediate {
+        Some(i) => {
+            let (_, var) = first
+                .module
+                .global_variables
+                .iter()
+                .find(|(_, v)| v.name.as_deref() == Some(i.name.as_str()) && v.space == AddressSpace::Immediate)
+                .ok_or_else(|| format!("`var<immediate> {}` is not in the variant's source", i.name))?;
+            Json::object([
+                ("name", Json::str(&i.name)),
+                ("wgsl_type", Json::str(&i.wgsl)),
+                ("size", Json::int(i.size)),
+                ("layout", layout(&first.module, &first.layouter, var.ty)?),
+            ])
+        }
+        None => Json::Null,
+    };
     let mut variants = Vec::new();
     for (i, (v, a)) in analysed.iter().enumerate().filter(|_| !web.is_empty()) {
         let path = variant_file(&file.module, k, i);
@@ -524,7 +591,7 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
     let native_only: Vec<Json> = k
         .variants
         .iter()
-        .filter(|v| !v.coop.is_empty())
+        .filter(|v| v.browser_wgsl.is_empty())
         .map(|v| {
             let scalar = |s: CoopScalar| Json::str(if s == CoopScalar::F16 { "f16" } else { "f32" });
             let configs = v
@@ -543,7 +610,8 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
             Json::object([
                 ("cooperative_matrix", Json::Array(configs)),
                 ("features", strings(features(v))),
-                ("reason", Json::str(NATIVE_ONLY_REASON)),
+                ("native_features", strings(v.features.iter().copied())),
+                ("reason", Json::str(if v.coop.is_empty() { NATIVE_FEATURES_REASON } else { NATIVE_ONLY_REASON })),
             ])
         })
         .collect();
@@ -587,20 +655,142 @@ fn kernel_json(file: &File, k: &Kernel, files: &mut Vec<(String, String)>) -> Re
         ("source", Json::object([("file", Json::str(&k.marker.file)), ("line", Json::int(k.marker.line as u64))])),
         ("doc", Json::str(k.doc.join("\n"))),
         ("workgroup_size", Json::Array(vec![Json::int(x), Json::int(y), Json::int(z)])),
+        (
+            "workgroup_size_overrides",
+            Json::Array(
+                iface
+                    .workgroup_size_overrides
+                    .iter()
+                    .map(|o| match o {
+                        Some(name) => Json::str(
+                            iface
+                                .overrides
+                                .iter()
+                                .find(|d| &d.name == name)
+                                .and_then(|d| d.id.map(|i| i.to_string()))
+                                .unwrap_or_else(|| name.clone()),
+                        ),
+                        None => Json::Null,
+                    })
+                    .collect(),
+            ),
+        ),
         ("grid", grid_json(k)),
         ("requires", Json::Array(requires)),
+        ("constants", constants_json(&k.constants)?),
         ("features", strings(required)),
         ("variants", Json::Array(variants)),
         ("native_only_variants", Json::Array(native_only)),
         ("bindings", Json::Array(bindings)),
+        ("immediate", immediate),
         ("overrides", Json::Array(overrides)),
     ]))
 }
 
-/// The module constants of a file, by name: `{"type": "u32", "value": 64}`.
-fn constants_json(file: &File) -> Result<Json, String> {
+/// A texture or sampler binding: what WebGPU's bind group layout entry needs.
+fn resource_json(r: &reflect::Resource) -> Json {
+    use reflect::{ResourceKind, SampleKind, TextureAccess};
+    let common = |kind: &str| {
+        vec![
+            ("group".to_string(), Json::int(r.group)),
+            ("binding".to_string(), Json::int(r.binding)),
+            ("name".to_string(), Json::str(&r.name)),
+            ("kind".to_string(), Json::str(kind)),
+            ("wgsl_type".to_string(), Json::str(&r.wgsl)),
+        ]
+    };
+    let (mut out, extra) = match &r.kind {
+        ResourceKind::Texture { dim, sample } => {
+            let sample_type = match sample {
+                SampleKind::Float { filterable: true } => "float",
+                SampleKind::Float { filterable: false } => "unfilterable-float",
+                SampleKind::Sint => "sint",
+                SampleKind::Uint => "uint",
+                SampleKind::Depth => "depth",
+            };
+            (
+                common("texture"),
+                (
+                    "texture",
+                    Json::object([
+                        ("sampleType", Json::str(sample_type)),
+                        ("viewDimension", Json::str(dim.webgpu())),
+                        ("multisampled", Json::Bool(false)),
+                    ]),
+                ),
+            )
+        }
+        ResourceKind::StorageTexture { dim, format, access } => {
+            let access = match access {
+                TextureAccess::Read => "read-only",
+                TextureAccess::Write => "write-only",
+                TextureAccess::ReadWrite => "read-write",
+            };
+            (
+                common("storage_texture"),
+                (
+                    "storage_texture",
+                    Json::object([
+                        ("access", Json::str(access)),
+                        ("format", Json::str(format.to_lowercase())),
+                        ("viewDimension", Json::str(dim.webgpu())),
+                    ]),
+                ),
+            )
+        }
+        ResourceKind::Sampler { comparison, filtering } => {
+            let ty = match (comparison, filtering) {
+                (true, _) => "comparison",
+                (false, true) => "filtering",
+                (false, false) => "non-filtering",
+            };
+            (common("sampler"), ("sampler", Json::object([("type", Json::str(ty))])))
+        }
+    };
+    out.push((extra.0.to_string(), extra.1));
+    Json::Object(out)
+}
+
+/// The layout of a struct's first members (`fixed`), padded to `size` bytes: the fixed part of
+/// a struct ending in a runtime-sized array.
+fn struct_layout(
+    m: &Module,
+    layouter: &Layouter,
+    ty: Handle<Type>,
+    fixed: &[naga::StructMember],
+    size: u32,
+) -> Result<Json, String> {
+    let mut fields = Vec::new();
+    let mut cursor = 0;
+    for member in fixed {
+        if member.offset > cursor {
+            fields.push(padding(cursor, member.offset - cursor));
+        }
+        let msize = layouter[member.ty].size;
+        fields.push(Json::object([
+            ("name", Json::str(member.name.clone().unwrap_or_default())),
+            ("offset", Json::int(member.offset)),
+            ("size", Json::int(msize)),
+            ("type", Json::str(type_name(m, member.ty))),
+            ("layout", layout(m, layouter, member.ty)?),
+        ]));
+        cursor = member.offset + msize;
+    }
+    if size > cursor {
+        fields.push(padding(cursor, size - cursor));
+    }
+    Ok(Json::object([
+        ("kind", Json::str("struct")),
+        ("name", Json::str(type_name(m, ty))),
+        ("size", Json::int(size)),
+        ("fields", Json::Array(fields)),
+    ]))
+}
+
+/// Constants by name: `{"type": "u32", "value": 64}`.
+fn constants_json(consts: &[(String, &'static str, String)]) -> Result<Json, String> {
     let mut out = Vec::new();
-    for (name, ty, value) in &file.consts {
+    for (name, ty, value) in consts {
         let v = match *ty {
             "bool" => Json::Bool(value == "true"),
             "u32" | "i32" => Json::int(value.parse::<i128>().map_err(|e| format!("constant `{name}`: {e}"))?),
@@ -641,7 +831,8 @@ pub fn export(files: &[File]) -> Result<Export, String> {
         file_entries.push(Json::object([
             ("module", Json::str(&file.module)),
             ("file", Json::str(&file.display)),
-            ("constants", constants_json(file).map_err(|e| format!("{}: {e}", file.display))?),
+            ("doc", Json::str(file.doc.join("\n"))),
+            ("constants", constants_json(&file.consts).map_err(|e| format!("{}: {e}", file.display))?),
         ]));
         for k in &file.kernels {
             kernels.push(
@@ -744,6 +935,76 @@ fn acc(@builtin(global_invocation_id) g: vec3<u32>) {
         assert_eq!(e.sources.len(), 1);
         assert_eq!(e.sources[0].0, "test/acc.wgsl");
         assert!(e.sources[0].1.contains("fn acc("));
+    }
+
+    #[test]
+    fn the_file_header_and_the_constants_annotations_name_are_exported() {
+        let source = format!("// What every kernel here shares.\n//\n// The state layout.\n\n{SOURCE}")
+            .replace("// @requires 3 < len(out)", "// @requires SECTION_MIN < len(out)")
+            .replace("struct Inner", "const SECTION_MIN: u32 = 3u;\nstruct Inner");
+        let f = compile(&source);
+        assert!(f.all_errors().next().is_none(), "{:?}", f.all_errors().collect::<Vec<_>>());
+        let m = export(&[f]).unwrap().manifest;
+        let Some(Json::Array(files)) = m.get("files") else { panic!() };
+        assert_eq!(files[0].get("doc"), Some(&Json::str("What every kernel here shares.\n\nThe state layout.")));
+        let Some(Json::Array(kernels)) = m.get("kernels") else { panic!() };
+        assert_eq!(
+            kernels[0].get("constants").unwrap().compact(),
+            r#"{"CHUNK": {"type": "u32", "value": 64}, "SECTION_MIN": {"type": "u32", "value": 3}}"#,
+            "the file's constant and the section's, both named by annotations"
+        );
+    }
+
+    #[test]
+    fn textures_samplers_structs_with_arrays_and_immediates_are_described() {
+        let f = compile(
+            "struct Item { v: vec2<f32> }\nstruct List { count: u32, items: array<Item> }\n\
+             // --- KERNEL: img ---\n\
+             override W: u32 = 8u;\n\
+             @group(0) @binding(0) var src: texture_2d<f32>;\n\
+             @group(0) @binding(1) var samp: sampler;\n\
+             @group(0) @binding(2) var dst: texture_storage_2d<r32float, write>;\n\
+             @group(0) @binding(3) var<storage, read_write> list: List;\n\
+             @compute @workgroup_size(W, 1)\n\
+             fn img(@builtin(global_invocation_id) g: vec3<u32>) {\n\
+                 let v = textureSampleLevel(src, samp, vec2<f32>(0.5), 0.0).x;\n\
+                 textureStore(dst, vec2<i32>(g.xy), vec4<f32>(v));\n\
+                 list.items[g.x].v = vec2<f32>(v) + f32(list.count);\n\
+             }\n\
+             // --- KERNEL: push ---\n\
+             struct P { a: f32 }\n\
+             var<immediate> p: P;\n\
+             @group(0) @binding(0) var<storage, read_write> y: array<f32>;\n\
+             @compute @workgroup_size(1) fn push() { y[0] = p.a; }\n",
+        );
+        assert!(f.all_errors().next().is_none(), "{:?}", f.all_errors().collect::<Vec<_>>());
+        let e = export(&[f]).unwrap();
+        let Some(Json::Array(kernels)) = e.manifest.get("kernels") else { panic!() };
+        let Some(Json::Array(b)) = kernels[0].get("bindings") else { panic!() };
+        assert_eq!(
+            b[0].compact(),
+            r#"{"group": 0, "binding": 0, "name": "src", "kind": "texture", "wgsl_type": "texture_2d<f32>", "texture": {"sampleType": "float", "viewDimension": "2d", "multisampled": false}}"#
+        );
+        assert_eq!(b[1].get("sampler").unwrap().compact(), r#"{"type": "filtering"}"#);
+        assert_eq!(
+            b[2].get("storage_texture").unwrap().compact(),
+            r#"{"access": "write-only", "format": "r32float", "viewDimension": "2d"}"#
+        );
+        assert_eq!((b[3].get("offset"), b[3].get("stride")), (Some(&Json::int(8)), Some(&Json::int(8))));
+        assert!(b[3].get("header").unwrap().compact().starts_with(r#"{"kind": "struct", "name": "List", "size": 8"#));
+        assert!(b[3].get("layout").unwrap().compact().contains(r#""name": "Item""#), "the element's layout");
+        assert_eq!(kernels[0].get("workgroup_size").unwrap().compact(), "[8, 1, 1]");
+        assert_eq!(kernels[0].get("workgroup_size_overrides").unwrap().compact(), r#"["W", null, null]"#);
+        let Some(Json::Array(v)) = kernels[0].get("variants") else { panic!() };
+        let limits = v[0].get("limits").unwrap();
+        assert_eq!(limits.get("maxSampledTexturesPerShaderStage"), Some(&Json::int(1)));
+        assert_eq!(limits.get("maxStorageTexturesPerShaderStage"), Some(&Json::int(1)));
+        assert_eq!(limits.get("maxSamplersPerShaderStage"), Some(&Json::int(1)));
+        // Immediates: described, and the kernel is native only.
+        assert_eq!(kernels[1].get("immediate").unwrap().get("size"), Some(&Json::int(4)));
+        assert_eq!(kernels[1].get("variants"), Some(&Json::Array(Vec::new())));
+        let Some(Json::Array(native)) = kernels[1].get("native_only_variants") else { panic!() };
+        assert_eq!(native[0].get("native_features").unwrap().compact(), r#"["IMMEDIATES"]"#);
     }
 
     #[test]

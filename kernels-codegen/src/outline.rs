@@ -21,9 +21,13 @@ pub enum Role {
     /// Kept where its name is reached: the keyword that declares it (`fn`, `struct`, `const`,
     /// `override`, `var`, `alias`) and the name.
     Named(&'static str, String),
-    /// Always kept: `const_assert`, directives, entry points, text the scanner did not
+    /// Always kept: `const_assert`, directives, compute entry points, text the scanner did not
     /// understand.
     Always,
+    /// Never kept: an entry point of another stage (`@vertex`, `@fragment`, `@task`, `@mesh`),
+    /// by name. Such entry points are not kernels; a file that holds a render pipeline's
+    /// shaders beside its compute kernels builds its kernels without them.
+    OtherStage(String),
     /// Comments and blank lines after the last declaration (they mention no names).
     Trailing,
 }
@@ -157,12 +161,14 @@ impl Scanner<'_> {
     /// One declaration starting at `pos`.
     fn decl(&mut self) -> Option<Role> {
         let mut entry = false;
+        let mut other_stage = false;
         loop {
             self.skip_ws();
             if self.pos < self.end && self.code[self.pos] == b'@' {
                 self.pos += 1;
                 let attr = self.ident()?;
-                entry |= matches!(attr, "compute" | "vertex" | "fragment" | "task" | "mesh");
+                entry |= attr == "compute";
+                other_stage |= matches!(attr, "vertex" | "fragment" | "task" | "mesh");
                 self.skip_ws();
                 if self.pos < self.end && self.code[self.pos] == b'(' {
                     self.balanced()?;
@@ -222,7 +228,8 @@ impl Scanner<'_> {
             }
         };
         Some(match name {
-            Some(n) if !entry => Role::Named(keyword, n),
+            Some(n) if other_stage && keyword == "fn" => Role::OtherStage(n),
+            Some(n) if !entry && !other_stage => Role::Named(keyword, n),
             _ => Role::Always,
         })
     }
@@ -276,6 +283,7 @@ mod tests {
             .into_iter()
             .map(|d| match d.role {
                 Role::Named(_, n) => Some(n),
+                Role::OtherStage(n) => Some(format!("stage {n}")),
                 Role::Always => None,
                 Role::Trailing => Some(String::new()),
             })
@@ -314,6 +322,14 @@ mod tests {
         for w in o.decls.windows(2) {
             assert_eq!(w[0].range.end, w[1].range.start);
         }
+    }
+
+    #[test]
+    fn entry_points_of_other_stages_are_marked() {
+        let text = "@vertex fn vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> { return p(i); }\n\
+                    @fragment fn fs() -> @location(0) vec4<f32> { return vec4<f32>(1.0); }\n\
+                    @compute @workgroup_size(1) fn main() {}\n";
+        assert_eq!(names(text), vec![Some("stage vs".into()), Some("stage fs".into()), None, Some(String::new())]);
     }
 
     #[test]

@@ -388,6 +388,29 @@ fn field_path(e: &syn::Expr) -> Result<(String, Vec<String>), String> {
 /// Parses an annotation expression. Every name is read as a raw identifier, so that WGSL names
 /// that are Rust keywords (`box`, `dyn`, `gen`) are names here too.
 fn parse(text: &str) -> Result<syn::Expr, String> {
+    // Parsing, checking and emitting recurse over the tree: bound it before anything else.
+    let mut depth = 0usize;
+    let mut deepest = 0usize;
+    let mut operators = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            '+' | '-' | '*' | '/' | '%' | '!' | '&' | '|' | '^' | '<' | '>' | '=' | ',' | '.' => operators += 1,
+            _ => {}
+        }
+    }
+    if deepest > MAX_NESTING {
+        return Err(format!("the expression nests {deepest} levels deep; at most {MAX_NESTING} are allowed"));
+    }
+    if operators > MAX_OPERATORS {
+        return Err(format!(
+            "the expression has {operators} operators and separators; at most {MAX_OPERATORS} are allowed"
+        ));
+    }
     let mut raw = String::with_capacity(text.len() + 16);
     let mut chars = text.char_indices().peekable();
     let mut prev: Option<char> = None;
@@ -417,6 +440,65 @@ fn parse(text: &str) -> Result<syn::Expr, String> {
     syn::parse_str(&raw).map_err(|e| format!("cannot parse `{text}`: {e}"))
 }
 
+/// How deep brackets may nest in an annotation's expression.
+pub const MAX_NESTING: usize = 32;
+
+/// How many operators, commas and dots an annotation's expression may hold.
+pub const MAX_OPERATORS: usize = 256;
+
+/// Why `e` fails on every call, if it does: a failure that does not depend on the arguments
+/// (a constant divisor of zero, a `ceil_div` by a constant that is not positive or of a
+/// negative constant, a constant overflow).
+pub fn always_fails(e: &Expr) -> Option<String> {
+    let Expr::Binary { op, left, right } = e else { return None };
+    if let Some(why) = always_fails(left).or_else(|| always_fails(right)) {
+        return Some(why);
+    }
+    let (l, r) = (left.constant(), right.constant());
+    match (op, l, r) {
+        (Op::Div | Op::Rem, _, Some(0)) => Some("it divides by zero".into()),
+        (Op::CeilDiv, _, Some(b)) if b <= 0 => Some(format!("`ceil_div` by {b} (the divisor must be positive)")),
+        (Op::CeilDiv, Some(a), _) if a < 0 => Some(format!("`ceil_div` of {a} (the dividend must not be negative)")),
+        (_, Some(a), Some(b)) if op.apply(a, b).is_none() => Some("its constant part overflows".into()),
+        _ => None,
+    }
+}
+
+impl Expr {
+    /// The value of an expression that reads no argument (`None` if it reads one or fails).
+    pub fn constant(&self) -> Option<i128> {
+        self.eval(&|_| None, &|_, _| None)
+    }
+}
+
+/// A `@requires` that cannot hold on any call, and why.
+fn never_holds(r: &Requirement) -> Option<String> {
+    if let Some(why) = always_fails(&r.left).or_else(|| always_fails(&r.right)) {
+        return Some(format!("it fails on every call: {why}"));
+    }
+    match (r.left.constant(), r.right.constant()) {
+        (Some(a), Some(b)) if !r.cmp.holds(a, b) => Some(format!(
+            "it never holds: both sides are constants ({a} {} {b} is false)",
+            crate::manifest::cmp_name(r.cmp)
+        )),
+        _ => None,
+    }
+}
+
+/// A grid size that is wrong on every call, and why.
+fn bad_size(e: &Expr, explicit: bool) -> Option<String> {
+    if let Some(why) = always_fails(e) {
+        return Some(format!("it fails on every call: {why}"));
+    }
+    match e.constant() {
+        Some(v) if v < 0 => Some(format!("it is {v} on every call (a size cannot be negative)")),
+        Some(v) if explicit && v > i128::from(u32::MAX) => {
+            Some(format!("it is {v} on every call, more than a dimension holds (u32)"))
+        }
+        _ => None,
+    }
+}
+
 /// Parses and checks a `@requires`.
 pub fn requirement(text: &str, iface: &Interface) -> Result<Requirement, String> {
     let e = parse(text)?;
@@ -433,13 +515,17 @@ pub fn requirement(text: &str, iface: &Interface) -> Result<Requirement, String>
         _ => return Err("a `@requires` is one comparison, like `len(x) >= p.n`".into()),
     };
     let (left, right) = (&b.left, &b.right);
-    Ok(Requirement {
+    let r = Requirement {
         left: expr(left, iface)?,
         cmp,
         right: expr(right, iface)?,
         left_text: tidy(&quote::quote!(#left).to_string()),
         right_text: tidy(&quote::quote!(#right).to_string()),
-    })
+    };
+    match never_holds(&r) {
+        Some(why) => Err(format!("`{text}` refuses every call: {why}")),
+        None => Ok(r),
+    }
 }
 
 /// Token text back to how a person writes it: `r#len (r#x)` → `len(x)`, `p . n` → `p.n`.
@@ -490,6 +576,16 @@ pub fn grid(text: &str, iface: &Interface) -> Result<Grid, String> {
         _ => String::new(),
     };
     let mut args = c.args.iter().map(|a| expr(a, iface)).collect::<Result<Vec<_>, _>>()?;
+    for (i, a) in args.iter().enumerate() {
+        if let Some(why) = bad_size(a, args.len() > 1) {
+            let which = if args.len() > 1 {
+                format!("dimension {} of ", ["x", "y", "z"].get(i).unwrap_or(&"?"))
+            } else {
+                String::new()
+            };
+            return Err(format!("{which}`{text}` refuses every call: {why}"));
+        }
+    }
     match (f.as_str(), args.len()) {
         ("threads", 1) => {
             let [_, y, z] = iface.workgroup_size;
@@ -530,6 +626,8 @@ mod tests {
                     stride: 4,
                     min_elems: 0,
                     runtime_sized: true,
+                    header: None,
+                    offset: 0,
                 },
                 Binding {
                     group: 0,
@@ -541,6 +639,8 @@ mod tests {
                     stride: 16,
                     min_elems: 1,
                     runtime_sized: false,
+                    header: None,
+                    offset: 0,
                 },
             ],
             structs: vec![StructDef {
@@ -624,5 +724,45 @@ mod tests {
         assert_eq!(eval("ceil_div(0 - 1, 2)"), None, "ceil_div of a negative fails");
         assert_eq!(eval("min(len(x), p.dims.y) * max(1, TILE)"), Some(48));
         assert_eq!(eval("170141183460469231731687303715884105727 + 1"), None, "overflow fails");
+    }
+
+    #[test]
+    fn annotations_that_fail_on_every_call_are_errors() {
+        let i = iface();
+        for (bad, why) in [
+            ("len(x) >= p.n / 0", "divides by zero"),
+            ("len(x) >= p.n % (TILE - 16)", "divides by zero"),
+            ("len(x) >= ceil_div(p.n, 0)", "divisor must be positive"),
+            ("len(x) >= ceil_div(0 - 1, p.n)", "dividend must not be negative"),
+            ("1 > 2", "never holds"),
+            ("len(x) >= 170141183460469231731687303715884105727 + 1", "overflows"),
+        ] {
+            let e = requirement(bad, &i).unwrap_err();
+            assert!(e.contains("refuses every call") && e.contains(why), "{bad}: {e}");
+        }
+        assert!(requirement("2 > 1", &i).is_ok(), "a check that always holds refuses nothing");
+        assert!(requirement("len(x) >= p.n / TILE", &i).is_ok());
+        for (bad, why) in [
+            ("workgroups(p.n, 0 - 1)", "negative"),
+            ("threads(p.n / 0)", "divides by zero"),
+            ("workgroups(4294967296, 1)", "more than a dimension"),
+        ] {
+            let e = grid(bad, &i).unwrap_err();
+            assert!(e.contains("refuses every call") && e.contains(why), "{bad}: {e}");
+        }
+        assert!(grid("workgroups(4294967296)", &i).is_ok(), "a 1-D count may pass u32 (the 2-D fallback)");
+    }
+
+    #[test]
+    fn expressions_are_bounded_before_parsing() {
+        let i = iface();
+        let deep = format!("len(x) >= {}p.n{}", "(".repeat(5000), ")".repeat(5000));
+        assert!(requirement(&deep, &i).unwrap_err().contains("nests 5000 levels"));
+        let long = format!("len(x) >= {}", vec!["p.n"; 20_000].join(" + "));
+        assert!(requirement(&long, &i).unwrap_err().contains("at most 256"));
+        let unary = format!("len(x) >= {}1", "-".repeat(20_000));
+        assert!(requirement(&unary, &i).is_err());
+        let ok = format!("len(x) >= {}p.n{}", "(".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+        assert!(requirement(&ok, &i).is_ok());
     }
 }

@@ -129,6 +129,29 @@ fn floor_char_boundary(text: &str, mut i: usize) -> usize {
     i
 }
 
+/// Why a file could not be read as text.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The file system said no.
+    Io(std::io::Error),
+    /// The bytes are not UTF-8: where the first bad byte is (the line shown as far as it
+    /// decodes).
+    Utf8(Box<Location>),
+}
+
+/// Reads `path` as UTF-8 text (WGSL source is UTF-8); shown as `display` in a location.
+pub fn read_text(path: &Path, display: &str) -> Result<String, ReadError> {
+    let bytes = std::fs::read(path).map_err(ReadError::Io)?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        // The text before the bad byte is valid, so its offsets are the file's.
+        let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+        let file = SourceFile::new(path.to_path_buf(), display.to_string(), lossy);
+        let skipped = usize::from(e.as_bytes().starts_with(b"\xef\xbb\xbf")) * 3;
+        ReadError::Utf8(Box::new(file.locate(at.saturating_sub(skipped)..at.saturating_sub(skipped) + 1)))
+    })
+}
+
 /// Where the macro was called from: what relative paths resolve against.
 #[derive(Clone, Debug, Default)]
 pub struct CallSite {

@@ -73,6 +73,22 @@ pub fn wgsl_ident_problem(name: &str) -> Option<String> {
     None
 }
 
+/// A name as Rust sees it: in Unicode normalization form C. Rust normalizes identifiers (NFC)
+/// and WGSL does not, so two WGSL names that differ only in their composition (`café` with a
+/// precomposed `é` and with `e` + a combining accent, or the Kelvin sign and `K`) are one name
+/// in the generated Rust: every duplicate check of names that become Rust identifiers compares
+/// these.
+pub fn rust_name(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    name.nfc().collect()
+}
+
+/// A name with its non-ASCII characters as `\u{…}` escapes, to show how two names that look
+/// alike differ.
+pub fn spelled(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii() { c.to_string() } else { c.escape_unicode().to_string() }).collect()
+}
+
 /// Words Rust cannot write even as raw identifiers (WGSL reserves them all).
 fn is_rust_only_keyword(name: &str) -> bool {
     matches!(name, "self" | "Self" | "super" | "crate")
@@ -136,13 +152,20 @@ pub fn split(file: &SourceFile) -> Result<Split, Vec<Diagnostic>> {
                     .note("a kernel is named by its `@compute fn`, so its name is a WGSL identifier, like `matmul_t`"),
             );
         }
-        if let Some(first) = sections.iter().find(|s| &s.name == name) {
+        if let Some(first) = sections.iter().find(|s| rust_name(&s.name) == rust_name(name)) {
             let first_line = file.locate(first.marker.clone()).line;
-            errors.push(
-                Diagnostic::at(file.locate(marker.clone()), format!("duplicate kernel `{name}`"))
-                    .label("second definition")
-                    .note(format!("first defined on line {first_line}")),
-            );
+            let mut d = Diagnostic::at(file.locate(marker.clone()), format!("duplicate kernel `{name}`"))
+                .label("second definition")
+                .note(format!("first defined on line {first_line}"));
+            if &first.name != name {
+                d = d.note(format!(
+                    "the names are written with different Unicode code points (`{}` and `{}`) but are one \
+                     identifier in Rust, which normalizes identifiers (NFC)",
+                    spelled(&first.name),
+                    spelled(name)
+                ));
+            }
+            errors.push(d);
         }
         sections.push(Section { name: name.clone(), marker: marker.clone(), body: body_start..end });
     }
@@ -540,6 +563,11 @@ mod tests {
         assert!(split(&file("// --- KERNEL: gen ---\n// --- KERNEL: dyn ---\n")).is_ok());
         let reserved = split(&file("// --- KERNEL: __k_rec ---\n")).unwrap_err();
         assert!(reserved[0].message.contains("starts with `__`"));
+        // Equal once normalized (NFC), as Rust compares identifiers.
+        let nfd = split(&file("// --- KERNEL: caf\u{e9} ---\n// --- KERNEL: cafe\u{301} ---\n")).unwrap_err();
+        assert!(nfd[0].message.contains("duplicate kernel"), "{nfd:?}");
+        assert!(nfd[0].notes[1].contains("normalizes identifiers"), "{nfd:?}");
+        assert_eq!(rust_name("\u{212a}ERNELS"), "KERNELS", "the Kelvin sign is K");
         let malformed = split(&file("// --- KERNEL: a ---\n// --- KERNEL: b c ---\n")).unwrap_err();
         assert!(malformed[0].message.contains("malformed"));
         // Indented or lower-case markers would silently merge kernels: errors with a suggestion.

@@ -10,8 +10,26 @@ use naga::{Block, Expression, Handle, Module, Statement, TypeInner};
 use std::ops::Range;
 
 /// The capabilities kernels may use: those the runtime may ask the device for.
-pub const CAPABILITIES: Capabilities =
-    Capabilities::SUBGROUP.union(Capabilities::SHADER_FLOAT16).union(Capabilities::COOPERATIVE_MATRIX);
+pub const CAPABILITIES: Capabilities = Capabilities::SUBGROUP
+    .union(Capabilities::SHADER_FLOAT16)
+    .union(Capabilities::COOPERATIVE_MATRIX)
+    .union(Capabilities::SHADER_INT64)
+    .union(Capabilities::FLOAT64)
+    .union(Capabilities::SHADER_INT64_ATOMIC_MIN_MAX)
+    .union(Capabilities::SHADER_INT64_ATOMIC_ALL_OPS)
+    .union(Capabilities::IMMEDIATES);
+
+/// The optional capabilities besides subgroups, f16 and cooperative matrices, with the wgpu
+/// feature that gives each (the features are named by [`Checked::features`]). 64-bit atomics
+/// with every operation come before those with min and max only: `SHADER_INT64_ATOMIC_ALL_OPS`
+/// gives both.
+pub const FEATURES: [(Capabilities, &str); 5] = [
+    (Capabilities::SHADER_INT64, "SHADER_INT64"),
+    (Capabilities::FLOAT64, "SHADER_F64"),
+    (Capabilities::SHADER_INT64_ATOMIC_ALL_OPS, "SHADER_INT64_ATOMIC_ALL_OPS"),
+    (Capabilities::SHADER_INT64_ATOMIC_MIN_MAX, "SHADER_INT64_ATOMIC_MIN_MAX"),
+    (Capabilities::IMMEDIATES, "IMMEDIATES"),
+];
 
 /// The directive a kernel that uses f16 gets at the top of its source (it makes the kernel
 /// need `SHADER_F16`, so only kernels that need it get it).
@@ -73,6 +91,10 @@ pub struct Checked {
     /// (m×n×k from its operands, A/B and C element types); a kernel that reaches coop types
     /// without multiplying gets one `size³` configuration per element type it uses.
     pub coop_configs: Vec<CoopConfig>,
+    /// The other wgpu features the entry point needs, by name, in the order of [`FEATURES`]
+    /// (`SHADER_INT64`, `SHADER_F64`, 64-bit atomics, `IMMEDIATES`). WebGPU has none of them:
+    /// a variant that needs one has no browser form.
+    pub features: Vec<&'static str>,
 }
 
 /// Why a kernel did not check: the errors, and the module when it parsed.
@@ -175,9 +197,32 @@ fn parse(body: &str) -> Result<(naga::Module, bool, bool), Failure> {
     }
 }
 
+/// The most bytes of immediates naga 30 validates: it tracks them in a 64-bit mask of 4-byte
+/// slots, and overflows (a panic) past it.
+pub const MAX_IMMEDIATE_BYTES: u32 = 256;
+
 fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
     let (module, f16, coop) = parse(body)?;
     let prefix = prefix(f16, coop);
+    let mut layouter = naga::proc::Layouter::default();
+    if layouter.update(module.to_ctx()).is_ok() {
+        let too_large = module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::Immediate)
+            .map(|(h, v)| (module.global_variables.get_span(h), layouter[v.ty].size))
+            .find(|(_, size)| *size > MAX_IMMEDIATE_BYTES);
+        if let Some((span, size)) = too_large {
+            let error = RawError {
+                primary: span.to_range().map(|r| (r, format!("{size} bytes"))),
+                message: format!(
+                    "`var<immediate>` of {size} bytes: naga 30 takes at most {MAX_IMMEDIATE_BYTES} bytes of immediates"
+                ),
+                notes: vec![(None, "pass larger data in a uniform buffer".into())],
+            };
+            return Err(Failure::new(Some(module), prefix, vec![error]));
+        }
+    }
     let info = match validator(CAPABILITIES).validate(&module) {
         Ok(info) => info,
         Err(e) => {
@@ -189,6 +234,10 @@ fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
             return Err(Failure::new(Some(module), prefix, vec![raw]));
         }
     };
+    let mismatched = coop_mismatches(&module, &info);
+    if !mismatched.is_empty() {
+        return Err(Failure::new(Some(module), prefix, mismatched));
+    }
     let uniformity = uniformity::check(&module);
     if !uniformity.is_empty() {
         let errors = uniformity
@@ -213,7 +262,54 @@ fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
         validator(CAPABILITIES - Capabilities::SUBGROUP).validate(&used).is_err()
     };
     let (reaches_coop, coop_configs) = if coop { coop_use(&module, &info, entry) } else { (false, Vec::new()) };
-    Ok(Checked { module, info, prefix, f16, subgroups, reaches_subgroups, coop, reaches_coop, coop_configs })
+    let features = other_features(&module);
+    Ok(Checked { module, info, prefix, f16, subgroups, reaches_subgroups, coop, reaches_coop, coop_configs, features })
+}
+
+/// The features of [`FEATURES`] the module's entry point needs: for each capability that the
+/// module's types or globals could need (64-bit scalars, 64-bit atomics, immediates), whether
+/// the code the entry point reaches validates without it.
+fn other_features(module: &Module) -> Vec<&'static str> {
+    let wide = |s: naga::Scalar| s.width == 8;
+    let types = || module.types.iter().map(|(_, t)| &t.inner);
+    let int64 = types().any(|t| match *t {
+        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Atomic(s) => {
+            wide(s) && s.kind != naga::ScalarKind::Float
+        }
+        _ => false,
+    });
+    let f64 = types().any(|t| match *t {
+        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Matrix { scalar: s, .. } => {
+            wide(s) && s.kind == naga::ScalarKind::Float
+        }
+        _ => false,
+    });
+    let atomics = types().any(|t| matches!(*t, TypeInner::Atomic(s) if wide(s)));
+    let immediates = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
+    if !(int64 || f64 || atomics || immediates) {
+        return Vec::new();
+    }
+    let mut used = module.clone();
+    naga::compact::compact(&mut used, naga::compact::KeepUnused::No);
+    let needs = |without: Capabilities| validator(CAPABILITIES - without).validate(&used).is_err();
+    let mut out = Vec::new();
+    if int64 && needs(Capabilities::SHADER_INT64) {
+        out.push("SHADER_INT64");
+    }
+    if f64 && needs(Capabilities::FLOAT64) {
+        out.push("SHADER_F64");
+    }
+    if atomics {
+        if needs(Capabilities::SHADER_INT64_ATOMIC_ALL_OPS) {
+            out.push("SHADER_INT64_ATOMIC_ALL_OPS");
+        } else if needs(Capabilities::SHADER_INT64_ATOMIC_ALL_OPS | Capabilities::SHADER_INT64_ATOMIC_MIN_MAX) {
+            out.push("SHADER_INT64_ATOMIC_MIN_MAX");
+        }
+    }
+    if immediates && needs(Capabilities::IMMEDIATES) {
+        out.push("IMMEDIATES");
+    }
+    out
 }
 
 /// The functions the entry point `entry` calls, directly or not (not the entry point itself).
@@ -331,8 +427,71 @@ fn coop_configs<'a>(
     (reached, configs)
 }
 
+/// Every `coopMultiplyAdd(a, b, c)` whose operands do not make one configuration: A is m×k, B
+/// k×n and C m×n, and A and B hold the same element type (naga checks only their roles, and an
+/// adapter offers no such product).
+fn coop_mismatches(module: &Module, info: &ModuleInfo) -> Vec<RawError> {
+    let functions = module
+        .entry_points
+        .iter()
+        .enumerate()
+        .map(|(i, ep)| (&ep.function, info.get_entry_point(i)))
+        .chain(module.functions.iter().map(|(h, f)| (f, &info[h])));
+    let mut out = Vec::new();
+    for (function, finfo) in functions {
+        let ty = |e: Handle<Expression>| finfo[e].ty.inner_with(&module.types).clone();
+        for (handle, expr) in function.expressions.iter() {
+            let Expression::CooperativeMultiplyAdd { a, b, c } = *expr else { continue };
+            let (
+                TypeInner::CooperativeMatrix { rows: am, columns: ak, scalar: sa, .. },
+                TypeInner::CooperativeMatrix { rows: bk, columns: bn, scalar: sb, .. },
+                TypeInner::CooperativeMatrix { rows: cm, columns: cn, .. },
+            ) = (ty(a), ty(b), ty(c))
+            else {
+                continue;
+            };
+            let (am, ak, bk, bn, cm, cn) = (am as u32, ak as u32, bk as u32, bn as u32, cm as u32, cn as u32);
+            let mut wrong = Vec::new();
+            if ak != bk {
+                wrong.push(format!("A has {ak} columns but B has {bk} rows"));
+            }
+            if am != cm {
+                wrong.push(format!("A has {am} rows but C has {cm}"));
+            }
+            if bn != cn {
+                wrong.push(format!("B has {bn} columns but C has {cn}"));
+            }
+            if sa != sb {
+                wrong.push(format!(
+                    "A holds {} and B holds {}",
+                    if sa.width == 2 { "f16" } else { "f32" },
+                    if sb.width == 2 { "f16" } else { "f32" }
+                ));
+            }
+            if wrong.is_empty() {
+                continue;
+            }
+            out.push(RawError {
+                primary: function
+                    .expressions
+                    .get_span(handle)
+                    .to_range()
+                    .map(|r| (r, format!("A {am}×{ak}, B {bk}×{bn}, C {cm}×{cn}"))),
+                message: format!("`coopMultiplyAdd` of mismatched operands: {}", wrong.join(", ")),
+                notes: vec![(
+                    None,
+                    "the product is an m×k A times a k×n B plus an m×n C, with A and B of one element type; \
+                     adapters offer only such configurations"
+                        .into(),
+                )],
+            });
+        }
+    }
+    out
+}
+
 /// What a variant needs from the device, which is what naga's SPIR-V backend is allowed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Needs {
     /// `SUBGROUP`.
     pub subgroups: bool,
@@ -340,18 +499,259 @@ pub struct Needs {
     pub f16: bool,
     /// `EXPERIMENTAL_COOPERATIVE_MATRIX`.
     pub coop: bool,
+    /// The other features ([`Checked::features`]).
+    pub features: Vec<&'static str>,
 }
 
-/// Runs naga's SPIR-V backend on a checked kernel, the way wgpu's Vulkan backend does at
-/// pipeline creation: overrides processed for entry point `entry` (those without a default
-/// get the value 1), then `naga::back::spv::write_vec` with options close to wgpu-hal 30's on a
-/// Vulkan 1.3 device (SPIR-V 1.6, the capabilities a device with `needs` gives, cooperative
-/// matrices with the Vulkan memory model, bounds checks as on a robust-buffer-access-2 device,
-/// loop bounding and division checks on, release flags), under `catch_unwind`. An error or a
-/// panic comes back as a [`RawError`] with a hint; for naga 30.0.2's "Expression \[N\] is not
-/// cached" panic on `coopStore`/`coopStoreT` the error points at the store.
-pub fn spirv(checked: &Checked, entry: &str, needs: Needs) -> Result<(), RawError> {
+impl Needs {
+    /// Whether a device that offers `self` offers all `other` needs.
+    pub fn covers(&self, other: &Needs) -> bool {
+        (self.subgroups || !other.subgroups)
+            && (self.f16 || !other.f16)
+            && (self.coop || !other.coop)
+            && other.features.iter().all(|f| self.features.contains(f))
+    }
+}
+
+/// The Vulkan device naga's SPIR-V is written for, in the terms from which wgpu-hal 30's Vulkan
+/// backend builds its `spv::Options` when it opens a device (`Adapter::open`): the wgpu features
+/// enabled and what the driver offers. The build-time check and `tools/pipeline-stats` (which
+/// fills it from a real device) both write SPIR-V through [`VulkanTarget::options`] and
+/// [`write_spirv`], so the two cannot drift apart.
+///
+/// What wgpu also sets and is fixed here: release flags (`InstanceFlags::DEBUG` off, so no debug
+/// names or source), the runtime checks of a safe `create_shader_module` (bounds checks, loop
+/// bounding and division checks on), and zero-initialised workgroup memory (what the runtime
+/// asks for). The task-shader dispatch limits, which only task shaders read, are left out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VulkanTarget {
+    /// The device's Vulkan version, (major, minor): it picks the SPIR-V version (1.0, 1.3, 1.5,
+    /// 1.6 for Vulkan 1.0, 1.1, 1.2, 1.3 and later).
+    pub api_version: (u32, u32),
+    /// wgpu's `SUBGROUP` is enabled.
+    pub subgroups: bool,
+    /// `SHADER_F16` is enabled.
+    pub f16: bool,
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` is enabled (wgpu then offers naga the Vulkan memory
+    /// model, which naga uses for the modules that hold cooperative matrices).
+    pub coop: bool,
+    /// The driver's `shaderIntegerDotProduct`.
+    pub integer_dot_product: bool,
+    /// The driver's `shaderInt8`.
+    pub int8: bool,
+    /// `robustBufferAccess2` (`VK_EXT_robustness2`): naga leaves buffer bounds to the driver;
+    /// without it naga clamps every buffer index itself.
+    pub robust_buffer_access2: bool,
+    /// `robustImageAccess2`, or `robustImageAccess` without `VK_EXT_robustness2`.
+    pub robust_image_access: bool,
+    /// `shaderZeroInitializeWorkgroupMemory`: the driver zeroes workgroup memory; without it
+    /// naga writes the zeroing code into the kernel.
+    pub zero_initialize_workgroup_memory: bool,
+    /// `storageInputOutput16` with `SHADER_F16`.
+    pub storage_input_output_16: bool,
+    /// A Qualcomm device (vendor 0x5143), where wgpu does not label varyings.
+    pub qualcomm: bool,
+    /// `SHADER_INT64`, `SHADER_F64`, and 64-bit atomics (`SHADER_INT64_ATOMIC_MIN_MAX` or
+    /// `_ALL_OPS`) are enabled.
+    pub int64: bool,
+    pub float64: bool,
+    pub int64_atomics: bool,
+}
+
+impl VulkanTarget {
+    /// What the build-time check assumes: a Vulkan 1.3 device with `VK_EXT_robustness2`,
+    /// int8 and integer dot products (the H200's driver and lavapipe both), enabling exactly the
+    /// features a variant with `needs` requires.
+    pub fn build_time(needs: &Needs) -> VulkanTarget {
+        let has = |f: &str| needs.features.contains(&f);
+        VulkanTarget {
+            api_version: (1, 3),
+            subgroups: needs.subgroups,
+            f16: needs.f16,
+            coop: needs.coop,
+            integer_dot_product: true,
+            int8: true,
+            robust_buffer_access2: true,
+            robust_image_access: true,
+            zero_initialize_workgroup_memory: true,
+            storage_input_output_16: false,
+            qualcomm: false,
+            int64: has("SHADER_INT64"),
+            float64: has("SHADER_F64"),
+            int64_atomics: has("SHADER_INT64_ATOMIC_MIN_MAX") || has("SHADER_INT64_ATOMIC_ALL_OPS"),
+        }
+    }
+
+    /// naga's SPIR-V options as wgpu-hal 30 builds them for this device and a pipeline layout
+    /// whose bindings `binding_map` maps (see [`binding_map`]).
+    pub fn options(&self, binding_map: naga::back::spv::BindingMap) -> naga::back::spv::Options<'static> {
+        use naga::back::spv;
+        // Always available on Vulkan; the downlevel flags add cube arrays and sample-rate
+        // shading on every device this project runs on.
+        let mut capabilities = vec![
+            spv::Capability::Shader,
+            spv::Capability::Matrix,
+            spv::Capability::Sampled1D,
+            spv::Capability::Image1D,
+            spv::Capability::ImageQuery,
+            spv::Capability::DerivativeControl,
+            spv::Capability::StorageImageExtendedFormats,
+            spv::Capability::SampledCubeArray,
+            spv::Capability::SampleRateShading,
+        ];
+        if self.subgroups {
+            capabilities.extend([
+                spv::Capability::GroupNonUniform,
+                spv::Capability::GroupNonUniformVote,
+                spv::Capability::GroupNonUniformArithmetic,
+                spv::Capability::GroupNonUniformBallot,
+                spv::Capability::GroupNonUniformShuffle,
+                spv::Capability::GroupNonUniformShuffleRelative,
+                spv::Capability::GroupNonUniformQuad,
+            ]);
+        }
+        if self.f16 {
+            capabilities.push(spv::Capability::Float16);
+        }
+        if self.coop {
+            capabilities.push(spv::Capability::CooperativeMatrixKHR);
+            capabilities.push(spv::Capability::VulkanMemoryModel);
+        }
+        if self.integer_dot_product {
+            capabilities.extend([
+                spv::Capability::DotProductInputAllKHR,
+                spv::Capability::DotProductInput4x8BitKHR,
+                spv::Capability::DotProductInput4x8BitPackedKHR,
+                spv::Capability::DotProductKHR,
+            ]);
+        }
+        if self.int8 {
+            capabilities.push(spv::Capability::Int8);
+        }
+        if self.int64 {
+            capabilities.push(spv::Capability::Int64);
+        }
+        if self.float64 {
+            capabilities.push(spv::Capability::Float64);
+        }
+        if self.int64_atomics {
+            capabilities.push(spv::Capability::Int64Atomics);
+        }
+        let mut flags = spv::WriterFlags::FORCE_POINT_SIZE;
+        flags.set(spv::WriterFlags::LABEL_VARYINGS, !self.qualcomm);
+        let restrict = |robust: bool| {
+            if robust { naga::proc::BoundsCheckPolicy::Unchecked } else { naga::proc::BoundsCheckPolicy::Restrict }
+        };
+        spv::Options {
+            lang_version: match self.api_version {
+                (1, 0) => (1, 0),
+                (1, 1) => (1, 3),
+                (1, 2) => (1, 5),
+                _ => (1, 6),
+            },
+            flags,
+            fake_missing_bindings: false,
+            binding_map,
+            capabilities: Some(capabilities.into_iter().collect()),
+            bounds_check_policies: naga::proc::BoundsCheckPolicies {
+                index: naga::proc::BoundsCheckPolicy::Restrict,
+                buffer: restrict(self.robust_buffer_access2),
+                image_load: restrict(self.robust_image_access),
+                binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
+            },
+            zero_initialize_workgroup_memory: if self.zero_initialize_workgroup_memory {
+                spv::ZeroInitializeWorkgroupMemoryMode::Native
+            } else {
+                spv::ZeroInitializeWorkgroupMemoryMode::Polyfill
+            },
+            force_loop_bounding: true,
+            ray_query_initialization_tracking: true,
+            trace_ray_argument_validation: true,
+            use_storage_input_output_16: self.f16 && self.storage_input_output_16,
+            debug_info: None,
+            task_dispatch_limits: None,
+            mesh_shader_primitive_indices_clamp: true,
+            emit_int_div_checks: true,
+        }
+    }
+}
+
+/// The binding map wgpu-hal's Vulkan backend gives naga for a pipeline layout holding exactly
+/// the module's bindings: in each group, the bindings in increasing order numbered 0, 1, 2, …
+/// (the Vulkan binding numbers of wgpu's descriptor set layouts, not the WGSL ones).
+pub fn binding_map(module: &Module) -> naga::back::spv::BindingMap {
+    let mut bindings: Vec<naga::ResourceBinding> =
+        module.global_variables.iter().filter_map(|(_, v)| v.binding).collect();
+    bindings.sort_by_key(|b| (b.group, b.binding));
+    bindings.dedup();
+    let mut map = naga::back::spv::BindingMap::default();
+    let mut next = (u32::MAX, 0);
+    for rb in bindings {
+        if next.0 != rb.group {
+            next = (rb.group, 0);
+        }
+        map.insert(
+            rb,
+            naga::back::spv::BindingInfo { descriptor_set: rb.group, binding: next.1, binding_array_size: None },
+        );
+        next.1 += 1;
+    }
+    map
+}
+
+/// Why [`write_spirv`] wrote nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpirvError {
+    /// `naga::back::pipeline_constants::process_overrides` rejected the override values (wgpu's
+    /// `PipelineError::PipelineConstants`).
+    Overrides(String),
+    /// naga's SPIR-V writer failed (wgpu's `PipelineError::Linkage`).
+    Writer(String),
+}
+
+impl std::fmt::Display for SpirvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpirvError::Overrides(e) => write!(f, "override values rejected: {e}"),
+            SpirvError::Writer(e) => write!(f, "naga's SPIR-V writer failed: {e}"),
+        }
+    }
+}
+
+/// The SPIR-V wgpu 30's Vulkan backend creates the compute pipeline of entry point `entry` from
+/// (`wgpu-hal` `Device::compile_stage`): every module is compiled per entry point (wgpu-hal
+/// always applies its `SEPARATE_ENTRY_POINTS` workaround), overrides substituted by
+/// `process_overrides` with `constants` (keys as wgpu takes them: the `@id` if given, else the
+/// name), then `write_vec` with [`VulkanTarget::options`] and the layout's [`binding_map`].
+/// naga may panic on code its validator accepted: callers that must not unwind catch it.
+pub fn write_spirv(
+    module: &Module,
+    info: &ModuleInfo,
+    entry: &str,
+    constants: &naga::back::PipelineConstants,
+    target: &VulkanTarget,
+) -> Result<Vec<u32>, SpirvError> {
     use naga::back::spv;
+    // The layout holds the module's bindings whatever the entry point uses.
+    let options = target.options(binding_map(module));
+    let (processed, processed_info) = naga::back::pipeline_constants::process_overrides(
+        module,
+        info,
+        Some((naga::ShaderStage::Compute, entry)),
+        constants,
+    )
+    .map_err(|e| SpirvError::Overrides(e.to_string()))?;
+    let pipeline = spv::PipelineOptions { entry_point: entry.to_string(), shader_stage: naga::ShaderStage::Compute };
+    spv::write_vec(&processed, &processed_info, &options, Some(&pipeline))
+        .map_err(|e| SpirvError::Writer(e.to_string()))
+}
+
+/// Runs naga's SPIR-V backend on a checked kernel as wgpu's Vulkan backend does at pipeline
+/// creation ([`write_spirv`] for [`VulkanTarget::build_time`]), overrides without a default
+/// given the value 1, under `catch_unwind`. An error or a panic comes back as a [`RawError`]
+/// with a hint; for naga 30.0.2's "Expression \[N\] is not cached" panic on
+/// `coopStore`/`coopStoreT` the error points at the store.
+pub fn spirv(checked: &Checked, entry: &str, needs: &Needs) -> Result<(), RawError> {
     let module = &checked.module;
     let mut constants = naga::back::PipelineConstants::default();
     for (_, o) in module.overrides.iter() {
@@ -360,84 +760,27 @@ pub fn spirv(checked: &Checked, entry: &str, needs: Needs) -> Result<(), RawErro
             constants.insert(key, 1.0);
         }
     }
-    let Ok((processed, info)) = naga::back::pipeline_constants::process_overrides(
+    let target = VulkanTarget::build_time(needs);
+    let written = std::panic::catch_unwind(|| write_spirv(module, &checked.info, entry, &constants, &target));
+    let (what, panicked) = match written {
+        Ok(Ok(_)) => return Ok(()),
+        // Only our stand-in values can be wrong here; the runtime processes the real ones.
+        Ok(Err(SpirvError::Overrides(_))) => return Ok(()),
+        Ok(Err(SpirvError::Writer(e))) => (e, false),
+        Err(panic) => (panic_text(&*panic), true),
+    };
+    let uncached = panicked && what.contains("is not cached");
+    // The spans the store search reads are those of the processed module, which keeps them.
+    let processed = naga::back::pipeline_constants::process_overrides(
         module,
         &checked.info,
         Some((naga::ShaderStage::Compute, entry)),
         &constants,
-    ) else {
-        // Only our stand-in values can be wrong here; the runtime processes the real ones.
-        return Ok(());
+    );
+    let primary = match (&processed, uncached) {
+        (Ok((processed, _)), true) => uncached_store(processed, entry, &what),
+        _ => None,
     };
-    let mut capabilities = vec![
-        spv::Capability::Shader,
-        spv::Capability::Matrix,
-        spv::Capability::Sampled1D,
-        spv::Capability::Image1D,
-        spv::Capability::ImageQuery,
-        spv::Capability::DerivativeControl,
-        spv::Capability::StorageImageExtendedFormats,
-        spv::Capability::DotProductInputAllKHR,
-        spv::Capability::DotProductInput4x8BitKHR,
-        spv::Capability::DotProductInput4x8BitPackedKHR,
-        spv::Capability::DotProductKHR,
-        spv::Capability::Int8,
-    ];
-    if needs.subgroups {
-        capabilities.extend([
-            spv::Capability::GroupNonUniform,
-            spv::Capability::GroupNonUniformVote,
-            spv::Capability::GroupNonUniformArithmetic,
-            spv::Capability::GroupNonUniformBallot,
-            spv::Capability::GroupNonUniformShuffle,
-            spv::Capability::GroupNonUniformShuffleRelative,
-            spv::Capability::GroupNonUniformQuad,
-        ]);
-    }
-    if needs.f16 {
-        capabilities.push(spv::Capability::Float16);
-    }
-    if needs.coop {
-        capabilities.push(spv::Capability::CooperativeMatrixKHR);
-        capabilities.push(spv::Capability::VulkanMemoryModel);
-    }
-    let binding_map = processed
-        .global_variables
-        .iter()
-        .filter_map(|(_, v)| v.binding)
-        .map(|rb| (rb, spv::BindingInfo { descriptor_set: rb.group, binding: rb.binding, binding_array_size: None }))
-        .collect();
-    let options = spv::Options {
-        lang_version: (1, 6),
-        flags: spv::WriterFlags::LABEL_VARYINGS | spv::WriterFlags::FORCE_POINT_SIZE,
-        fake_missing_bindings: false,
-        binding_map,
-        capabilities: Some(capabilities.into_iter().collect()),
-        bounds_check_policies: naga::proc::BoundsCheckPolicies {
-            index: naga::proc::BoundsCheckPolicy::Restrict,
-            buffer: naga::proc::BoundsCheckPolicy::Unchecked,
-            image_load: naga::proc::BoundsCheckPolicy::Unchecked,
-            binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
-        },
-        zero_initialize_workgroup_memory: spv::ZeroInitializeWorkgroupMemoryMode::Native,
-        force_loop_bounding: true,
-        ray_query_initialization_tracking: true,
-        trace_ray_argument_validation: true,
-        use_storage_input_output_16: false,
-        debug_info: None,
-        task_dispatch_limits: None,
-        mesh_shader_primitive_indices_clamp: true,
-        emit_int_div_checks: true,
-    };
-    let pipeline = spv::PipelineOptions { entry_point: entry.to_string(), shader_stage: naga::ShaderStage::Compute };
-    let written = std::panic::catch_unwind(|| spv::write_vec(&processed, &info, &options, Some(&pipeline)));
-    let (what, panicked) = match written {
-        Ok(Ok(_)) => return Ok(()),
-        Ok(Err(e)) => (e.to_string(), false),
-        Err(panic) => (panic_text(&*panic), true),
-    };
-    let uncached = panicked && what.contains("is not cached");
-    let primary = if uncached { uncached_store(&processed, entry, &what) } else { None };
     let mut notes = Vec::new();
     if uncached {
         notes.push((
@@ -686,6 +1029,40 @@ mod tests {
         let (range, _) = e[0].primary.clone().unwrap();
         assert!(bad[range].contains("var<storage"), "{e:?}");
         assert!(e[0].message.contains("HOST_SHAREABLE"), "{e:?}");
+    }
+
+    #[test]
+    fn bindings_are_numbered_per_group_as_wgpu_lays_them_out() {
+        let src = "@group(1) @binding(9) var<storage, read> c: array<f32>;\n\
+            @group(0) @binding(4) var<storage, read_write> b: array<f32>;\n\
+            @group(0) @binding(2) var<storage, read> a: array<f32>;\n\
+            @group(1) @binding(3) var<uniform> u: vec4<f32>;\n\
+            @compute @workgroup_size(1) fn k() { b[0] = a[0] + c[0] + u.x; }\n";
+        let c = check(src, "k").unwrap();
+        let map = binding_map(&c.module);
+        let at = |group, binding| {
+            let info = map[&naga::ResourceBinding { group, binding }];
+            (info.descriptor_set, info.binding)
+        };
+        assert_eq!([at(0, 2), at(0, 4), at(1, 3), at(1, 9)], [(0, 0), (0, 1), (1, 0), (1, 1)]);
+        let words = write_spirv(
+            &c.module,
+            &c.info,
+            "k",
+            &Default::default(),
+            &VulkanTarget::build_time(&Needs { subgroups: false, f16: false, coop: false, features: Vec::new() }),
+        )
+        .unwrap();
+        assert_eq!(words[1], 0x0001_0600, "SPIR-V 1.6 for a Vulkan 1.3 device");
+        let old = VulkanTarget {
+            api_version: (1, 2),
+            ..VulkanTarget::build_time(&Needs { subgroups: false, f16: false, coop: false, features: Vec::new() })
+        };
+        assert_eq!(write_spirv(&c.module, &c.info, "k", &Default::default(), &old).unwrap()[1], 0x0001_0500);
+        assert!(matches!(
+            write_spirv(&c.module, &c.info, "nope", &Default::default(), &old),
+            Err(SpirvError::Writer(_))
+        ));
     }
 
     #[test]

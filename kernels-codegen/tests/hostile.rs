@@ -57,25 +57,26 @@ fn errors_without_a_span_of_their_own_go_to_the_declaration() {
     let e = errors_of(SHARED, &kernel("k", "x[0] = 1u;").replace("@workgroup_size(WG)", "@workgroup_size(0)"));
     assert_eq!(e.len(), 1, "{e:#?}");
     assert!(at(&e[0]).2.contains("fn k"), "{}", e[0].render());
-    // An i64 binding: at its declaration.
-    let file = kernel("k", "x[0] = u32(y[0]);")
-        .replace("@compute", "@group(0) @binding(1) var<storage, read_write> y: array<i64>;\n@compute");
+    // A binding of f32 atomics (a capability kernels do not get): at its declaration.
+    let file = kernel("k", "x[0] = u32(atomicLoad(&y[0]));")
+        .replace("@compute", "@group(0) @binding(1) var<storage, read_write> y: array<atomic<f32>>;\n@compute");
     let e = errors_of(SHARED, &file);
     assert_eq!(e.len(), 1, "{e:#?}");
-    assert!(at(&e[0]).2.contains("array<i64>"), "{}", e[0].render());
+    assert!(at(&e[0]).2.contains("array<atomic<f32>>"), "{}", e[0].render());
     // A fixed array too large to lay out: at the variable.
     let file =
         kernel("k", "x[0] = u32(big[0]);").replace("@compute", "var<private> big: array<f32, 1000000000>;\n@compute");
     let e = errors_of(SHARED, &file);
     assert_eq!(e.len(), 1, "{e:#?}");
     assert!(at(&e[0]).2.contains("var<private> big"), "{}", e[0].render());
-    // A texture and a binding outside group 0: at their declarations (from reflection).
+    // A multisampled texture and a binding outside group 0: at their declarations (from
+    // reflection).
     let file = kernel("k", "x[0] = u32(textureLoad(t, vec2<i32>(0), 0).x);")
-        .replace("@compute", "@group(0) @binding(1) var t: texture_2d<f32>;\n@compute");
+        .replace("@compute", "@group(0) @binding(1) var t: texture_multisampled_2d<f32>;\n@compute");
     let e = errors_of(SHARED, &file);
     assert_eq!(e.len(), 1, "{e:#?}");
-    assert!(at(&e[0]).2.contains("texture_2d"), "{}", e[0].render());
-    assert!(e[0].message.contains("a texture or sampler"), "{}", e[0].message);
+    assert!(at(&e[0]).2.contains("texture_multisampled_2d"), "{}", e[0].render());
+    assert!(e[0].message.contains("multisampled texture"), "{}", e[0].message);
     let file = kernel("k", "x[0] = y[0];")
         .replace("@compute", "@group(1) @binding(0) var<storage, read_write> y: array<u32>;\n@compute");
     let e = errors_of(SHARED, &file);

@@ -113,6 +113,7 @@ proptest! {
             1,
             s.preamble.clone(),
             sec.body.clone(),
+            None,
             &[],
         )
         .assembled

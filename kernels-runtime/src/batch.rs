@@ -2,11 +2,12 @@
 //! compute pass and submits them at once (a training step is hundreds of dispatches); a
 //! [`Gpu`] used directly submits each call as it comes.
 
-use crate::buffer::{Buffer, Element};
+use crate::buffer::{Buffer, Element, StructBuffer};
 use crate::context::Gpu;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
-use crate::kernel::{BindingKind, KernelDef};
+use crate::kernel::{BindingKind, KernelDef, ResourceKind, SampleKind, TextureAccess, TextureDim};
+use crate::texture::{ComparisonSampler, Dimension, Format, Sampler, Texture};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 
@@ -49,6 +50,35 @@ pub enum Arg<'a> {
     },
     /// Uniform bytes.
     Uniform(&'a [u8]),
+    /// A texture, for a [`ResourceDef`](crate::ResourceDef) of kind `Texture` or
+    /// `StorageTexture`.
+    Texture {
+        /// Its view.
+        view: &'a wgpu::TextureView,
+        /// Its identity (for the aliasing check).
+        id: u64,
+        /// The context it belongs to.
+        gpu_id: u64,
+        /// The view's dimension.
+        dim: TextureDim,
+        /// Its format.
+        format: wgpu::TextureFormat,
+        /// Bound writable (a storage texture with `write` or `read_write` access).
+        writable: bool,
+    },
+    /// A sampler, for a resource of kind `Sampler`.
+    Sampler {
+        /// The sampler.
+        raw: &'a wgpu::Sampler,
+        /// The context it belongs to.
+        gpu_id: u64,
+        /// It filters (linear filtering).
+        filtering: bool,
+        /// It is a comparison sampler.
+        comparison: bool,
+    },
+    /// The bytes of the kernel's `var<immediate>`: the last argument, where the kernel has one.
+    Immediate(&'a [u8]),
 }
 
 impl<'a> Arg<'a> {
@@ -57,9 +87,41 @@ impl<'a> Arg<'a> {
         Arg::Storage { raw: &buffer.raw, id: buffer.id, gpu_id: buffer.gpu_id, writable }
     }
 
+    /// A storage buffer argument holding a struct that ends in a runtime-sized array.
+    pub fn storage_struct<H: Element, E: Element>(buffer: &'a StructBuffer<H, E>, writable: bool) -> Self {
+        Arg::storage(&buffer.bytes, writable)
+    }
+
     /// A uniform argument.
     pub fn uniform(bytes: &'a [u8]) -> Self {
         Arg::Uniform(bytes)
+    }
+
+    /// A texture argument, bound writable for a storage texture the kernel writes.
+    pub fn texture<D: Dimension, F: Format>(texture: &'a Texture<D, F>, writable: bool) -> Self {
+        Arg::Texture {
+            view: &texture.view,
+            id: texture.id,
+            gpu_id: texture.gpu_id,
+            dim: D::DIM,
+            format: F::FORMAT,
+            writable,
+        }
+    }
+
+    /// A sampler argument.
+    pub fn sampler(sampler: &'a Sampler) -> Self {
+        Arg::Sampler { raw: &sampler.raw, gpu_id: sampler.gpu_id, filtering: sampler.filtering, comparison: false }
+    }
+
+    /// A comparison sampler argument.
+    pub fn comparison_sampler(sampler: &'a ComparisonSampler) -> Self {
+        Arg::Sampler { raw: &sampler.raw, gpu_id: sampler.gpu_id, filtering: false, comparison: true }
+    }
+
+    /// The immediate argument.
+    pub fn immediate(bytes: &'a [u8]) -> Self {
+        Arg::Immediate(bytes)
     }
 }
 
@@ -130,13 +192,42 @@ impl Gpu {
         let k = call.kernel;
         let name = || k.qualified_name();
         let limits = &self.inner.limits;
-        if call.args.len() != k.bindings.len() {
+        let immediates = usize::from(k.immediate_size > 0);
+        if call.args.len() != k.bindings.len() + k.resources.len() + immediates {
             return Err(Error::BadArguments {
                 kernel: name(),
-                detail: format!("{} arguments for {} bindings", call.args.len(), k.bindings.len()),
+                detail: format!(
+                    "{} arguments for {} buffer bindings, {} textures and samplers{}",
+                    call.args.len(),
+                    k.bindings.len(),
+                    k.resources.len(),
+                    if immediates > 0 { " and the immediate" } else { "" }
+                ),
             });
         }
-        for (def, arg) in k.bindings.iter().zip(call.args) {
+        let (buffers, rest) = call.args.split_at(k.bindings.len());
+        let (resources, immediate) = rest.split_at(k.resources.len());
+        for (def, arg) in k.resources.iter().zip(resources) {
+            self.check_resource(k, def, arg)?;
+        }
+        if let [arg] = immediate {
+            match arg {
+                Arg::Immediate(bytes) if bytes.len() as u64 == u64::from(k.immediate_size) => {}
+                Arg::Immediate(bytes) => {
+                    return Err(Error::BadArguments {
+                        kernel: name(),
+                        detail: format!("the immediate is {} bytes, not {}", bytes.len(), k.immediate_size),
+                    });
+                }
+                _ => {
+                    return Err(Error::BadArguments {
+                        kernel: name(),
+                        detail: "the last argument must be the immediate (`Arg::immediate`)".into(),
+                    });
+                }
+            }
+        }
+        for (def, arg) in k.bindings.iter().zip(buffers) {
             match (def.kind, arg) {
                 (BindingKind::Uniform, Arg::Uniform(bytes)) => {
                     if bytes.len() as u64 != def.stride as u64 {
@@ -170,7 +261,7 @@ impl Gpu {
                     if *gpu_id != self.inner.id {
                         return Err(Error::ForeignBuffer { kernel: name(), binding: def.name.into() });
                     }
-                    let needed = def.min_elems.max(1) * def.stride as u64;
+                    let needed = u64::from(def.offset) + def.min_elems.max(1) * def.stride as u64;
                     if raw.size() < needed {
                         return Err(Error::BufferTooShort {
                             kernel: name(),
@@ -198,22 +289,141 @@ impl Gpu {
                 }
             }
         }
-        // One buffer in two bindings is only allowed when both only read it.
+        // One buffer (or texture) in two bindings is only allowed when both only read it.
+        let binding_name = |i: usize| {
+            if i < k.bindings.len() { k.bindings[i].name } else { k.resources[i - k.bindings.len()].name }
+        };
+        let identity = |a: &Arg<'_>| match a {
+            Arg::Storage { id, writable, .. } => Some((0, *id, *writable)),
+            Arg::Texture { id, writable, .. } => Some((1, *id, *writable)),
+            _ => None,
+        };
         for (i, a) in call.args.iter().enumerate() {
             for (j, b) in call.args.iter().enumerate().skip(i + 1) {
-                if let (Arg::Storage { id: ia, writable: wa, .. }, Arg::Storage { id: ib, writable: wb, .. }) = (a, b)
-                    && ia == ib
-                    && (*wa || *wb)
+                if let (Some((ka, ia, wa)), Some((kb, ib, wb))) = (identity(a), identity(b))
+                    && (ka, ia) == (kb, ib)
+                    && (wa || wb)
                 {
                     return Err(Error::Aliased {
                         kernel: name(),
-                        first: k.bindings[i].name.into(),
-                        second: k.bindings[j].name.into(),
+                        first: binding_name(i).into(),
+                        second: binding_name(j).into(),
                     });
                 }
             }
         }
-        call.grid.resolve(name, k.threads_per_workgroup(), limits.max_compute_workgroups_per_dimension)
+        let [x, y, z] = k.workgroup_size_with(call.overrides)?;
+        let threads = u64::from(x) * u64::from(y) * u64::from(z);
+        call.grid.resolve(name, threads, limits.max_compute_workgroups_per_dimension)
+    }
+
+    /// Checks a texture or sampler argument against its binding and the device.
+    fn check_resource(&self, k: &KernelDef, def: &crate::kernel::ResourceDef, arg: &Arg<'_>) -> Result<()> {
+        let bad = |detail: String| Error::BadArguments { kernel: k.qualified_name(), detail };
+        let formats = |format: wgpu::TextureFormat| self.inner.adapter.get_texture_format_features(format);
+        match (def.kind, arg) {
+            (ResourceKind::Texture { dim, sample, .. }, Arg::Texture { dim: got, format, gpu_id, writable, .. }) => {
+                self.same_context(k, def.name, *gpu_id)?;
+                if *writable {
+                    return Err(bad(format!("texture `{}` is sampled, so it is bound read-only", def.name)));
+                }
+                if dim != *got {
+                    return Err(bad(format!("texture `{}` is `{}`, not a {got:?} texture", def.name, def.wgsl_type)));
+                }
+                let features = Some(self.inner.features);
+                let kind = format.sample_type(None, features);
+                let fits = match (sample, kind) {
+                    (SampleKind::Float { .. }, Some(wgpu::TextureSampleType::Float { .. })) => true,
+                    (SampleKind::Float { .. }, Some(wgpu::TextureSampleType::Depth)) => false,
+                    (SampleKind::Sint, Some(wgpu::TextureSampleType::Sint)) => true,
+                    (SampleKind::Uint, Some(wgpu::TextureSampleType::Uint)) => true,
+                    (SampleKind::Depth, Some(wgpu::TextureSampleType::Depth)) => true,
+                    _ => false,
+                };
+                if !fits {
+                    return Err(bad(format!(
+                        "texture `{}` is `{}`, which cannot read {format:?} texels",
+                        def.name, def.wgsl_type
+                    )));
+                }
+                // As the device validates it: with the features enabled (r32float filters only
+                // with FLOAT32_FILTERABLE, whatever the adapter could do).
+                let filterable = matches!(kind, Some(wgpu::TextureSampleType::Float { filterable: true }));
+                if sample == (SampleKind::Float { filterable: true }) && !filterable {
+                    return Err(bad(format!(
+                        "texture `{}` is sampled through a sampler, and {format:?} is not filterable on this device",
+                        def.name
+                    )));
+                }
+            }
+            (
+                ResourceKind::StorageTexture { dim, format, access },
+                Arg::Texture { dim: got, format: f, gpu_id, writable, .. },
+            ) => {
+                self.same_context(k, def.name, *gpu_id)?;
+                if dim != *got || format != *f {
+                    return Err(bad(format!(
+                        "storage texture `{}` is `{}`, not a {got:?} {f:?} texture",
+                        def.name, def.wgsl_type
+                    )));
+                }
+                if *writable != (access != TextureAccess::Read) {
+                    return Err(bad(format!(
+                        "storage texture `{}` is {access:?} but the argument is {}",
+                        def.name,
+                        if *writable { "writable" } else { "read-only" }
+                    )));
+                }
+                let flag = match access {
+                    TextureAccess::Read => wgpu::TextureFormatFeatureFlags::STORAGE_READ_ONLY,
+                    TextureAccess::Write => wgpu::TextureFormatFeatureFlags::STORAGE_WRITE_ONLY,
+                    TextureAccess::ReadWrite => wgpu::TextureFormatFeatureFlags::STORAGE_READ_WRITE,
+                };
+                let features = formats(format);
+                if !features.allowed_usages.contains(wgpu::TextureUsages::STORAGE_BINDING)
+                    || !features.flags.contains(flag)
+                {
+                    return Err(Error::MissingFeature {
+                        kernel: k.qualified_name(),
+                        feature: "TEXTURE_ADAPTER_SPECIFIC_FORMAT_FEATURES",
+                        adapter: self.inner.report.name.clone(),
+                        reason: format!(
+                            ": storage texture `{}` needs {access:?} storage access to {format:?}, which the adapter `{}` does not offer",
+                            def.name, self.inner.report.name
+                        ),
+                    });
+                }
+            }
+            (
+                ResourceKind::Sampler { comparison, filtering },
+                Arg::Sampler { gpu_id, comparison: c, filtering: f, .. },
+            ) => {
+                self.same_context(k, def.name, *gpu_id)?;
+                if *f && !filtering {
+                    return Err(bad(format!(
+                        "sampler `{}` samples a depth texture, so it must not filter: give it nearest filters",
+                        def.name
+                    )));
+                }
+                if comparison != *c {
+                    return Err(bad(format!(
+                        "sampler `{}` is `{}`; the argument is {}",
+                        def.name,
+                        def.wgsl_type,
+                        if *c { "a comparison sampler" } else { "not a comparison sampler" }
+                    )));
+                }
+            }
+            _ => return Err(bad(format!("binding `{}` is `{}` but the argument is not", def.name, def.wgsl_type))),
+        }
+        Ok(())
+    }
+
+    fn same_context(&self, k: &KernelDef, binding: &str, gpu_id: u64) -> Result<()> {
+        if gpu_id != self.inner.id {
+            return Err(Error::ForeignBuffer { kernel: k.qualified_name(), binding: binding.into() });
+        }
+        Ok(())
     }
 }
 
@@ -285,26 +495,29 @@ fn record_into(gpu: &Gpu, state: &mut State, call: &Call<'_>, [x, y, z]: [u32; 3
         }
     }
     let mut slots = slots.iter();
-    let entries: SmallVec<[wgpu::BindGroupEntry<'_>; 8]> = call
-        .kernel
-        .bindings
-        .iter()
-        .zip(call.args)
-        .map(|(def, arg)| wgpu::BindGroupEntry {
-            binding: def.binding,
-            resource: match arg {
-                Arg::Storage { raw, .. } => raw.as_entire_binding(),
-                Arg::Uniform(_) => {
-                    let &(chunk, size) = slots.next().expect("one slot per uniform");
-                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &chunks[chunk].buffer,
-                        offset: 0,
-                        size: std::num::NonZeroU64::new(size),
-                    })
-                }
-            },
-        })
-        .collect();
+    let numbers = call.kernel.bindings.iter().map(|b| b.binding).chain(call.kernel.resources.iter().map(|r| r.binding));
+    let mut immediate: Option<&[u8]> = None;
+    let mut entries: SmallVec<[wgpu::BindGroupEntry<'_>; 8]> = SmallVec::new();
+    for (binding, arg) in numbers.zip(call.args) {
+        let resource = match arg {
+            Arg::Storage { raw, .. } => raw.as_entire_binding(),
+            Arg::Uniform(_) => {
+                let &(chunk, size) = slots.next().expect("one slot per uniform");
+                wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &chunks[chunk].buffer,
+                    offset: 0,
+                    size: std::num::NonZeroU64::new(size),
+                })
+            }
+            Arg::Texture { view, .. } => wgpu::BindingResource::TextureView(view),
+            Arg::Sampler { raw, .. } => wgpu::BindingResource::Sampler(raw),
+            Arg::Immediate(_) => unreachable!("the immediate is past the bindings"),
+        };
+        entries.push(wgpu::BindGroupEntry { binding, resource });
+    }
+    if let Some(Arg::Immediate(bytes)) = call.args.last() {
+        immediate = Some(bytes);
+    }
     let bind_group = gpu.inner.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
         layout: &compiled.layout,
@@ -327,6 +540,10 @@ fn record_into(gpu: &Gpu, state: &mut State, call: &Call<'_>, [x, y, z]: [u32; 3
         *pass_pipeline = Some(id);
     }
     pass.set_bind_group(0, &bind_group, &offsets);
+    if let Some(bytes) = immediate {
+        // Immediates are set in words; the generated type is a multiple of 4 bytes.
+        pass.set_immediates(0, bytes);
+    }
     let timed = match timer {
         Some(t) if (t.kernels.len() as u32) < t.capacity / 2 => {
             pass.write_timestamp(&t.queries, 2 * t.kernels.len() as u32);
@@ -566,6 +783,47 @@ impl Batch<'_> {
         }
         let size = src.raw.size().min(dst.raw.size());
         self.state.borrow_mut().encoder(self.gpu).copy_buffer_to_buffer(&src.raw, 0, &dst.raw, 0, size);
+        Ok(())
+    }
+
+    /// Records a copy of `len` elements of `src` from element `src_start` into `dst` from element
+    /// `dst_start` (`src` and `dst` distinct, as Rust's borrows make them). Both ranges must lie
+    /// inside their buffers and be whole 4-byte words (any range of 4-byte elements is).
+    pub fn copy_range<T: Element>(
+        &self,
+        src: &Buffer<T>,
+        src_start: usize,
+        dst: &mut Buffer<T>,
+        dst_start: usize,
+        len: usize,
+    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        let fits = |start: usize, total: usize| start.checked_add(len).is_some_and(|end| end <= total);
+        if !fits(src_start, src.len()) || !fits(dst_start, dst.len()) {
+            return Err(Error::LengthMismatch {
+                detail: format!(
+                    "copying {len} elements from element {src_start} of a buffer of {} into element {dst_start} of a buffer of {}",
+                    src.len(),
+                    dst.len()
+                ),
+            });
+        }
+        let aligned = |elements: usize| (elements * size).is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT as usize);
+        if !aligned(src_start) || !aligned(dst_start) || !aligned(len) {
+            return Err(Error::LengthMismatch {
+                detail: format!(
+                    "a copy of {len} elements of {size} bytes from element {src_start} to element {dst_start} is not made of whole 4-byte words"
+                ),
+            });
+        }
+        if src.gpu_id != self.gpu.inner.id || dst.gpu_id != self.gpu.inner.id {
+            return Err(Error::Gpu("copy between buffers of different GPU contexts".into()));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let (from, to, bytes) = ((src_start * size) as u64, (dst_start * size) as u64, (len * size) as u64);
+        self.state.borrow_mut().encoder(self.gpu).copy_buffer_to_buffer(&src.raw, from, &dst.raw, to, bytes);
         Ok(())
     }
 

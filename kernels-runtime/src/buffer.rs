@@ -96,18 +96,7 @@ impl<T: Element> Buffer<T> {
     /// Copies the contents back to the host without blocking (for the web).
     pub async fn read_async(&self, gpu: &Gpu) -> Result<Vec<T>> {
         let staging = self.copy_to_staging(gpu, 0, self.raw.size())?;
-        let (tx, rx) = futures_channel::oneshot::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        // Native backends need polling for the callback; on the web the browser drives it.
-        #[cfg(not(target_arch = "wasm32"))]
-        gpu.poll_wait()?;
-        let mapped = rx.await;
-        gpu.alive()?;
-        mapped
-            .map_err(|_| Error::Gpu("the buffer mapping never completed".into()))?
-            .map_err(|e| gpu.wgpu_error(|| "reading a buffer".into(), format!("cannot map it: {e}")))?;
+        map_async(gpu, &staging).await?;
         self.unpack(&staging, 0, self.len)
     }
 
@@ -170,9 +159,25 @@ impl<T: Element> Buffer<T> {
     }
 }
 
+/// Maps a submitted staging buffer for reading without blocking.
+pub(crate) async fn map_async(gpu: &Gpu, staging: &wgpu::Buffer) -> Result<()> {
+    let (tx, rx) = futures_channel::oneshot::channel();
+    staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    // Native backends need polling for the callback; on the web the browser drives it.
+    #[cfg(not(target_arch = "wasm32"))]
+    gpu.poll_wait()?;
+    let mapped = rx.await;
+    gpu.alive()?;
+    mapped
+        .map_err(|_| Error::Gpu("the buffer mapping never completed".into()))?
+        .map_err(|e| gpu.wgpu_error(|| "reading a buffer".into(), format!("cannot map it: {e}")))
+}
+
 /// Maps a submitted staging buffer for reading and waits for it.
 #[cfg(not(target_arch = "wasm32"))]
-fn map_blocking(gpu: &Gpu, staging: &wgpu::Buffer) -> Result<()> {
+pub(crate) fn map_blocking(gpu: &Gpu, staging: &wgpu::Buffer) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
     staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
         let _ = tx.send(r);
@@ -259,5 +264,108 @@ impl Gpu {
                 done += n;
             }
         })
+    }
+}
+
+/// A storage buffer holding one `H` followed by `len` elements `E`: the value of a WGSL struct
+/// whose last member is a runtime-sized array (`struct Particles { count: u32, particles:
+/// array<Particle> }`). `kernels!` generates `H` (the struct's fixed part, padded to where the
+/// array starts) and `E`; a kernel's `arrayLength` and `len(binding)` count the elements.
+///
+/// Not `Clone`, like [`Buffer`]: writable bindings take `&mut`.
+pub struct StructBuffer<H, E> {
+    pub(crate) bytes: Buffer<u8>,
+    len: usize,
+    _t: PhantomData<(H, E)>,
+}
+
+impl<H, E> std::fmt::Debug for StructBuffer<H, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StructBuffer")
+            .field("header", &std::any::type_name::<H>())
+            .field("element", &std::any::type_name::<E>())
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: Element, E: Element> StructBuffer<H, E> {
+    /// Bytes from `len` elements (the header's first): `None` past `usize`.
+    fn bytes_for(len: usize) -> Option<usize> {
+        len.checked_mul(std::mem::size_of::<E>())?.checked_add(std::mem::size_of::<H>())
+    }
+
+    /// Elements of the array part.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the array part is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes allocated.
+    pub fn byte_size(&self) -> u64 {
+        self.bytes.byte_size()
+    }
+
+    /// The wgpu buffer.
+    pub fn raw(&self) -> &wgpu::Buffer {
+        &self.bytes.raw
+    }
+
+    fn split(&self, bytes: &[u8]) -> (H, Vec<E>) {
+        let h = std::mem::size_of::<H>();
+        let header: H = bytemuck::pod_read_unaligned(&bytes[..h]);
+        let mut elements: Vec<E> = vec![E::zeroed(); self.len];
+        let n = self.len * std::mem::size_of::<E>();
+        bytemuck::cast_slice_mut::<E, u8>(&mut elements).copy_from_slice(&bytes[h..h + n]);
+        (header, elements)
+    }
+
+    /// Copies the header and the elements back to the host. Waits for all work submitted
+    /// before. Not on the web: use [`StructBuffer::read_async`] there.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read(&self, gpu: &Gpu) -> Result<(H, Vec<E>)> {
+        Ok(self.split(&self.bytes.read(gpu)?))
+    }
+
+    /// Copies the header and the elements back to the host without blocking.
+    pub async fn read_async(&self, gpu: &Gpu) -> Result<(H, Vec<E>)> {
+        Ok(self.split(&self.bytes.read_async(gpu).await?))
+    }
+
+    /// Overwrites the header and the elements (as many as the buffer holds).
+    pub fn write(&mut self, gpu: &Gpu, header: &H, elements: &[E]) -> Result<()> {
+        if elements.len() != self.len {
+            return Err(Error::LengthMismatch {
+                detail: format!("writing {} elements into a struct buffer of {}", elements.len(), self.len),
+            });
+        }
+        let data = Self::pack(header, elements);
+        self.bytes.write(gpu, &data)
+    }
+
+    fn pack(header: &H, elements: &[E]) -> Vec<u8> {
+        let mut data = Vec::with_capacity(Self::bytes_for(elements.len()).unwrap_or(0));
+        data.extend_from_slice(bytemuck::bytes_of(header));
+        data.extend_from_slice(bytemuck::cast_slice(elements));
+        data
+    }
+}
+
+impl Gpu {
+    /// A [`StructBuffer`] holding `header` and then `elements`.
+    pub fn upload_struct<H: Element, E: Element>(&self, header: &H, elements: &[E]) -> Result<StructBuffer<H, E>> {
+        let bytes = self.upload(&StructBuffer::<H, E>::pack(header, elements))?;
+        Ok(StructBuffer { bytes, len: elements.len(), _t: PhantomData })
+    }
+
+    /// A zeroed [`StructBuffer`] with room for `len` elements.
+    pub fn struct_zeros<H: Element, E: Element>(&self, len: usize) -> Result<StructBuffer<H, E>> {
+        let n = StructBuffer::<H, E>::bytes_for(len)
+            .ok_or(Error::BufferTooLarge { bytes: u64::MAX, limit: self.inner.limits.max_buffer_size })?;
+        Ok(StructBuffer { bytes: self.zeros(n)?, len, _t: PhantomData })
     }
 }

@@ -29,6 +29,128 @@ pub struct BindingDef {
     pub stride: u32,
     /// Storage: the fewest elements the binding needs (0 for runtime-sized arrays).
     pub min_elems: u64,
+    /// Storage: bytes before the elements. 0 for an array; for a struct whose last member is
+    /// a runtime-sized array, the size of its fixed part (the array's offset), bound as a
+    /// [`StructBuffer`](crate::StructBuffer).
+    pub offset: u32,
+}
+
+/// The dimension of a texture binding (`texture_2d`, `texture_storage_3d`, …).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TextureDim {
+    /// `texture_1d`
+    D1,
+    /// `texture_2d`
+    D2,
+    /// `texture_2d_array`
+    D2Array,
+    /// `texture_3d`
+    D3,
+    /// `texture_cube`
+    Cube,
+    /// `texture_cube_array`
+    CubeArray,
+}
+
+impl TextureDim {
+    /// The view dimension wgpu binds.
+    pub fn view_dimension(self) -> wgpu::TextureViewDimension {
+        match self {
+            TextureDim::D1 => wgpu::TextureViewDimension::D1,
+            TextureDim::D2 => wgpu::TextureViewDimension::D2,
+            TextureDim::D2Array => wgpu::TextureViewDimension::D2Array,
+            TextureDim::D3 => wgpu::TextureViewDimension::D3,
+            TextureDim::Cube => wgpu::TextureViewDimension::Cube,
+            TextureDim::CubeArray => wgpu::TextureViewDimension::CubeArray,
+        }
+    }
+
+    /// The WGSL spelling after `texture_` (`2d`, `cube_array`, …).
+    pub fn wgsl(self) -> &'static str {
+        match self {
+            TextureDim::D1 => "1d",
+            TextureDim::D2 => "2d",
+            TextureDim::D2Array => "2d_array",
+            TextureDim::D3 => "3d",
+            TextureDim::Cube => "cube",
+            TextureDim::CubeArray => "cube_array",
+        }
+    }
+}
+
+/// What a sampled texture binding reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SampleKind {
+    /// `texture_*<f32>`; `filterable` where the kernel samples it with a sampler (then the
+    /// bound texture's format must be filterable).
+    Float {
+        /// Sampled through a sampler.
+        filterable: bool,
+    },
+    /// `texture_*<i32>`
+    Sint,
+    /// `texture_*<u32>`
+    Uint,
+    /// `texture_depth_*`
+    Depth,
+}
+
+/// How a kernel may access a storage texture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TextureAccess {
+    /// `read`
+    Read,
+    /// `write`
+    Write,
+    /// `read_write`
+    ReadWrite,
+}
+
+/// What a resource binding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResourceKind {
+    /// A sampled texture (`texture_2d<f32>`, `texture_depth_2d`, …).
+    Texture {
+        /// Its dimension.
+        dim: TextureDim,
+        /// What it reads.
+        sample: SampleKind,
+        /// `texture_multisampled_2d`
+        multisampled: bool,
+    },
+    /// A storage texture (`texture_storage_2d<rgba8unorm, write>`).
+    StorageTexture {
+        /// Its dimension.
+        dim: TextureDim,
+        /// Its texel format.
+        format: wgpu::TextureFormat,
+        /// How the kernel accesses it.
+        access: TextureAccess,
+    },
+    /// A sampler: `sampler` or `sampler_comparison`.
+    Sampler {
+        /// `sampler_comparison`.
+        comparison: bool,
+        /// A `sampler` that may filter: the kernel samples only filterable float textures with
+        /// it. One that samples a depth texture binds as non-filtering (nearest filters only).
+        filtering: bool,
+    },
+}
+
+/// A texture or sampler binding. In a [`Call`](crate::Call) their arguments follow the
+/// buffers' (one per [`KernelDef::bindings`] entry), in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ResourceDef {
+    /// `@group`
+    pub group: u32,
+    /// `@binding`
+    pub binding: u32,
+    /// The WGSL variable name.
+    pub name: &'static str,
+    /// What it is.
+    pub kind: ResourceKind,
+    /// The WGSL type.
+    pub wgsl_type: &'static str,
 }
 
 /// An `override` constant.
@@ -135,9 +257,14 @@ pub struct VariantDef {
     /// `wgpu_cooperative_matrix`).
     pub wgsl: &'static str,
     /// Source for a browser (`enable subgroups;` included where used). Empty for a variant
-    /// that uses cooperative matrices (`coop` not empty): WebGPU has none, so such a variant is
-    /// native only and a browser runs the kernel's next variant.
+    /// that uses cooperative matrices (`coop` not empty) or needs one of `features`: WebGPU has
+    /// none of them, so such a variant is native only and a browser runs the kernel's next
+    /// variant.
     pub browser_wgsl: &'static str,
+    /// The other wgpu features it needs, by their names in [`wgpu::Features`]
+    /// (`SHADER_INT64`, `SHADER_F64`, `SHADER_INT64_ATOMIC_MIN_MAX`,
+    /// `SHADER_INT64_ATOMIC_ALL_OPS`, `IMMEDIATES`).
+    pub features: &'static [&'static str],
 }
 
 /// Everything about one kernel.
@@ -153,10 +280,20 @@ pub struct KernelDef {
     pub line: u32,
     /// Doc text from the WGSL comments.
     pub doc: &'static str,
-    /// `@workgroup_size`
+    /// `@workgroup_size`: for a dimension given by an override, the override's default (0
+    /// where it has none); see `workgroup_size_overrides`.
     pub workgroup_size: [u32; 3],
-    /// Bindings in order.
+    /// For each dimension of `@workgroup_size` given by an `override`, the override's key (as
+    /// in [`OverrideDef::key`]): the pipeline is built with the value of the call, and grids and
+    /// checks use it.
+    pub workgroup_size_overrides: [Option<&'static str>; 3],
+    /// Bytes of the kernel's `var<immediate>` (0: it has none). Its value is the last
+    /// argument of a [`Call`](crate::Call), after the buffers and the resources.
+    pub immediate_size: u32,
+    /// Buffer bindings (storage and uniform) in order.
     pub bindings: &'static [BindingDef],
+    /// Texture and sampler bindings in order.
+    pub resources: &'static [ResourceDef],
     /// `override` constants.
     pub overrides: &'static [OverrideDef],
     /// How the grid is chosen.
@@ -167,6 +304,42 @@ pub struct KernelDef {
     pub requires: &'static [&'static str],
     /// Variants, preferred first.
     pub variants: &'static [VariantDef],
+    /// Where its source lives and the interface its Rust function was generated against, for
+    /// hot reload (`None`: a kernel made by hand, which is never reloaded).
+    pub source: Option<&'static KernelSource>,
+}
+
+/// The files a `kernels!` module was assembled from, as the macro resolved them, and what host
+/// code reads from the module beside its kernels (its constants). Hot reload watches the files
+/// and compiles them again as the macro did.
+#[derive(Debug)]
+pub struct FileSource {
+    /// The calling crate's manifest directory, which paths in messages are relative to.
+    pub manifest_dir: Option<&'static str>,
+    /// The kernel file (absolute).
+    pub kernel_file: &'static str,
+    /// The kernel file as shown in messages.
+    pub display: &'static str,
+    /// The shared preamble (absolute), if any.
+    pub shared: Option<&'static str>,
+    /// The generated module's name.
+    pub module: &'static str,
+    /// Every file read (absolute): the kernel file, the shared preamble, every included file.
+    pub files: &'static [&'static str],
+    /// The module's constants as the program was compiled with them, one per line.
+    pub interface: &'static str,
+    /// The module's kernels (those that compiled).
+    pub kernels: &'static [&'static KernelDef],
+}
+
+/// A kernel's place in its [`FileSource`], with the interface its Rust function was generated
+/// against (bindings, layouts, workgroup size, overrides, annotations; one item per line).
+#[derive(Debug)]
+pub struct KernelSource {
+    /// The module's files.
+    pub file: &'static FileSource,
+    /// The compiled interface.
+    pub interface: &'static str,
 }
 
 impl KernelDef {
@@ -175,9 +348,45 @@ impl KernelDef {
         format!("{}::{}", self.module, self.name)
     }
 
-    /// Invocations per workgroup.
+    /// Invocations per workgroup, with the workgroup size's defaults.
     pub fn threads_per_workgroup(&self) -> u64 {
         self.workgroup_size.iter().map(|&d| d as u64).product()
+    }
+
+    /// The workgroup size a pipeline built with `overrides` (by key, as a [`Call`](crate::Call)
+    /// passes them) has: each dimension an override gives takes its value, else its default.
+    /// An override without a value or default, or a value that is not a positive integer, is
+    /// [`Error::BadArguments`](crate::Error::BadArguments) naming `@workgroup_size`.
+    pub fn workgroup_size_with(&self, overrides: &[(&'static str, f64)]) -> crate::Result<[u32; 3]> {
+        let mut size = self.workgroup_size;
+        for (i, key) in self.workgroup_size_overrides.iter().enumerate() {
+            let Some(key) = key else { continue };
+            let name = self.overrides.iter().find(|o| o.key == *key).map_or(*key, |o| o.name);
+            let value = match overrides.iter().find(|(k, _)| k == key) {
+                Some(&(_, v)) => v,
+                None if size[i] > 0 => continue,
+                None => {
+                    return Err(crate::Error::BadArguments {
+                        kernel: self.qualified_name(),
+                        detail: format!(
+                            "`@workgroup_size` takes dimension {} from override `{name}`, which has no default: set it in the overrides argument",
+                            ["x", "y", "z"][i]
+                        ),
+                    });
+                }
+            };
+            if !(value >= 1.0 && value <= f64::from(u32::MAX) && value.fract() == 0.0) {
+                return Err(crate::Error::BadArguments {
+                    kernel: self.qualified_name(),
+                    detail: format!(
+                        "override `{name}` = {value} gives `@workgroup_size` dimension {}, which must be a positive integer",
+                        ["x", "y", "z"][i]
+                    ),
+                });
+            }
+            size[i] = value as u32;
+        }
+        Ok(size)
     }
 
     /// Whether every variant needs f16, so that the kernel cannot run without `SHADER_F16`

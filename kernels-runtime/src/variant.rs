@@ -13,6 +13,8 @@ pub(crate) struct Capabilities {
     /// The cooperative-matrix configurations enabled (empty: tensor cores off, always so in a
     /// browser).
     pub(crate) coop: Vec<CoopConfig>,
+    /// Every feature enabled on the device (for [`VariantDef::features`]).
+    pub(crate) features: wgpu::Features,
 }
 
 /// Why no variant of a kernel can run: what the most portable variant still lacks.
@@ -24,18 +26,48 @@ pub(crate) struct Unmet {
     pub(crate) configs: Vec<CoopConfig>,
 }
 
+/// What a compiled form needs from the device: a [`VariantDef`] of the generated code, or a
+/// form hot reload compiled at run time.
+pub(crate) trait Needs {
+    fn subgroups(&self) -> bool;
+    fn f16(&self) -> bool;
+    fn coop(&self) -> &[CoopConfig];
+    fn features(&self) -> &[&'static str];
+}
+
+impl Needs for VariantDef {
+    fn subgroups(&self) -> bool {
+        self.subgroups
+    }
+    fn f16(&self) -> bool {
+        self.f16
+    }
+    fn coop(&self) -> &[CoopConfig] {
+        self.coop
+    }
+    fn features(&self) -> &[&'static str] {
+        self.features
+    }
+}
+
 /// What `variant` needs that `caps` does not offer, most basic first.
-fn unmet(variant: &VariantDef, caps: &Capabilities) -> Vec<Unmet> {
+fn unmet(variant: &impl Needs, caps: &Capabilities) -> Vec<Unmet> {
     let mut out = Vec::new();
-    if variant.f16 && !caps.f16 {
+    if variant.f16() && !caps.f16 {
         out.push(Unmet { feature: "SHADER_F16", configs: Vec::new() });
     }
-    if variant.subgroups && !caps.subgroups {
+    if variant.subgroups() && !caps.subgroups {
         out.push(Unmet { feature: "SUBGROUP", configs: Vec::new() });
     }
-    let missing: Vec<CoopConfig> = variant.coop.iter().filter(|c| !caps.coop.contains(c)).copied().collect();
+    let missing: Vec<CoopConfig> = variant.coop().iter().filter(|c| !caps.coop.contains(c)).copied().collect();
     if !missing.is_empty() {
         out.push(Unmet { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", configs: missing });
+    }
+    for &name in variant.features() {
+        // A name this wgpu does not know is a feature no device has.
+        if !wgpu::Features::from_name(name).is_some_and(|f| caps.features.contains(f)) {
+            out.push(Unmet { feature: name, configs: Vec::new() });
+        }
     }
     out
 }
@@ -44,8 +76,13 @@ fn unmet(variant: &VariantDef, caps: &Capabilities) -> Vec<Unmet> {
 /// subgroups, its f16, and each of its cooperative-matrix configurations. Without one, what the
 /// variant that lacks the least is missing (the most portable variant on ties, the last).
 pub(crate) fn select(kernel: &KernelDef, caps: &Capabilities) -> Result<&'static VariantDef, Unmet> {
+    select_in(kernel.variants, caps)
+}
+
+/// [`select`] over any list of forms.
+pub(crate) fn select_in<'v, V: Needs>(variants: &'v [V], caps: &Capabilities) -> Result<&'v V, Unmet> {
     let mut closest: Option<Vec<Unmet>> = None;
-    for variant in kernel.variants {
+    for variant in variants {
         let missing = unmet(variant, caps);
         if missing.is_empty() {
             return Ok(variant);
@@ -66,7 +103,7 @@ mod tests {
     const C8: CoopConfig = CoopConfig { m: 8, n: 8, k: 8, ab: CoopScalar::F16, cr: CoopScalar::F16 };
 
     const fn variant(subgroups: bool, f16: bool, coop: &'static [CoopConfig], wgsl: &'static str) -> VariantDef {
-        VariantDef { subgroups, f16, coop, wgsl, browser_wgsl: wgsl }
+        VariantDef { subgroups, f16, coop, wgsl, browser_wgsl: wgsl, features: &[] }
     }
 
     const fn kernel(variants: &'static [VariantDef]) -> KernelDef {
@@ -77,12 +114,16 @@ mod tests {
             line: 1,
             doc: "",
             workgroup_size: [64, 1, 1],
+            workgroup_size_overrides: [None; 3],
+            immediate_size: 0,
             bindings: &[],
+            resources: &[],
             overrides: &[],
             grid: GridKind::Caller,
             grid_expr: "",
             requires: &[],
             variants,
+            source: None,
         }
     }
 
@@ -99,7 +140,7 @@ mod tests {
     static COOP_ONLY: KernelDef = kernel(&[variant(false, true, &[C16, C8], "coop")]);
 
     fn caps(subgroups: bool, f16: bool, coop: &[CoopConfig]) -> Capabilities {
-        Capabilities { subgroups, f16, coop: coop.to_vec() }
+        Capabilities { subgroups, f16, coop: coop.to_vec(), features: wgpu::Features::empty() }
     }
 
     fn pick(k: &'static KernelDef, c: &Capabilities) -> &'static str {
@@ -137,6 +178,24 @@ mod tests {
         // Without f16 that comes first.
         let e = select(&COOP_ONLY, &caps(true, false, &[])).unwrap_err();
         assert_eq!(e.feature, "SHADER_F16");
+    }
+
+    #[test]
+    fn other_features_are_needed_by_name() {
+        static INT64: KernelDef = kernel(&[VariantDef {
+            subgroups: false,
+            f16: false,
+            coop: &[],
+            wgsl: "i64",
+            browser_wgsl: "",
+            features: &["SHADER_INT64", "SHADER_INT64_ATOMIC_MIN_MAX"],
+        }]);
+        let mut c = caps(true, true, &[]);
+        assert_eq!(select(&INT64, &c).unwrap_err().feature, "SHADER_INT64");
+        c.features = wgpu::Features::SHADER_INT64;
+        assert_eq!(select(&INT64, &c).unwrap_err().feature, "SHADER_INT64_ATOMIC_MIN_MAX");
+        c.features |= wgpu::Features::SHADER_INT64_ATOMIC_MIN_MAX;
+        assert_eq!(pick(&INT64, &c), "i64");
     }
 
     #[test]

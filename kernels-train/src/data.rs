@@ -53,10 +53,13 @@ pub fn read_text(path: &Path) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
-/// Token ids, two bytes each while the vocabulary allows (bytes, GPT-2's 50257).
+/// Token ids, two bytes each while the vocabulary allows (bytes, GPT-2's 50257), or token
+/// shards read by position (native).
 enum Ids {
     U16(Vec<u16>),
     U32(Vec<u32>),
+    #[cfg(not(target_arch = "wasm32"))]
+    Shards(crate::shards::Shards),
 }
 
 impl Ids {
@@ -68,23 +71,102 @@ impl Ids {
         match self {
             Ids::U16(v) => v.len(),
             Ids::U32(v) => v.len(),
+            #[cfg(not(target_arch = "wasm32"))]
+            Ids::Shards(s) => s.len(),
         }
     }
 
-    /// Appends ids `start..start + n` to `out`.
-    fn extend_into(&self, out: &mut Vec<u32>, start: usize, n: usize) {
+    /// Appends ids `start..start + n` to `out` (shards: checked against `vocab`).
+    fn extend_into(&self, out: &mut Vec<u32>, start: usize, n: usize, vocab: usize) -> Result<(), Error> {
+        let _ = vocab;
         match self {
             Ids::U16(v) => out.extend(v[start..start + n].iter().map(|&i| i as u32)),
             Ids::U32(v) => out.extend_from_slice(&v[start..start + n]),
+            #[cfg(not(target_arch = "wasm32"))]
+            Ids::Shards(s) => s.read(start, n, vocab, out)?,
         }
+        Ok(())
     }
 }
 
-/// The training text as token ids, split into a training part and a held-out tail (the last
-/// 5%), with the tokenizer that made them.
+/// A run of token ids: a range of a text in memory or of shards.
+#[derive(Clone)]
+pub struct Tokens {
+    ids: std::sync::Arc<Ids>,
+    base: usize,
+    len: usize,
+    /// Ids must be below this (the tokenizer's vocabulary).
+    vocab: usize,
+}
+
+impl Tokens {
+    fn whole(ids: Ids, vocab: usize) -> Tokens {
+        let len = ids.len();
+        Tokens { ids: std::sync::Arc::new(ids), base: 0, len, vocab }
+    }
+
+    /// Token shards, their ids checked against `tokenizer` as they are read.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn shards(shards: crate::shards::Shards, tokenizer: &Tokenizer) -> Result<Tokens, Error> {
+        shards.check_tokenizer(tokenizer)?;
+        Ok(Tokens::whole(Ids::Shards(shards), tokenizer.vocab_size()))
+    }
+
+    /// `text` tokenized by `tokenizer`, in memory.
+    pub fn text(text: &[u8], tokenizer: &Tokenizer) -> Result<Tokens, Error> {
+        let ids = if tokenizer.is_bytes() {
+            // Two bytes per byte, without a four-byte copy in between.
+            Ids::U16(text.iter().map(|&b| u16::from(b)).collect())
+        } else {
+            Ids::new(tokenizer.encode(text)?, tokenizer.vocab_size())
+        };
+        Ok(Tokens::whole(ids, tokenizer.vocab_size()))
+    }
+
+    /// Number of tokens.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first `n` tokens and the rest.
+    fn split(self, n: usize) -> (Tokens, Tokens) {
+        let tail = Tokens { base: self.base + n, len: self.len - n, ..self.clone() };
+        (Tokens { len: n, ..self }, tail)
+    }
+
+    /// Appends tokens `start..start + n` of this run to `out`.
+    pub fn read_into(&self, start: usize, n: usize, out: &mut Vec<u32>) -> Result<(), Error> {
+        if start.checked_add(n).is_none_or(|end| end > self.len) {
+            return Err(Error::Data(format!("tokens {start}..{} asked of {}", start.saturating_add(n), self.len)));
+        }
+        self.ids.extend_into(out, self.base + start, n, self.vocab)
+    }
+
+    /// Windows of `seq_len` tokens at each start and the same shifted by one (inputs, targets).
+    pub fn windows(&self, starts: &[usize], seq_len: usize) -> Result<(Vec<u32>, Vec<u32>), Error> {
+        let mut x = Vec::with_capacity(starts.len() * seq_len);
+        let mut y = Vec::with_capacity(starts.len() * seq_len);
+        let mut w = Vec::with_capacity(seq_len + 1);
+        for &s in starts {
+            w.clear();
+            self.read_into(s, seq_len + 1, &mut w)?;
+            x.extend_from_slice(&w[..seq_len]);
+            y.extend_from_slice(&w[1..]);
+        }
+        Ok((x, y))
+    }
+}
+
+/// The training text as token ids, split into a training part and a validation part (the last
+/// 5% of the text, the last shard, or `--val-data`), with the tokenizer that made them.
 pub struct Corpus {
-    ids: Ids,
-    split: usize,
+    train: Tokens,
+    val: Tokens,
     tokenizer: Tokenizer,
     /// Where the text came from (for messages).
     pub source: String,
@@ -108,24 +190,27 @@ impl Corpus {
 
     /// In-memory bytes as byte tokens.
     pub fn from_bytes(bytes: Vec<u8>, source: &str) -> Corpus {
-        Corpus::from_ids(Ids::U16(bytes.into_iter().map(u16::from).collect()), Tokenizer::bytes(), source)
+        let ids = Tokens::whole(Ids::U16(bytes.into_iter().map(u16::from).collect()), 256);
+        Corpus::held_out(ids, Tokenizer::bytes(), source)
     }
 
     /// `text` tokenized once, here, by `tokenizer`.
     pub fn new(text: &[u8], source: &str, tokenizer: Tokenizer) -> Result<Corpus, Error> {
-        let ids = if tokenizer.is_bytes() {
-            // Two bytes per byte, without a four-byte copy in between.
-            Ids::U16(text.iter().map(|&b| u16::from(b)).collect())
-        } else {
-            let ids = tokenizer.encode(text).map_err(|e| Error::Data(format!("{source}: {e}")))?;
-            Ids::new(ids, tokenizer.vocab_size())
-        };
-        Ok(Corpus::from_ids(ids, tokenizer, source))
+        let ids = Tokens::text(text, &tokenizer).map_err(|e| Error::Data(format!("{source}: {e}")))?;
+        Ok(Corpus::held_out(ids, tokenizer, source))
     }
 
-    fn from_ids(ids: Ids, tokenizer: Tokenizer, source: &str) -> Corpus {
-        let split = split_point(ids.len());
-        Corpus { ids, split, tokenizer, source: source.to_string() }
+    /// Training and validation tokens given apart (the validation tokens from `--val-data`,
+    /// or the last of several shards).
+    pub fn with_validation(train: Tokens, val: Tokens, tokenizer: Tokenizer, source: &str) -> Corpus {
+        Corpus { train, val, tokenizer, source: source.to_string() }
+    }
+
+    /// `ids` with its last 5% held out for validation.
+    pub fn held_out(ids: Tokens, tokenizer: Tokenizer, source: &str) -> Corpus {
+        let at = split_point(ids.len());
+        let (train, val) = ids.split(at);
+        Corpus { train, val, tokenizer, source: source.to_string() }
     }
 
     /// The tokenizer of the ids.
@@ -133,9 +218,9 @@ impl Corpus {
         &self.tokenizer
     }
 
-    /// Length in tokens.
+    /// Length in tokens (training and validation).
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.train.len() + self.val.len()
     }
 
     /// Whether there is no text.
@@ -145,12 +230,17 @@ impl Corpus {
 
     /// Tokens in the training part.
     pub fn train_len(&self) -> usize {
-        self.split
+        self.train.len()
     }
 
-    /// Tokens in the held-out tail.
+    /// Tokens in the validation part.
     pub fn validation_len(&self) -> usize {
-        self.len() - self.split
+        self.val.len()
+    }
+
+    /// The validation tokens.
+    pub fn validation(&self) -> &Tokens {
+        &self.val
     }
 
     /// Checks that both parts hold at least one window of `seq_len + 1` tokens.
@@ -161,10 +251,12 @@ impl Corpus {
         let need = seq_len + 1;
         if self.train_len() < need || self.validation_len() < need {
             return Err(Error::Data(format!(
-                "{} has {} tokens ({}): too little for sequences of {seq_len} (the training part and the held-out 5% each need {need} tokens); use a shorter --seq-len or more text",
+                "{} has {} tokens ({}; {} for training, {} for validation): too little for sequences of {seq_len} (each part needs {need} tokens); use a shorter --seq-len or more text",
                 self.source,
                 self.len(),
-                self.tokenizer.describe()
+                self.tokenizer.describe(),
+                self.train_len(),
+                self.validation_len(),
             )));
         }
         Ok(())
@@ -172,32 +264,41 @@ impl Corpus {
 
     /// The training batch of `step`: `batch` windows at positions drawn from (seed, step) alone,
     /// so a resumed run sees the same batches. Returns (inputs, targets), each `batch · seq_len`.
-    pub fn train_batch(&self, seed: u64, step: u64, batch: usize, seq_len: usize) -> (Vec<u32>, Vec<u32>) {
-        let mut rng = Rng::for_step(seed, 1, step);
-        let starts: Vec<usize> = (0..batch).map(|_| rng.below((self.train_len() - seq_len) as u64) as usize).collect();
-        self.windows(0, &starts, seq_len)
+    pub fn train_batch(
+        &self,
+        seed: u64,
+        step: u64,
+        batch: usize,
+        seq_len: usize,
+    ) -> Result<(Vec<u32>, Vec<u32>), Error> {
+        self.train.windows(&train_starts(self.train_len(), seed, step, batch, seq_len), seq_len)
     }
 
-    /// Validation batch `k` of `count`: windows spread evenly over the held-out tail (in
-    /// 128-bit arithmetic, so any `count` and `k < count` give windows inside it).
-    pub fn validation_batch(&self, k: usize, count: usize, batch: usize, seq_len: usize) -> (Vec<u32>, Vec<u32>) {
-        let room = (self.validation_len() - seq_len) as u128;
-        let total = (count as u128 * batch as u128).max(1);
-        let starts: Vec<usize> =
-            (0..batch).map(|b| ((k as u128 * batch as u128 + b as u128) * room / total).min(room) as usize).collect();
-        self.windows(self.split, &starts, seq_len)
+    /// Validation batch `k` of `count`: windows spread evenly over the validation part
+    /// ([`validation_starts`]).
+    pub fn validation_batch(
+        &self,
+        k: usize,
+        count: usize,
+        batch: usize,
+        seq_len: usize,
+    ) -> Result<(Vec<u32>, Vec<u32>), Error> {
+        self.val.windows(&validation_starts(self.validation_len(), k, count, batch, seq_len), seq_len)
     }
+}
 
-    /// Windows of `seq_len` tokens at `base + start` and the same shifted by one.
-    fn windows(&self, base: usize, starts: &[usize], seq_len: usize) -> (Vec<u32>, Vec<u32>) {
-        let mut x = Vec::with_capacity(starts.len() * seq_len);
-        let mut y = Vec::with_capacity(starts.len() * seq_len);
-        for &s in starts {
-            self.ids.extend_into(&mut x, base + s, seq_len);
-            self.ids.extend_into(&mut y, base + s + 1, seq_len);
-        }
-        (x, y)
-    }
+/// Where the windows of training batch `step` start.
+fn train_starts(len: usize, seed: u64, step: u64, batch: usize, seq_len: usize) -> Vec<usize> {
+    let mut rng = Rng::for_step(seed, 1, step);
+    (0..batch).map(|_| rng.below((len - seq_len) as u64) as usize).collect()
+}
+
+/// Where the windows of validation batch `k` of `count` start: spread evenly over `len`
+/// tokens, in 128-bit arithmetic, so any `count` and `k < count` give windows inside them.
+pub fn validation_starts(len: usize, k: usize, count: usize, batch: usize, seq_len: usize) -> Vec<usize> {
+    let room = (len - seq_len) as u128;
+    let total = (count as u128 * batch as u128).max(1);
+    (0..batch).map(|b| ((k as u128 * batch as u128 + b as u128) * room / total).min(room) as usize).collect()
 }
 
 fn split_point(len: usize) -> usize {
@@ -212,18 +313,18 @@ mod tests {
     fn batches_are_shifted_windows_and_reproducible() {
         let c = Corpus::from_bytes((0..=255u8).cycle().take(10_000).collect(), "test");
         c.check(32).unwrap();
-        let (x, y) = c.train_batch(7, 3, 4, 32);
+        let (x, y) = c.train_batch(7, 3, 4, 32).unwrap();
         assert_eq!(x.len(), 128);
         for (a, b) in x.iter().zip(&y) {
             assert_eq!((a + 1) % 256, *b);
         }
-        assert_eq!(c.train_batch(7, 3, 4, 32), (x, y));
-        assert_ne!(c.train_batch(7, 4, 4, 32).0, c.train_batch(7, 3, 4, 32).0);
-        let (vx, _) = c.validation_batch(1, 2, 2, 32);
+        assert_eq!(c.train_batch(7, 3, 4, 32).unwrap(), (x, y));
+        assert_ne!(c.train_batch(7, 4, 4, 32).unwrap().0, c.train_batch(7, 3, 4, 32).unwrap().0);
+        let (vx, _) = c.validation_batch(1, 2, 2, 32).unwrap();
         assert_eq!(vx.len(), 64);
         // Counts whose product with the batch overflows a usize still give windows of the tail.
         let huge = usize::MAX / 3;
-        let (vx, vy) = c.validation_batch(huge - 1, huge, 4, 32);
+        let (vx, vy) = c.validation_batch(huge - 1, huge, 4, 32).unwrap();
         assert_eq!((vx.len(), vy.len()), (128, 128));
     }
 
@@ -236,11 +337,11 @@ mod tests {
         assert_eq!(c.len(), ids.len());
         assert!(c.len() < text.len(), "{} tokens for {} bytes", c.len(), text.len());
         c.check(64).unwrap();
-        let (x, y) = c.train_batch(3, 5, 2, 64);
+        let (x, y) = c.train_batch(3, 5, 2, 64).unwrap();
         // Each window is a run of the corpus's ids, the targets shifted by one.
         let at = ids.windows(64).position(|w| w == &x[..64]).expect("a window of the ids");
         assert_eq!(&y[..64], &ids[at + 1..at + 65]);
-        let (vx, _) = c.validation_batch(0, 1, 1, 64);
+        let (vx, _) = c.validation_batch(0, 1, 1, 64).unwrap();
         assert_eq!(&vx[..], &ids[c.train_len()..c.train_len() + 64]);
     }
 

@@ -1,5 +1,6 @@
-//! Reading the files a run is given — the training text, a `tokenizer.json`, a checkpoint — with
-//! one rule: each must be a regular file of bounded size, or it is refused before anything is
+//! Reading the files a run is given — the training text, a `tokenizer.json`, a checkpoint, token
+//! shards, an `--import-hf` folder's files, the metrics log — with one rule: each must be a
+//! regular file (of bounded size where it is read whole), or it is refused before anything is
 //! read. A device (`/dev/zero` never ends), a FIFO (opened without waiting for a writer, so a
 //! FIFO nobody writes to is an error, not a hang), a directory, or a link to any of them is an
 //! error naming what the path is; so is a file over the limit of its kind, by its size before
@@ -18,8 +19,15 @@ pub const MAX_DATA_BYTES: u64 = 4 << 30;
 pub const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
 
 /// The most a checkpoint may hold: more than the weights and AdamW moments (12 bytes a
-/// parameter) of any model one GPU trains.
+/// parameter) of any model one GPU trains. Also the bound of one `--import-hf` weight file.
 pub const MAX_CHECKPOINT_BYTES: u64 = 256 << 30;
+
+/// The most a small JSON file of `--import-hf` (`config.json`, the safetensors index) may hold.
+pub const MAX_JSON_BYTES: u64 = 64 << 20;
+
+/// The most a run's metrics log (`NAME.metrics.jsonl`, about 200 bytes a logged step) may hold
+/// when a resumed run reads it back.
+pub const MAX_METRICS_BYTES: u64 = 4 << 30;
 
 /// What a path that is not a regular file is, for messages.
 fn kind(meta: &Metadata) -> &'static str {
@@ -60,15 +68,24 @@ fn open(path: &Path) -> std::io::Result<File> {
     options.open(path)
 }
 
-/// The whole of `path`, if it is a regular file (links followed) of at most `limit` bytes.
-/// `what` names the file in messages ("the training text", "the tokenizer", "the checkpoint").
-pub fn read_regular(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, String> {
+/// `path` open for reading, with its metadata, if it is a regular file (links followed);
+/// otherwise an error naming what it is. For files read by position (token shards) or in
+/// blocks (`--tokenize-to`'s text), which are not held whole in memory.
+pub fn open_regular(path: &Path, what: &str) -> Result<(File, Metadata), String> {
     let shown = path.display();
     let file = open(path).map_err(|e| format!("cannot read {what} {shown}: {e}"))?;
     let meta = file.metadata().map_err(|e| format!("cannot read {what} {shown}: {e}"))?;
     if !meta.is_file() {
         return Err(format!("{what} {shown} is {}: the trainer reads only regular files", kind(&meta)));
     }
+    Ok((file, meta))
+}
+
+/// The whole of `path`, if it is a regular file (links followed) of at most `limit` bytes.
+/// `what` names the file in messages ("the training text", "the tokenizer", "the checkpoint").
+pub fn read_regular(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, String> {
+    let shown = path.display();
+    let (file, meta) = open_regular(path, what)?;
     let too_large =
         |size: String| format!("{what} {shown} is {size}; the most this trainer reads there is {limit} bytes");
     if meta.len() > limit {

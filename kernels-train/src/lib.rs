@@ -13,7 +13,13 @@ pub mod cli;
 pub mod config;
 pub mod data;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod eval;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod export;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod files;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod metrics;
 pub mod model;
 pub mod params;
 pub mod plot;
@@ -21,6 +27,8 @@ pub mod precision;
 pub mod rng;
 pub mod sample;
 pub mod scaler;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod shards;
 pub mod tokenizer;
 pub mod trainer;
 

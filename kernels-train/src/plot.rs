@@ -30,7 +30,7 @@ pub fn loss_svg(train: &[(usize, f32)], validation: &[(usize, f32)], title: &str
 <line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="black"/>
 <line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="black"/>
 <text x="{}" y="{}" text-anchor="middle">step</text>
-<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">loss (nats per byte)</text>
+<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">loss (nats per token)</text>
 "#,
         w / 2.0,
         escape(title),

@@ -44,9 +44,7 @@ impl Precision {
         let resolved = self.resolve(gpu).unwrap_or(self);
         let what = match resolved {
             Precision::Mixed => "mixed (f16 products, f32 master weights, dynamic loss scaling)",
-            _ if kernels::ops::product_path(gpu, kernels::ops::Precision::F32)
-                == kernels::ops::ProductPath::TensorCoresSplit =>
-            {
+            _ if kernels::gemm::Gemm::new(1, 1, 1).plan(gpu).is_ok_and(|p| p.core() == kernels::gemm::Core::Split) => {
                 "f32 (f32-accurate split products on tensor cores)"
             }
             _ => "f32 (f32 SGEMM)",

@@ -200,18 +200,24 @@ impl Tokenizer {
     /// The token ids of `text`. Bytes take any bytes; other tokenizers need UTF-8 text. Every id
     /// is checked against [`Tokenizer::vocab_size`].
     pub fn encode(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
-        let Kind::Hf { tk, vocab, .. } = &self.kind else {
+        if self.is_bytes() {
             return Ok(text.iter().map(|&b| b as u32).collect());
+        }
+        let text = std::str::from_utf8(text).map_err(not_utf8)?;
+        self.encode_pieces(pieces(text).collect())
+    }
+
+    /// The ids of `pieces`, encoded in parallel (natively) and concatenated.
+    fn encode_pieces(&self, pieces: Vec<&str>) -> Result<Vec<u32>, Error> {
+        let Kind::Hf { tk, vocab, .. } = &self.kind else {
+            return Ok(pieces.iter().flat_map(|p| p.bytes().map(u32::from)).collect());
         };
-        let text = std::str::from_utf8(text).map_err(|e| {
-            Error::Data(format!("the text is not UTF-8 ({e}): a BPE tokenizer needs text; use --tokenizer bytes"))
-        })?;
         serial_in_the_browser();
-        let pieces: Vec<&str> = pieces(text).collect();
+        let bytes: usize = pieces.iter().map(|p| p.len()).sum();
         let encodings = tk
             .encode_batch_fast(pieces, false)
             .map_err(|e| Error::Data(format!("the tokenizer cannot encode the text: {e}")))?;
-        let mut ids = Vec::with_capacity(text.len() / 3);
+        let mut ids = Vec::with_capacity(bytes / 3);
         for e in &encodings {
             ids.extend_from_slice(e.get_ids());
         }
@@ -242,6 +248,26 @@ fn serial_in_the_browser() {
     tokenizers::parallelism::set_parallelism(false);
 }
 
+fn not_utf8(e: std::str::Utf8Error) -> Error {
+    Error::Data(format!("the text is not UTF-8 ({e}): a BPE tokenizer needs text; use --tokenizer bytes"))
+}
+
+/// Where the first piece of `rest` ends: after about [`PIECE`] bytes (moved on to a character
+/// boundary), after the last newline within them where there is one and more text follows.
+fn piece_end(rest: &[u8]) -> usize {
+    let mut end = rest.len().min(PIECE);
+    // A UTF-8 continuation byte is not a character boundary.
+    while end < rest.len() && rest[end] & 0xC0 == 0x80 {
+        end += 1;
+    }
+    if end < rest.len()
+        && let Some(nl) = rest[..end].iter().rposition(|&b| b == b'\n')
+    {
+        end = nl + 1;
+    }
+    end
+}
+
 /// `text` in pieces of about [`PIECE`] bytes, each ending after a newline where there is one.
 fn pieces(text: &str) -> impl Iterator<Item = &str> + Send {
     let mut rest = text;
@@ -249,19 +275,56 @@ fn pieces(text: &str) -> impl Iterator<Item = &str> + Send {
         if rest.is_empty() {
             return None;
         }
-        let mut end = rest.len().min(PIECE);
-        while !rest.is_char_boundary(end) {
-            end += 1;
-        }
-        if end < rest.len()
-            && let Some(nl) = rest[..end].rfind('\n')
-        {
-            end = nl + 1;
-        }
-        let (piece, tail) = rest.split_at(end);
+        let (piece, tail) = rest.split_at(piece_end(rest.as_bytes()));
         rest = tail;
         Some(piece)
     })
+}
+
+/// Bytes of text a [`PieceStream`] is best given at a time.
+#[cfg(not(target_arch = "wasm32"))]
+pub const BLOCK: usize = 16 << 20;
+
+/// A text given block by block, encoded into exactly the ids [`Tokenizer::encode`] gives for
+/// the whole text (the same pieces, cut as soon as the bytes that decide them have arrived), so
+/// a file larger than memory is tokenized as if it were read whole.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Default)]
+pub struct PieceStream {
+    pending: Vec<u8>,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl PieceStream {
+    /// An empty stream.
+    pub fn new() -> PieceStream {
+        PieceStream::default()
+    }
+
+    /// Takes the next `bytes` of the text; returns the ids of the pieces they complete.
+    pub fn push(&mut self, tk: &Tokenizer, bytes: &[u8]) -> Result<Vec<u32>, Error> {
+        if tk.is_bytes() {
+            return Ok(bytes.iter().map(|&b| b as u32).collect());
+        }
+        self.pending.extend_from_slice(bytes);
+        // A piece is decided by its next PIECE bytes and the up to 3 bytes ending a character.
+        let mut cuts = Vec::new();
+        let mut at = 0;
+        while self.pending.len() - at > PIECE + 3 {
+            let end = piece_end(&self.pending[at..]);
+            cuts.push(at..at + end);
+            at += end;
+        }
+        let pieces = cuts.into_iter().map(|r| std::str::from_utf8(&self.pending[r])).collect::<Result<Vec<_>, _>>();
+        let ids = tk.encode_pieces(pieces.map_err(not_utf8)?)?;
+        self.pending.drain(..at);
+        Ok(ids)
+    }
+
+    /// The ids of the rest of the text.
+    pub fn finish(self, tk: &Tokenizer) -> Result<Vec<u32>, Error> {
+        if tk.is_bytes() { Ok(Vec::new()) } else { tk.encode(&self.pending) }
+    }
 }
 
 /// The `--tokenizer` flag: `bytes`, `bpe:N`, or a `tokenizer.json` file.
@@ -360,6 +423,31 @@ mod tests {
         let small = Tokenizer::train_bpe(text, 300).unwrap();
         assert_eq!((small.vocab_size(), small.model_vocab()), (300, 320));
         assert_ne!(small, t);
+    }
+
+    #[test]
+    fn a_text_streamed_in_blocks_encodes_as_the_whole_text() {
+        let mut text = crate::data::built_in_text();
+        // A long line without newlines and multi-byte characters across block boundaries.
+        text.extend("é€𝄞 no newline here ".repeat(9000).bytes());
+        text.extend(b"\n  indented\n\n\tend");
+        let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 320).unwrap();
+        let want = tk.encode(&text).unwrap();
+        for block in [1000, PIECE - 1, PIECE + 5, 3 * PIECE + 17] {
+            let mut stream = PieceStream::new();
+            let mut got = Vec::new();
+            for b in text.chunks(block) {
+                got.extend(stream.push(&tk, b).unwrap());
+            }
+            got.extend(stream.finish(&tk).unwrap());
+            assert!(got == want, "blocks of {block}: other ids than the whole text's");
+        }
+        let mut stream = PieceStream::new();
+        let bytes: Vec<u32> = stream.push(&Tokenizer::bytes(), b"ab").unwrap();
+        assert_eq!((bytes, stream.finish(&Tokenizer::bytes()).unwrap()), (vec![97, 98], vec![]));
+        let mut bad = PieceStream::new();
+        let e = bad.push(&tk, &[0xff; PIECE + 10]).unwrap_err().to_string();
+        assert!(e.contains("not UTF-8"), "{e}");
     }
 
     #[test]

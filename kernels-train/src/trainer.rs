@@ -47,6 +47,29 @@ impl Trainer {
     /// A new run: weights from `train.seed`. The model's vocabulary must be the corpus
     /// tokenizer's ([`crate::tokenizer::Tokenizer::model_vocab`]).
     pub fn new(gpu: &Gpu, cfg: &ModelConfig, train: &TrainConfig, corpus: Corpus) -> Result<Trainer, Error> {
+        Trainer::start(gpu, cfg, train, corpus, None)
+    }
+
+    /// A new run (step 0, fresh AdamW moments) from given weights: fine-tuning an imported
+    /// model ([`crate::export::hf::read`]). The model's vocabulary must be the corpus
+    /// tokenizer's.
+    pub fn from_weights(
+        gpu: &Gpu,
+        cfg: &ModelConfig,
+        train: &TrainConfig,
+        corpus: Corpus,
+        weights: &Tensors,
+    ) -> Result<Trainer, Error> {
+        Trainer::start(gpu, cfg, train, corpus, Some(weights))
+    }
+
+    fn start(
+        gpu: &Gpu,
+        cfg: &ModelConfig,
+        train: &TrainConfig,
+        corpus: Corpus,
+        weights: Option<&Tensors>,
+    ) -> Result<Trainer, Error> {
         cfg.validate()?;
         train.validate()?;
         let tokenizer = corpus.tokenizer();
@@ -62,8 +85,15 @@ impl Trainer {
         // Before the host copy of the weights is made: a model too large for the device is an
         // error naming the limit, not an allocation abort.
         Model::check_fits(gpu, cfg, train.batch, train.attention)?;
-        let weights = params::init(cfg, train.seed)?;
-        let model = Model::with_options(gpu, cfg, train.batch, &weights, None, model_options(train, None))?;
+        let initial;
+        let weights = match weights {
+            Some(w) => w,
+            None => {
+                initial = params::init(cfg, train.seed)?;
+                &initial
+            }
+        };
+        let model = Model::with_options(gpu, cfg, train.batch, weights, None, model_options(train, None))?;
         // What the model's scaler buffer starts from (no read-back: this runs on the web too).
         let scaler = (model.precision == Precision::Mixed).then(ScalerState::default);
         Ok(Trainer {
@@ -104,7 +134,7 @@ impl Trainer {
 
     /// Records and submits the step on the next batch.
     fn submit_step(&mut self) -> Result<(), Error> {
-        let (x, y) = self.corpus.train_batch(self.train.seed, self.step, self.train.batch, self.model.cfg.seq_len);
+        let (x, y) = self.corpus.train_batch(self.train.seed, self.step, self.train.batch, self.model.cfg.seq_len)?;
         self.model.train_step(&x, &y, self.train.batch, &self.train, self.step)?;
         self.step += 1;
         Ok(())
@@ -150,7 +180,7 @@ impl Trainer {
         let batches = batches.max(1);
         let mut total = 0.0;
         for k in 0..batches {
-            let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len);
+            let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len)?;
             total += self.model.eval_loss(&x, &y, self.train.batch)? as f64;
         }
         Ok(self.record_validation(total, batches))
@@ -167,7 +197,7 @@ impl Trainer {
         let batches = batches.max(1);
         let mut total = 0.0;
         for k in 0..batches {
-            let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len);
+            let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len)?;
             total += self.model.eval_loss_async(&x, &y, self.train.batch).await? as f64;
         }
         Ok(self.record_validation(total, batches))
@@ -213,7 +243,7 @@ impl Trainer {
         if !last.is_finite() {
             return Ok(Some(format!("the loss is {last} at step {}", self.step)));
         }
-        let (x, y) = self.corpus.validation_batch(0, 1, self.train.batch, self.model.cfg.seq_len);
+        let (x, y) = self.corpus.validation_batch(0, 1, self.train.batch, self.model.cfg.seq_len)?;
         let now = self.model.eval_loss(&x, &y, self.train.batch)?;
         if !now.is_finite() {
             return Ok(Some(format!("the weights of step {} give a loss of {now}", self.step)));
@@ -257,7 +287,7 @@ impl Trainer {
         if !newline.is_empty() {
             return self.generate("\n", n, temperature, top_k, seed);
         }
-        let (first, _) = self.corpus.validation_batch(0, 1, 1, 1);
+        let (first, _) = self.corpus.validation_batch(0, 1, 1, 1)?;
         let mut g = Generation::from_ids(&tokenizer, first, temperature, top_k, seed);
         for _ in 0..n {
             let logits = self.model.next_logits(&g.ctx)?;
@@ -331,8 +361,9 @@ impl Generation {
     }
 }
 
-/// Continues `prompt` by `n` tokens with the model's forward kernels; returns the continuation's
-/// text (decoded by `tokenizer`, the model's).
+/// Continues `prompt` by `n` tokens with the model's forward kernels and a key/value cache
+/// ([`Model::next_logits_cached`]); returns the continuation's text (decoded by `tokenizer`, the
+/// model's).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn generate(
     model: &mut Model,
@@ -345,7 +376,7 @@ pub fn generate(
 ) -> Result<String, Error> {
     let mut g = Generation::new(tokenizer, prompt, temperature, top_k, seed)?;
     for _ in 0..n {
-        let logits = model.next_logits(&g.ctx)?;
+        let logits = model.next_logits_cached(&g.ctx)?;
         g.push(&logits);
     }
     tokenizer.decode(&g.out)
@@ -363,7 +394,7 @@ pub async fn generate_async(
 ) -> Result<String, Error> {
     let mut g = Generation::new(tokenizer, prompt, temperature, top_k, seed)?;
     for _ in 0..n {
-        let logits = model.next_logits_async(&g.ctx).await?;
+        let logits = model.next_logits_cached_async(&g.ctx).await?;
         g.push(&logits);
     }
     tokenizer.decode(&g.out)

@@ -31,7 +31,7 @@ fn loss_and_every_gradient_match_float64() {
     let w64: Vec<Vec<f64>> = weights.iter().map(|w| w.iter().map(|&x| x as f64).collect()).collect();
     let loss_ref = reference::loss(&cfg, &w64, &tokens, &targets, batch);
     let grads_ref = reference::gradients(&cfg, &w64, &tokens, &targets, batch, 1e-5);
-    for path in [Attention::Fast, Attention::Streaming] {
+    for path in [Attention::Fast, Attention::Flash, Attention::Streaming] {
         let mut model = Model::with_attention(&gpu, &cfg, batch, &weights, None, path).unwrap();
         assert_eq!(model.attention, path);
         let loss_gpu = model.forward_backward(&tokens, &targets, batch).unwrap() as f64;

@@ -1,5 +1,6 @@
 //! The trainer as a process (its `train` binary) given what a hostile user gives it: flags out
-//! of range, files that are not regular files or too large, paths that are directories, a
+//! of range, files that are not regular files or too large (text, shards, tokenizers,
+//! checkpoints, `--eval`, `--import-hf` and `--tokenize-to` inputs), paths that are directories, a
 //! tokenizer without a token for a newline, a closed stdout, a signal while a BPE is trained.
 //! Each bad input is refused with exit code 2 and a message naming it, before any work; nothing
 //! panics, nothing hangs (every run has a generous limit, so a stuck one fails instead of
@@ -117,6 +118,14 @@ fn flags_out_of_range_are_refused_naming_the_flag() {
         (&["--weight-decay", "NaN"], "--weight-decay NaN"),
         (&["--resume", "--generate", "fn"], "cannot be combined with --resume"),
         (&["--profile", "--generate", "fn"], "cannot be combined with --profile"),
+        (&["--shard-tokens", "2147483648"], "--shard-tokens 2147483648 is more than 2147483647"),
+        (&["--generate", "fn", "--val-data", "v.txt"], "--generate samples from the checkpoint and trains nothing"),
+        (&["--generate", "fn", "--import-hf", "hf"], "cannot be combined with --import-hf"),
+        (&["--eval", "e.txt", "--profile"], "--eval scores the checkpoint and trains nothing"),
+        (&["--eval", "e.txt", "--val-data", "v.txt"], "cannot be combined with --val-data"),
+        (&["--export-gguf", "m.gguf", "--overwrite"], "--export-gguf writes the checkpoint as a file"),
+        (&["--export-hf", "hf", "--profile"], "cannot be combined with --profile"),
+        (&["--tokenize-to", "shards", "--data", "t.txt", "--overwrite"], "--tokenize-to writes token shards"),
     ] {
         let ran = train(&dir, args);
         refused(&ran, &[flag]);
@@ -176,6 +185,72 @@ fn files_that_are_not_regular_or_too_large_are_refused() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The files of the interop modes and of token-shard data go through the same rule: shards,
+/// `--val-data`, an `--eval` file, an `--import-hf` folder's files and `--tokenize-to`'s text
+/// are read only when they are regular files (a FIFO without a writer is refused, not waited
+/// on; a device is never read), each refused with exit 2 before the GPU is opened.
+#[test]
+fn shards_validation_eval_import_and_tokenize_inputs_must_be_regular_files() {
+    let dir = tmp("interop-files");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let fifo = dir.join("fifo.txt");
+    mkfifo(&fifo);
+    // A directory whose only `.bin` is a FIFO holds no shards; one named alone is refused.
+    let shards = dir.join("shards");
+    std::fs::create_dir(&shards).unwrap();
+    mkfifo(&shards.join("a.bin"));
+    std::os::unix::fs::symlink("/dev/zero", shards.join("z.bin")).unwrap();
+    // An HF folder whose config.json is a FIFO, one whose tokenizer.json is /dev/zero.
+    let (hf_fifo, hf_zero) = (dir.join("hf-fifo"), dir.join("hf-zero"));
+    for d in [&hf_fifo, &hf_zero] {
+        std::fs::create_dir(d).unwrap();
+    }
+    mkfifo(&hf_fifo.join("config.json"));
+    std::fs::write(hf_zero.join("config.json"), "{}").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", hf_zero.join("tokenizer.json")).unwrap();
+    // A checkpoint for --eval, written without a GPU.
+    let model = kernels_train::config::ModelConfig::new(16, 1, 2, 1, 8).with_vocab(256);
+    let params = kernels_train::params::init(&model, 1).unwrap();
+    let ck = dir.join("ck.safetensors");
+    let c = checkpoint::Checkpoint {
+        model,
+        step: 1,
+        seed: 1,
+        m: params.as_ref().map(|p| vec![0.0; p.len()]),
+        v: params.as_ref().map(|p| vec![0.0; p.len()]),
+        params,
+        scaler: None,
+        train_history: vec![],
+        val_history: vec![],
+        tokenizer: kernels_train::tokenizer::Tokenizer::bytes(),
+    };
+    checkpoint::save(&ck, &c).unwrap();
+    let out = dir.join("out");
+    let (fifo, shards, hf_fifo, hf_zero, ck, out) = (s(&fifo), s(&shards), s(&hf_fifo), s(&hf_zero), s(&ck), s(&out));
+    let (fifo_bin, zero_bin) = (format!("{shards}/a.bin"), format!("{shards}/z.bin"));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--data", &shards], "holds no .bin token shards"),
+        (vec!["--data", &fifo_bin], "is a FIFO: the trainer reads only regular files"),
+        (vec!["--data", &zero_bin], "is a character device: the trainer reads only regular files"),
+        (vec!["--val-data", &fifo], "is a FIFO: the trainer reads only regular files"),
+        (vec!["--val-data", "/dev/zero"], "is a character device: the trainer reads only regular files"),
+        (vec!["--checkpoint", &ck, "--eval", &fifo], "is a FIFO: the trainer reads only regular files"),
+        (vec!["--checkpoint", &ck, "--eval", "/dev/zero"], "is a character device"),
+        (vec!["--import-hf", &hf_fifo], "config.json is a FIFO: the trainer reads only regular files"),
+        (vec!["--import-hf", &hf_zero], "tokenizer.json is a character device"),
+        (vec!["--import-hf", &fifo], "is not a folder: --import-hf takes a Hugging Face model folder"),
+        (vec!["--tokenize-to", &out, "--data", &fifo], "the text"),
+        (vec!["--tokenize-to", &out, "--data", "/dev/zero"], "is a character device"),
+    ];
+    for (args, says) in &cases {
+        let ran = train(&dir, args);
+        refused(&ran, &[says]);
+        assert!(!ran.stderr.contains("adapter:"), "{args:?}: the GPU was opened first:\n{}", ran.stderr);
+    }
+    assert!(!Path::new(&out).exists(), "--tokenize-to wrote before it checked its inputs");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// `--checkpoint` naming a directory gets advice that works (name a file in it), whether the
 /// run is new, `--overwrite` or `--resume`, not advice about an existing checkpoint.
 #[test]
@@ -203,6 +278,9 @@ fn a_directory_where_the_tokenizer_goes_is_refused_first() {
     assert!(!ran.stderr.contains("training a byte-level BPE"), "the BPE was trained first:\n{}", ran.stderr);
     std::fs::create_dir(dir.join("m.loss.svg")).unwrap();
     refused(&train(&dir, &["--steps", "2"]), &["m.loss.svg is a directory"]);
+    std::fs::remove_dir(dir.join("m.loss.svg")).unwrap();
+    std::fs::create_dir(dir.join("m.metrics.jsonl")).unwrap();
+    refused(&train(&dir, &["--steps", "2"]), &["m.metrics.jsonl is a directory"]);
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -10,7 +10,7 @@ mod reference;
 use kernels_train::checkpoint;
 use kernels_train::config::{ModelConfig, TrainConfig};
 use kernels_train::data::Corpus;
-use kernels_train::model::{Model, ModelOptions, Precision, ScalerState};
+use kernels_train::model::{Attention, Model, ModelOptions, Precision, ScalerState};
 use kernels_train::params;
 use kernels_train::rng::Rng;
 use kernels_train::trainer::Trainer;
@@ -266,16 +266,17 @@ fn a_checkpoint_resumes_in_the_other_precision() {
     }
 }
 
-/// Which attention kernels one profiled training step dispatched, with their counts.
-fn attention_kernels(m: &ModelConfig, precision: Precision) -> Vec<(String, usize)> {
+/// Which attention kernels one profiled training step on `path` dispatched, with their counts.
+fn attention_kernels(m: &ModelConfig, precision: Precision, path: Attention) -> Vec<(String, usize)> {
     let gpu = common::gpu().expect("checked by the caller");
     let (_, mut t) = small(precision);
-    t.attention = kernels_train::model::Attention::Fast;
+    t.attention = path;
     let mut tr = Trainer::new(&gpu, m, &t, Corpus::from_bytes(fixed_text(), "test text")).unwrap();
     assert_eq!(tr.model.precision, precision);
-    let (x, y) = tr.corpus.train_batch(t.seed, 0, t.batch, m.seq_len);
+    let (x, y) = tr.corpus.train_batch(t.seed, 0, t.batch, m.seq_len).unwrap();
     let p = tr.model.profile_step(&x, &y, t.batch, &t, 0).unwrap();
-    let is_attention = |n: &str| n.split_once("::").is_some_and(|(_, k)| k.contains("attention"));
+    let is_attention =
+        |n: &str| n.split_once("::").is_some_and(|(_, k)| k.contains("attention") || k.starts_with("flash_"));
     let mut out: Vec<(String, usize)> =
         p.by_kernel().into_iter().filter(|(n, _, _)| is_attention(n)).map(|(n, _, c)| (n, c)).collect();
     out.sort();
@@ -286,8 +287,9 @@ fn attention_kernels(m: &ModelConfig, precision: Precision) -> Vec<(String, usiz
 fn mixed_attention_runs_on_the_f16_kernels() {
     // On the fast path, mixed precision runs attention's six products through the f16 kernels
     // (`linear16::attention_*16`, dS through `attention16::attention16_ds`), f32 precision
-    // through the f32 ones; a head dim that is not a multiple of 4 keeps mixed precision on the
-    // f32 kernels. Read from the dispatches of one profiled step.
+    // through the f32 ones; on the flash path the f16 flash kernels and the f32 ones; a head dim
+    // that is not a multiple of 4 keeps mixed precision on the f32 kernels. Read from the
+    // dispatches of one profiled step.
     let Some(gpu) = common::gpu() else { return };
     let needed = kernels::wgpu::Features::TIMESTAMP_QUERY | kernels::wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
     if !gpu.features().contains(needed) {
@@ -306,7 +308,7 @@ fn mixed_attention_runs_on_the_f16_kernels() {
         ("linear16::attention_pv16", 4),
         ("linear16::attention_scores16", 4),
     ]);
-    assert_eq!(attention_kernels(&m, Precision::Mixed), f16_kernels);
+    assert_eq!(attention_kernels(&m, Precision::Mixed, Attention::Fast), f16_kernels);
     let f32_kernels = s(&[
         ("attention::attention_fast_pv", 4),
         ("attention::attention_fast_scores", 2),
@@ -315,8 +317,24 @@ fn mixed_attention_runs_on_the_f16_kernels() {
         ("backward_attention::attention_fast_ds", 2),
         ("backward_attention::attention_fast_ptx", 4),
     ]);
-    assert_eq!(attention_kernels(&m, Precision::F32), f32_kernels);
+    assert_eq!(attention_kernels(&m, Precision::F32, Attention::Fast), f32_kernels);
+    // Flash attention: one forward kernel and three backward dispatches (Δ, dK/dV, dQ) a layer.
+    let flash16 = s(&[
+        ("attention::flash_forward16", 2),
+        ("backward_attention::attention_fast_delta", 2),
+        ("backward_attention::flash_backward_dkdv16", 2),
+        ("backward_attention::flash_backward_dq16", 2),
+    ]);
+    assert_eq!(attention_kernels(&m, Precision::Mixed, Attention::Flash), flash16);
+    let flash32 = s(&[
+        ("attention::flash_forward", 2),
+        ("backward_attention::attention_fast_delta", 2),
+        ("backward_attention::flash_backward_dkdv", 2),
+        ("backward_attention::flash_backward_dq", 2),
+    ]);
+    assert_eq!(attention_kernels(&m, Precision::F32, Attention::Flash), flash32);
     // Head dim 6: f16 operands would not be whole vec4s.
     let odd = ModelConfig::new(24, 2, 4, 2, 16);
-    assert_eq!(attention_kernels(&odd, Precision::Mixed), f32_kernels);
+    assert_eq!(attention_kernels(&odd, Precision::Mixed, Attention::Fast), f32_kernels);
+    assert_eq!(attention_kernels(&odd, Precision::Mixed, Attention::Flash), flash32);
 }

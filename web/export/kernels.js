@@ -252,6 +252,31 @@ function isBuffer(b) {
     typeof b.mapAsync === 'function';
 }
 
+function isTexture(t) {
+  return t !== null && typeof t === 'object' && typeof t.createView === 'function' && typeof t.format === 'string';
+}
+
+function isTextureView(v) {
+  return v !== null && typeof v === 'object' && typeof v.createView !== 'function' && typeof v.label === 'string' &&
+    !isBuffer(v) && v.__proto__ && v.__proto__.constructor && v.__proto__.constructor.name === 'GPUTextureView';
+}
+
+function isSampler(s) {
+  return s !== null && typeof s === 'object' && s.__proto__ && s.__proto__.constructor && s.__proto__.constructor.name === 'GPUSampler';
+}
+
+/** The bind group layout entry of a manifest binding. */
+function layoutEntry(b) {
+  const entry = { binding: b.binding, visibility: GPUShaderStage.COMPUTE };
+  switch (b.kind) {
+    case 'texture': entry.texture = b.texture; break;
+    case 'storage_texture': entry.storageTexture = b.storage_texture; break;
+    case 'sampler': entry.sampler = b.sampler; break;
+    default: entry.buffer = { type: b.buffer_type, minBindingSize: b.offset + b.min_length * b.stride };
+  }
+  return entry;
+}
+
 const roundUp = (n, to) => Math.ceil(n / to) * to;
 
 /** The kernels of a manifest on one device. */
@@ -340,19 +365,13 @@ export class Kernels {
     if (needed.length) {
       throw new KernelError(name, `needs values for its override constants ${needed.map(o => o.name).join(', ')}, which kernels.js does not pass`);
     }
+    if (k.immediate) throw new KernelError(name, `takes immediates (\`var<immediate> ${k.immediate.name}\`), which WebGPU does not have`);
     const code = await this.source(variant.file);
     const device = this.device;
     // No error scopes: builds run concurrently, and a scope would catch another build's errors.
     // A rejected pipeline says why (with the shader's compilation messages).
     const module = device.createShaderModule({ code, label: name });
-    const layout = device.createBindGroupLayout({
-      label: name,
-      entries: k.bindings.map(b => ({
-        binding: b.binding,
-        visibility: GPUShaderStage.COMPUTE,
-        buffer: { type: b.buffer_type, minBindingSize: b.min_length * b.stride },
-      })),
-    });
+    const layout = device.createBindGroupLayout({ label: name, entries: k.bindings.map(layoutEntry) });
     let pipeline;
     try {
       pipeline = await device.createComputePipelineAsync({
@@ -384,10 +403,12 @@ export class Kernels {
    * Checks a call of kernel `name` as the Rust function does, without any GPU work, and
    * returns its plan: `{ workgroups: [x, y, z], lengths: { binding: elements }, ... }`.
    * `args` has one entry per binding, by name: a storage binding takes a GPUBuffer (its length
-   * is `size / stride` elements) or `{ buffer, length }` (binds the first `length` elements); a
-   * uniform takes a plain value by its layout — an object for a struct, a number or BigInt for
-   * an integer or float, an array for a vector or array. `options.grid` is the grid of a kernel
-   * whose manifest grid is `caller`: `{ threads: n }`, `{ workgroups: n }` or `[x, y, z]`.
+   * is `(size − offset) / stride` elements) or `{ buffer, length }` (binds the first `length`
+   * elements); a uniform takes a plain value by its layout — an object for a struct, a number or
+   * BigInt for an integer or float, an array for a vector or array; a texture or storage
+   * texture takes a GPUTexture (viewed with the binding's dimension) or a GPUTextureView; a
+   * sampler a GPUSampler. `options.grid` is the grid of a kernel whose manifest grid is
+   * `caller`: `{ threads: n }`, `{ workgroups: n }` or `[x, y, z]`.
    */
   check(name, args, options = {}) {
     const k = this.kernel(name);
@@ -397,10 +418,33 @@ export class Kernels {
     for (const key of Object.keys(args)) {
       if (!names.includes(key)) fail(`has no binding \`${key}\` (its bindings: ${names.join(', ')})`);
     }
-    const lengths = {}, entries = [], uniforms = [];
+    const lengths = {}, entries = [], uniforms = [], resources = [];
     for (const b of k.bindings) {
-      if (!(b.name in args)) fail(`binding \`${b.name}\` (${b.buffer_type} \`${b.wgsl_type}\`) is missing`);
+      if (!(b.name in args)) fail(`binding \`${b.name}\` (${b.kind} \`${b.wgsl_type}\`) is missing`);
       const arg = args[b.name];
+      if (b.kind === 'sampler') {
+        if (!isSampler(arg)) fail(`binding \`${b.name}\` (\`${b.wgsl_type}\`) takes a GPUSampler, not ${describe(arg)}`);
+        resources.push({ binding: b, resource: arg });
+        continue;
+      }
+      if (b.kind === 'texture' || b.kind === 'storage_texture') {
+        const dimension = (b.texture || b.storage_texture).viewDimension;
+        let view = arg;
+        if (isTexture(arg)) {
+          if (b.kind === 'storage_texture' && arg.format !== b.storage_texture.format) {
+            fail(`storage texture \`${b.name}\` is \`${b.wgsl_type}\`, not of format ${arg.format}`);
+          }
+          const usage = b.kind === 'texture' ? GPUTextureUsage.TEXTURE_BINDING : GPUTextureUsage.STORAGE_BINDING;
+          if (!(arg.usage & usage)) {
+            fail(`texture \`${b.name}\` was not created with GPUTextureUsage.${b.kind === 'texture' ? 'TEXTURE_BINDING' : 'STORAGE_BINDING'}`);
+          }
+          view = arg.createView({ dimension });
+        } else if (!isTextureView(arg)) {
+          fail(`binding \`${b.name}\` (\`${b.wgsl_type}\`) takes a GPUTexture or a GPUTextureView, not ${describe(arg)}`);
+        }
+        resources.push({ binding: b, resource: view, texture: isTexture(arg) ? arg : null });
+        continue;
+      }
       if (b.buffer_type === 'uniform') {
         const bytes = new ArrayBuffer(roundUp(Math.max(b.stride, 16), 16));
         writeValue(new DataView(bytes), 0, b.layout, arg, b.name, m => fail(`uniform \`${b.name}\`: ${m}`));
@@ -411,7 +455,7 @@ export class Kernels {
       const buffer = isBuffer(arg) ? arg : arg && arg.buffer;
       if (!isBuffer(buffer)) fail(`binding \`${b.name}\` takes a GPUBuffer or { buffer, length }, not ${describe(arg)}`);
       if (!(buffer.usage & GPUBufferUsage.STORAGE)) fail(`buffer \`${b.name}\` was not created with GPUBufferUsage.STORAGE`);
-      const fit = Math.floor(buffer.size / b.stride);
+      const fit = Math.max(0, Math.floor((buffer.size - b.offset) / b.stride));
       let length = fit;
       if (explicit) {
         length = arg.length;
@@ -420,7 +464,7 @@ export class Kernels {
         }
       }
       lengths[b.name] = length;
-      const size = explicit ? Math.min(roundUp(length * b.stride, 4), buffer.size) : buffer.size;
+      const size = explicit ? Math.min(roundUp(b.offset + length * b.stride, 4), buffer.size) : buffer.size;
       entries.push({ binding: b, buffer, size });
     }
 
@@ -466,10 +510,20 @@ export class Kernels {
       }
     }
     for (const e of entries) {
-      const needed = e.binding.min_length * e.binding.stride;
+      const needed = e.binding.offset + e.binding.min_length * e.binding.stride;
       if (e.size < needed) fail(`buffer \`${e.binding.name}\` holds ${e.size} bytes but the binding needs at least ${needed}`);
       if (e.size > limits.maxStorageBufferBindingSize) {
         fail(`buffer \`${e.binding.name}\` is ${e.size} bytes, over this device's limit of ${limits.maxStorageBufferBindingSize} bytes per storage binding`);
+      }
+    }
+    // One texture in two bindings only when neither is a storage binding that writes.
+    for (let i = 0; i < resources.length; i++) {
+      for (let j = i + 1; j < resources.length; j++) {
+        const [a, b] = [resources[i], resources[j]];
+        const writes = r => r.binding.kind === 'storage_texture' && r.binding.storage_texture.access !== 'read-only';
+        if (a.texture && a.texture === b.texture && (writes(a) || writes(b))) {
+          fail(`the same texture is bound to \`${a.binding.name}\` and \`${b.binding.name}\`, and one of them is writable`);
+        }
       }
     }
     // One buffer in two bindings only when both only read it.
@@ -487,6 +541,8 @@ export class Kernels {
       if (size.some(d => d > BigInt(max))) tooLarge(size.join('×'));
       workgroups = size.map(Number);
     } else {
+      // kernels.js builds pipelines without override values: a workgroup size an override
+      // gives is its default.
       const tpw = BigInt(k.workgroup_size[0] * k.workgroup_size[1] * k.workgroup_size[2]);
       const n = kind === 'threads' ? (size + tpw - 1n) / tpw : size;
       workgroups = dispatch1d(n, max);
@@ -496,7 +552,7 @@ export class Kernels {
           : `of ${size} workgroups (more than ${max}² even in two dimensions)`);
       }
     }
-    return { kernel: k, workgroups, lengths, entries, uniforms };
+    return { kernel: k, workgroups, lengths, entries, uniforms, resources };
   }
 
   /**
@@ -516,6 +572,7 @@ export class Kernels {
       device.queue.writeBuffer(buffer, 0, u.bytes);
       entries.push({ binding: u.binding.binding, resource: { buffer } });
     }
+    for (const r of plan.resources) entries.push({ binding: r.binding.binding, resource: r.resource });
     const group = device.createBindGroup({ label: name, layout: built.layout, entries });
     pass.setPipeline(built.pipeline);
     pass.setBindGroup(0, group);

@@ -2,9 +2,10 @@
 //!
 //! [`run_checks`] opens nothing itself: given a [`Gpu`] it builds the pipeline of every kernel
 //! of the library, runs the infrastructure kernels, the whole-array reductions, the workgroup
-//! reduction probe and a matmul on random data, and the kernels whose docs say what NaN and ±Inf
-//! do on inputs holding them, and compares each with values computed here on the CPU, reporting
-//! one [`Line`] per check. It only uses what works on the web (no blocking:
+//! reduction probe, a matmul and two texture kernels (a blur through a sampler, a storage
+//! texture write) on random data, and the kernels whose docs say what NaN and ±Inf do on inputs
+//! holding them, and compares each with values computed here on the CPU, reporting one
+//! [`Line`] per check. It only uses what works on the web (no blocking:
 //! results come back through `read_async`), so the same code runs
 //!
 //! - in a browser, compiled for `wasm32-unknown-unknown`: `run()` (exported to JavaScript through
@@ -14,6 +15,7 @@
 //!
 //! [`train`] is the second page, `train.html`: the trainer of `kernels-train` in the browser.
 
+mod textures;
 pub mod train;
 
 use kernels::infrastructure::{axpy, clamp_inplace, copy, fill_const, fill_zero, reduce_max, reduce_sum, scale};
@@ -154,12 +156,13 @@ pub async fn run_checks(gpu: &Gpu, seed: u64, emit: &mut dyn FnMut(&Line)) -> bo
 
     // Pipelines first: on the web a pipeline is only checked when its build is awaited.
     pipelines(gpu, r).await;
-    let checks: [(&str, Result<()>); 6] = [
+    let checks: [(&str, Result<()>); 7] = [
         ("subgroups", subgroups(gpu, r).await),
         ("infrastructure", infrastructure(gpu, &mut rng, r).await),
         ("reductions", reductions(gpu, &mut rng, r).await),
         ("probe", probe(gpu, &mut rng, r).await),
         ("matmul", matmul(gpu, &mut rng, r).await),
+        ("textures", textures::textures(gpu, &mut rng, r).await),
         ("non-finite", non_finite(gpu, &mut rng, r).await),
     ];
     for (name, result) in checks {

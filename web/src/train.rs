@@ -123,7 +123,7 @@ impl Session {
     /// The loss of the current weights on the first validation batch.
     pub async fn reference(&mut self) -> Result<Reference, Error> {
         let batch = self.trainer.train.batch;
-        let (inputs, targets) = self.trainer.corpus.validation_batch(0, 1, batch, self.trainer.model.cfg.seq_len);
+        let (inputs, targets) = self.trainer.corpus.validation_batch(0, 1, batch, self.trainer.model.cfg.seq_len)?;
         let loss = self.trainer.model.eval_loss_async(&inputs, &targets, batch).await?;
         Ok(Reference { loss, inputs, targets, batch })
     }

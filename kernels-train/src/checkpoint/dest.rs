@@ -211,7 +211,7 @@ fn probe(path: &Path) -> Result<(), Error> {
         std::fs::create_dir_all(dir)
             .or_else(|e| bad(format!("cannot create the directory {} for {shown}: {e}", dir.display())))?;
     }
-    for beside in [curve_path(path), diverged_path(path)] {
+    for beside in [curve_path(path), diverged_path(path), crate::metrics::metrics_path(path)] {
         if beside.is_dir() {
             return bad(format!("{} is a directory: it is where this run writes a file", beside.display()));
         }

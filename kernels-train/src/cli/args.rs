@@ -75,7 +75,9 @@ pub struct Args {
     /// Steps between reads of the training loss (each read waits for the GPU).
     #[arg(long, default_value_t = 10)]
     pub log_every: usize,
-    /// A UTF-8 text file to train on (default: this project's own text, built in).
+    /// What to train on: a UTF-8 text file (read into memory), or token shards in llm.c's
+    /// format (a shard, a directory of .bin shards, or a quoted glob; read by position). Default:
+    /// this project's own text, built in.
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Tokens: `bytes` (256, the default of a new run), `bpe:N` (train an N-token byte-level BPE
@@ -119,8 +121,9 @@ pub struct Args {
     #[arg(long)]
     pub quiet: bool,
     /// Attention path: `fast` (batched products over materialised probabilities, a
-    /// [batch, heads, seq, seq] workspace per layer), `streaming` (no workspace, slower), or
-    /// `auto` (fast when its workspaces fit).
+    /// [batch, heads, seq, seq] workspace per layer), `flash` (fused kernels, no workspace),
+    /// `streaming` (no workspace, the least workgroup memory, slower), or `auto` (fast when its
+    /// workspaces fit, else flash where the adapter runs it, else streaming).
     #[arg(long, value_enum, default_value = "auto")]
     pub attention: AttentionArg,
     /// Arithmetic: `mixed` (f16 products, f32 master weights, dynamic loss scaling), `f32`, or
@@ -130,6 +133,32 @@ pub struct Args {
     /// Mixed precision: clean steps before the loss scale doubles.
     #[arg(long, default_value_t = crate::scaler::DEFAULT_GROWTH_INTERVAL, value_parser = clap::value_parser!(u32).range(1..))]
     pub loss_scale_interval: u32,
+    /// Validation text or shards (default: the last of several shards, else the last 5%).
+    #[arg(long)]
+    pub val_data: Option<PathBuf>,
+    /// Tokenize the --data text files (a file, a directory or a glob) into token shards in
+    /// this directory, with --tokenizer, and exit.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "generate", "eval", "import_hf"])]
+    pub tokenize_to: Option<PathBuf>,
+    /// Tokens per shard of --tokenize-to.
+    #[arg(long, default_value_t = crate::shards::DEFAULT_SHARD_TOKENS)]
+    pub shard_tokens: usize,
+    /// Score the checkpoint on a text or shards (mean loss, perplexity, bits per byte) and exit.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "generate", "import_hf"])]
+    pub eval: Option<PathBuf>,
+    /// Write the checkpoint as a Hugging Face transformers folder and exit.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "generate", "eval", "import_hf", "tokenize_to"])]
+    pub export_hf: Option<PathBuf>,
+    /// Write the checkpoint as a GGUF file for llama.cpp and exit.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "generate", "eval", "import_hf", "tokenize_to"])]
+    pub export_gguf: Option<PathBuf>,
+    /// Weight type of the exports: f32 or f16.
+    #[arg(long, default_value = "f32", value_name = "f32|f16")]
+    pub export_dtype: crate::export::ExportDtype,
+    /// Start a new run (fine-tuning) from a Hugging Face Llama folder: its weights, its
+    /// tokenizer, its shape (--seq-len may shorten the context).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "tokenizer"])]
+    pub import_hf: Option<PathBuf>,
 }
 
 /// The `--precision` values.
@@ -150,6 +179,8 @@ pub enum AttentionArg {
     Auto,
     /// Materialised probabilities.
     Fast,
+    /// Fused flash-attention kernels.
+    Flash,
     /// Streaming kernels.
     Streaming,
 }
@@ -193,6 +224,7 @@ pub fn train_config(a: &Args) -> TrainConfig {
         attention: match a.attention {
             AttentionArg::Auto => Attention::Auto,
             AttentionArg::Fast => Attention::Fast,
+            AttentionArg::Flash => Attention::Flash,
             AttentionArg::Streaming => Attention::Streaming,
         },
         precision: match a.precision {
@@ -212,6 +244,7 @@ pub(super) fn check(a: &Args) -> Result<(), String> {
         ("--eval-every", a.eval_every),
         ("--eval-batches", Some(a.eval_batches)),
         ("--checkpoint-every", a.checkpoint_every),
+        ("--shard-tokens", Some(a.shard_tokens)),
     ] {
         if value == Some(0) {
             return Err(format!("{flag} must be at least 1"));
@@ -238,17 +271,37 @@ pub(super) fn check(a: &Args) -> Result<(), String> {
             return Err(format!("{flag} {value} must be finite and {least}"));
         }
     }
-    if a.generate.is_some() {
-        for (flag, given) in [("--resume", a.resume), ("--profile", a.profile), ("--overwrite", a.overwrite)] {
-            if given {
-                return Err(format!(
-                    "--generate samples from the checkpoint and trains nothing: it cannot be combined with {flag}"
-                ));
-            }
+    if a.shard_tokens > MAX_SHARD_TOKENS {
+        return Err(format!(
+            "--shard-tokens {} is more than {MAX_SHARD_TOKENS} (a shard's header counts its tokens in an int32)",
+            a.shard_tokens
+        ));
+    }
+    // The modes that train nothing, and the flags that only mean something to a training run.
+    let modes = [
+        (a.generate.is_some(), "--generate samples from the checkpoint"),
+        (a.eval.is_some(), "--eval scores the checkpoint"),
+        (a.export_hf.is_some(), "--export-hf writes the checkpoint as a folder"),
+        (a.export_gguf.is_some(), "--export-gguf writes the checkpoint as a file"),
+        (a.tokenize_to.is_some(), "--tokenize-to writes token shards"),
+    ];
+    let training = [
+        ("--resume", a.resume),
+        ("--profile", a.profile),
+        ("--overwrite", a.overwrite),
+        ("--val-data", a.val_data.is_some()),
+        ("--import-hf", a.import_hf.is_some()),
+    ];
+    for (_, does) in modes.iter().filter(|m| m.0) {
+        if let Some((flag, _)) = training.iter().find(|t| t.1) {
+            return Err(format!("{does} and trains nothing: it cannot be combined with {flag}"));
         }
     }
     Ok(())
 }
+
+/// The most `--shard-tokens` takes.
+pub const MAX_SHARD_TOKENS: usize = i32::MAX as usize;
 
 /// The most `--eval-batches` takes.
 pub const MAX_EVAL_BATCHES: usize = 1 << 20;

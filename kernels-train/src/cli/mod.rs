@@ -10,6 +10,8 @@
 
 mod args;
 mod generate;
+mod input;
+mod interop;
 mod profile;
 mod resume;
 mod signals;
@@ -21,7 +23,7 @@ pub use signals::{SIGHUP, SIGINT, SIGTERM, Stop};
 
 use crate::Error;
 use crate::checkpoint::Destination;
-use crate::data;
+use crate::data::Corpus;
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use crate::trainer::Trainer;
 use clap::Parser;
@@ -78,22 +80,28 @@ fn usage(message: String) -> Failure {
 pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     args::check(&args).map_err(usage)?;
     let say = Say(args.quiet);
+    if args.export_hf.is_some() || args.export_gguf.is_some() {
+        return interop::export(&args, &say);
+    }
+    if let Some(dir) = &args.tokenize_to {
+        return interop::tokenize(&args, dir, &say);
+    }
+    if let Some(file) = &args.eval {
+        return interop::evaluate(&args, file, &say);
+    }
     if let Some(prompt) = &args.generate {
         return generate::run(&args, prompt, &say);
     }
     // Where the run writes is checked (and locked) before anything else: a path that cannot
     // take a checkpoint fails in a second, not after the run. --profile writes nothing.
     let dest = if args.profile { None } else { Some(destination(&args, &say)?) };
-    let (text, source) = match &args.data {
-        Some(p) => (data::read_text(p)?, p.display().to_string()),
-        None => (data::built_in_text(), "built-in project text".to_string()),
-    };
-    let text = std::sync::Arc::new(text);
+    let data = input::Input::open(args.data.as_deref())?;
+    let val = args.val_data.as_deref().map(|p| input::Input::open(Some(p))).transpose()?;
     not_stopped(stop, &args, "before training")?;
-    let setup = if args.resume {
-        resume::prepare(&args, text, &source, stop, &say)?
-    } else {
-        train::prepare(&args, text, &source, dest.as_ref(), stop, &say)?
+    let setup = match &args.import_hf {
+        _ if args.resume => resume::prepare(&args, data, val, stop, &say)?,
+        Some(dir) => interop::prepare_import(&args, dir, data, val, dest.as_ref(), stop, &say)?,
+        None => train::prepare(&args, data, val, dest.as_ref(), stop, &say)?,
     };
     not_stopped(stop, &args, "before training")?;
     let gpu = kernels::Gpu::new().map_err(Error::from)?;
@@ -101,6 +109,9 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     let trainer = match setup {
         Setup::New(cfg, corpus) => Trainer::new(&gpu, &cfg, &train_config(&args), corpus)?,
         Setup::Resume(ck, corpus) => Trainer::resume(&gpu, *ck, &train_config(&args), corpus)?,
+        Setup::Import(cfg, corpus, params) => {
+            Trainer::from_weights(&gpu, &cfg, &train_config(&args), corpus, &params)?
+        }
     };
     train::describe(&trainer, &say);
     not_stopped(stop, &args, "before training")?;
@@ -112,11 +123,24 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     }
 }
 
-/// What a run trains, ready for the GPU: a new model's shape and its corpus, or a checkpoint
-/// and the corpus tokenized with its tokenizer.
+/// What a run trains, ready for the GPU: a new model's shape and its corpus, a checkpoint and
+/// the corpus tokenized with its tokenizer, or an imported model's shape, corpus and weights.
 enum Setup {
-    New(crate::config::ModelConfig, data::Corpus),
-    Resume(Box<crate::checkpoint::Checkpoint>, data::Corpus),
+    New(crate::config::ModelConfig, Corpus),
+    Resume(Box<crate::checkpoint::Checkpoint>, Corpus),
+    Import(crate::config::ModelConfig, Corpus, crate::model::Tensors),
+}
+
+/// The corpus of `data` and `val` with `tokenizer` ([`input::corpus`]), tokenized on a thread
+/// that [`unless_stopped`] watches.
+fn corpus_unless_stopped(
+    stop: &Stop,
+    args: &Args,
+    data: input::Input,
+    val: Option<input::Input>,
+    tokenizer: Tokenizer,
+) -> Result<Corpus, Failure> {
+    Ok(unless_stopped(stop, args, "the text was tokenized", move || input::corpus(data, val, tokenizer))??)
 }
 
 /// The checkpoint path checked, locked and cleared of temporaries: a path that is not a file
@@ -135,7 +159,12 @@ fn destination(args: &Args, say: &Say) -> Result<Destination, Failure> {
             args.checkpoint.display()
         )));
     }
-    if !args.resume && matches!(args.tokenizer, Some(TokenizerChoice::Bpe(_) | TokenizerChoice::File(_))) {
+    // A run that may write a tokenizer beside the checkpoint: `--tokenizer bpe:N` or a file,
+    // an imported folder's, or the one a shard directory holds.
+    let writes_tokenizer = matches!(args.tokenizer, Some(TokenizerChoice::Bpe(_) | TokenizerChoice::File(_)))
+        || args.import_hf.is_some()
+        || args.data.as_ref().is_some_and(|d| d.is_dir());
+    if !args.resume && writes_tokenizer {
         crate::checkpoint::check_tokenizer_path(&args.checkpoint)?;
     }
     let dest = Destination::open(&args.checkpoint)?;

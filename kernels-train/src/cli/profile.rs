@@ -5,11 +5,11 @@ use crate::trainer::Trainer;
 
 /// The class of a kernel (`module::kernel`) in a step's profile: the linear layers' matrix
 /// products, attention (every kernel whose name says so: scores, softmax, P·V and their
-/// gradients), and the memory-bound rest (norms, casts, element-wise, loss, optimizer, the
-/// split products' part sums).
+/// gradients, and the flash kernels), and the memory-bound rest (norms, casts, element-wise,
+/// loss, optimizer, the split products' part sums).
 pub fn class_of(qualified: &str) -> &'static str {
     let (module, kernel) = qualified.split_once("::").unwrap_or(("", qualified));
-    if kernel.contains("attention") {
+    if kernel.contains("attention") || kernel.starts_with("flash_") {
         "attention"
     } else if matches!(module, "linear" | "linear16" | "precise")
         && kernel.starts_with("matmul")
@@ -26,7 +26,7 @@ pub fn class_of(qualified: &str) -> &'static str {
 pub(super) fn run(mut trainer: Trainer) -> Result<(), Failure> {
     let t = trainer.train.clone();
     let seq_len = trainer.model.cfg.seq_len;
-    let (x, y) = trainer.corpus.train_batch(t.seed, trainer.step, t.batch, seq_len);
+    let (x, y) = trainer.corpus.train_batch(t.seed, trainer.step, t.batch, seq_len)?;
     trainer.model.train_step(&x, &y, t.batch, &t, trainer.step)?;
     let p = trainer.model.profile_step(&x, &y, t.batch, &t, trainer.step)?;
     let span = p.span_ns();
@@ -75,6 +75,8 @@ mod tests {
         assert_eq!(class_of("attention::attention_fast_scores"), "attention");
         assert_eq!(class_of("backward_attention::attention_backward_dq"), "attention");
         assert_eq!(class_of("linear16::attention_scores16"), "attention");
+        assert_eq!(class_of("attention::flash_forward16"), "attention");
+        assert_eq!(class_of("backward_attention::flash_backward_dkdv"), "attention");
         assert_eq!(class_of("norm::rmsnorm_forward"), "memory-bound");
         assert_eq!(class_of("fused::adamw_mixed"), "memory-bound");
     }

@@ -2,35 +2,46 @@
 //! checkpoints, the stop on a signal or a diverged loss, the checkpoint and loss curve at the
 //! end, and a sample.
 
+use super::input::Input;
 use super::signals::name as signal_name;
-use super::{Args, Failure, Say, Setup, Stop, exit, model_config, stopped_before_training, unless_stopped};
+use super::{
+    Args, Failure, Say, Setup, Stop, corpus_unless_stopped, exit, model_config, stopped_before_training, unless_stopped,
+};
 use crate::Error;
 use crate::checkpoint::Destination;
-use crate::data::Corpus;
+use crate::metrics;
 use crate::plot::loss_svg;
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use crate::trainer::Trainer;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A new run's model shape and corpus from the flags: a `bpe:N` tokenizer is trained on `text`
-/// here (with a spinner on stderr), a tokenizer other than bytes is written beside the
-/// checkpoint (`dest`, if any) as `NAME.tokenizer.json`, and the text is tokenized. Training
-/// the BPE and tokenizing watch `stop`: a signal during either ends the run at once.
+/// A new run's model shape and corpus from the flags. A `bpe:N` tokenizer is trained on the
+/// text here (with a spinner on stderr); shards take the tokenizer they were made with
+/// (`--tokenizer`, or the `tokenizer.json` `--tokenize-to` left in their directory; bytes
+/// otherwise). A tokenizer other than bytes is written beside the checkpoint (`dest`, if any) as
+/// `NAME.tokenizer.json`, and the text is tokenized. Training the BPE and tokenizing watch
+/// `stop`: a signal during either ends the run at once.
 pub(super) fn prepare(
     args: &Args,
-    text: Arc<Vec<u8>>,
-    source: &str,
+    data: Input,
+    val: Option<Input>,
     dest: Option<&Destination>,
     stop: &Stop,
     say: &Say,
 ) -> Result<Setup, Failure> {
-    let tokenizer = match args.tokenizer.clone().unwrap_or(TokenizerChoice::Bytes) {
-        TokenizerChoice::Bytes => Tokenizer::bytes(),
-        TokenizerChoice::File(path) => Tokenizer::open(&path)?,
-        TokenizerChoice::Bpe(n) => {
+    let source = data.source().to_string();
+    let (tokenizer, data) = match (args.tokenizer.clone(), data) {
+        (None, data @ Input::Shards(..)) => (data.directory_tokenizer()?.unwrap_or_else(Tokenizer::bytes), data),
+        (None | Some(TokenizerChoice::Bytes), data) => (Tokenizer::bytes(), data),
+        (Some(TokenizerChoice::File(path)), data) => (Tokenizer::open(&path)?, data),
+        (Some(TokenizerChoice::Bpe(n)), Input::Shards(..)) => {
+            return Err(super::usage(format!(
+                "--tokenizer bpe:{n} trains a BPE on text, and {source} is token shards: pass the tokenizer.json they were made with"
+            )));
+        }
+        (Some(TokenizerChoice::Bpe(n)), Input::Text(text, shown)) => {
             if let Err(e) = std::str::from_utf8(&text) {
                 return Err(Error::Data(format!(
                     "{source} is not UTF-8 ({e}): a BPE is trained on text; use --tokenizer bytes"
@@ -42,15 +53,17 @@ pub(super) fn prepare(
             spinner.set_message(format!("training a BPE of {n} tokens"));
             spinner.enable_steady_tick(Duration::from_millis(120));
             let started = Instant::now();
-            let text = text.clone();
+            // The text goes to the worker and comes back with the tokenizer: no copy of it.
             let trained = unless_stopped(stop, args, "a BPE was trained", move || {
                 // Checked above: UTF-8.
-                Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap_or_default(), n)
+                let t = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap_or_default(), n);
+                (t, text)
             });
             spinner.finish_and_clear();
-            let t = trained??;
+            let (t, text) = trained?;
+            let t = t?;
             say.line(format!("BPE trained: {} in {:.1} s", t.describe(), started.elapsed().as_secs_f64()));
-            t
+            (t, Input::Text(text, shown))
         }
     };
     if let (Some(dest), Some(json)) = (dest, tokenizer.json()) {
@@ -62,10 +75,12 @@ pub(super) fn prepare(
         }
     }
     let started = Instant::now();
-    let bytes = text.len();
-    let (owned, shown) = (tokenizer.clone(), source.to_string());
-    let corpus = unless_stopped(stop, args, "the text was tokenized", move || Corpus::new(&text, &shown, owned))??;
-    if !corpus.tokenizer().is_bytes() {
+    let text_bytes = match &data {
+        Input::Text(t, _) if !tokenizer.is_bytes() => Some(t.len()),
+        _ => None,
+    };
+    let corpus = corpus_unless_stopped(stop, args, data, val, tokenizer)?;
+    if let Some(bytes) = text_bytes {
         say.line(format!(
             "tokenized {bytes} bytes into {} tokens in {:.1} s",
             corpus.len(),
@@ -123,7 +138,13 @@ impl Saves<'_> {
         self.saved = Some(trainer.step);
         let cfg = &trainer.model.cfg;
         let title = format!("{} layers × {} wide, {} steps", cfg.layers, cfg.dim, trainer.step);
-        if let Err(e) = self.dest.write_curve(&loss_svg(&trainer.train_history, &trainer.val_history, &title)) {
+        // The curve is the log's; a log that cannot be read leaves the checkpoint's history.
+        let logged = metrics::read(&metrics::metrics_path(self.dest.path())).map(|r| metrics::curves(&r));
+        let (train, val) = match logged {
+            Ok((t, v)) if !t.is_empty() || !v.is_empty() => (t, v),
+            _ => (trainer.train_history.clone(), trainer.val_history.clone()),
+        };
+        if let Err(e) = self.dest.write_curve(&loss_svg(&train, &val, &title)) {
             say.line(format!("warning: the loss curve was not written: {e}"));
         }
         Ok(())
@@ -191,6 +212,17 @@ pub(super) fn run(
     let eval_every = args.eval_every.unwrap_or((train.steps / 5).max(1)) as u64;
     let every_steps = args.checkpoint_every.map(|n| n as u64);
     let every_time = super::args::checkpoint_interval(args).map_err(super::usage)?;
+    let _training = super::signals::Training::begin();
+    // The metrics log is (re)written as it opens: not for a run stopped before it trains.
+    if let Some(signal) = stop.requested() {
+        return Err(stopped_before_training(signal, args, "before the first step"));
+    }
+    let history = (&trainer.train_history, &trainer.val_history);
+    let (mut metrics_log, warning) =
+        metrics::Log::open(&metrics::metrics_path(dest.path()), trainer.step, Some(history));
+    if let Some(w) = warning {
+        say.line(format!("warning: {w}"));
+    }
     let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(total) };
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps | {msg} | ETA {eta}")
@@ -205,23 +237,45 @@ pub(super) fn run(
     let resumed = args.resume.then_some(trainer.step);
     let mut saves = Saves { dest, good: resumed, last: (trainer.step, started), saved: None };
     let mut stopped_by = None;
-    let _training = super::signals::Training::begin();
     while trainer.step < total {
         if let Some(signal) = stop.requested() {
             stopped_by = Some(signal);
             break;
         }
         let log = (trainer.step + 1).is_multiple_of(args.log_every as u64) || trainer.step + 1 == total;
-        if let Some(l) = trainer.step(log)? {
+        let mut record = metrics::Record {
+            step: trainer.step + 1,
+            lr: Some(train.lr_at(trainer.step as usize)),
+            ..Default::default()
+        };
+        let loss = match trainer.step(log) {
+            Ok(l) => l,
+            Err(e @ Error::Data(_)) => {
+                // The batch could not be read (a shard changed under the run): the step did not
+                // run, so the state is whole; keep it before stopping.
+                bar.abandon();
+                let kept = match saves.save(&mut trainer, say) {
+                    Ok(()) => format!("the state of step {} is saved in {}", trainer.step, dest.path().display()),
+                    Err(e2) => format!("saving the state failed too ({e2})"),
+                };
+                return Err(Failure { code: exit::USAGE, message: format!("{e}; {kept}") });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(l) = loss {
             last_loss = Some(l);
+            record.loss = Some(l);
             if !l.is_finite() {
                 bar.abandon();
+                metrics_log.append(&record);
                 let ck = trainer.checkpoint()?;
                 return Err(saves.diverged(&ck, format!("the loss became {l} at step {}", trainer.step)).into());
             }
         }
-        if trainer.step.is_multiple_of(eval_every) || trainer.step == total {
+        let validated = trainer.step.is_multiple_of(eval_every) || trainer.step == total;
+        if validated {
             last_val = Some(trainer.validate(args.eval_batches)?);
+            record.val_loss = last_val;
             // No training loss read back yet (it is read every --log-every steps): a dash.
             let train = last_loss.map_or("-".into(), |l| format!("{l:.4}"));
             let line = format!(
@@ -232,6 +286,18 @@ pub(super) fn run(
             );
             // Printed even when the bar is hidden (not a terminal, or --quiet).
             bar.suspend(|| crate::note(&line));
+        }
+        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+        let tps = (trainer.step - first_step) as f64 * tokens_per_step / elapsed;
+        if record.loss.is_some() || validated {
+            record.tokens_per_s = Some(tps);
+            record.time_s = Some(elapsed);
+            record.loss_scale = trainer.scaler.map(|s| s.scale);
+            record.grad_norm = trainer.model.read_grad_norm().ok().flatten();
+            record.skipped = trainer.scaler.map(|s| s.skipped);
+            if let Some(w) = metrics_log.append(&record) {
+                bar.suspend(|| crate::note(format!("warning: {w}")));
+            }
         }
         let due = every_steps.is_some_and(|n| trainer.step - saves.last.0 >= n)
             || every_time.is_some_and(|t| saves.last.1.elapsed() >= t);
@@ -251,8 +317,6 @@ pub(super) fn run(
                 }
             }
         }
-        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
-        let tps = (trainer.step - first_step) as f64 * tokens_per_step / elapsed;
         bar.set_message(format!(
             "loss {} | val {} | {:.0} tokens/s{}",
             last_loss.map_or("-".into(), |l| format!("{l:.3}")),

@@ -1,12 +1,12 @@
 //! Allocation: every buffer the model needs, sized once for batches of up to `batch` sequences.
 
 use super::attention16::Attention16;
-use super::products::{Half, Kept, Products, rows_cols, weight_grad_scratch};
+use super::products::{Half, Kept, Plans, Products, rows_cols, scratch_bound};
 use super::{Attention, B, Model, ModelOptions, Precision, Tensors, fast_params};
 use crate::Error;
 use crate::config::ModelConfig;
 use crate::params::{self, ModelWeights};
-use kernels::ops::{F16x4, f16x4_len, weight_grad_scratch_len};
+use kernels::ops::{F16x4, f16x4_len};
 use kernels::{Buffer, Gpu};
 
 /// Activations one layer keeps for its backward pass.
@@ -32,7 +32,7 @@ pub(super) struct Layer {
     pub u: B,
     /// The SwiGLU output, W2's input.
     pub a: Kept,
-    /// The fast path's probabilities (P, then dS in the backward); empty when streaming.
+    /// The fast path's probabilities (P, then dS in the backward); empty for the other paths.
     pub probs: Option<B>,
 }
 
@@ -68,8 +68,6 @@ pub(super) struct Scratch {
     pub fast_delta: Option<B>,
     /// Mixed precision on the fast path: attention's f16 operands and dP/dS workspace.
     pub att16: Option<Attention16>,
-    /// Parts of split weight gradients.
-    pub wgrad: B,
 }
 
 /// AdamW's state and the gradient-norm reduction's buffers.
@@ -88,7 +86,7 @@ pub(super) struct Optimizer {
 
 /// Every buffer's size class (what, elements), for [`Model::check_fits`]: the parameter
 /// tensors (gradients and moments have their shapes), the activations and the scratch.
-fn buffer_sizes(cfg: &ModelConfig, batch: usize, fast: bool) -> Vec<(String, u64)> {
+fn buffer_sizes(gpu: &Gpu, cfg: &ModelConfig, batch: usize, fast: bool) -> Vec<(String, u64)> {
     let u = |n: usize| n as u64;
     let rows = u(batch) * u(cfg.seq_len);
     let (d, f, hq, kv) = (u(cfg.dim), u(cfg.ffn_hidden), u(cfg.heads * cfg.head_dim()), u(cfg.kv_dim()));
@@ -100,7 +98,7 @@ fn buffer_sizes(cfg: &ModelConfig, batch: usize, fast: bool) -> Vec<(String, u64
     let mut wgrad = 0;
     for p in params::layout(cfg).iter() {
         if let [out_dim, in_dim] = p.shape[..] {
-            wgrad = wgrad.max(u(weight_grad_scratch_len(batch * cfg.seq_len, in_dim, out_dim)));
+            wgrad = wgrad.max(u(scratch_bound(gpu, batch * cfg.seq_len, out_dim, in_dim)));
         }
     }
     let heads_rows = u(batch) * u(cfg.heads) * u(cfg.seq_len);
@@ -110,7 +108,7 @@ fn buffer_sizes(cfg: &ModelConfig, batch: usize, fast: bool) -> Vec<(String, u64
         (format!("the attention activations [batch·seq_len = {rows}, {}]", hq.max(kv)), rows * hq.max(kv)),
         (format!("the logits [batch·seq_len = {rows}, vocab = {}]", cfg.vocab), rows * u(cfg.vocab)),
         ("the attention statistics [batch, heads, seq_len]".to_string(), heads_rows),
-        ("the split weight-gradient scratch".to_string(), wgrad),
+        ("the products' scratch (split weight gradients)".to_string(), wgrad),
     ]);
     if fast {
         let probs = u(fast_params(cfg, batch, cfg.seq_len).probs_len());
@@ -132,7 +130,7 @@ impl Model {
         let fast = attention.resolve(gpu, cfg, batch)? == Attention::Fast;
         let r = gpu.report();
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-        for (what, elements) in buffer_sizes(cfg, batch, fast) {
+        for (what, elements) in buffer_sizes(gpu, cfg, batch, fast) {
             let bytes = elements.saturating_mul(4);
             let over = |limit: &str, value: u64| {
                 Err(Error::Config(format!(
@@ -191,15 +189,12 @@ impl Model {
             Precision::Mixed => Products::Half,
             // f32: the scaled-split products where they run on tensor cores (f32-accurate over
             // the f32 range, faster than the SGEMM there), else the SGEMM.
-            _ if kernels::ops::product_path(gpu, kernels::ops::Precision::F32)
-                == kernels::ops::ProductPath::TensorCoresSplit =>
-            {
-                Products::Split
-            }
+            _ if kernels::gemm::Gemm::new(1, 1, 1).plan(gpu)?.core() == kernels::gemm::Core::Split => Products::Split,
             _ => Products::Sgemm,
         };
         let attention = attention.resolve(gpu, cfg, batch)?;
         let fast = attention == Attention::Fast;
+        let flash = attention == Attention::Flash;
         let layout = params::layout(cfg);
         let fits = |t: &Tensors| {
             t.layers.len() == cfg.layers && t.iter().zip(layout.iter()).all(|(w, p)| w.len() == p.elements())
@@ -251,36 +246,14 @@ impl Model {
             logits: z(rows * cfg.vocab)?,
             losses: z(rows)?,
         };
-        // The largest split weight gradient: dW [out, in] += dYᵀ [out, rows] · X [rows, in].
-        let wgrad_len = layout
+        let shapes: Vec<(usize, usize)> = layout
             .iter()
             .filter_map(|p| match p.shape[..] {
-                [out, inp] => Some(weight_grad_scratch(products, rows, inp, out)),
+                [out, inp] => Some((out, inp)),
                 _ => None,
             })
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        // The scaled-split products' workspace: the largest operand pair of any product.
-        let split = if products == Products::Split {
-            let len = layout
-                .iter()
-                .filter_map(|p| match p.shape[..] {
-                    [out, inp] => Some(
-                        [(rows, out, inp), (rows, inp, out)]
-                            .into_iter()
-                            .map(|(m, n, k)| kernels::ops::precise_workspace_len(m, n, k))
-                            .max()
-                            .unwrap_or(0),
-                    ),
-                    _ => None,
-                })
-                .max()
-                .unwrap_or(0);
-            Some(std::cell::RefCell::new(kernels::ops::PreciseWorkspace::new(gpu, len.max(1))?))
-        } else {
-            None
-        };
+            .collect();
+        let plans = Plans::new(gpu, products, rows, &shapes)?;
         let norm_block = kernels::norm::NORM_BLOCK as usize;
         let scratch = Scratch {
             dx: z(rows * d)?,
@@ -297,12 +270,11 @@ impl Model {
             delta: z(batch * cfg.heads * s)?,
             norm_partials: z(rows.div_ceil(norm_block) * d)?,
             fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
-            att16: if fast && products == Products::Half && Attention16::applies(cfg) {
-                Some(Attention16::new(gpu, cfg, batch)?)
+            att16: if (fast || flash) && products == Products::Half && Attention16::applies(gpu, cfg, batch, flash) {
+                Some(Attention16::new(gpu, cfg, batch, fast)?)
             } else {
                 None
             },
-            wgrad: z(wgrad_len)?,
         };
         // Each gradient's partial sums of squares, one per NORM_BLOCK elements, side by side.
         let block = kernels::optimizer::NORM_BLOCK as usize;
@@ -343,7 +315,7 @@ impl Model {
             precision,
             w16,
             half,
-            split,
+            plans,
             gpu: gpu.clone(),
             layout,
             params,
@@ -354,6 +326,7 @@ impl Model {
             acts,
             loss_out: z(2)?,
             s: scratch,
+            cache: Vec::new(),
         };
         model.refresh_f16()?;
         Ok(model)

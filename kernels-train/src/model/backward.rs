@@ -1,7 +1,7 @@
 //! The backward pass: every parameter's gradient, accumulated (+=) into the gradient buffers.
 
-use super::products::{Half, Operand, Split, backward};
-use super::{B, Model, fast_params};
+use super::products::{Half, Operand, Plans, backward};
+use super::{Attention, B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq, rope_k_backward, rope_q_backward};
@@ -13,11 +13,9 @@ use kernels::ops::F16x4;
 use kernels::{Batch, Buffer};
 
 /// Records the backward of the linear layers over the step's rows: input and weight gradients
-/// of one layer together ([`backward`]), the weight gradients split along the tokens through one
-/// scratch buffer.
+/// of one layer together ([`backward`]).
 struct Linear<'a> {
-    split: Split<'a>,
-    scratch: &'a mut B,
+    plans: &'a Plans,
     half: &'a mut Option<Half>,
     rows: usize,
 }
@@ -40,7 +38,7 @@ impl Linear<'_> {
             return Err(Error::Config(format!("`{}` is not a matrix: no linear backward", shape.name)));
         };
         let dims = (self.rows, out, inp);
-        backward(b, self.split, dy, w, w16, x, dw, self.scratch, self.half, residual, dx, dims)
+        backward(b, self.plans, dy, w, w16, x, dw, self.half, residual, dx, dims)
     }
 }
 
@@ -48,7 +46,7 @@ impl Model {
     /// Records the backward pass of a full batch (after `record_forward` and `record_loss`),
     /// accumulating every parameter's gradient (+=).
     pub(super) fn record_backward(&mut self, b: &Batch<'_>, batch: usize) -> Result<(), Error> {
-        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, half, w16, split, .. } = self;
+        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, half, w16, plans, attention, .. } = self;
         let w16 = w16.as_ref().map(|w| w.as_ref());
         let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
@@ -66,7 +64,7 @@ impl Model {
             let sp = kernels::mixed::scale_by_state::ScaleParams::new(rows * v);
             kernels::mixed::scale_by_state(b, &mut acts.logits, &h.state, sp)?;
         }
-        let mut lin = Linear { split: split.as_ref(), scratch: &mut s.wgrad, half, rows: rows as usize };
+        let mut lin = Linear { plans, half, rows: rows as usize };
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf.
         let e = (&p.embedding, w16.map(|w| w.embedding), &layout.embedding);
         lin.backward(b, &acts.logits, e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;
@@ -105,6 +103,18 @@ impl Model {
                     kernels::fast_attention::backward(
                         b, &y.q, &y.k, &y.v, &y.att, &s.datt, probs, delta, &mut s.dq, &mut s.dk, &mut s.dv, fp,
                     )?;
+                }
+                (None, _, Some(a16)) if *attention == Attention::Flash => {
+                    let fp = fast_params(c, batch, c.seq_len);
+                    let ins = (&y.q, &y.k, &y.v, &y.att, &s.datt);
+                    let outs = (&mut s.dq, &mut s.dk, &mut s.dv);
+                    a16.backward_flash(b, lin.half, ins, &y.lse, &mut s.delta, outs, fp)?;
+                }
+                (None, _, None) if *attention == Attention::Flash => {
+                    let fp = fast_params(c, batch, c.seq_len);
+                    let (q, k, v, lse) = (&y.q, &y.k, &y.v, &y.lse);
+                    let (dq, dk, dv) = (&mut s.dq, &mut s.dk, &mut s.dv);
+                    kernels::flash_attention::backward(b, q, k, v, &y.att, &s.datt, lse, &mut s.delta, dq, dk, dv, fp)?;
                 }
                 _ => {
                     let ap = kernels::backward_attention::attention_backward_dq::Params::new(bt, sq, h, hkv, dh, scale);

@@ -1,10 +1,10 @@
 //! The forward pass (embedding → blocks → final norm → tied head) and the loss.
 
 use super::B;
-use super::products::{Kept, Operand, Split, forward};
-use super::{Model, fast_params};
+use super::products::{Kept, Operand, Plans, forward};
+use super::{Attention, Model, fast_params};
 use crate::Error;
-use kernels::attention::attention_forward;
+use kernels::attention::{attention_decode, attention_forward};
 use kernels::embedding::embed_lookup;
 use kernels::infrastructure::copy;
 use kernels::loss::{cross_entropy, sum_losses};
@@ -15,10 +15,22 @@ use kernels::{Batch, Buffer};
 
 impl Model {
     /// Records the forward pass of `batch` sequences of `seq` tokens (seq ≤ seq_len) up to the
-    /// logits.
-    pub(super) fn record_forward(&mut self, b: &Batch<'_>, batch: usize, seq: usize) -> Result<(), Error> {
-        let Model { cfg: c, params: p, acts, ids, w16, s, split, .. } = self;
-        let split = split.as_ref();
+    /// logits. With `at = Some(t)` (generation, `batch` = `seq` = 1): the one token in `ids[0]` at
+    /// position t of sequence 0, whose keys and values for positions 0 … t − 1 are in the layers'
+    /// K and V buffers (the cache): its own are written at row t and its query attends them all
+    /// (`attention_decode`).
+    pub(super) fn record_forward(
+        &mut self,
+        b: &Batch<'_>,
+        batch: usize,
+        seq: usize,
+        at: Option<usize>,
+    ) -> Result<(), Error> {
+        if at.is_none() {
+            self.cache.clear();
+        }
+        let Model { cfg: c, params: p, acts, ids, w16, s, plans, attention, .. } = self;
+        let split = &*plans;
         let w16 = w16.as_ref().map(|w| w.as_ref());
         let w16 = w16.as_ref();
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
@@ -50,17 +62,32 @@ impl Model {
             norm_into(b, &mut layer.x_in, res, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
             let h1 = layer.h1.operand();
             forward(b, split, h1, &w.wq, h16.map(|h| h.wq), &mut layer.q, mm(hq, d), false)?;
-            forward(b, split, h1, &w.wk, h16.map(|h| h.wk), &mut layer.k, mm(kv, d), false)?;
-            forward(b, split, h1, &w.wv, h16.map(|h| h.wv), &mut layer.v, mm(kv, d), false)?;
-            rope_q(b, &mut layer.q, kernels::rope::rope_q::Params::new(bt, sq, h, dh, 0, base))?;
-            rope_k(b, &mut layer.k, kernels::rope::rope_k::Params::new(bt, sq, hkv, dh, 0, base))?;
-            match (&mut layer.probs, s.att16.as_mut()) {
+            // Generation writes the new token's key and value beside the cache, then into it.
+            let (k, v) = if at.is_some() { (&mut s.dk, &mut s.dv) } else { (&mut layer.k, &mut layer.v) };
+            forward(b, split, h1, &w.wk, h16.map(|h| h.wk), k, mm(kv, d), false)?;
+            forward(b, split, h1, &w.wv, h16.map(|h| h.wv), v, mm(kv, d), false)?;
+            let pos = at.unwrap_or(0) as u32;
+            rope_q(b, &mut layer.q, kernels::rope::rope_q::Params::new(bt, sq, h, dh, pos, base))?;
+            rope_k(b, k, kernels::rope::rope_k::Params::new(bt, sq, hkv, dh, pos, base))?;
+            if let Some(t) = at {
+                let n = kv as usize;
+                b.copy_range(&s.dk, 0, &mut layer.k, t * n, n)?;
+                b.copy_range(&s.dv, 0, &mut layer.v, t * n, n)?;
+            }
+            match (at, &mut layer.probs, s.att16.as_mut()) {
+                // Generation: the new token's query against the t + 1 cached keys and values.
+                (Some(t), ..) => {
+                    let t_max = c.seq_len as u32;
+                    let dp =
+                        kernels::attention::attention_decode::Params::new(1, h, hkv, dh, t_max, t as u32 + 1, scale);
+                    attention_decode(b, &layer.q, &layer.k, &layer.v, &mut layer.att, dp)?;
+                }
                 // Mixed precision: f16 operands on tensor cores (`attention16`).
-                (Some(probs), Some(a16)) => {
+                (None, Some(probs), Some(a16)) => {
                     let fp = fast_params(c, batch, seq);
                     a16.forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, probs, fp)?;
                 }
-                (Some(probs), None) => {
+                (None, Some(probs), None) => {
                     let fp = fast_params(c, batch, seq);
                     kernels::fast_attention::forward(
                         b,
@@ -73,7 +100,16 @@ impl Model {
                         fp,
                     )?;
                 }
-                (None, _) => {
+                (None, None, Some(a16)) if *attention == Attention::Flash => {
+                    let fp = fast_params(c, batch, seq);
+                    a16.forward_flash(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, fp)?;
+                }
+                (None, None, _) if *attention == Attention::Flash => {
+                    let fp = fast_params(c, batch, seq);
+                    let (q, k, v) = (&layer.q, &layer.k, &layer.v);
+                    kernels::flash_attention::forward(b, q, k, v, &mut layer.att, &mut layer.lse, fp)?;
+                }
+                (None, None, _) => {
                     let ap = kernels::attention::attention_forward::Params::new(bt, sq, h, hkv, dh, scale);
                     attention_forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, ap)?;
                 }
@@ -141,7 +177,7 @@ impl Model {
 /// of `out`.
 fn residual_forward(
     b: &Batch<'_>,
-    split: Split<'_>,
+    split: &Plans,
     x: Operand<'_>,
     (w, w16): (&B, Option<&Buffer<F16x4>>),
     resid: &B,

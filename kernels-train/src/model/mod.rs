@@ -12,8 +12,7 @@
 //! Shapes: M = batch · seq_len rows; D model width; F SwiGLU width; H·Dh query width; Hkv·Dh
 //! key/value width; V the vocabulary (256 for bytes). Linear layers keep PyTorch's [out, in] weight layout, so the forward
 //! is `Y = X·Wᵀ` (`matmul_t`), the input gradient `dX = dY·W` (`matmul`) and the weight gradient
-//! `dW += dYᵀ·X` (`matmul_at_acc`, split along the tokens when the output is small:
-//! `kernels::ops::matmul_at_acc_split`).
+//! `dW += dYᵀ·X` (split along the tokens when the output is small), each a `kernels::gemm` plan.
 
 mod alloc;
 mod attention16;
@@ -64,14 +63,17 @@ pub type Tensors = ModelWeights<Vec<f32>>;
 /// How attention runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attention {
-    /// The fast path where its probability workspaces fit (see [`Attention::resolve`]),
-    /// otherwise the streaming kernels.
+    /// The first path of [`AUTO_ORDER`] that fits (see [`Attention::resolve`]).
     Auto,
     /// Register-tiled batched products over materialised probabilities
     /// (`kernels::fast_attention`): one `[B, H, S, S]` workspace per layer.
     Fast,
+    /// Fused flash-attention kernels (`kernels::flash_attention`): no workspace (memory
+    /// O(B·H·S)), tensor cores in mixed precision where the adapter has them; needs 29 KiB of
+    /// workgroup memory (37 KiB on tensor cores).
+    Flash,
     /// The streaming kernels (`attention_forward`, `attention_backward_dq`/`_dkdv`): no
-    /// workspace, slower.
+    /// workspace, the least workgroup memory (16 KiB), slower.
     Streaming,
 }
 
@@ -79,20 +81,36 @@ pub enum Attention {
 /// memory a device has).
 pub const FAST_ATTENTION_BUDGET: u64 = 8 << 30;
 
+/// The paths [`Attention::Auto`] tries, in order: the first that fits is taken ([`Attention::Fast`]
+/// where its workspaces fit the adapter and [`FAST_ATTENTION_BUDGET`], [`Attention::Flash`] where
+/// the adapter's workgroup memory holds its kernels, [`Attention::Streaming`] everywhere). The one
+/// place that decides which path a model gets by default.
+pub const AUTO_ORDER: [Attention; 3] = [Attention::Fast, Attention::Flash, Attention::Streaming];
+
 impl Attention {
-    /// The path a model of this shape takes on `gpu`.
+    /// The path a model of this shape takes on `gpu`; an explicit path that cannot run there is
+    /// an error naming what to use instead.
     pub fn resolve(self, gpu: &Gpu, cfg: &ModelConfig, batch: usize) -> Result<Attention, Error> {
         let p = fast_params(cfg, batch, cfg.seq_len);
         let total = p.probs_len() as u64 * 4 * cfg.layers as u64;
+        let fits = |a: Attention| match a {
+            Attention::Fast => p.fits(gpu) && total <= FAST_ATTENTION_BUDGET,
+            Attention::Flash => p.flash_fits(gpu, false),
+            _ => true,
+        };
         match self {
             Attention::Streaming => Ok(Attention::Streaming),
             Attention::Fast if !p.fits(gpu) => Err(Error::Config(format!(
-                "the fast attention path needs a {} MiB workspace per layer, over this device's binding limit; use --attention streaming",
+                "the fast attention path needs a {} MiB workspace per layer, over this device's binding limit; use --attention flash or streaming",
                 (p.probs_len() * 4) >> 20
             ))),
             Attention::Fast => Ok(Attention::Fast),
-            Attention::Auto if p.fits(gpu) && total <= FAST_ATTENTION_BUDGET => Ok(Attention::Fast),
-            Attention::Auto => Ok(Attention::Streaming),
+            Attention::Flash if !fits(Attention::Flash) => Err(Error::Config(format!(
+                "flash attention cannot run this model here ({}): use --attention streaming",
+                p.flash_check(gpu, false).err().map_or_else(String::new, |e| e.to_string())
+            ))),
+            Attention::Flash => Ok(Attention::Flash),
+            Attention::Auto => Ok(AUTO_ORDER.into_iter().find(|&a| fits(a)).unwrap_or(Attention::Streaming)),
         }
     }
 }
@@ -129,9 +147,8 @@ pub struct Model {
     /// Mixed precision: dY's f16 scratch, the staging buffer of the kept f16 activations and the
     /// loss scaler.
     half: Option<Half>,
-    /// `--precision f32` on tensor cores: the scaled-split products' workspace
-    /// (`products::Products::Split`); `None` where the products are the SGEMM or f16.
-    split: Option<std::cell::RefCell<kernels::ops::PreciseWorkspace>>,
+    /// The products' plans and their shared workspace.
+    plans: products::Plans,
     /// Names, shapes and kinds of the tensors below.
     layout: ModelWeights<Param>,
     params: ModelWeights<B>,
@@ -143,6 +160,10 @@ pub struct Model {
     /// The loss sum and target count of the last forward pass.
     loss_out: B,
     s: Scratch,
+    /// The tokens whose keys and values sequence 0 of the layers' K and V buffers holds, at
+    /// positions 0 … len − 1 (the generation cache, [`Model::next_logits_cached`]); empty when
+    /// they hold anything else.
+    cache: Vec<u32>,
 }
 
 impl Model {
@@ -195,7 +216,7 @@ impl Model {
         self.load_tokens(tokens, targets, batch)?;
         let gpu = self.gpu.clone();
         let b = gpu.batch();
-        self.record_forward(&b, batch, self.cfg.seq_len)?;
+        self.record_forward(&b, batch, self.cfg.seq_len, None)?;
         self.record_loss(&b, batch * self.cfg.seq_len)?;
         self.record_backward(&b, batch)?;
         self.record_update(&b, t, step)?;
@@ -216,7 +237,7 @@ impl Model {
         self.load_tokens(tokens, targets, batch)?;
         let gpu = self.gpu.clone();
         let b = gpu.profiled_batch(4096)?;
-        self.record_forward(&b, batch, self.cfg.seq_len)?;
+        self.record_forward(&b, batch, self.cfg.seq_len, None)?;
         self.record_loss(&b, batch * self.cfg.seq_len)?;
         self.record_backward(&b, batch)?;
         self.record_update(&b, t, step)?;
@@ -227,6 +248,23 @@ impl Model {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_loss(&self) -> Result<f32, Error> {
         Ok(mean_loss(&self.loss_out.read(&self.gpu)?))
+    }
+
+    /// The global gradient norm of the last update, before clipping (unscaled in mixed
+    /// precision); `None` when the loss scaler skipped that step (its gradients were not finite).
+    /// Reads the optimizer's statistics back (and the scaler's state in mixed precision).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_grad_norm(&self) -> Result<Option<f32>, Error> {
+        let norm = self.opt.stats.read(&self.gpu)?[2];
+        let Some(h) = &self.half else { return Ok(Some(norm)) };
+        // The norm is of the scaled gradients; the scale this step used is the state's after
+        // the step, halved back if the step just doubled it (clean count 0 after a clean step).
+        let s = crate::scaler::ScalerState::from_gpu(&h.state.read(&self.gpu)?).map_err(Error::Config)?;
+        if s.last_skipped {
+            return Ok(None);
+        }
+        let used = if s.clean_steps == 0 { s.scale / 2.0 } else { s.scale };
+        Ok(Some(norm / used))
     }
 
     /// [`Model::read_loss`] without blocking.
@@ -241,7 +279,7 @@ impl Model {
         self.load_tokens(tokens, targets, batch)?;
         let gpu = self.gpu.clone();
         let b = gpu.batch();
-        self.record_forward(&b, batch, self.cfg.seq_len)?;
+        self.record_forward(&b, batch, self.cfg.seq_len, None)?;
         self.record_loss(&b, batch * self.cfg.seq_len)?;
         self.record_backward(&b, batch)?;
         b.submit()?;
@@ -253,7 +291,7 @@ impl Model {
         self.load_tokens(tokens, targets, batch)?;
         let gpu = self.gpu.clone();
         let b = gpu.batch();
-        self.record_forward(&b, batch, self.cfg.seq_len)?;
+        self.record_forward(&b, batch, self.cfg.seq_len, None)?;
         self.record_loss(&b, batch * self.cfg.seq_len)?;
         b.submit()?;
         Ok(())
@@ -285,7 +323,7 @@ impl Model {
         self.ids.write(&self.gpu, &ids)?;
         let gpu = self.gpu.clone();
         let b = gpu.batch();
-        self.record_forward(&b, 1, n)?;
+        self.record_forward(&b, 1, n, None)?;
         b.submit()?;
         Ok(n)
     }
@@ -296,6 +334,60 @@ impl Model {
         let n = self.submit_next(context)?;
         let v = self.cfg.vocab;
         Ok(self.acts.logits.read_range(&self.gpu, (n - 1) * v..n * v)?)
+    }
+
+    /// Records and submits what [`Model::next_logits_cached`] runs; returns the row of the
+    /// logits. A context that extends the cached tokens by one, inside the context length, runs
+    /// that token alone (position t = the cached count); any other runs the whole window and,
+    /// when it fits the context length, caches it.
+    fn submit_cached(&mut self, context: &[u32]) -> Result<usize, Error> {
+        let n = context.len();
+        let extends =
+            n >= 2 && n <= self.cfg.seq_len && self.cache.len() == n - 1 && context[..n - 1] == self.cache[..];
+        if !extends {
+            let rows = self.submit_next(context)?;
+            if n <= self.cfg.seq_len {
+                self.cache = context.to_vec();
+            }
+            return Ok(rows - 1);
+        }
+        let mut ids = vec![0; self.batch * self.cfg.seq_len];
+        ids[0] = context[n - 1];
+        self.ids.write(&self.gpu, &ids)?;
+        let gpu = self.gpu.clone();
+        let b = gpu.batch();
+        self.record_forward(&b, 1, 1, Some(n - 1))?;
+        b.submit()?;
+        self.cache.push(context[n - 1]);
+        Ok(0)
+    }
+
+    /// [`Model::next_logits`] with a key/value cache for generation: each layer's keys and
+    /// values of the context stay in its K and V buffers (sequence 0) between calls, so when
+    /// `context` is the previous call's plus one token, only that token runs through the model
+    /// (its query against the cache: `attention::attention_decode`), and a token costs O(context)
+    /// instead of a forward pass over the whole context. Any other context (the first, or one
+    /// that does not extend the cached tokens) runs whole and is cached while it fits the
+    /// context length; past it, the window of the last `seq_len` tokens moves by one position
+    /// with every token, which no cache can follow, so each call runs the window as
+    /// `next_logits` does. Any other use of the model (a step, an evaluation) empties the cache.
+    /// The first call's logits are `next_logits`'s bits; later ones differ by rounding only (the
+    /// same function summed in another order).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn next_logits_cached(&mut self, context: &[u32]) -> Result<Vec<f32>, Error> {
+        let row = self.submit_cached(context)?;
+        let v = self.cfg.vocab;
+        Ok(self.acts.logits.read_range(&self.gpu, row * v..(row + 1) * v)?)
+    }
+
+    /// [`Model::next_logits_cached`] without blocking (it reads the whole logits buffer back, as
+    /// [`Model::next_logits_async`] does).
+    pub async fn next_logits_cached_async(&mut self, context: &[u32]) -> Result<Vec<f32>, Error> {
+        let row = self.submit_cached(context)?;
+        let v = self.cfg.vocab;
+        let mut all = self.acts.logits.read_async(&self.gpu).await?;
+        all.truncate((row + 1) * v);
+        Ok(all.split_off(row * v))
     }
 
     /// [`Model::next_logits`] without blocking. (It reads the whole logits buffer back: the

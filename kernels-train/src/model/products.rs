@@ -1,28 +1,25 @@
 //! The linear layers' products at the step's precision, and the mixed-precision state (f16
 //! weight copies, the kept f16 activations, dY's f16 scratch, the loss scaler's buffers).
 //!
-//! Three ways to run a product ([`Products`]): the f32 SGEMM of `kernels::linear` (`f32` without
-//! tensor cores: the trainer's original kernels, bit for bit), the f32-accurate products on
-//! tensor cores (`ops::matmul_t_split`, `ops::matmul_split`, `ops::weight_grad_split`: `f32`
-//! where the adapter has tensor cores), and f16 operands with f32 sums (`ops::matmul_t_f16`,
-//! `ops::matmul_f16`, `ops::weight_grad_f16`: mixed precision). Which one a product takes follows
-//! from its input ([`Operand`]) and the model's split workspace ([`Split`]): an activation kept in
-//! f32 goes to the split products when the model has the workspace, else to the SGEMM; one kept
-//! in f16 (mixed precision keeps every linear layer's input only as its f16 copy, [`Kept::F16`])
-//! to the f16 products.
+//! Every product is a `kernels::gemm` plan, made once per shape ([`Plans`]) and recorded with
+//! one workspace for the whole step. Which core a plan takes follows from the step's
+//! [`Products`]: the f32 SIMT product (`f32` without tensor cores: the trainer's original
+//! kernels, bit for bit), the f32-accurate scaled split on tensor cores (`f32` where the adapter
+//! has them), or f16 operands with f32 sums (mixed precision, where every linear layer's input is
+//! kept only as its f16 copy, [`Kept::F16`]).
 //!
-//! The split products scale each operand by a power of two before splitting it into hi + lo
-//! f16 halves (`kernels::precise`), so they are f32-accurate over the whole f32 range — a mean
-//! loss's gradients (~1e-10) included (tests/precise.rs). Their unscaled predecessor
-//! (`linear16::*_precise`) was accurate only in f16's normal range and trained gpt2-small
-//! visibly worse (loss 1.13 against 0.786 after 300 steps on the H200, BENCHMARKS.md run 9),
-//! which is why it was taken out of `--precision f32`.
+//! The scaled split multiplies each operand by a power of two before splitting it into hi + lo
+//! f16 halves, so it is f32-accurate over the whole f32 range — a mean loss's gradients (~1e-10)
+//! included (tests/precise.rs); a split without the scale is accurate only in f16's normal range
+//! and trains visibly worse (BENCHMARKS.md).
 
 use super::B;
 use crate::Error;
-use kernels::ops::{self, F16x4, f16x4_len};
-use kernels::{Batch, Buffer, Gpu};
+use kernels::gemm::{self, Elem, Epilogue, Gemm, GemmPlan, GemmWorkspace, Mat, Precision};
+use kernels::ops::{F16x4, f16x4_len};
+use kernels::{Batch, Buffer, Gpu, Record};
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// How the linear layers' products run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,9 +34,104 @@ pub(crate) enum Products {
     Split,
 }
 
-/// The scaled-split products' workspace (`Products::Split`), shared by every product of a step
-/// (recorded in order, each splits its operands into it first); `None` runs the SGEMM.
-pub(super) type Split<'a> = Option<&'a RefCell<ops::PreciseWorkspace>>;
+/// The step's product plans, made on first use per shape, and the workspace they share (grown
+/// when a plan needs more, e.g. generation's shorter rows never do).
+pub(super) struct Plans {
+    mode: Products,
+    plans: RefCell<HashMap<Gemm, GemmPlan>>,
+    ws: RefCell<GemmWorkspace>,
+}
+
+impl Plans {
+    /// Plans for `mode`, with the workspace sized for every product of a step over `rows` tokens
+    /// of the `[out, in]` weights `shapes`.
+    pub fn new(gpu: &Gpu, mode: Products, rows: usize, shapes: &[(usize, usize)]) -> Result<Plans, Error> {
+        let plans =
+            Plans { mode, plans: RefCell::new(HashMap::new()), ws: RefCell::new(GemmWorkspace::new(gpu, &[])?) };
+        let mut need = (0, 0);
+        for &(out, inp) in shapes {
+            for g in step_products(mode, rows, out, inp) {
+                let p = plans.plan(gpu, g)?;
+                need = (need.0.max(p.scratch_len()), need.1.max(p.halves_len()));
+            }
+        }
+        *plans.ws.borrow_mut() = GemmWorkspace::with_capacity(gpu, need.0, need.1)?;
+        Ok(plans)
+    }
+
+    fn plan(&self, gpu: &Gpu, g: Gemm) -> Result<GemmPlan, Error> {
+        if let Some(p) = self.plans.borrow().get(&g) {
+            return Ok(p.clone());
+        }
+        let p = g.plan(gpu)?;
+        self.plans.borrow_mut().insert(g, p.clone());
+        Ok(p)
+    }
+
+    /// Records the product of `a` and `b` into `c` with `epilogue` (`residual` for
+    /// [`Epilogue::Residual`]).
+    fn run(
+        &self,
+        b: &Batch<'_>,
+        (a, bm): (Mat<'_>, Mat<'_>),
+        epilogue: Epilogue,
+        residual: Option<&B>,
+        c: &mut B,
+    ) -> Result<(), Error> {
+        let g = Gemm::of(&a, &bm)?.epilogue(epilogue).precision(self.precision());
+        let plan = self.plan(b.gpu(), g)?;
+        let mut ws = self.ws.borrow_mut();
+        if ws.scratch_len() < plan.scratch_len() || ws.halves_len() < plan.halves_len() {
+            let (s, h) = (ws.scratch_len().max(plan.scratch_len()), ws.halves_len().max(plan.halves_len()));
+            *ws = GemmWorkspace::with_capacity(b.gpu(), s, h)?;
+        }
+        gemm::gemm(b, &plan, a, bm, residual, c, &mut ws)?;
+        Ok(())
+    }
+
+    fn precision(&self) -> Precision {
+        match self.mode {
+            Products::Sgemm => Precision::F32Simt,
+            Products::Split => Precision::F32,
+            Products::Half => Precision::F16,
+        }
+    }
+}
+
+/// The products of one `[out, in]` weight in a step over `rows` tokens: the forward `x·wᵀ` (and
+/// its accumulating form for residual branches in f32), the input gradient `dy·w` (with and
+/// without a residual) and the weight gradient `dw += dyᵀ·x`.
+fn step_products(mode: Products, rows: usize, out: usize, inp: usize) -> Vec<Gemm> {
+    let (e, precision) = match mode {
+        Products::Half => (Elem::F16, Precision::F16),
+        Products::Split => (Elem::F32, Precision::F32),
+        Products::Sgemm => (Elem::F32, Precision::F32Simt),
+    };
+    let g = |m, n, k| Gemm::new(m, n, k).elems(e, e).precision(precision);
+    let mut v = vec![
+        g(rows, out, inp).b_t(true),
+        g(rows, out, inp).b_t(true).epilogue(Epilogue::Accumulate),
+        g(rows, inp, out),
+        g(rows, inp, out).epilogue(Epilogue::Residual),
+        g(out, inp, rows).a_t(true).epilogue(Epilogue::Accumulate),
+    ];
+    v.dedup();
+    v
+}
+
+/// Scratch floats the products of one `[out, in]` weight over `rows` tokens need at most, over
+/// every precision the adapter runs (for the memory checks made before a model exists).
+pub(super) fn scratch_bound(gpu: &Gpu, rows: usize, out: usize, inp: usize) -> usize {
+    let f16 = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
+    [Products::Sgemm, Products::Split, Products::Half]
+        .into_iter()
+        .filter(|&m| m != Products::Half || f16)
+        .flat_map(|m| step_products(m, rows, out, inp))
+        .filter_map(|g| g.plan(gpu).ok())
+        .map(|p| p.scratch_len())
+        .max()
+        .unwrap_or(0)
+}
 
 /// Mixed precision's buffers.
 pub(super) struct Half {
@@ -99,12 +191,12 @@ fn missing() -> Error {
     Error::Config("internal: a mixed-precision product without its f16 buffers".into())
 }
 
-/// `y = x·wᵀ` (`acc`: `y += x·wᵀ`) for x [m, k], w [n, k]: the SGEMM for an f32 `x`, the f16
-/// product with `w16` (the weight's f16 copy) for an f16 `x`.
+/// `y = x·wᵀ` (`acc`: `y += x·wᵀ`) for x [m, k], w [n, k]: an f32 `x` with the f32 weight, an f16
+/// `x` with `w16` (the weight's f16 copy).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn forward(
     b: &Batch<'_>,
-    split: Split<'_>,
+    plans: &Plans,
     x: Operand<'_>,
     w: &B,
     w16: Option<&Buffer<F16x4>>,
@@ -112,81 +204,50 @@ pub(super) fn forward(
     (m, n, k): (u32, u32, u32),
     acc: bool,
 ) -> Result<(), Error> {
-    let p = kernels::linear::matmul_t::Params::new(m, n, k);
     let (mu, nu, ku) = (m as usize, n as usize, k as usize);
-    if let (Operand::F32(x), Some(ws)) = (x, split) {
-        ops::matmul_t_split(b, x, w, y, &mut ws.borrow_mut(), mu, nu, ku, acc)?;
-        return Ok(());
-    }
-    match (x, acc) {
-        (Operand::F32(x), false) => kernels::linear::matmul_t(b, x, w, y, p)?,
-        (Operand::F32(x), true) => kernels::linear::matmul_t_acc(b, x, w, y, p)?,
-        (Operand::F16(x), false) => ops::matmul_t_f16(b, x, w16.ok_or_else(missing)?, y, mu, nu, ku)?,
-        (Operand::F16(x), true) => ops::matmul_t_f16_acc(b, x, w16.ok_or_else(missing)?, y, mu, nu, ku)?,
-    }
-    Ok(())
-}
-
-/// Scratch floats the weight gradients of a [out, in] matrix over `rows` tokens need.
-pub(super) fn weight_grad_scratch(mode: Products, rows: usize, inp: usize, out: usize) -> usize {
-    match mode {
-        Products::Sgemm => ops::weight_grad_scratch_len(rows, inp, out),
-        Products::Half => ops::weight_grad_f16_scratch_len(rows, inp, out),
-        Products::Split => ops::weight_grad_split_scratch_len(rows, inp, out),
-    }
+    let (xa, wb) = match x {
+        Operand::F32(x) => (Mat::f32(x, mu, ku), Mat::f32(w, nu, ku)),
+        Operand::F16(x) => (Mat::f16(x, mu, ku), Mat::f16(w16.ok_or_else(missing)?, nu, ku)),
+    };
+    let e = if acc { Epilogue::Accumulate } else { Epilogue::Store };
+    plans.run(b, (xa, wb.t()), e, None, y)
 }
 
 /// The backward of one linear layer `Y = X·Wᵀ` (X [rows, in], W [out, in]) from dY [rows, out]:
 /// the input gradient `dx = dy·w` (+ `residual`, a different buffer from `dx`) and the weight
-/// gradient `dw += dyᵀ·x`, split along the tokens (through `scratch`).
+/// gradient `dw += dyᵀ·x`.
 ///
-/// f32 `x`: the SGEMM (`linear::matmul`/`matmul_residual`, `ops::matmul_at_acc_split`). f16 `x`
-/// (mixed precision): dY is cast to f16 once, by `kernels::mixed::cast_grad_f16x4` (which raises
-/// the loss scaler's overflow flag), into [`Half::x16`]; that copy is the f16 operand of both
-/// products (`ops::matmul_f16`, `ops::weight_grad_f16` with X's kept f16 copy).
+/// f16 `x` (mixed precision): dY is cast to f16 once, by `kernels::mixed::cast_grad_f16x4` (which
+/// raises the loss scaler's overflow flag), into [`Half::x16`]; that copy is the f16 operand of
+/// both products, with W's and X's kept f16 copies.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn backward(
     b: &Batch<'_>,
-    split: Split<'_>,
+    plans: &Plans,
     dy: &B,
     w: &B,
     w16: Option<&Buffer<F16x4>>,
     x: Operand<'_>,
     dw: &mut B,
-    scratch: &mut B,
     half: &mut Option<Half>,
     residual: Option<&B>,
     dx: &mut B,
     (rows, out, inp): (usize, usize, usize),
 ) -> Result<(), Error> {
     let u = |v: usize| u32::try_from(v).map_err(|_| Error::Config(format!("a product dimension {v} is over u32")));
+    let e = if residual.is_some() { Epilogue::Residual } else { Epilogue::Store };
     match x {
-        Operand::F32(x) if split.is_some() => {
-            let mut ws = split.ok_or_else(missing)?.borrow_mut();
-            let acc = match residual {
-                None => false,
-                Some(r) => {
-                    kernels::infrastructure::copy(b, r, dx, u(rows * inp)?)?;
-                    true
-                }
-            };
-            ops::matmul_split(b, dy, w, dx, &mut ws, rows, inp, out, acc)?;
-            ops::weight_grad_split(b, dy, x, dw, scratch, &mut ws, rows, inp, out)?;
-        }
         Operand::F32(x) => {
-            let p = kernels::linear::matmul::Params::new(u(rows)?, u(inp)?, u(out)?);
-            match residual {
-                None => kernels::linear::matmul(b, dy, w, dx, p)?,
-                Some(r) => kernels::linear::matmul_residual(b, dy, w, r, dx, p)?,
-            }
-            ops::matmul_at_acc_split(b, dy, x, dw, scratch, rows, inp, out)?;
+            plans.run(b, (Mat::f32(dy, rows, out), Mat::f32(w, out, inp)), e, residual, dx)?;
+            plans.run(b, (Mat::f32(dy, rows, out).t(), Mat::f32(x, rows, inp)), Epilogue::Accumulate, None, dw)?;
         }
         Operand::F16(x) => {
             let (h, w16) = (half.as_mut().ok_or_else(missing)?, w16.ok_or_else(missing)?);
             let cp = kernels::mixed::cast_grad_f16x4::CastParams::new(u(rows)?, u(out)?);
             kernels::mixed::cast_grad_f16x4(b, dy, &mut h.x16, &mut h.flag, cp)?;
-            ops::matmul_f16(b, &h.x16, w16, residual, dx, rows, inp, out)?;
-            ops::weight_grad_f16(b, &h.x16, x, dw, scratch, rows, inp, out)?;
+            plans.run(b, (Mat::f16(&h.x16, rows, out), Mat::f16(w16, out, inp)), e, residual, dx)?;
+            let (dyt, xs) = (Mat::f16(&h.x16, rows, out).t(), Mat::f16(x, rows, inp));
+            plans.run(b, (dyt, xs), Epilogue::Accumulate, None, dw)?;
         }
     }
     Ok(())

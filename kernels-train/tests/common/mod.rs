@@ -23,3 +23,11 @@ pub fn seed(test: &str) -> u64 {
     eprintln!("{test}: KERNELS_TEST_SEED={seed}");
     seed
 }
+
+/// A fresh temporary directory for one test.
+pub fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("kernels-train-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

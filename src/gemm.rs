@@ -1,0 +1,1283 @@
+//! Matrix products through one entry point: [`gemm`] records `C (=|+=) op(A)·op(B) (+ R)` from a
+//! [`GemmPlan`], made once per shape, precision and adapter.
+//!
+//! ```no_run
+//! # fn main() -> kernels::Result<()> {
+//! use kernels::gemm::{self, Epilogue, Gemm, GemmWorkspace, Mat};
+//! let gpu = kernels::Gpu::new()?;
+//! let (m, n, k) = (256, 128, 64);
+//! let x = gpu.upload(&vec![1.0f32; m * k])?;
+//! let w = gpu.upload(&vec![0.5f32; n * k])?; // [out, in], as PyTorch stores it
+//! let mut y = gpu.zeros::<f32>(m * n)?;
+//! // Y = X·Wᵀ, f32-accurate (the scaled split on tensor cores, the f32 SGEMM elsewhere).
+//! let plan = Gemm::new(m, n, k).b_t(true).epilogue(Epilogue::Store).plan(&gpu)?;
+//! let mut ws = GemmWorkspace::new(&gpu, &[&plan])?;
+//! gemm::gemm(&gpu, &plan, Mat::f32(&x, m, k), Mat::f32(&w, n, k).t(), None, &mut y, &mut ws)?;
+//! # Ok(()) }
+//! ```
+//!
+//! # The plan
+//! Every choice a product makes lives in [`Gemm::plan`]: which core runs it ([`Core`]: f16
+//! operands on tensor cores or their portable form, the scaled f32-accurate split, or the f32
+//! SIMT product), the block shape of the f16 core ([`F16Config`]), how many parts its
+//! contraction is split into, the kernels it records and the scratch and workspace it needs
+//! ([`GemmPlan::scratch_len`], [`GemmPlan::halves_len`]). The f16 core's block shape comes from
+//! the adapter's tuning table (`tuning/*.txt`, measured by `benches/gemm_tune.rs`; the H200's is
+//! committed), else from [`F16Config::default_for`]; with `KERNELS_GEMM_AUTOTUNE=1` a plan of the
+//! f16 core on tensor cores instead times a few candidates on first use and keeps the fastest in
+//! a cache file (see [`autotune`]). The plan compiles the shape into the
+//! pipeline (one cached pipeline per shape and choice) where tensor cores run, since the
+//! measured gain of folded index arithmetic there is large.
+
+use crate::ops::{F16x4, f16x4_len};
+use crate::{Buffer, Error, Gpu, Record, Result};
+
+/// The element type of an operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Elem {
+    /// `f32`, row-major.
+    F32,
+    /// f16 in the f16x4 row layout ([`F16x4`]: rows padded to a multiple of 4 elements).
+    F16,
+}
+
+/// An operand's buffer.
+#[derive(Clone, Copy, Debug)]
+pub enum Data<'a> {
+    /// Row-major f32.
+    F32(&'a Buffer<f32>),
+    /// f16 in the f16x4 row layout.
+    F16(&'a Buffer<F16x4>),
+}
+
+/// An operand of a product: a `rows × cols` matrix as stored, used as it is or transposed
+/// ([`Mat::t`]). `op(M)` is `rows × cols`, or `cols × rows` when transposed.
+#[derive(Clone, Copy, Debug)]
+pub struct Mat<'a> {
+    /// The buffer.
+    pub data: Data<'a>,
+    /// Rows as stored.
+    pub rows: usize,
+    /// Columns as stored.
+    pub cols: usize,
+    /// Whether the product uses the transpose.
+    pub transposed: bool,
+}
+
+impl<'a> Mat<'a> {
+    /// A row-major f32 `rows × cols` matrix.
+    pub fn f32(buffer: &'a Buffer<f32>, rows: usize, cols: usize) -> Self {
+        Mat { data: Data::F32(buffer), rows, cols, transposed: false }
+    }
+
+    /// An f16 `rows × cols` matrix in the f16x4 row layout ([`f16x4_len`]`(rows, cols)` elements).
+    pub fn f16(buffer: &'a Buffer<F16x4>, rows: usize, cols: usize) -> Self {
+        Mat { data: Data::F16(buffer), rows, cols, transposed: false }
+    }
+
+    /// The transpose (no data moves: the product reads the matrix the other way).
+    pub fn t(self) -> Self {
+        Mat { transposed: !self.transposed, ..self }
+    }
+
+    /// The element type.
+    pub fn elem(&self) -> Elem {
+        match self.data {
+            Data::F32(_) => Elem::F32,
+            Data::F16(_) => Elem::F16,
+        }
+    }
+
+    /// (rows, cols) of op(M).
+    pub fn shape(&self) -> (usize, usize) {
+        if self.transposed { (self.cols, self.rows) } else { (self.rows, self.cols) }
+    }
+
+    fn stored_len(&self) -> usize {
+        match self.data {
+            Data::F32(_) => self.rows * self.cols,
+            Data::F16(_) => f16x4_len(self.rows, self.cols),
+        }
+    }
+
+    fn buffer_len(&self) -> usize {
+        match self.data {
+            Data::F32(b) => b.len(),
+            Data::F16(b) => b.len(),
+        }
+    }
+}
+
+/// What a product does with C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Epilogue {
+    /// C = op(A)·op(B).
+    Store,
+    /// C += op(A)·op(B).
+    Accumulate,
+    /// C = op(A)·op(B) + R (R a different buffer from C).
+    Residual,
+}
+
+/// The accuracy a product must have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// From the operands: [`Precision::F16`] when both are f16, else [`Precision::F32`].
+    Auto,
+    /// f16 operands (they must be f16 already: cast f32 ones with `ops::cast_f16x4`), f32 sums:
+    /// an error of at most about 1e-3 of Σ|a||b|, from rounding the operands (typically 1e-5 to
+    /// 5e-5). Tensor cores where the adapter has them, f32 FMAs on the same operands elsewhere.
+    F16,
+    /// f32 accuracy over the whole f32 range, at most about 1e-6 of Σ|a||b| per output: on
+    /// tensor cores each operand is scaled by a power of two and split into two f16 halves,
+    /// three products ([`Core::Split`]); elsewhere the f32 SIMT product.
+    F32,
+    /// The f32 SIMT product (`linear::matmul` and friends) on any adapter: the library's
+    /// original products, bit for bit.
+    F32Simt,
+}
+
+/// A product without its buffers: what a plan is made for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Gemm {
+    /// Rows of C and op(A).
+    pub m: usize,
+    /// Columns of C and op(B).
+    pub n: usize,
+    /// The contraction: columns of op(A), rows of op(B).
+    pub k: usize,
+    /// A's elements.
+    pub a: Elem,
+    /// B's elements.
+    pub b: Elem,
+    /// A is stored `[k, m]` (op(A) = Aᵀ).
+    pub a_t: bool,
+    /// B is stored `[n, k]` (op(B) = Bᵀ), as a linear layer's `[out, in]` weight.
+    pub b_t: bool,
+    /// What happens to C.
+    pub epilogue: Epilogue,
+    /// The accuracy asked for.
+    pub precision: Precision,
+}
+
+impl Gemm {
+    /// C `[m, n]` = A `[m, k]` · B `[k, n]`, f32 operands, [`Precision::Auto`], [`Epilogue::Store`].
+    pub fn new(m: usize, n: usize, k: usize) -> Gemm {
+        Gemm {
+            m,
+            n,
+            k,
+            a: Elem::F32,
+            b: Elem::F32,
+            a_t: false,
+            b_t: false,
+            epilogue: Epilogue::Store,
+            precision: Precision::Auto,
+        }
+    }
+
+    /// The product of these operands (their element types, shapes and orientations).
+    pub fn of(a: &Mat<'_>, b: &Mat<'_>) -> Result<Gemm> {
+        let ((m, ka), (kb, n)) = (a.shape(), b.shape());
+        if ka != kb {
+            return Err(Error::LengthMismatch {
+                detail: format!("gemm: op(A) is {m}×{ka} and op(B) is {kb}×{n}: the contraction lengths differ"),
+            });
+        }
+        Ok(Gemm { a: a.elem(), b: b.elem(), a_t: a.transposed, b_t: b.transposed, ..Gemm::new(m, n, ka) })
+    }
+
+    /// Whether A is stored `[k, m]`.
+    pub fn a_t(self, transposed: bool) -> Gemm {
+        Gemm { a_t: transposed, ..self }
+    }
+
+    /// Whether B is stored `[n, k]`.
+    pub fn b_t(self, transposed: bool) -> Gemm {
+        Gemm { b_t: transposed, ..self }
+    }
+
+    /// The operands' element types.
+    pub fn elems(self, a: Elem, b: Elem) -> Gemm {
+        Gemm { a, b, ..self }
+    }
+
+    /// What happens to C.
+    pub fn epilogue(self, epilogue: Epilogue) -> Gemm {
+        Gemm { epilogue, ..self }
+    }
+
+    /// The accuracy asked for.
+    pub fn precision(self, precision: Precision) -> Gemm {
+        Gemm { precision, ..self }
+    }
+
+    /// The plan for `gpu`: the core, block shape and split the adapter runs fastest (its tuning
+    /// table, else defaults).
+    pub fn plan(self, gpu: &Gpu) -> Result<GemmPlan> {
+        GemmPlan::new(gpu, self, None)
+    }
+
+    /// The plan with the f16 core's block shape and split given (for tuning and tests); an
+    /// error when the product does not run on the f16 core or the shape breaks its limits.
+    pub fn plan_with(self, gpu: &Gpu, config: F16Config, parts: usize) -> Result<GemmPlan> {
+        GemmPlan::new(gpu, self, Some((config, parts)))
+    }
+
+    /// The plan on the scaled split core whatever the adapter: its portable form (f32 FMAs on
+    /// the same halves) where there are no tensor cores. For tests and comparisons; an error for
+    /// f16 operands or both operands transposed.
+    pub fn plan_split(self, gpu: &Gpu) -> Result<GemmPlan> {
+        let mut plan = GemmPlan::new(gpu, Gemm { precision: Precision::F32Simt, ..self }, None)?;
+        plan.gemm.precision = self.precision;
+        plan.make_split();
+        Ok(plan)
+    }
+
+    /// The precision this product runs at: [`Precision::Auto`] resolved.
+    pub fn resolved_precision(&self) -> Precision {
+        match self.precision {
+            Precision::Auto if self.a == Elem::F16 && self.b == Elem::F16 => Precision::F16,
+            Precision::Auto => Precision::F32,
+            p => p,
+        }
+    }
+}
+
+/// The block shape of the f16 core (`shaders/lib/gemm16.wgsl`): what the tuner varies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct F16Config {
+    /// Output rows per workgroup (a multiple of 128).
+    pub bm: u32,
+    /// Output columns per workgroup (a multiple of 64).
+    pub bn: u32,
+    /// Contraction depth staged per step: 16, 32 or 64.
+    pub bk: u32,
+    /// 16×16 tiles per subgroup, down and across (1–4 each).
+    pub tm: u32,
+    /// See `tm`.
+    pub tn: u32,
+    /// f16 elements of padding per staged row (a multiple of 8).
+    pub pad: u32,
+    /// Register prefetch of the next slice (else each slice is loaded just before it is staged).
+    pub prefetch: bool,
+    /// Block rows per group of the launch order (L2 reuse); 1 is row-major.
+    pub group: u32,
+    /// Invocations per workgroup: 256, or 128 (fewer registers per workgroup, so more of them per
+    /// multiprocessor).
+    pub wg: u32,
+}
+
+impl Default for F16Config {
+    fn default() -> Self {
+        F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1, wg: 256 }
+    }
+}
+
+/// vec4<f16>s a staged operand slice may take: the f16 core's `G16_STAGE`, with tensor cores and
+/// without (a unit test checks these against the WGSL).
+const STAGE_COOP: u32 = 2560;
+const STAGE_PORTABLE: u32 = 1024;
+
+impl F16Config {
+    /// The shape the plan uses where the adapter has no tuning table: 128×128 blocks staged 32
+    /// deep, 4×2 tiles per subgroup, on tensor cores; 128×64 staged 16 deep on the portable
+    /// path (within a browser's 16 KiB of workgroup memory).
+    pub fn default_for(tensor_cores: bool) -> F16Config {
+        if tensor_cores {
+            F16Config::default()
+        } else {
+            F16Config { bm: 128, bn: 64, bk: 16, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1, wg: 256 }
+        }
+    }
+
+    /// Checks the core's limits for a product of orientation (a_t, b_t) (the staged slices must
+    /// fit the variant that runs: `tensor_cores` or the portable one).
+    pub fn validate(&self, a_t: bool, b_t: bool, tensor_cores: bool) -> Result<()> {
+        let bad = |why: String| Err(Error::BadArguments { kernel: "linear::gemm16".into(), detail: why });
+        let c = *self;
+        if c.bm == 0 || !c.bm.is_multiple_of(128) || c.bn == 0 || !c.bn.is_multiple_of(64) {
+            return bad(format!("block {}×{}: rows a multiple of 128, columns of 64", c.bm, c.bn));
+        }
+        if !matches!(c.bk, 16 | 32 | 64) {
+            return bad(format!("depth {}: 16, 32 or 64", c.bk));
+        }
+        if !(1..=4).contains(&c.tm)
+            || !(1..=4).contains(&c.tn)
+            || !c.bm.is_multiple_of(16 * c.tm)
+            || !c.bn.is_multiple_of(16 * c.tn)
+        {
+            return bad(format!("subgroup tiles {}×{} for a {}×{} block", c.tm, c.tn, c.bm, c.bn));
+        }
+        if !c.pad.is_multiple_of(8) || c.group == 0 || !matches!(c.wg, 128 | 256) {
+            return bad(format!(
+                "padding {} (a multiple of 8), group {} (≥ 1), {} invocations (128 or 256)",
+                c.pad, c.group, c.wg
+            ));
+        }
+        for (rows, what) in [(c.bm, "A"), (c.bn, "B")] {
+            let vec4s = rows * c.bk / 4;
+            if !vec4s.is_multiple_of(c.wg) || vec4s / c.wg > 8 {
+                return bad(format!("{what}'s {rows}×{} slice: 1 to 8 whole vec4 loads per invocation", c.bk));
+            }
+        }
+        let stage = if tensor_cores { STAGE_COOP } else { STAGE_PORTABLE };
+        let a = if a_t { c.bk * (c.bm + c.pad) / 4 } else { c.bm * (c.bk + c.pad) / 4 };
+        let b = if b_t { c.bn * (c.bk + c.pad) / 4 } else { c.bk * (c.bn + c.pad) / 4 };
+        if a > stage || b > stage {
+            return bad(format!("staged slices of {a} and {b} vec4s; this variant holds {stage} each"));
+        }
+        Ok(())
+    }
+
+    /// Tensor-core tile groups of a block (each one subgroup's share).
+    pub fn groups(&self) -> u32 {
+        (self.bm / (16 * self.tm)) * (self.bn / (16 * self.tn))
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "{}x{}x{} t{}x{} p{}{}{}{}",
+            self.bm,
+            self.bn,
+            self.bk,
+            self.tm,
+            self.tn,
+            self.pad,
+            if self.prefetch { " pf" } else { "" },
+            if self.group > 1 { format!(" g{}", self.group) } else { String::new() },
+            if self.wg != 256 { format!(" w{}", self.wg) } else { String::new() }
+        )
+    }
+}
+
+/// Which core runs a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Core {
+    /// The f32 SIMT product (`linear::matmul` and friends; `linear::matmul_at_split` and
+    /// `matmul_parts_add` for weight gradients with a small output).
+    Simt,
+    /// f16 operands (`linear::gemm16`, `linear::gemm16_residual`), on tensor cores when
+    /// `tensor_cores`.
+    F16 {
+        /// Whether the tensor-core variant runs.
+        tensor_cores: bool,
+        /// The block shape.
+        config: F16Config,
+    },
+    /// f32 operands scaled and split into hi + lo f16 halves, three products on tensor cores
+    /// (`precise::*`).
+    Split,
+}
+
+/// A product made ready for one adapter: see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct GemmPlan {
+    gemm: Gemm,
+    core: Core,
+    /// Parts of the contraction (1: no split) and the contraction length of each.
+    parts: usize,
+    chunk: usize,
+    /// Scratch floats (split parts, an accumulate's temporary).
+    scratch: usize,
+    /// F16x4 elements per operand half of the split core.
+    halves: usize,
+}
+
+fn u32_of(v: usize, what: &str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::LengthMismatch { detail: format!("gemm: {what} = {v} is over u32::MAX") })
+}
+
+impl GemmPlan {
+    fn new(gpu: &Gpu, gemm: Gemm, forced: Option<(F16Config, usize)>) -> Result<GemmPlan> {
+        let Gemm { m, n, k, a, b, a_t, b_t, epilogue, .. } = gemm;
+        for (v, what) in [(m, "m"), (n, "n"), (k, "k"), (m * n, "m·n"), (m.max(n) * k, "max(m, n)·k")] {
+            u32_of(v, what)?;
+        }
+        let precision = gemm.resolved_precision();
+        let unsupported = |why: &str| Err(Error::BadArguments { kernel: "gemm".into(), detail: why.to_string() });
+        let mut plan = GemmPlan { gemm, core: Core::Simt, parts: 1, chunk: k, scratch: 0, halves: 0 };
+        match precision {
+            Precision::F16 => {
+                if a != Elem::F16 || b != Elem::F16 {
+                    return unsupported(
+                        "Precision::F16 takes f16 operands (the f16x4 row layout): cast f32 ones with ops::cast_f16x4",
+                    );
+                }
+                let tensor_cores = crate::ops::on_tensor_cores(gpu, &crate::linear::gemm16::KERNEL);
+                let (config, parts) = match forced {
+                    Some(f) => f,
+                    None => {
+                        let table = tuned(gpu, &gemm).unwrap_or_else(|| {
+                            let c = F16Config::default_for(tensor_cores);
+                            (c, default_parts(m, n, k, &c, tensor_cores))
+                        });
+                        #[cfg(not(target_arch = "wasm32"))]
+                        let table = if tensor_cores && autotune::enabled() {
+                            autotune::choose(gpu, &gemm, table)
+                        } else {
+                            table
+                        };
+                        table
+                    }
+                };
+                config.validate(a_t, b_t, tensor_cores)?;
+                if epilogue == Epilogue::Residual && parts > 1 {
+                    return unsupported("a residual product is not split along its contraction");
+                }
+                plan.core = Core::F16 { tensor_cores, config };
+                plan.set_parts(parts, config.bk as usize);
+            }
+            Precision::F32 | Precision::F32Simt | Precision::Auto => {
+                if forced.is_some() {
+                    return unsupported("an f16 block shape for a product that does not run on the f16 core");
+                }
+                if a != Elem::F32 || b != Elem::F32 {
+                    return unsupported("f32 precision takes f32 operands");
+                }
+                if a_t && b_t {
+                    return unsupported("both operands transposed: no f32 core has this orientation");
+                }
+                let split = precision == Precision::F32
+                    && crate::ops::on_tensor_cores(gpu, &crate::precise::matmul_t_pres::KERNEL);
+                if split {
+                    plan.make_split();
+                } else {
+                    plan.core = Core::Simt;
+                    if a_t {
+                        // The weight-gradient form: split when the output has few 128×64 tiles.
+                        let parts = simt_parts(k, n, m);
+                        plan.parts = parts;
+                        plan.chunk = k.div_ceil(parts);
+                        if parts > 1 {
+                            plan.scratch = parts * m * n;
+                        }
+                    } else if !b_t && epilogue == Epilogue::Accumulate {
+                        plan.scratch = m * n;
+                    }
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The scaled split core for this (f32) product.
+    fn make_split(&mut self) {
+        let Gemm { m, n, k, a_t, .. } = self.gemm;
+        self.core = Core::Split;
+        self.halves =
+            [f16x4_len(m, k), f16x4_len(k, m), f16x4_len(n, k), f16x4_len(k, n)].into_iter().max().unwrap_or(0);
+        (self.parts, self.chunk, self.scratch) = (1, k, 0);
+        if a_t {
+            let (parts, chunk) = split_parts_precise(k, n, m);
+            (self.parts, self.chunk, self.scratch) = (parts, chunk, parts * m * n);
+        }
+    }
+
+    /// Splits the f16 core's contraction into `parts` (each a multiple of `bk` long).
+    fn set_parts(&mut self, parts: usize, bk: usize) {
+        let k = self.gemm.k;
+        let chunk = k.div_ceil(parts.max(1)).next_multiple_of(bk).max(bk);
+        let parts = k.div_ceil(chunk).max(1);
+        self.parts = parts;
+        self.chunk = if parts > 1 { chunk } else { k };
+        let (m, n) = (self.gemm.m, self.gemm.n);
+        self.scratch = if parts > 1 { parts * m * n } else { 0 };
+    }
+
+    /// The product this plan is for.
+    pub fn gemm(&self) -> &Gemm {
+        &self.gemm
+    }
+
+    /// The core that runs it.
+    pub fn core(&self) -> Core {
+        self.core
+    }
+
+    /// Parts the contraction is split into (1: none); their sums are added in a fixed order.
+    pub fn parts(&self) -> usize {
+        self.parts
+    }
+
+    /// Scratch floats the product needs in its [`GemmWorkspace`].
+    pub fn scratch_len(&self) -> usize {
+        self.scratch
+    }
+
+    /// [`F16x4`] elements per operand half the split core needs in its [`GemmWorkspace`].
+    pub fn halves_len(&self) -> usize {
+        self.halves
+    }
+
+    /// Dispatches [`gemm`] records for this plan.
+    pub fn dispatches(&self) -> usize {
+        let e = self.gemm.epilogue;
+        match self.core {
+            Core::F16 { .. } => {
+                1 + usize::from(self.parts > 1) + usize::from(self.parts > 1 && e != Epilogue::Accumulate)
+            }
+            Core::Split => {
+                let base = 6 + usize::from(self.gemm.a_t);
+                base + usize::from(e == Epilogue::Residual) + usize::from(self.gemm.a_t && e == Epilogue::Store)
+            }
+            Core::Simt => {
+                let (a_t, b_t) = (self.gemm.a_t, self.gemm.b_t);
+                match (a_t, b_t, e) {
+                    (false, false, Epilogue::Accumulate) => 2,
+                    (false, true, Epilogue::Residual) => 2,
+                    (true, _, _) => {
+                        let split = self.parts > 1;
+                        let extra = match e {
+                            Epilogue::Store => usize::from(split),
+                            Epilogue::Accumulate => 0,
+                            Epilogue::Residual => 1,
+                        };
+                        1 + usize::from(split) + extra
+                    }
+                    _ => 1,
+                }
+            }
+        }
+    }
+
+    /// One line for logs and benchmarks: the core, its block shape and split.
+    pub fn describe(&self) -> String {
+        let parts = if self.parts > 1 { format!(", {} parts", self.parts) } else { String::new() };
+        match self.core {
+            Core::Simt => format!("f32 SIMT{parts}"),
+            Core::Split => format!("f32 scaled split on tensor cores{parts}"),
+            Core::F16 { tensor_cores, config } => {
+                format!("f16 {} {}{parts}", if tensor_cores { "tensor cores" } else { "portable" }, config.label())
+            }
+        }
+    }
+}
+
+/// Parts of a split f16 contraction when no table says: enough for about 264 workgroups (two per
+/// multiprocessor of the largest GPUs we measure) when the output has fewer blocks, each part at
+/// least 256 long and a multiple of the block's depth, at most 16.
+fn default_parts(m: usize, n: usize, k: usize, c: &F16Config, tensor_cores: bool) -> usize {
+    if !tensor_cores {
+        return 1;
+    }
+    let blocks = m.div_ceil(c.bm as usize) * n.div_ceil(c.bn as usize);
+    264usize.div_ceil(blocks.max(1)).min(k / 256).clamp(1, 16)
+}
+
+/// Parts of the SIMT weight gradient (k×n output over `rows`): about 768 workgroups of 128×64
+/// when the output has fewer tiles, each part at least 512 rows, at most 16 (measured on an
+/// H200 for the trainer's shapes).
+fn simt_parts(rows: usize, n: usize, k: usize) -> usize {
+    let tiles = n.div_ceil(64) * k.div_ceil(128);
+    768usize.div_ceil(tiles.max(1)).min(rows / 512).clamp(1, 16)
+}
+
+/// (parts, rows per part) of the split core's weight gradient: about 576 workgroups of 128×128,
+/// at most 8 parts, each at least 256 rows and a whole number of its 32-deep steps.
+fn split_parts_precise(rows: usize, n: usize, k: usize) -> (usize, usize) {
+    let blocks = n.div_ceil(128) * k.div_ceil(128);
+    let parts = 576usize.div_ceil(blocks.max(1)).min(8).min(rows / 256).max(1);
+    let chunk = rows.div_ceil(parts).next_multiple_of(32).max(1);
+    (rows.div_ceil(chunk).max(1), chunk)
+}
+
+// ---- Tuning tables ----
+
+/// One line of a tuning table: `core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Entry {
+    a_t: bool,
+    b_t: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    config: F16Config,
+    parts: usize,
+}
+
+/// The environment variable naming a tuning table file to use instead of the committed ones
+/// (what `benches/gemm.rs --tune --table PATH` wrote), for measuring a table before committing it.
+pub const TABLE_ENV: &str = "KERNELS_GEMM_TABLE";
+
+/// The committed tables: (adapter name fragment, text).
+const TABLES: &[(&str, &str)] = &[("H200", include_str!("../tuning/nvidia-h200.txt"))];
+
+fn parse_table(text: &str) -> Vec<Entry> {
+    text.lines().filter_map(parse_entry).collect()
+}
+
+fn parse_entry(line: &str) -> Option<Entry> {
+    let line = line.split('#').next()?.trim();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.len() != 16 || f[0] != "f16" {
+        return None;
+    }
+    let u = |i: usize| f[i].parse::<u32>().ok();
+    let z = |i: usize| f[i].parse::<usize>().ok();
+    let b = |i: usize| match f[i] {
+        "1" | "t" => Some(true),
+        "0" | "n" => Some(false),
+        _ => None,
+    };
+    Some(Entry {
+        a_t: b(1)?,
+        b_t: b(2)?,
+        m: z(3)?,
+        n: z(4)?,
+        k: z(5)?,
+        config: F16Config {
+            bm: u(6)?,
+            bn: u(7)?,
+            bk: u(8)?,
+            tm: u(9)?,
+            tn: u(10)?,
+            pad: u(11)?,
+            prefetch: b(12)?,
+            group: u(13)?,
+            wg: u(14)?,
+        },
+        parts: z(15)?,
+    })
+}
+
+/// The table line of an entry (the format `parse_entry` reads).
+fn entry_line(e: &Entry) -> String {
+    let c = &e.config;
+    format!(
+        "f16 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+        u8::from(e.a_t),
+        u8::from(e.b_t),
+        e.m,
+        e.n,
+        e.k,
+        c.bm,
+        c.bn,
+        c.bk,
+        c.tm,
+        c.tn,
+        c.pad,
+        u8::from(c.prefetch),
+        c.group,
+        c.wg,
+        e.parts
+    )
+}
+
+/// The tuning table line for a measured choice: what `benches/gemm_tune.rs` writes.
+pub fn table_line(gemm: &Gemm, config: &F16Config, parts: usize) -> String {
+    entry_line(&Entry { a_t: gemm.a_t, b_t: gemm.b_t, m: gemm.m, n: gemm.n, k: gemm.k, config: *config, parts })
+}
+
+/// The entry of the adapter's table for this product: same orientation, the nearest shape
+/// (by the log-distance of m, n, k), its split rescaled to this shape's block count. None
+/// without a table or on the portable variant (the tables are measured on tensor cores).
+fn tuned(gpu: &Gpu, gemm: &Gemm) -> Option<(F16Config, usize)> {
+    if !crate::ops::on_tensor_cores(gpu, &crate::linear::gemm16::KERNEL) {
+        return None;
+    }
+    let name = &gpu.report().name;
+    // A table of one's own (a tuning run's output) in place of the committed ones.
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(path) = std::env::var_os(TABLE_ENV) {
+        return std::fs::read_to_string(path).ok().and_then(|text| nearest(&parse_table(&text), gemm));
+    }
+    let entries = TABLES.iter().find(|(key, _)| name.contains(key)).map(|(_, text)| parse_table(text))?;
+    nearest(&entries, gemm)
+}
+
+fn nearest(entries: &[Entry], gemm: &Gemm) -> Option<(F16Config, usize)> {
+    let d = |a: usize, b: usize| ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).abs();
+    let best = entries.iter().filter(|e| e.a_t == gemm.a_t && e.b_t == gemm.b_t).min_by(|x, y| {
+        let dx = d(x.m, gemm.m) + d(x.n, gemm.n) + d(x.k, gemm.k);
+        let dy = d(y.m, gemm.m) + d(y.n, gemm.n) + d(y.k, gemm.k);
+        dx.total_cmp(&dy)
+    })?;
+    // The measured split aimed at filling the GPU: keep the workgroup count, not the part count.
+    let c = best.config;
+    let blocks = |m: usize, n: usize| m.div_ceil(c.bm as usize) * n.div_ceil(c.bn as usize);
+    let target = blocks(best.m, best.n) * best.parts;
+    let parts = if best.parts <= 1 {
+        1
+    } else {
+        target.div_ceil(blocks(gemm.m, gemm.n).max(1)).min(gemm.k / (c.bk as usize).max(1)).clamp(1, 16)
+    };
+    Some((c, parts))
+}
+
+/// Opt-in autotuning of the f16 core (native only): with `KERNELS_GEMM_AUTOTUNE=1`, the first
+/// plan of a product shape on tensor cores times the table's choice (or the default) against a
+/// few others (`CANDIDATES`, each with its split for weight gradients) on random operands of that
+/// shape, and keeps the fastest. Choices are cached in
+/// `$KERNELS_CACHE_DIR` (else `$XDG_CACHE_HOME/kernels`, else `~/.cache/kernels`) in
+/// `gemm-<adapter>-<driver>.txt`, the tuning table's format, keyed by adapter, driver and wgpu
+/// version (in the file's name and first line); a file that does not parse, or whose first line
+/// names another adapter, driver or wgpu, is ignored and rewritten. The file is replaced
+/// atomically (a temporary file renamed over it).
+#[cfg(not(target_arch = "wasm32"))]
+pub mod autotune {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The environment switch.
+    pub const ENV: &str = "KERNELS_GEMM_AUTOTUNE";
+
+    /// Block shapes tried beside the table's or default choice.
+    pub const CANDIDATES: &[F16Config] = &[
+        F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 2, pad: 8, prefetch: true, group: 1, wg: 256 },
+        F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8, wg: 256 },
+        F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8, wg: 256 },
+        F16Config { bm: 128, bn: 128, bk: 64, tm: 4, tn: 4, pad: 8, prefetch: false, group: 8, wg: 256 },
+    ];
+
+    /// Whether `KERNELS_GEMM_AUTOTUNE` asks for it (`1`, `true`, `on`).
+    pub fn enabled() -> bool {
+        std::env::var(ENV).is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "on"))
+    }
+
+    /// The cache file for `gpu`.
+    pub fn cache_path(gpu: &Gpu) -> Option<std::path::PathBuf> {
+        let dir = std::env::var_os("KERNELS_CACHE_DIR")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| std::path::PathBuf::from(d).join("kernels")))
+            .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/kernels")))?;
+        let r = gpu.report();
+        let clean = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>();
+        Some(dir.join(format!("gemm-{}-{}.txt", clean(&r.name), clean(&r.driver))))
+    }
+
+    /// The first line of `gpu`'s cache file: adapter, backend, driver and wgpu version.
+    pub fn header(gpu: &Gpu) -> String {
+        let r = gpu.report();
+        format!("# kernels gemm autotune: {} | {} | {} | wgpu 30", r.name, r.backend, r.driver)
+    }
+
+    /// Parses a cache file: its entries if its first line is `header`.
+    pub(crate) fn parse_cache(text: &str, header: &str) -> Vec<Entry> {
+        let mut lines = text.lines();
+        if lines.next() != Some(header) {
+            return Vec::new();
+        }
+        lines.filter_map(parse_entry).collect()
+    }
+
+    static CACHE: Mutex<Option<(String, Vec<Entry>)>> = Mutex::new(None);
+
+    /// The cached choice for `gemm`, else the fastest of `first` and [`CANDIDATES`] (measured now
+    /// and cached). A measurement that fails keeps `first`.
+    pub fn choose(gpu: &Gpu, gemm: &Gemm, first: (F16Config, usize)) -> (F16Config, usize) {
+        choose_in(gpu, gemm, first, cache_path(gpu).as_deref())
+    }
+
+    /// [`choose`] with the cache file given (`None`: measure, cache in memory only).
+    pub fn choose_in(
+        gpu: &Gpu,
+        gemm: &Gemm,
+        first: (F16Config, usize),
+        path: Option<&std::path::Path>,
+    ) -> (F16Config, usize) {
+        let head = header(gpu);
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let key = format!("{head}|{}", path.map(|p| p.display().to_string()).unwrap_or_default());
+        if cache.as_ref().is_none_or(|(h, _)| *h != key) {
+            let text = path.and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+            *cache = Some((key, parse_cache(&text, &head)));
+        }
+        let entries = &mut cache.as_mut().expect("set above").1;
+        let same = |e: &&Entry| (e.a_t, e.b_t, e.m, e.n, e.k) == (gemm.a_t, gemm.b_t, gemm.m, gemm.n, gemm.k);
+        if let Some(e) = entries.iter().find(same) {
+            return (e.config, e.parts);
+        }
+        let best = measure_candidates(gpu, gemm, first).unwrap_or(first);
+        entries.push(Entry {
+            a_t: gemm.a_t,
+            b_t: gemm.b_t,
+            m: gemm.m,
+            n: gemm.n,
+            k: gemm.k,
+            config: best.0,
+            parts: best.1,
+        });
+        if let Some(p) = path {
+            let mut text = head + "\n";
+            for e in entries.iter() {
+                text.push_str(&entry_line(e));
+                text.push('\n');
+            }
+            let _ = write_atomically(p, &text);
+        }
+        best
+    }
+
+    fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, path)
+    }
+
+    /// GPU time of each candidate (median of 5 after 3 warm-ups) on random operands: the fastest.
+    fn measure_candidates(gpu: &Gpu, g0: &Gemm, first: (F16Config, usize)) -> Result<(F16Config, usize)> {
+        let Gemm { m, n, k, a_t, b_t, .. } = *g0;
+        let (ar, ac) = if a_t { (k, m) } else { (m, k) };
+        let (br, bc) = if b_t { (n, k) } else { (k, n) };
+        let one = [crate::f16::from_f32(0.5); 4];
+        let a = gpu.filled(f16x4_len(ar, ac), one)?;
+        let b = gpu.filled(f16x4_len(br, bc), one)?;
+        let mut c = gpu.zeros::<f32>(m * n)?;
+        let mut tries = vec![first];
+        for cand in CANDIDATES {
+            let parts = default_parts(m, n, k, cand, true);
+            if cand.validate(a_t, b_t, true).is_ok() && !tries.iter().any(|t| t.0 == *cand) {
+                tries.push((*cand, if a_t { parts } else { 1 }));
+            }
+        }
+        let mut best: Option<(f64, (F16Config, usize))> = None;
+        for (config, parts) in tries {
+            let g = Gemm { epilogue: Epilogue::Store, ..*g0 };
+            let plan = GemmPlan::new(gpu, g, Some((config, parts)))?;
+            let mut ws = GemmWorkspace::new(gpu, &[&plan])?;
+            let (am, bm) = (Mat::f16(&a, ar, ac), Mat::f16(&b, br, bc));
+            let (am, bm) = (if a_t { am.t() } else { am }, if b_t { bm.t() } else { bm });
+            let per = plan.dispatches();
+            let t = match gpu.profiled_batch((8 * per) as u32) {
+                Ok(batch) => {
+                    for _ in 0..8 {
+                        gemm(&batch, &plan, am, bm, None, &mut c, &mut ws)?;
+                    }
+                    let prof = batch.submit_profiled()?;
+                    let mut v: Vec<f64> = prof
+                        .dispatches
+                        .chunks(per.max(1))
+                        .skip(3)
+                        .map(|d| d.iter().map(|x| x.end_ns - x.start_ns).sum())
+                        .collect();
+                    v.sort_by(f64::total_cmp);
+                    v.get(v.len() / 2).copied().unwrap_or(f64::INFINITY)
+                }
+                // No timestamps: wall time of 5 products after a warm-up.
+                Err(_) => {
+                    gemm(gpu, &plan, am, bm, None, &mut c, &mut ws)?;
+                    gpu.wait()?;
+                    let start = std::time::Instant::now();
+                    let batch = gpu.batch();
+                    for _ in 0..5 {
+                        gemm(&batch, &plan, am, bm, None, &mut c, &mut ws)?;
+                    }
+                    batch.submit()?;
+                    gpu.wait()?;
+                    start.elapsed().as_secs_f64() * 1e9 / 5.0
+                }
+            };
+            if best.is_none_or(|b| t < b.0) {
+                best = Some((t, (config, parts)));
+            }
+        }
+        Ok(best.map(|b| b.1).unwrap_or(first))
+    }
+}
+
+// ---- The workspace ----
+
+/// Scratch for products: split parts and temporaries, and the split core's operand halves.
+/// One workspace serves any number of products recorded in order (sized by [`GemmWorkspace::new`]
+/// for the largest of its plans).
+#[derive(Debug)]
+pub struct GemmWorkspace {
+    scratch: Buffer<f32>,
+    a_hi: Buffer<F16x4>,
+    a_lo: Buffer<F16x4>,
+    b_hi: Buffer<F16x4>,
+    b_lo: Buffer<F16x4>,
+    amax: Buffer<u32>,
+    scratch_len: usize,
+    halves_len: usize,
+}
+
+impl GemmWorkspace {
+    /// A workspace for every product of `plans`.
+    pub fn new(gpu: &Gpu, plans: &[&GemmPlan]) -> Result<Self> {
+        let scratch = plans.iter().map(|p| p.scratch).max().unwrap_or(0);
+        let halves = plans.iter().map(|p| p.halves).max().unwrap_or(0);
+        GemmWorkspace::with_capacity(gpu, scratch, halves)
+    }
+
+    /// A workspace of `scratch` floats and operand halves of `halves` [`F16x4`] elements.
+    pub fn with_capacity(gpu: &Gpu, scratch: usize, halves: usize) -> Result<Self> {
+        Ok(GemmWorkspace {
+            scratch: gpu.zeros(scratch.max(1))?,
+            a_hi: gpu.zeros(halves.max(1))?,
+            a_lo: gpu.zeros(halves.max(1))?,
+            b_hi: gpu.zeros(halves.max(1))?,
+            b_lo: gpu.zeros(halves.max(1))?,
+            amax: gpu.zeros(2)?,
+            scratch_len: scratch,
+            halves_len: halves,
+        })
+    }
+
+    /// Scratch floats it holds.
+    pub fn scratch_len(&self) -> usize {
+        self.scratch_len
+    }
+
+    /// [`F16x4`] elements per operand half it holds.
+    pub fn halves_len(&self) -> usize {
+        self.halves_len
+    }
+}
+
+// ---- Recording ----
+
+fn len_error(what: &str, need: usize, have: usize) -> Error {
+    Error::LengthMismatch { detail: format!("gemm: {what} needs {need} elements, its buffer holds {have}") }
+}
+
+/// Records `C (=|+=) op(A)·op(B) (+ R)` as `plan` says: `a` and `b` must be what the plan was
+/// made for (element types, shapes, orientations), `residual` is given exactly for
+/// [`Epilogue::Residual`], `c` is `[m, n]` f32 row-major, and `ws` holds at least the plan's
+/// scratch and halves. Every length is checked before anything is recorded.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(
+    rec: impl Record + Copy,
+    plan: &GemmPlan,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    residual: Option<&Buffer<f32>>,
+    c: &mut Buffer<f32>,
+    ws: &mut GemmWorkspace,
+) -> Result<()> {
+    let g = plan.gemm;
+    let want = Gemm { epilogue: g.epilogue, precision: g.precision, ..Gemm::of(&a, &b)? };
+    if want != g {
+        return Err(Error::BadArguments {
+            kernel: "gemm".into(),
+            detail: format!("the operands make {want:?}, the plan is for {g:?}"),
+        });
+    }
+    for (mat, what) in [(&a, "A"), (&b, "B")] {
+        if mat.buffer_len() < mat.stored_len() {
+            return Err(len_error(what, mat.stored_len(), mat.buffer_len()));
+        }
+    }
+    let (m, n) = (g.m, g.n);
+    if c.len() < m * n {
+        return Err(len_error("C", m * n, c.len()));
+    }
+    match (g.epilogue, residual) {
+        (Epilogue::Residual, Some(r)) if r.len() < m * n => return Err(len_error("R", m * n, r.len())),
+        (Epilogue::Residual, None) => {
+            return Err(Error::BadArguments { kernel: "gemm".into(), detail: "Epilogue::Residual needs R".into() });
+        }
+        (Epilogue::Store | Epilogue::Accumulate, Some(_)) => {
+            return Err(Error::BadArguments {
+                kernel: "gemm".into(),
+                detail: "R is given but the epilogue is not Epilogue::Residual".into(),
+            });
+        }
+        _ => {}
+    }
+    if ws.scratch_len < plan.scratch || ws.halves_len < plan.halves {
+        return Err(Error::LengthMismatch {
+            detail: format!(
+                "gemm: the plan needs a workspace of {} scratch floats and {} halves; this one holds {} and {} \
+                 (size it with GemmWorkspace::new over every plan it serves)",
+                plan.scratch, plan.halves, ws.scratch_len, ws.halves_len
+            ),
+        });
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    match plan.core {
+        Core::F16 { tensor_cores, config } => record_f16(rec, plan, tensor_cores, &config, a, b, residual, c, ws),
+        Core::Split => record_split(rec, plan, a, b, residual, c, ws),
+        Core::Simt => record_simt(rec, plan, a, b, residual, c, ws),
+    }
+}
+
+fn f16_of<'a>(mat: &Mat<'a>) -> Result<&'a Buffer<F16x4>> {
+    match mat.data {
+        Data::F16(b) => Ok(b),
+        Data::F32(_) => {
+            Err(Error::BadArguments { kernel: "gemm".into(), detail: "an f32 operand on the f16 core".into() })
+        }
+    }
+}
+
+fn f32_of<'a>(mat: &Mat<'a>) -> Result<&'a Buffer<f32>> {
+    match mat.data {
+        Data::F32(b) => Ok(b),
+        Data::F16(_) => {
+            Err(Error::BadArguments { kernel: "gemm".into(), detail: "an f16 operand on an f32 core".into() })
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record_f16(
+    rec: impl Record + Copy,
+    plan: &GemmPlan,
+    tensor_cores: bool,
+    cfg: &F16Config,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    residual: Option<&Buffer<f32>>,
+    c: &mut Buffer<f32>,
+    ws: &mut GemmWorkspace,
+) -> Result<()> {
+    use crate::linear::{gemm16, gemm16_residual, matmul_parts_add};
+    let g = plan.gemm;
+    let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
+    let blocks = g.m.div_ceil(cfg.bm as usize) * g.n.div_ceil(cfg.bn as usize);
+    let tiles = u32_of(blocks * plan.parts, "workgroups")?;
+    let (pa, pb) = (f16_of(&a)?, f16_of(&b)?);
+    let p = gemm16::GemmParams::new(m, n, k, u32_of(plan.parts, "parts")?, u32_of(plan.chunk, "chunk")?, tiles);
+    // The shape compiled in where tensor cores run (one pipeline per shape).
+    let shape = |d: u32| (tensor_cores && d != 0).then_some(d);
+    let split = plan.parts > 1;
+    macro_rules! overrides {
+        ($module:ident $(, $extra:ident: $value:expr)*) => {
+            $module::Overrides {
+                A_T: Some(g.a_t),
+                B_T: Some(g.b_t),
+                G_BM: Some(cfg.bm),
+                G_BN: Some(cfg.bn),
+                G_BK: Some(cfg.bk),
+                G_TM: Some(cfg.tm),
+                G_TN: Some(cfg.tn),
+                G_PAD: Some(cfg.pad),
+                G_PF: Some(cfg.prefetch),
+                G_GROUP: Some(cfg.group),
+                G_WG: Some(cfg.wg),
+                M_C: shape(m),
+                N_C: shape(n),
+                K_C: shape(k),
+                $($extra: $value,)*
+            }
+        };
+    }
+    match (g.epilogue, residual) {
+        (Epilogue::Residual, Some(r)) => gemm16_residual(
+            rec,
+            pa,
+            pb,
+            r,
+            c,
+            gemm16_residual::GemmParams::new(m, n, k, 1, k, tiles),
+            overrides!(gemm16_residual),
+        ),
+        (e, _) if !split => gemm16(rec, pa, pb, c, p, overrides!(gemm16, G_ACC: Some(e == Epilogue::Accumulate))),
+        (e, _) => {
+            gemm16(rec, pa, pb, &mut ws.scratch, p, overrides!(gemm16, G_ACC: Some(false)))?;
+            if e == Epilogue::Store {
+                crate::infrastructure::fill_zero(rec, c, u32_of(g.m * g.n, "m·n")?)?;
+            }
+            let ap = matmul_parts_add::AddParams::new(u32_of(g.m * g.n, "m·n")?, u32_of(plan.parts, "parts")?);
+            matmul_parts_add(rec, &ws.scratch, c, ap)
+        }
+    }
+}
+
+fn record_split(
+    rec: impl Record + Copy,
+    plan: &GemmPlan,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    residual: Option<&Buffer<f32>>,
+    c: &mut Buffer<f32>,
+    ws: &mut GemmWorkspace,
+) -> Result<()> {
+    use crate::precise::{HalvesParams, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax};
+    use crate::precise::{precise_clear, precise_split};
+    let g = plan.gemm;
+    let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
+    let (xa, xb) = (f32_of(&a)?, f32_of(&b)?);
+    // Scale and split both operands into the workspace's halves.
+    precise_clear(rec, &mut ws.amax, 2)?;
+    for (x, mat, slot) in [(xa, &a, 0u32), (xb, &b, 1u32)] {
+        let len = u32_of(mat.rows * mat.cols, "operand elements")?;
+        precise_absmax(rec, x, &mut ws.amax, crate::precise::precise_absmax::AbsParams::new(len, slot))?;
+    }
+    let sa = HalvesParams::new(u32_of(a.rows, "rows")?, u32_of(a.cols, "cols")?, 0);
+    precise_split(rec, xa, &ws.amax, &mut ws.a_hi, &mut ws.a_lo, sa)?;
+    let sb = HalvesParams::new(u32_of(b.rows, "rows")?, u32_of(b.cols, "cols")?, 1);
+    precise_split(rec, xb, &ws.amax, &mut ws.b_hi, &mut ws.b_lo, sb)?;
+    if let (Epilogue::Residual, Some(r)) = (g.epilogue, residual) {
+        crate::infrastructure::copy(rec, r, c, u32_of(g.m * g.n, "m·n")?)?;
+    }
+    let acc = g.epilogue != Epilogue::Store;
+    let shape = |d: u32| (d != 0).then_some(d);
+    let w = &mut *ws;
+    match (g.a_t, g.b_t) {
+        (false, true) => {
+            let o = matmul_t_pres::Overrides { M_C: shape(m), N_C: shape(n), K_C: shape(k), ACC: Some(acc) };
+            let p = matmul_t_pres::Params::new(m, n, k);
+            matmul_t_pres(rec, &w.a_hi, &w.a_lo, &w.b_hi, &w.b_lo, &w.amax, c, p, o)
+        }
+        (false, false) => {
+            let o = matmul_pres::Overrides { M_C: shape(m), N_C: shape(n), K_C: shape(k), ACC: Some(acc) };
+            let p = matmul_pres::Params::new(m, n, k);
+            matmul_pres(rec, &w.a_hi, &w.a_lo, &w.b_hi, &w.b_lo, &w.amax, c, p, o)
+        }
+        (true, false) => {
+            // C [m, n] = Aᵀ·B over k rows: the kernel's (tokens, n, k) = (k, n, m).
+            let sp = matmul_at_pres_split::SplitParams::new(
+                k,
+                n,
+                m,
+                u32_of(plan.parts, "parts")?,
+                u32_of(plan.chunk, "chunk")?,
+            );
+            let o = matmul_at_pres_split::Overrides { M_C: shape(k), N_C: shape(n), K_C: shape(m) };
+            matmul_at_pres_split(rec, &w.a_hi, &w.a_lo, &w.b_hi, &w.b_lo, &w.amax, &mut w.scratch, sp, o)?;
+            if g.epilogue == Epilogue::Store {
+                crate::infrastructure::fill_zero(rec, c, u32_of(g.m * g.n, "m·n")?)?;
+            }
+            let ap = crate::linear::matmul_parts_add::AddParams::new(
+                u32_of(g.m * g.n, "m·n")?,
+                u32_of(plan.parts, "parts")?,
+            );
+            crate::linear::matmul_parts_add(rec, &w.scratch, c, ap)
+        }
+        (true, true) => unreachable!("refused by the plan"),
+    }
+}
+
+fn record_simt(
+    rec: impl Record + Copy,
+    plan: &GemmPlan,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    residual: Option<&Buffer<f32>>,
+    c: &mut Buffer<f32>,
+    ws: &mut GemmWorkspace,
+) -> Result<()> {
+    use crate::linear as l;
+    let g = plan.gemm;
+    let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
+    let mn = u32_of(g.m * g.n, "m·n")?;
+    let (xa, xb) = (f32_of(&a)?, f32_of(&b)?);
+    match (g.a_t, g.b_t, g.epilogue, residual) {
+        (false, false, Epilogue::Store, _) => l::matmul(rec, xa, xb, c, l::matmul::Params::new(m, n, k)),
+        (false, false, Epilogue::Residual, Some(r)) => {
+            l::matmul_residual(rec, xa, xb, r, c, l::matmul_residual::Params::new(m, n, k))
+        }
+        (false, false, Epilogue::Accumulate, _) => {
+            l::matmul(rec, xa, xb, &mut ws.scratch, l::matmul::Params::new(m, n, k))?;
+            crate::infrastructure::axpy(rec, &ws.scratch, c, crate::infrastructure::axpy::Params::new(mn, 1.0))
+        }
+        (false, true, e, r) => {
+            if let Some(r) = r {
+                crate::infrastructure::copy(rec, r, c, mn)?;
+            }
+            match e {
+                Epilogue::Store => l::matmul_t(rec, xa, xb, c, l::matmul_t::Params::new(m, n, k)),
+                _ => l::matmul_t_acc(rec, xa, xb, c, l::matmul_t_acc::Params::new(m, n, k)),
+            }
+        }
+        (true, false, e, r) => {
+            // C [m, n] = Aᵀ·B, A [k, m], B [k, n]: the kernels' (rows, n, k) = (k, n, m).
+            match (e, r) {
+                (Epilogue::Residual, Some(r)) => crate::infrastructure::copy(rec, r, c, mn)?,
+                (Epilogue::Store, _) if plan.parts > 1 => crate::infrastructure::fill_zero(rec, c, mn)?,
+                _ => {}
+            }
+            if plan.parts <= 1 {
+                return match e {
+                    Epilogue::Store => l::matmul_at(rec, xa, xb, c, l::matmul_at::Params::new(k, n, m)),
+                    _ => l::matmul_at_acc(rec, xa, xb, c, l::matmul_at_acc::Params::new(k, n, m)),
+                };
+            }
+            let sp = l::matmul_at_split::SplitParams::new(
+                k,
+                n,
+                m,
+                u32_of(plan.parts, "parts")?,
+                u32_of(plan.chunk, "chunk")?,
+            );
+            l::matmul_at_split(rec, xa, xb, &mut ws.scratch, sp)?;
+            l::matmul_parts_add(
+                rec,
+                &ws.scratch,
+                c,
+                l::matmul_parts_add::AddParams::new(mn, u32_of(plan.parts, "parts")?),
+            )
+        }
+        _ => unreachable!("refused by the plan or by gemm's checks"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_lines_round_trip() {
+        let e = Entry {
+            a_t: true,
+            b_t: false,
+            m: 768,
+            n: 3072,
+            k: 8192,
+            config: F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, pad: 16, prefetch: false, group: 8, wg: 256 },
+            parts: 4,
+        };
+        assert_eq!(parse_entry(&entry_line(&e)), Some(e));
+        assert_eq!(parse_entry("# a comment"), None);
+        assert_eq!(parse_entry("f16 0 1 2 3"), None);
+    }
+
+    #[test]
+    fn the_stage_limits_are_the_wgsl_ones() {
+        let src = include_str!("../shaders/lib/gemm16.wgsl");
+        assert!(src.contains(&format!("const G16_STAGE: u32 = {STAGE_COOP}u;")), "STAGE_COOP");
+        assert!(src.contains(&format!("const G16_STAGE: u32 = {STAGE_PORTABLE}u;")), "STAGE_PORTABLE");
+    }
+
+    #[test]
+    fn the_nearest_entry_keeps_the_workgroup_count() {
+        let c = F16Config::default();
+        let e = |m, n, k, parts| Entry { a_t: true, b_t: false, m, n, k, config: c, parts };
+        let entries = [e(768, 768, 8192, 8), e(768, 3072, 8192, 2), Entry { a_t: false, ..e(768, 768, 8192, 1) }];
+        // 768×768 in 128×128 blocks is 36 blocks; 8 parts → 288 workgroups; 1536×768 has 72.
+        assert_eq!(nearest(&entries, &Gemm::new(1536, 768, 8192).a_t(true)), Some((c, 4)));
+        assert_eq!(nearest(&entries, &Gemm::new(768, 3072, 8192).a_t(true)), Some((c, 2)));
+        assert_eq!(nearest(&entries, &Gemm::new(768, 768, 8192).a_t(true).b_t(true)), None);
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn a_foreign_or_damaged_cache_is_ignored() {
+        let e = Entry { a_t: false, b_t: true, m: 8, n: 8, k: 8, config: F16Config::default(), parts: 1 };
+        let head = "# kernels gemm autotune: X | Vulkan | 1 | wgpu 30";
+        let good = format!("{head}\n{}\n", entry_line(&e));
+        assert_eq!(autotune::parse_cache(&good, head), vec![e]);
+        assert!(autotune::parse_cache(&good, "# kernels gemm autotune: Y | Vulkan | 1 | wgpu 30").is_empty());
+        assert!(autotune::parse_cache("garbage\n\0\u{fffd}", head).is_empty());
+        let damaged = format!("{head}\nf16 0 1 8 8\n{}\n", entry_line(&e));
+        assert_eq!(autotune::parse_cache(&damaged, head), vec![e], "a damaged line is skipped");
+    }
+
+    #[test]
+    fn configs_are_checked() {
+        let ok = F16Config::default();
+        assert!(ok.validate(false, true, true).is_ok());
+        assert!(F16Config::default_for(false).validate(true, false, false).is_ok());
+        for bad in [
+            F16Config { bm: 64, ..ok },
+            F16Config { bk: 48, ..ok },
+            F16Config { tm: 5, ..ok },
+            F16Config { pad: 4, ..ok },
+            F16Config { bm: 256, bn: 256, bk: 64, ..ok },
+        ] {
+            assert!(bad.validate(false, true, true).is_err(), "{bad:?}");
+        }
+        // 256×32 slices fit the tensor-core variant, not the portable one.
+        let big = F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, ..ok };
+        assert!(big.validate(false, true, true).is_ok());
+        assert!(big.validate(false, true, false).is_err());
+    }
+}

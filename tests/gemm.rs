@@ -1,0 +1,321 @@
+//! `kernels::gemm` against float64 references on fresh random inputs (outputs poisoned with NaN,
+//! their tails checked): every core the adapter runs (f16 operands on tensor cores or their
+//! portable form, the scaled split, the f32 SIMT product), every orientation and epilogue, edge
+//! shapes, split contractions, several block shapes of the f16 core, and misuse.
+//!
+//! Bounds: an f32 sum of K products of exactly representable operands is within
+//! γ = (K + parts + 3)·2⁻²⁴ of Σ|a||b| (+ |C₀| or |R| for what is added), whatever the order;
+//! the f16 core's operands are f16 values, so its reference multiplies the rounded values exactly.
+//! The scaled split keeps 22 bits of each operand: 2e-6 of Σ|a||b| on top.
+
+mod common;
+
+use common::{TAIL, check_tail, gpu, gpu_with, rng, uniform};
+use kernels::gemm::{self, Core, Elem, Epilogue, F16Config, Gemm, GemmPlan, GemmWorkspace, Mat, Precision};
+use kernels::ops::{self, F16x4};
+use kernels::{Buffer, Gpu, GpuOptions};
+use rand::rngs::StdRng;
+
+/// f32 values rounded to f16 and back (what the f16 core multiplies).
+fn round16(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| kernels::f16::from_f32(x).to_f32()).collect()
+}
+
+/// A stored matrix: its f32 values (for the reference) and buffer.
+struct Operand {
+    values: Vec<f32>,
+    rows: usize,
+    cols: usize,
+    f32: Option<Buffer<f32>>,
+    f16: Option<Buffer<F16x4>>,
+}
+
+impl Operand {
+    fn new(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize, elem: Elem) -> Operand {
+        let raw = uniform(rng, rows * cols, -1.0, 1.0);
+        match elem {
+            Elem::F32 => Operand { f32: Some(gpu.upload(&raw).unwrap()), f16: None, values: raw, rows, cols },
+            Elem::F16 => {
+                let values = round16(&raw);
+                let buf = gpu.upload(&ops::to_f16x4(&values, rows, cols)).unwrap();
+                Operand { f32: None, f16: Some(buf), values, rows, cols }
+            }
+        }
+    }
+
+    fn mat(&self, transposed: bool) -> Mat<'_> {
+        let m = match (&self.f32, &self.f16) {
+            (Some(b), _) => Mat::f32(b, self.rows, self.cols),
+            (None, Some(b)) => Mat::f16(b, self.rows, self.cols),
+            _ => unreachable!(),
+        };
+        if transposed { m.t() } else { m }
+    }
+
+    /// op(M)[i, j].
+    fn at(&self, transposed: bool, i: usize, j: usize) -> f64 {
+        (if transposed { self.values[j * self.cols + i] } else { self.values[i * self.cols + j] }) as f64
+    }
+}
+
+/// Runs `plan` on fresh operands and checks C against float64.
+fn check_plan(gpu: &Gpu, rng: &mut StdRng, plan: &GemmPlan, what: &str) {
+    let g = *plan.gemm();
+    let (m, n, k) = (g.m, g.n, g.k);
+    let a = Operand::new(gpu, rng, if g.a_t { k } else { m }, if g.a_t { m } else { k }, g.a);
+    let b = Operand::new(gpu, rng, if g.b_t { n } else { k }, if g.b_t { k } else { n }, g.b);
+    let c0 = uniform(rng, m * n, -1.0, 1.0);
+    let r = uniform(rng, m * n, -1.0, 1.0);
+    let mut init: Vec<f32> = match g.epilogue {
+        Epilogue::Accumulate => c0.clone(),
+        _ => vec![f32::NAN; m * n],
+    };
+    init.extend([f32::NAN; TAIL]);
+    let mut c = gpu.upload(&init).unwrap();
+    let rb = gpu.upload(&r).unwrap();
+    let mut ws = GemmWorkspace::new(gpu, &[plan]).unwrap();
+    let residual = (g.epilogue == Epilogue::Residual).then_some(&rb);
+    gemm::gemm(gpu, plan, a.mat(g.a_t), b.mat(g.b_t), residual, &mut c, &mut ws).unwrap();
+    let got = c.read(gpu).unwrap();
+    let what = format!("{what} {} ({m}×{n}×{k}, a_t {} b_t {}, {:?})", plan.describe(), g.a_t, g.b_t, g.epilogue);
+    check_tail(&what, &got, m * n);
+    let gamma = (k + plan.parts() + 3) as f64 * 2f64.powi(-24);
+    let split = if plan.core() == Core::Split { 2e-6 } else { 0.0 };
+    let mut worst = 0.0f64;
+    for i in 0..m {
+        for j in 0..n {
+            let (mut sum, mut abs) = (0.0f64, 0.0f64);
+            for l in 0..k {
+                let t = a.at(g.a_t, i, l) * b.at(g.b_t, l, j);
+                sum += t;
+                abs += t.abs();
+            }
+            let extra = match g.epilogue {
+                Epilogue::Store => 0.0,
+                Epilogue::Accumulate => c0[i * n + j] as f64,
+                Epilogue::Residual => r[i * n + j] as f64,
+            };
+            let want = sum + extra;
+            let bound = (gamma + split) * (abs + extra.abs()) + 1e-30;
+            let e = (got[i * n + j] as f64 - want).abs();
+            assert!(e <= bound, "{what}: C[{i}, {j}] = {} against {want} (error {e:e} > {bound:e})", got[i * n + j]);
+            worst = worst.max(e / bound);
+        }
+    }
+    eprintln!("{what}: worst error {worst:.3} of the bound");
+}
+
+const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (7, 13, 5), (130, 70, 33), (129, 257, 40), (256, 128, 96)];
+const EPILOGUES: [Epilogue; 3] = [Epilogue::Store, Epilogue::Accumulate, Epilogue::Residual];
+
+fn tensor_cores(gpu: &Gpu) -> bool {
+    ops::on_tensor_cores(gpu, &kernels::linear::gemm16::KERNEL)
+}
+
+fn has_f16(gpu: &Gpu) -> bool {
+    if gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
+        return true;
+    }
+    assert!(std::env::var("CI").is_err(), "CI's adapter (lavapipe) has SHADER_F16");
+    eprintln!("SKIPPED: no SHADER_F16");
+    false
+}
+
+/// Block shapes the f16 tests run: the default and others that change the code path (deeper
+/// steps, wider blocks, other subgroup tiles, no prefetch, padding, grouped launch order).
+fn configs(tc: bool) -> Vec<F16Config> {
+    let base = F16Config::default_for(tc);
+    let mut v = vec![
+        base,
+        F16Config { prefetch: false, group: 2, ..base },
+        F16Config { bn: 128, pad: 16, ..base },
+        F16Config { tm: 2, tn: 2, ..base },
+        F16Config { wg: 128, ..base },
+    ];
+    if tc {
+        v.extend([
+            F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, ..base },
+            F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 4, group: 4, ..base },
+            F16Config { bm: 128, bn: 128, bk: 64, tm: 4, tn: 4, ..base },
+            F16Config { bm: 128, bn: 128, bk: 16, tm: 1, tn: 1, prefetch: false, ..base },
+            F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 4, prefetch: false, wg: 128, ..base },
+            F16Config { bm: 256, bn: 128, bk: 16, tm: 4, tn: 4, wg: 128, ..base },
+        ]);
+    }
+    v
+}
+
+#[test]
+fn f16_products_match_float64() {
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let mut rng = rng("gemm_f16");
+    let tc = tensor_cores(&gpu);
+    eprintln!("f16 core on {}", if tc { "tensor cores" } else { "the portable path" });
+    for &(m, n, k) in SHAPES {
+        for (a_t, b_t) in [(false, true), (false, false), (true, false), (true, true)] {
+            for e in EPILOGUES {
+                let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).a_t(a_t).b_t(b_t).epilogue(e);
+                let plan = g.plan(&gpu).unwrap();
+                assert!(matches!(plan.core(), Core::F16 { tensor_cores, .. } if tensor_cores == tc));
+                check_plan(&gpu, &mut rng, &plan, "plan");
+            }
+        }
+    }
+}
+
+#[test]
+fn f16_block_shapes_and_splits_match_float64() {
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let mut rng = rng("gemm_f16_configs");
+    let tc = tensor_cores(&gpu);
+    for config in configs(tc) {
+        for (i, &(m, n, k)) in [(300, 200, 97), (256, 256, 128)].iter().enumerate() {
+            let orient =
+                [(false, true), (false, false), (true, false), (true, true)][(i + config.bk as usize / 16) % 4];
+            let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).a_t(orient.0).b_t(orient.1);
+            check_plan(&gpu, &mut rng, &g.plan_with(&gpu, config, 1).unwrap(), "config");
+        }
+        // Split contractions: parts of whole steps, the last one short, and a part past the end.
+        for (parts, e) in [(2, Epilogue::Accumulate), (3, Epilogue::Store)] {
+            let g = Gemm::new(140, 130, 200).elems(Elem::F16, Elem::F16).a_t(true).epilogue(e);
+            let plan = g.plan_with(&gpu, config, parts).unwrap();
+            assert!(plan.parts() > 1, "{}", plan.describe());
+            check_plan(&gpu, &mut rng, &plan, "split");
+        }
+    }
+}
+
+#[test]
+fn f32_products_match_float64() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("gemm_f32");
+    for &(m, n, k) in SHAPES {
+        for (a_t, b_t) in [(false, true), (false, false), (true, false)] {
+            for e in EPILOGUES {
+                let g = Gemm::new(m, n, k).a_t(a_t).b_t(b_t).epilogue(e);
+                for precision in [Precision::F32, Precision::F32Simt] {
+                    check_plan(&gpu, &mut rng, &g.precision(precision).plan(&gpu).unwrap(), "plan");
+                }
+                check_plan(&gpu, &mut rng, &g.plan_split(&gpu).unwrap(), "split core");
+            }
+        }
+    }
+    // The weight-gradient form over many rows: split into parts on every core.
+    let g = Gemm::new(96, 80, 2100).a_t(true).epilogue(Epilogue::Accumulate);
+    let simt = g.precision(Precision::F32Simt).plan(&gpu).unwrap();
+    assert!(simt.parts() > 1, "{}", simt.describe());
+    check_plan(&gpu, &mut rng, &simt, "weight gradient");
+    let split = g.plan_split(&gpu).unwrap();
+    assert!(split.parts() > 1, "{}", split.describe());
+    check_plan(&gpu, &mut rng, &split, "weight gradient");
+}
+
+#[test]
+fn the_plan_follows_the_adapter_and_the_operands() {
+    let Some(gpu) = gpu() else { return };
+    let tc = tensor_cores(&gpu);
+    let split_on_tc = ops::on_tensor_cores(&gpu, &kernels::precise::matmul_t_pres::KERNEL);
+    let f32_plan = Gemm::new(64, 64, 64).b_t(true).plan(&gpu).unwrap();
+    assert_eq!(f32_plan.core(), if split_on_tc { Core::Split } else { Core::Simt }, "{}", f32_plan.describe());
+    if has_f16(&gpu) {
+        let p = Gemm::new(64, 64, 64).elems(Elem::F16, Elem::F16).plan(&gpu).unwrap();
+        assert!(matches!(p.core(), Core::F16 { tensor_cores, .. } if tensor_cores == tc));
+    }
+    // Tensor cores off: the portable forms.
+    let off = gpu_with(GpuOptions::from_env().cooperative_matrix(false)).unwrap();
+    assert_eq!(Gemm::new(64, 64, 64).plan(&off).unwrap().core(), Core::Simt);
+    // What no core does is refused at plan time, with the reason.
+    let e = Gemm::new(8, 8, 8).elems(Elem::F32, Elem::F16).precision(Precision::F16).plan(&gpu).unwrap_err();
+    assert!(e.to_string().contains("f16 operands"), "{e}");
+    let e = Gemm::new(8, 8, 8).a_t(true).b_t(true).plan(&gpu).unwrap_err();
+    assert!(e.to_string().contains("both operands transposed"), "{e}");
+    let bad = F16Config { bk: 48, ..F16Config::default() };
+    assert!(Gemm::new(8, 8, 8).elems(Elem::F16, Elem::F16).plan_with(&gpu, bad, 1).is_err());
+}
+
+#[test]
+fn misuse_is_an_error() {
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.zeros::<f32>(8 * 4).unwrap();
+    let w = gpu.zeros::<f32>(4 * 2).unwrap();
+    let mut y = gpu.zeros::<f32>(8 * 2).unwrap();
+    let plan = Gemm::new(8, 2, 4).plan(&gpu).unwrap();
+    let mut ws = GemmWorkspace::new(&gpu, &[&plan]).unwrap();
+    // Operands that do not make the plan's product.
+    let e = gemm::gemm(&gpu, &plan, Mat::f32(&x, 4, 8).t(), Mat::f32(&w, 4, 2), None, &mut y, &mut ws).unwrap_err();
+    assert!(e.to_string().contains("the plan is for"), "{e}");
+    // Short buffers.
+    let short = gpu.zeros::<f32>(5).unwrap();
+    assert!(gemm::gemm(&gpu, &plan, Mat::f32(&short, 8, 4), Mat::f32(&w, 4, 2), None, &mut y, &mut ws).is_err());
+    let mut short_y = gpu.zeros::<f32>(15).unwrap();
+    assert!(gemm::gemm(&gpu, &plan, Mat::f32(&x, 8, 4), Mat::f32(&w, 4, 2), None, &mut short_y, &mut ws).is_err());
+    // A residual where the epilogue takes none, and none where it does.
+    let r = gpu.zeros::<f32>(16).unwrap();
+    assert!(gemm::gemm(&gpu, &plan, Mat::f32(&x, 8, 4), Mat::f32(&w, 4, 2), Some(&r), &mut y, &mut ws).is_err());
+    let res = Gemm::new(8, 2, 4).epilogue(Epilogue::Residual).plan(&gpu).unwrap();
+    assert!(gemm::gemm(&gpu, &res, Mat::f32(&x, 8, 4), Mat::f32(&w, 4, 2), None, &mut y, &mut ws).is_err());
+    // A workspace too small for the plan.
+    let big = Gemm::new(8, 8, 8192).a_t(true).precision(Precision::F32Simt).plan(&gpu).unwrap();
+    assert!(big.scratch_len() > 0);
+    let (xa, xb) = (gpu.zeros::<f32>(8192 * 8).unwrap(), gpu.zeros::<f32>(8192 * 8).unwrap());
+    let mut y8 = gpu.zeros::<f32>(64).unwrap();
+    let e =
+        gemm::gemm(&gpu, &big, Mat::f32(&xa, 8192, 8).t(), Mat::f32(&xb, 8192, 8), None, &mut y8, &mut ws).unwrap_err();
+    assert!(e.to_string().contains("workspace"), "{e}");
+}
+
+/// More workgroups than one grid dimension holds (a tiny limit): the 2-D fallback covers each
+/// block once.
+#[test]
+fn two_d_grid_fallback() {
+    let Some(gpu) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else { return };
+    let mut rng = rng("gemm_2d");
+    if has_f16(&gpu) {
+        let g = Gemm::new(300, 200, 40).elems(Elem::F16, Elem::F16).b_t(true);
+        check_plan(&gpu, &mut rng, &g.plan(&gpu).unwrap(), "2-D grid");
+    }
+    check_plan(&gpu, &mut rng, &Gemm::new(300, 200, 40).b_t(true).plan_split(&gpu).unwrap(), "2-D grid");
+}
+
+/// The opt-in autotune: the first choice for a shape is measured and written to the cache file,
+/// the next is read from it; a damaged file is ignored and rewritten.
+#[test]
+fn autotune_caches_its_choice() {
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("kernels-autotune-{}", std::process::id()));
+    let path = dir.join("gemm.txt");
+    let _ = std::fs::remove_dir_all(&dir);
+    let g = Gemm::new(256, 256, 64).elems(Elem::F16, Elem::F16).b_t(true);
+    let first = (F16Config::default_for(tensor_cores(&gpu)), 1);
+    let chosen = gemm::autotune::choose_in(&gpu, &g, first, Some(&path));
+    assert!(chosen.0.validate(false, true, tensor_cores(&gpu)).is_ok(), "{chosen:?}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.lines().count() == 2 && text.contains("f16 0 1 256 256 64"), "{text}");
+    // A file written before (another process): its choice is taken as it is, not measured.
+    let other = F16Config { prefetch: !chosen.0.prefetch, group: chosen.0.group + 1, ..chosen.0 };
+    let earlier = dir.join("earlier.txt");
+    let line = gemm::table_line(&g, &other, 1);
+    std::fs::write(&earlier, format!("{}\n{line}\n", gemm::autotune::header(&gpu))).unwrap();
+    assert_eq!(gemm::autotune::choose_in(&gpu, &g, first, Some(&earlier)), (other, 1));
+    // A new shape is measured and appended.
+    let g2 = Gemm::new(256, 256, 96).elems(Elem::F16, Elem::F16).b_t(true);
+    gemm::autotune::choose_in(&gpu, &g2, first, Some(&earlier));
+    let text = std::fs::read_to_string(&earlier).unwrap();
+    assert!(text.lines().count() == 3 && text.contains(&line), "{text}");
+    // A damaged file: ignored, rewritten with a valid header.
+    let fresh = dir.join("damaged.txt");
+    std::fs::write(&fresh, "\u{0}\u{1}not a cache").unwrap();
+    let c = gemm::autotune::choose_in(&gpu, &g, first, Some(&fresh));
+    assert!(c.0.validate(false, true, tensor_cores(&gpu)).is_ok());
+    assert!(std::fs::read_to_string(&fresh).unwrap().starts_with("# kernels gemm autotune: "));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,2 @@
+// Shared preamble of the WGSL-feature test files.
+const WG: u32 = 64u;

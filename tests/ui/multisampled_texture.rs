@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/multisampled_texture.wgsl");
+
+fn main() {}

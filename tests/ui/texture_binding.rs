@@ -1,3 +1,0 @@
-kernels::kernels!("./wgsl/texture_binding.wgsl");
-
-fn main() {}
