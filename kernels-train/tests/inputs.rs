@@ -155,7 +155,8 @@ fn files_that_are_not_regular_or_too_large_are_refused() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--data", "/dev/zero"], "the training text (--data) /dev/zero is a character device"),
         (vec!["--data", &fifo], "is a FIFO"),
-        (vec!["--data", &sub], "is a directory"),
+        // A directory is read as token shards: one without any says so.
+        (vec!["--data", &sub], "holds no .bin token shards"),
         (vec!["--tokenizer", &zero_json], "the tokenizer"),
         (vec!["--generate", "fn", "--checkpoint", &zero_ck], "the checkpoint"),
         (vec!["--generate", "fn", "--checkpoint", &fifo_ck], "is a FIFO"),
@@ -164,7 +165,7 @@ fn files_that_are_not_regular_or_too_large_are_refused() {
     for (args, says) in &cases {
         let ran = train(Path::new(&dir), args);
         refused(&ran, &[says]);
-        if !args.contains(&"--resume") {
+        if !args.contains(&"--resume") && !args.contains(&sub.as_str()) {
             assert!(ran.stderr.contains("regular file"), "{args:?}:\n{}", ran.stderr);
         }
     }
