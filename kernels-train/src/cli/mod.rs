@@ -109,9 +109,7 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     let trainer = match setup {
         Setup::New(cfg, corpus) => Trainer::new(&gpu, &cfg, &train_config(&args), corpus)?,
         Setup::Resume(ck, corpus) => Trainer::resume(&gpu, *ck, &train_config(&args), corpus)?,
-        Setup::Import(cfg, corpus, params) => {
-            Trainer::from_weights(&gpu, &cfg, &train_config(&args), corpus, &params)?
-        }
+        Setup::Import(cfg, corpus, params) => Trainer::from_weights(&gpu, &cfg, &train_config(&args), corpus, &params)?,
     };
     train::describe(&trainer, &say);
     not_stopped(stop, &args, "before training")?;
