@@ -301,7 +301,7 @@ fn crafted_flags_are_errors_not_aborts() {
         (small(&["--eval-every", "0"]), "--eval-every must be at least 1"),
         (small(&["--checkpoint-every", "0"]), "--checkpoint-every must be at least 1"),
         (small(&["--checkpoint-minutes", "NaN"]), "--checkpoint-minutes"),
-        (small(&["--weight-decay", "NaN"]), "weight decay"),
+        (small(&["--weight-decay", "NaN"]), "--weight-decay NaN must be finite"),
         (vec!["--dim".into(), "65536".into()], "head width"),
         (
             vec!["--dim", "65536", "--heads", "256", "--kv-heads", "256"].into_iter().map(String::from).collect(),
