@@ -6,6 +6,7 @@ use crate::precision::Precision;
 use crate::tokenizer::TokenizerChoice;
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Model sizes.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -48,19 +49,19 @@ pub struct Args {
     #[arg(long)]
     pub steps: Option<usize>,
     /// Peak learning rate.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f32>,
     /// Final learning rate of the cosine decay.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub min_lr: Option<f32>,
     /// Warm-up steps.
     #[arg(long)]
     pub warmup: Option<usize>,
     /// Decoupled weight decay.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub weight_decay: f32,
     /// Global gradient-norm clip (0: off).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub clip: f32,
     /// Seed of the weights and of the batches.
     #[arg(long, default_value_t = 1234)]
@@ -93,7 +94,7 @@ pub struct Args {
     #[arg(long)]
     pub checkpoint_every: Option<usize>,
     /// Save the checkpoint every M minutes of training (0: only at the end and when stopped).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
     pub checkpoint_minutes: f64,
     /// Continue the run saved at --checkpoint.
     #[arg(long)]
@@ -108,7 +109,7 @@ pub struct Args {
     #[arg(long, alias = "sample-bytes", default_value_t = 300)]
     pub sample_tokens: usize,
     /// Sampling temperature (0: greedy).
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
     pub temperature: f32,
     /// Sample among the k most likely tokens (0: all).
     #[arg(long, default_value_t = 40)]
@@ -249,13 +250,80 @@ pub(super) fn check(a: &Args) -> Result<(), String> {
             return Err(format!("{flag} must be at least 1"));
         }
     }
-    if !(a.checkpoint_minutes.is_finite() && a.checkpoint_minutes >= 0.0) {
-        return Err(format!("--checkpoint-minutes {} must be a number of minutes, 0 or more", a.checkpoint_minutes));
+    if a.eval_batches > MAX_EVAL_BATCHES {
+        return Err(format!(
+            "--eval-batches {} is more than {MAX_EVAL_BATCHES} (each validation runs that many batches)",
+            a.eval_batches
+        ));
     }
-    if !a.temperature.is_finite() {
-        return Err(format!("--temperature {} must be finite (0: greedy)", a.temperature));
+    checkpoint_interval(a)?;
+    if !(a.temperature.is_finite() && a.temperature >= 0.0) {
+        return Err(format!("--temperature {} must be 0 (greedy) or more, and finite", a.temperature));
+    }
+    let t = train_config(a);
+    for (flag, value, ok, least) in [
+        ("--lr", t.lr, t.lr > 0.0, "above 0"),
+        ("--min-lr", t.min_lr, t.min_lr >= 0.0, "0 or more"),
+        ("--weight-decay", t.weight_decay, t.weight_decay >= 0.0, "0 or more"),
+        ("--clip", t.clip, t.clip >= 0.0, "0 (off) or more"),
+    ] {
+        if !(value.is_finite() && ok) {
+            return Err(format!("{flag} {value} must be finite and {least}"));
+        }
+    }
+    if a.shard_tokens > MAX_SHARD_TOKENS {
+        return Err(format!(
+            "--shard-tokens {} is more than {MAX_SHARD_TOKENS} (a shard's header counts its tokens in an int32)",
+            a.shard_tokens
+        ));
+    }
+    // The modes that train nothing, and the flags that only mean something to a training run.
+    let modes = [
+        (a.generate.is_some(), "--generate samples from the checkpoint"),
+        (a.eval.is_some(), "--eval scores the checkpoint"),
+        (a.export_hf.is_some(), "--export-hf writes the checkpoint as a folder"),
+        (a.export_gguf.is_some(), "--export-gguf writes the checkpoint as a file"),
+        (a.tokenize_to.is_some(), "--tokenize-to writes token shards"),
+    ];
+    let training = [
+        ("--resume", a.resume),
+        ("--profile", a.profile),
+        ("--overwrite", a.overwrite),
+        ("--val-data", a.val_data.is_some()),
+        ("--import-hf", a.import_hf.is_some()),
+    ];
+    for (_, does) in modes.iter().filter(|m| m.0) {
+        if let Some((flag, _)) = training.iter().find(|t| t.1) {
+            return Err(format!("{does} and trains nothing: it cannot be combined with {flag}"));
+        }
     }
     Ok(())
+}
+
+/// The most `--shard-tokens` takes.
+pub const MAX_SHARD_TOKENS: usize = i32::MAX as usize;
+
+/// The most `--eval-batches` takes.
+pub const MAX_EVAL_BATCHES: usize = 1 << 20;
+
+/// `--checkpoint-minutes` as a time (`None`: 0, never mid-run), or why it is not one.
+pub(super) fn checkpoint_interval(a: &Args) -> Result<Option<Duration>, String> {
+    let minutes = a.checkpoint_minutes;
+    // As the user would write it (1e300 rather than its 301 digits).
+    let shown = if minutes.abs() >= 1e9 { format!("{minutes:e}") } else { minutes.to_string() };
+    let bad = || {
+        format!(
+            "--checkpoint-minutes {shown} must be a number of minutes from 0 (never mid-run) to {:.3e}",
+            Duration::MAX.as_secs_f64() / 60.0
+        )
+    };
+    if !(minutes.is_finite() && minutes >= 0.0) {
+        return Err(bad());
+    }
+    if minutes == 0.0 {
+        return Ok(None);
+    }
+    Duration::try_from_secs_f64(minutes * 60.0).map(Some).map_err(|_| bad())
 }
 
 pub(super) fn model_flags_given(a: &Args) -> bool {
