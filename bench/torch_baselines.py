@@ -2,9 +2,13 @@
 
 Writes one JSON object per line to the file given by --out: the device-to-device copy
 bandwidth, cuBLAS SGEMM with TF32 off on the benchmark shapes, PyTorch eager versions of the
-memory-bound ops, and eager fp32 training throughput of the same LLaMA-style model as
-`cargo run --release --example train`. Timing: CUDA events around each op, warm-up first,
-median of the repeats; inputs are random, never zeros.
+memory-bound ops, and the training throughput of the same LLaMA-style model as
+`cargo run --release --example train` (the `gpt2-small` and `gpt2-medium` presets, bytes) in the
+four ways a PyTorch user would train it: eager fp32, eager AMP bf16 with the fused AdamW, eager
+AMP fp16 with GradScaler, and `torch.compile` bf16 (a way that fails is reported with the reason in
+`failed`, and the others still run). Timing: CUDA events around each op, warm-up first, median of
+the repeats; a training step is timed over 10 back-to-back steps after 3 warm-up ones; inputs are
+random, never zeros.
 
 Section `gemm_tc` (not run by default: `--only gemm_tc`) is the cuBLAS side of the tensor-core
 sweep (`benches/coop_sweep.rs`): the same problems and layouts (xwt = A·Bᵀ with B stored [N,K],
@@ -33,6 +37,8 @@ p.add_argument("--kv-heads", type=int, default=12)
 p.add_argument("--seq-len", type=int, default=1024)
 p.add_argument("--batch", type=int, default=8)
 p.add_argument("--ffn", type=int, default=0)
+p.add_argument("--models", default="gpt2-small,gpt2-medium",
+               help="comma-separated training models: gpt2-small, gpt2-medium, custom (--dim, --layers, ... )")
 args = p.parse_args()
 sections = set(filter(None, args.only.split(","))) or {"copy", "gemm", "eager", "train"}
 
@@ -255,58 +261,107 @@ class Block(torch.nn.Module):
         return x + s.w2(F.silu(s.w1(h2)) * s.w3(h2))
 
 
-if "train" in sections:
-    d, L, h, hkv, T, B = args.dim, args.layers, args.heads, args.kv_heads, args.seq_len, args.batch
+# (layers, dim, heads, kv heads) of the trainer's presets (`--preset gpt2-small`, `gpt2-medium`).
+PRESETS = {"gpt2-small": (12, 768, 12, 12), "gpt2-medium": (24, 1024, 16, 16)}
+
+
+def train_model(name, L, d, h, hkv, T, B):
+    """Training throughput of one model shape in each of the four ways a PyTorch user would run it:
+    eager fp32 (TF32 off), eager AMP bf16 with the fused AdamW, eager AMP fp16 with GradScaler (the
+    fused AdamW too), torch.compile bf16. Each: 3 warm-up steps, then 10 timed ones. A way that
+    fails (torch.compile missing or broken on the machine, out of memory) is reported with the
+    reason and the others still run."""
     f = args.ffn or ((8 * d + 2) // 3 + 31) // 32 * 32
-    torch.manual_seed(0)
-    emb = torch.nn.Embedding(256, d).to(dev)
-    blocks = torch.nn.ModuleList([Block(d, h, hkv, f) for _ in range(L)]).to(dev)
-    norm = torch.nn.RMSNorm(d, eps=1e-5).to(dev)
-    params = list(emb.parameters()) + list(blocks.parameters()) + list(norm.parameters())
-    opt = torch.optim.AdamW(params, lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
     dh = d // h
     pos = torch.arange(T, device=dev, dtype=torch.float32)[:, None]
     inv = 10000.0 ** (-torch.arange(0, dh, 2, device=dev, dtype=torch.float32) / dh)
     ang = pos * inv
     cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
-    data = torch.randint(0, 256, (64, B, T + 1), device=dev)
+    data = torch.randint(0, 256, (16, B, T + 1), device=dev)
 
-    def step(i, dtype=None, scaler=None):
-        batch = data[i % 64]
-        with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
-            x = emb(batch[:, :-1])
-            for blk in blocks:
+    class Model(torch.nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.emb = torch.nn.Embedding(256, d)
+            s.blocks = torch.nn.ModuleList([Block(d, h, hkv, f) for _ in range(L)])
+            s.norm = torch.nn.RMSNorm(d, eps=1e-5)
+
+        def forward(s, ids, tgt):
+            x = s.emb(ids)
+            for blk in s.blocks:
                 x = blk(x, cos, sin)
-            logits = norm(x) @ emb.weight.t()
-            loss = F.cross_entropy(logits.view(-1, 256).float(), batch[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.unscale_(opt)
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-        return loss
+            logits = s.norm(x) @ s.emb.weight.t()
+            return F.cross_entropy(logits.view(-1, 256).float(), tgt.reshape(-1))
 
-    # Eager fp32 (TF32 off), then eager AMP: fp16 with GradScaler, bf16 (the trainer's
-    # `--precision f32` and `--precision mixed` counterparts).
-    for impl, dtype, scaler in [
-        ("pytorch-eager-fp32", None, None),
-        ("pytorch-eager-amp-fp16", torch.float16, torch.amp.GradScaler("cuda")),
-        ("pytorch-eager-amp-bf16", torch.bfloat16, None),
-    ]:
-        for i in range(3):
-            step(i, dtype, scaler)
-        torch.cuda.synchronize()
-        steps = 10
-        t0 = time.perf_counter()
-        for i in range(steps):
-            step(i, dtype, scaler)
-        torch.cuda.synchronize()
-        dt = (time.perf_counter() - t0) / steps
-        emit(bench="train", impl=impl, dim=d, layers=L, heads=h, kv_heads=hkv, seq_len=T, batch=B,
-             params=sum(p.numel() for p in params), step_s=dt, tokens_per_s=B * T / dt)
+    ways = [
+        ("pytorch-eager-fp32", None, False, False),
+        ("pytorch-eager-amp-bf16-fused-adamw", torch.bfloat16, False, False),
+        ("pytorch-eager-amp-fp16-gradscaler", torch.float16, True, False),
+        ("pytorch-compile-bf16", torch.bfloat16, False, True),
+    ]
+    for impl, dtype, scaled, compiled in ways:
+        rec = dict(bench="train", impl=impl, model=name, dim=d, layers=L, heads=h, kv_heads=hkv, ffn=f,
+                   seq_len=T, batch=B)
+        model = fwd = opt = None
+        try:
+            torch.manual_seed(0)
+            model = Model().to(dev)
+            params = list(model.parameters())
+            rec["params"] = sum(p.numel() for p in params)
+            # The fused AdamW wherever the step runs in reduced precision (what such a user picks);
+            # eager fp32 keeps PyTorch's default (foreach) implementation.
+            kw = {"fused": True} if dtype is not None else {}
+            opt = torch.optim.AdamW(params, lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, **kw)
+            scaler = torch.amp.GradScaler("cuda") if scaled else None
+            fwd = model
+            if compiled:
+                if not hasattr(torch, "compile"):
+                    raise RuntimeError("this PyTorch has no torch.compile")
+                fwd = torch.compile(model)
+
+            def step(i):
+                batch = data[i % data.shape[0]]
+                with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+                    loss = fwd(batch[:, :-1], batch[:, 1:])
+                opt.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(opt)
+                    torch.nn.utils.clip_grad_norm_(params, 1.0)
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(params, 1.0)
+                    opt.step()
+                return loss
+
+            t0 = time.perf_counter()
+            for i in range(3):
+                step(i)
+            torch.cuda.synchronize()
+            rec["warmup_s"] = time.perf_counter() - t0
+            steps = 10
+            t0 = time.perf_counter()
+            for i in range(steps):
+                loss = step(i)
+            torch.cuda.synchronize()
+            dt = (time.perf_counter() - t0) / steps
+            rec.update(step_s=dt, tokens_per_s=B * T / dt, loss=float(loss.item()), **gpu_state())
+        except Exception as e:  # noqa: BLE001 - reported, the other ways still run
+            rec.update(failed=f"{type(e).__name__}: {str(e)[:400]}")
+        emit(**rec)
+        del model, fwd, opt
+        torch.cuda.empty_cache()
+
+
+if "train" in sections:
+    T, B = args.seq_len, args.batch
+    names = [m for m in args.models.split(",") if m]
+    for name in names:
+        if name == "custom":
+            train_model(name, args.layers, args.dim, args.heads, args.kv_heads, T, B)
+        elif name in PRESETS:
+            train_model(name, *PRESETS[name], T, B)
+        else:
+            emit(bench="train", model=name, failed=f"unknown model; one of {sorted(PRESETS)} or custom")
