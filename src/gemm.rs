@@ -22,7 +22,7 @@
 //! SIMT product), the block shape of the f16 core ([`F16Config`]), how many parts its
 //! contraction is split into, the kernels it records and the scratch and workspace it needs
 //! ([`GemmPlan::scratch_len`], [`GemmPlan::halves_len`]). The f16 core's block shape comes from
-//! the adapter's tuning table (`tuning/*.txt`, measured by `benches/gemm_tune.rs`; the H200's is
+//! the adapter's tuning table (`tuning/*.txt`, measured by `cargo bench --bench gemm -- --tune`; the H200's is
 //! committed), else from [`F16Config::default_for`]; with `KERNELS_GEMM_AUTOTUNE=1` a plan of the
 //! f16 core on tensor cores instead times a few candidates on first use and keeps the fastest in
 //! a cache file (see [`autotune`]). The plan compiles the shape into the

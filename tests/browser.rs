@@ -842,7 +842,6 @@ fn the_export_manifest_is_complete_and_true() {
         ("linear::matmul", "y", "written"),
         ("linear::matmul_at_acc", "y", "accumulated"),
         ("linear::matmul_parts_add", "y", "accumulated"),
-        ("linear16::matmul_t16_acc", "y", "accumulated"),
         ("embedding::embed_backward", "d_table", "accumulated"),
         ("norm::rmsnorm_dgamma_reduce", "dgamma", "accumulated"),
         ("loss::cross_entropy", "logits", "read_write"),

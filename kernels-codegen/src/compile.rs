@@ -73,8 +73,14 @@ pub struct File {
     /// The generated module's name.
     pub module: String,
     /// Files read (absolute): the kernel file, the shared preamble and every included file,
-    /// for rebuild tracking.
+    /// for rebuild tracking and hot reload.
     pub read: Vec<PathBuf>,
+    /// The kernel file (absolute), once it was found.
+    pub path: Option<PathBuf>,
+    /// The shared preamble (absolute), if the file has one.
+    pub shared: Option<PathBuf>,
+    /// The directory paths are shown relative to (the calling crate's manifest directory).
+    pub manifest_dir: Option<PathBuf>,
     /// The kernel file as displayed.
     pub display: String,
     /// The kernel file's header comment, one entry per line
@@ -113,7 +119,7 @@ fn read(site: &CallSite, written: &str, what: &str) -> Result<SourceFile, Box<Di
 
 /// Compiles one kernel file.
 pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<String>) -> File {
-    let mut out = File::default();
+    let mut out = File { manifest_dir: site.manifest_dir.clone(), ..File::default() };
     let mut sources = Sources::default();
     let kernel_file = match read(site, path, "kernel file") {
         Ok(f) => sources.add(f),
@@ -123,6 +129,7 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
         }
     };
     let file = sources.get(kernel_file).clone();
+    out.path = Some(file.path.clone());
     out.display = file.display.clone();
     out.doc = annotate::file_header(&file.text);
     out.module = match module {
@@ -163,6 +170,7 @@ pub fn compile(site: &CallSite, path: &str, shared: &Shared, module: Option<Stri
             }
         }
     };
+    out.shared = shared_file.map(|s| sources.get(s).path.clone());
     let roots: Vec<FileId> = shared_file.into_iter().chain([kernel_file]).collect();
     let (includes, include_errors) = include::load(site, &mut sources, &roots);
     out.read = sources.iter().map(|(_, f)| f.path.clone()).collect();

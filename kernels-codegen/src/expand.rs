@@ -176,6 +176,7 @@ impl<'a> Emitter<'a> {
             quote!(&#name::KERNEL)
         });
         let name = &self.registry;
+        let source = self.file_source();
         let mut doc = self.file.doc.join("\n");
         if !doc.is_empty() {
             doc.push_str("\n\n");
@@ -212,9 +213,47 @@ impl<'a> Emitter<'a> {
 
                 #(#kernels)*
 
+                #source
+
                 #[doc = #warm_up]
                 pub static #name: &[&#rt::KernelDef] = &[#(#registry),*];
             }
+        }
+    }
+
+    /// Where the module's source lives and what host code reads from it beside the kernels,
+    /// for the runtime's hot reload: the `__k_source` static each `KernelDef` points to.
+    fn file_source(&self) -> TokenStream {
+        let Some(path) = &self.file.path else { return quote!() };
+        let registry = self.file.kernels.iter().filter(|k| k.errors.is_empty() && k.interface.is_some()).map(|k| {
+            let name = ident(&k.name);
+            quote!(&#name::KERNEL)
+        });
+        let rt = &self.rt;
+        let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        let option = |p: Option<String>| match p {
+            Some(p) => quote!(::core::option::Option::Some(#p)),
+            None => quote!(::core::option::Option::None),
+        };
+        let manifest_dir = option(self.file.manifest_dir.as_deref().map(text));
+        let shared = option(self.file.shared.as_deref().map(text));
+        let kernel_file = text(path);
+        let files = self.file.read.iter().map(|p| text(p));
+        let (module, display, interface) =
+            (&self.file.module, &self.file.display, crate::reload::file_interface(self.file));
+        quote! {
+            /// Where this module's WGSL lives, for hot reload.
+            #[doc(hidden)]
+            pub static __k_source: #rt::FileSource = #rt::FileSource {
+                manifest_dir: #manifest_dir,
+                kernel_file: #kernel_file,
+                display: #display,
+                shared: #shared,
+                module: #module,
+                files: &[#(#files),*],
+                interface: #interface,
+                kernels: &[#(#registry),*],
+            };
         }
     }
 
@@ -786,6 +825,12 @@ impl<'a> Emitter<'a> {
             }
             None => quote!(::core::option::Option::None),
         };
+        let source = match (&self.file.path, crate::reload::kernel_interface(k)) {
+            (Some(_), Some(interface)) => {
+                quote!(::core::option::Option::Some(&#rt::KernelSource { file: &super::__k_source, interface: #interface }))
+            }
+            _ => quote!(::core::option::Option::None),
+        };
         let [wx, wy, wz] = iface.workgroup_size;
         let (kname, module, file, line, doc) =
             (&k.name, &self.file.module, &k.marker.file, k.marker.line as u32, k.doc.join("\n"));
@@ -822,6 +867,7 @@ impl<'a> Emitter<'a> {
                 grid_expr: #grid_text,
                 requires: &[#(#requires),*],
                 variants: &[#(#variants),*],
+                source: #source,
             };
         }
     }

@@ -12,7 +12,9 @@
 //! `@requires` as typed values) → [`expand`](mod@expand) (tokens). [`compile`] runs the stages
 //! up to [`shape`] for one file and collects every error with its original location;
 //! [`expand`](mod@expand) only emits what it decided. [`manifest`] turns compiled files into the
-//! web export's data (browser WGSL and a JSON manifest) for hosts without Rust.
+//! web export's data (browser WGSL and a JSON manifest) for hosts without Rust. [`reload`] is
+//! what the runtime's hot reload shares with the macro: the interface a program was compiled
+//! against, as text, and the errors for an edit that no longer fits it.
 
 pub mod annotate;
 pub mod assemble;
@@ -24,6 +26,7 @@ pub mod input;
 pub mod manifest;
 pub mod outline;
 pub mod reflect;
+pub mod reload;
 pub mod shape;
 pub mod source;
 pub mod split;

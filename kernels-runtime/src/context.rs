@@ -1,6 +1,7 @@
 //! The GPU context: adapter choice, device with the adapter's real limits and the optional
 //! features kernels use, and a report of what was found.
 
+use crate::disk::{DiskCache, PipelineCacheFile};
 use crate::error::{Error, Result};
 use crate::kernel::{CoopConfig, CoopScalar};
 use crate::options::{GpuOptions, describe, preference};
@@ -152,6 +153,12 @@ pub(crate) struct Inner {
     pub(crate) queue: ManuallyDrop<wgpu::Queue>,
     pub(crate) adapter: ManuallyDrop<wgpu::Adapter>,
     pub(crate) pipelines: ManuallyDrop<PipelineCache>,
+    /// The driver's pipeline cache and its file (holds the device: dropped with it).
+    pub(crate) disk: ManuallyDrop<Option<DiskCache>>,
+    pub(crate) disk_status: PipelineCacheFile,
+    /// Watching kernel files, when hot reload is on.
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    pub(crate) hot: Option<Arc<crate::reload::HotReload>>,
     /// The only strong reference: submissions' callbacks hold a `Weak` (a strong one in a
     /// callback that never runs would keep the device alive).
     pub(crate) uniform_pool: Arc<UniformPool>,
@@ -178,12 +185,19 @@ impl Drop for Inner {
         // contexts. (A browser keeps what is in flight alive itself, and must not block.)
         #[cfg(not(target_arch = "wasm32"))]
         let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        // What this run compiled, for the next (a failed write only costs the next run time).
+        if let Some(disk) = self.disk.as_ref()
+            && let Err(e) = disk.save(self.pipelines.built())
+        {
+            eprintln!("kernels: cannot write the pipeline cache: {e}");
+        }
         let _guard = lifecycle();
         let pooled = std::mem::take(&mut *self.uniform_pool.lock().unwrap_or_else(|p| p.into_inner()));
         drop(pooled);
         // SAFETY: each field is dropped exactly once, here, and never used again.
         unsafe {
             ManuallyDrop::drop(&mut self.pipelines);
+            ManuallyDrop::drop(&mut self.disk);
             ManuallyDrop::drop(&mut self.queue);
             ManuallyDrop::drop(&mut self.device);
             ManuallyDrop::drop(&mut self.adapter);
@@ -389,6 +403,20 @@ impl Gpu {
         let info = adapter.get_info();
         let browser = info.backend == wgpu::Backend::BrowserWebGpu;
         let mut features = adapter.features() & (OPTIONAL_FEATURES - options.without);
+        // The driver's pipeline cache, where wgpu has one for the backend (Vulkan).
+        let disk_dir = match (&options.pipeline_cache_dir, wgpu::util::pipeline_cache_key(&info)) {
+            (None, _) => {
+                Err("turned off (KERNELS_PIPELINE_CACHE=0, GpuOptions::pipeline_cache_dir, or no cache directory)")
+            }
+            (Some(_), None) => Err("the backend has no pipeline cache"),
+            (Some(_), Some(_)) if !adapter.features().contains(wgpu::Features::PIPELINE_CACHE) => {
+                Err("the adapter has no pipeline cache")
+            }
+            (Some(dir), Some(_)) => Ok(dir.clone()),
+        };
+        if disk_dir.is_ok() {
+            features |= wgpu::Features::PIPELINE_CACHE;
+        }
         let mut limits = adapter.limits();
         if let Some(max) = options.max_workgroups_per_dimension {
             limits.max_compute_workgroups_per_dimension = limits.max_compute_workgroups_per_dimension.min(max.max(1));
@@ -503,6 +531,15 @@ impl Gpu {
             cooperative_matrix_other: coop.other,
             cooperative_matrix_off: if coop_enabled { None } else { coop_off },
         };
+        let (disk, disk_status) = match disk_dir {
+            Ok(dir) => {
+                let (cache, status) = DiskCache::open(&device, &info, &dir);
+                (Some(cache), status)
+            }
+            Err(reason) => (None, PipelineCacheFile::Off { reason: reason.into() }),
+        };
+        #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+        let hot = options.hot_reload.then(|| Arc::new(crate::reload::HotReload::new(options.source_remap.clone())));
         Ok(Gpu {
             inner: Arc::new(Inner {
                 id: next_id(),
@@ -511,6 +548,10 @@ impl Gpu {
                 queue: ManuallyDrop::new(queue),
                 adapter: ManuallyDrop::new(adapter),
                 pipelines: ManuallyDrop::new(PipelineCache::new(options.pipeline_cache_capacity)),
+                disk: ManuallyDrop::new(disk),
+                disk_status,
+                #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+                hot,
                 uniform_pool: Arc::default(),
                 features,
                 limits,

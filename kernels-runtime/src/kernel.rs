@@ -304,6 +304,42 @@ pub struct KernelDef {
     pub requires: &'static [&'static str],
     /// Variants, preferred first.
     pub variants: &'static [VariantDef],
+    /// Where its source lives and the interface its Rust function was generated against, for
+    /// hot reload (`None`: a kernel made by hand, which is never reloaded).
+    pub source: Option<&'static KernelSource>,
+}
+
+/// The files a `kernels!` module was assembled from, as the macro resolved them, and what host
+/// code reads from the module beside its kernels (its constants). Hot reload watches the files
+/// and compiles them again as the macro did.
+#[derive(Debug)]
+pub struct FileSource {
+    /// The calling crate's manifest directory, which paths in messages are relative to.
+    pub manifest_dir: Option<&'static str>,
+    /// The kernel file (absolute).
+    pub kernel_file: &'static str,
+    /// The kernel file as shown in messages.
+    pub display: &'static str,
+    /// The shared preamble (absolute), if any.
+    pub shared: Option<&'static str>,
+    /// The generated module's name.
+    pub module: &'static str,
+    /// Every file read (absolute): the kernel file, the shared preamble, every included file.
+    pub files: &'static [&'static str],
+    /// The module's constants as the program was compiled with them, one per line.
+    pub interface: &'static str,
+    /// The module's kernels (those that compiled).
+    pub kernels: &'static [&'static KernelDef],
+}
+
+/// A kernel's place in its [`FileSource`], with the interface its Rust function was generated
+/// against (bindings, layouts, workgroup size, overrides, annotations; one item per line).
+#[derive(Debug)]
+pub struct KernelSource {
+    /// The module's files.
+    pub file: &'static FileSource,
+    /// The compiled interface.
+    pub interface: &'static str,
 }
 
 impl KernelDef {

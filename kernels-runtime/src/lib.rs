@@ -5,11 +5,14 @@
 mod batch;
 mod buffer;
 mod context;
+mod disk;
 mod error;
 mod grid;
 mod kernel;
 mod options;
 mod pipeline;
+#[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+mod reload;
 #[doc(hidden)]
 pub mod shape;
 pub mod texture;
@@ -20,15 +23,18 @@ mod web;
 pub use batch::{Arg, Batch, Call, DispatchTime, Profile, Record};
 pub use buffer::{Buffer, Element, StructBuffer};
 pub use context::{AdapterReport, Gpu, OPTIONAL_FEATURES};
+pub use disk::{PipelineCacheFile, cache_dir, write_atomically};
 pub use error::{Error, Result};
 pub use grid::{Grid, dispatch_1d};
 pub use half::f16;
 pub use kernel::{
-    BindingDef, BindingKind, CoopConfig, CoopScalar, GridKind, KernelDef, OverrideDef, ResourceDef, ResourceKind,
-    SampleKind, TextureAccess, TextureDim, VariantDef,
+    BindingDef, BindingKind, CoopConfig, CoopScalar, FileSource, GridKind, KernelDef, KernelSource, OverrideDef,
+    ResourceDef, ResourceKind, SampleKind, TextureAccess, TextureDim, VariantDef,
 };
 pub use options::{AdapterFilter, DEFAULT_PIPELINE_CACHE_CAPACITY, GpuOptions};
 pub use pipeline::{PipelineStats, WarmUp};
+#[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+pub use reload::ReloadReport;
 pub use texture::{ComparisonSampler, Sampler, Texture};
 pub use wgpu;
 

@@ -35,10 +35,49 @@ pub struct GpuOptions {
     /// How many pipelines (one per kernel and set of override values) the context keeps; past
     /// it, the least recently used is dropped (and built again if called again).
     pub pipeline_cache_capacity: usize,
+    /// Where the driver's compiled pipelines are kept between runs, where the backend can
+    /// (Vulkan): a file per adapter in this directory, read when the device opens and written
+    /// when pipelines were built ([`Gpu::save_pipeline_cache`](crate::Gpu::save_pipeline_cache)).
+    /// `None`: no cache on disk. The default is [`cache_dir`](crate::cache_dir), unless
+    /// `KERNELS_PIPELINE_CACHE=0`.
+    pub pipeline_cache_dir: Option<std::path::PathBuf>,
+    /// Watch the files each kernel module was assembled from and, on a change, compile them
+    /// again as `kernels!` did and run the kernels that still fit their Rust functions
+    /// ([`GpuOptions::hot_reload`]). Off unless asked for (`KERNELS_HOT_RELOAD=1`).
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    pub hot_reload: bool,
+    /// Path prefixes to replace before hot reload reads a file: `(from, to)` pairs, the first
+    /// whose `from` starts the path wins ([`GpuOptions::remap_sources`]).
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    pub source_remap: Vec<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
+/// The defaults: the cache directory and `KERNELS_PIPELINE_CACHE` are read from the
+/// environment (where to cache is the user's, like `HOME`), nothing else is.
 impl Default for GpuOptions {
     fn default() -> Self {
+        Self::defaults_from(|name| std::env::var(name).ok())
+    }
+}
+
+/// Whether a switch variable is on (`1`, `true`, `on`, `yes`).
+fn is_on(value: Option<String>) -> bool {
+    value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes"))
+}
+
+impl GpuOptions {
+    /// The defaults, changed by the environment: `KERNELS_ADAPTER` (as
+    /// [`GpuOptions::adapter`]), `KERNELS_SUBGROUPS=0`, `KERNELS_F16=0` (adds `SHADER_F16` to
+    /// [`GpuOptions::without`]), `KERNELS_COOPERATIVE_MATRIX=0`, and with the `hot-reload`
+    /// feature `KERNELS_HOT_RELOAD=1` and `KERNELS_SOURCE_REMAP` (without the feature,
+    /// `KERNELS_HOT_RELOAD` only prints a warning).
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`GpuOptions::default`] over any source of variables.
+    fn defaults_from(var: impl Fn(&str) -> Option<String>) -> Self {
+        let off = var("KERNELS_PIPELINE_CACHE").is_some_and(|v| v.trim() == "0");
         GpuOptions {
             adapter: None,
             subgroups: true,
@@ -46,16 +85,12 @@ impl Default for GpuOptions {
             max_workgroups_per_dimension: None,
             cooperative_matrix: true,
             pipeline_cache_capacity: DEFAULT_PIPELINE_CACHE_CAPACITY,
+            pipeline_cache_dir: if off { None } else { crate::disk::cache_dir_from(|n| var(n).map(Into::into)) },
+            #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+            hot_reload: false,
+            #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+            source_remap: Vec::new(),
         }
-    }
-}
-
-impl GpuOptions {
-    /// The defaults, changed by the environment: `KERNELS_ADAPTER` (as
-    /// [`GpuOptions::adapter`]), `KERNELS_SUBGROUPS=0`, `KERNELS_F16=0` (adds `SHADER_F16` to
-    /// [`GpuOptions::without`]) and `KERNELS_COOPERATIVE_MATRIX=0`.
-    pub fn from_env() -> Self {
-        Self::from_lookup(|name| std::env::var(name).ok())
     }
 
     /// [`GpuOptions::from_env`] over any source of variables.
@@ -65,10 +100,27 @@ impl GpuOptions {
             adapter: var("KERNELS_ADAPTER").filter(|s| !s.trim().is_empty()).map(|s| AdapterFilter::parse(&s, true)),
             subgroups: !off("KERNELS_SUBGROUPS"),
             cooperative_matrix: !off("KERNELS_COOPERATIVE_MATRIX"),
-            ..GpuOptions::default()
+            ..GpuOptions::defaults_from(&var)
         };
         if off("KERNELS_F16") {
             options.without |= wgpu::Features::SHADER_F16;
+        }
+        let hot = is_on(var("KERNELS_HOT_RELOAD"));
+        #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+        {
+            options.hot_reload = hot;
+            if let Some(pairs) = var("KERNELS_SOURCE_REMAP") {
+                options.source_remap = parse_remap(&pairs);
+            }
+        }
+        #[cfg(not(all(feature = "hot-reload", not(target_arch = "wasm32"))))]
+        if hot {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                eprintln!(
+                    "kernels: KERNELS_HOT_RELOAD is set, but this program was built without the `hot-reload` feature of `kernels` (or `kernels-runtime`): kernels run as compiled"
+                )
+            });
         }
         options
     }
@@ -117,6 +169,49 @@ impl GpuOptions {
         self.pipeline_cache_capacity = pipelines.max(1);
         self
     }
+
+    /// Sets [`GpuOptions::pipeline_cache_dir`](#structfield.pipeline_cache_dir): `None` keeps
+    /// no pipeline cache on disk.
+    pub fn pipeline_cache_dir(mut self, dir: Option<impl Into<std::path::PathBuf>>) -> Self {
+        self.pipeline_cache_dir = dir.map(Into::into);
+        self
+    }
+
+    /// Turns hot reload on or off ([`GpuOptions::hot_reload`](#structfield.hot_reload)). With
+    /// it on, the first call of a kernel starts watching the files its module was assembled
+    /// from (the shared preamble, the kernel file and what they include); on every change they
+    /// are compiled again by `kernels!`'s own stages, and each kernel whose interface still
+    /// matches its compiled Rust function (bindings, element and uniform layouts, workgroup
+    /// size, overrides, `@grid` and `@requires`) runs its new source from the next dispatch on.
+    /// An edit that does not compile or no longer fits is reported as the compile error would
+    /// be, and the pipeline compiled before keeps running. Reports go to stderr and to
+    /// [`Gpu::wait_for_reload`](crate::Gpu::wait_for_reload).
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    pub fn hot_reload(mut self, on: bool) -> Self {
+        self.hot_reload = on;
+        self
+    }
+
+    /// Makes hot reload read files under `to` where the program was compiled with them under
+    /// `from` (a program built in another directory or on another machine, or a test that edits
+    /// a copy). Also `KERNELS_SOURCE_REMAP=from=to`.
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    pub fn remap_sources(mut self, from: impl Into<std::path::PathBuf>, to: impl Into<std::path::PathBuf>) -> Self {
+        self.source_remap.push((from.into(), to.into()));
+        self
+    }
+}
+
+/// `from=to` pairs separated by the platform's path-list separator (`:` on Unix, `;` on Windows).
+#[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+fn parse_remap(text: &str) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    std::env::split_paths(text)
+        .filter_map(|pair| {
+            let pair = pair.to_string_lossy().into_owned();
+            let (from, to) = pair.split_once('=')?;
+            Some((from.into(), to.into()))
+        })
+        .collect()
 }
 
 /// Which adapters to accept: a backend, a part of the name, or both; parsed once from text
@@ -278,5 +373,40 @@ mod tests {
         assert_eq!(coded.adapter.as_ref().map(ToString::to_string).as_deref(), Some("GpuOptions::adapter(\"nvidia\")"));
         assert!(coded.subgroups && coded.without == wgpu::Features::SUBGROUP);
         assert!(coded.any_adapter().adapter.is_none());
+    }
+
+    #[test]
+    fn the_pipeline_cache_directory_and_its_switch() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let dir = |o: GpuOptions| o.pipeline_cache_dir.map(|d| d.to_string_lossy().into_owned());
+        assert_eq!(dir(GpuOptions::from_lookup(vars(&[("KERNELS_CACHE_DIR", "/c")]))).as_deref(), Some("/c"));
+        let off = GpuOptions::from_lookup(vars(&[("KERNELS_CACHE_DIR", "/c"), ("KERNELS_PIPELINE_CACHE", "0")]));
+        assert_eq!(dir(off), None);
+        assert_eq!(dir(GpuOptions::from_lookup(vars(&[]))), None, "no directory known: no cache");
+        let coded = GpuOptions::from_lookup(vars(&[("KERNELS_CACHE_DIR", "/c")])).pipeline_cache_dir(None::<String>);
+        assert_eq!(dir(coded), None);
+        assert_eq!(dir(GpuOptions::from_lookup(vars(&[])).pipeline_cache_dir(Some("/d"))).as_deref(), Some("/d"));
+    }
+
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    #[test]
+    fn hot_reload_only_when_asked_for() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        assert!(!GpuOptions::from_lookup(vars(&[])).hot_reload);
+        assert!(!GpuOptions::from_lookup(vars(&[("KERNELS_HOT_RELOAD", "0")])).hot_reload);
+        for on in ["1", "true", " on "] {
+            let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([("KERNELS_HOT_RELOAD", on)]));
+            assert!(GpuOptions::from_lookup(vars(pairs)).hot_reload, "{on}");
+        }
+        let sep = if cfg!(windows) { ";" } else { ":" };
+        let text: &'static str = Box::leak(format!("/build=/home/me{sep}/x=/y").into_boxed_str());
+        let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([("KERNELS_SOURCE_REMAP", text)]));
+        let remap = GpuOptions::from_lookup(vars(pairs)).source_remap;
+        assert_eq!(remap, vec![("/build".into(), "/home/me".into()), ("/x".into(), "/y".into())]);
+        assert!(GpuOptions::default().hot_reload(true).remap_sources("/a", "/b").hot_reload);
     }
 }

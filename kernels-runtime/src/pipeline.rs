@@ -2,9 +2,11 @@
 //! [`Gpu::warm_up`], from the variant the device can run.
 
 use crate::context::Gpu;
+use crate::disk::PipelineCacheFile;
 use crate::error::{Error, Result};
 use crate::kernel::{BindingKind, KernelDef, ResourceKind, SampleKind, TextureAccess, VariantDef};
 use crate::variant::{Unmet, select};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,7 +18,7 @@ pub(crate) struct Compiled {
     pub(crate) layout: wgpu::BindGroupLayout,
 }
 
-type Key = (usize, Vec<(&'static str, u64)>);
+pub(crate) type Key = (usize, Vec<(&'static str, u64)>);
 type Slot = Arc<OnceLock<Result<Arc<Compiled>>>>;
 
 /// Pipelines by (kernel, override values), least recently used dropped past the capacity: a
@@ -33,11 +35,19 @@ struct CacheState {
     /// Incremented on every lookup; an entry's `used` is the tick of its last lookup.
     tick: u64,
     evicted: u64,
+    /// The sources hot reload put in place of the compiled ones, by kernel. Changed under this
+    /// lock together with the pipelines, so a build that finds its slot after a swap sees the
+    /// new source.
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    swapped: HashMap<usize, Arc<crate::reload::Swapped>>,
 }
 
 struct Entry {
     slot: Slot,
     used: u64,
+    /// Hot reload finds a kernel's pipelines by it.
+    #[cfg_attr(not(all(feature = "hot-reload", not(target_arch = "wasm32"))), allow(dead_code))]
+    kernel: &'static KernelDef,
 }
 
 impl PipelineCache {
@@ -47,7 +57,7 @@ impl PipelineCache {
 
     /// The slot of `key`, created (and the least recently used one dropped past the capacity)
     /// if absent. A pipeline dropped from the cache lives on while a batch still holds it.
-    fn slot(&self, key: Key) -> Result<Slot> {
+    fn slot(&self, kernel: &'static KernelDef, key: Key) -> Result<Slot> {
         let mut state = self.state.lock().map_err(|_| Error::Gpu("pipeline cache poisoned".into()))?;
         state.tick += 1;
         let tick = state.tick;
@@ -64,8 +74,50 @@ impl PipelineCache {
             }
         }
         let slot = Slot::default();
-        state.map.insert(key, Entry { slot: slot.clone(), used: tick });
+        state.map.insert(key, Entry { slot: slot.clone(), used: tick, kernel });
         Ok(slot)
+    }
+
+    /// Pipelines built so far.
+    pub(crate) fn built(&self) -> u64 {
+        self.built.load(Ordering::Relaxed)
+    }
+
+    /// The override values of every pipeline of `kernel` held now.
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    pub(crate) fn keys_of(&self, kernel: &'static KernelDef) -> Vec<Key> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.map.iter().filter(|(_, e)| std::ptr::eq(e.kernel, kernel)).map(|(k, _)| k.clone()).collect()
+    }
+
+    /// The source hot reload put in place of `kernel`'s compiled one.
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    pub(crate) fn swapped(&self, kernel: &'static KernelDef) -> Option<Arc<crate::reload::Swapped>> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.swapped.get(&(kernel as *const KernelDef as usize)).cloned()
+    }
+
+    /// Puts `source` in place of `kernel`'s, with the pipelines built from it for the keys in
+    /// `built`; `kernel`'s other pipelines (built meanwhile from the previous source) are
+    /// dropped, to be built from the new one when next used. Calls that hold a pipeline already
+    /// (a batch being recorded) keep it.
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    pub(crate) fn swap(
+        &self,
+        kernel: &'static KernelDef,
+        source: Arc<crate::reload::Swapped>,
+        built: Vec<(Key, Arc<Compiled>)>,
+    ) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.swapped.insert(kernel as *const KernelDef as usize, source);
+        state.map.retain(|key, e| !std::ptr::eq(e.kernel, kernel) || built.iter().any(|(k, _)| k == key));
+        for (key, compiled) in built {
+            if let Some(e) = state.map.get_mut(&key) {
+                let slot = Slot::default();
+                let _ = slot.set(Ok(compiled));
+                e.slot = slot;
+            }
+        }
     }
 
     fn stats(&self) -> PipelineStats {
@@ -107,7 +159,7 @@ impl Gpu {
         select(kernel, &self.inner.caps).map_err(|unmet| self.missing(kernel, unmet))
     }
 
-    fn missing(&self, kernel: &KernelDef, unmet: Unmet) -> Error {
+    pub(crate) fn missing(&self, kernel: &KernelDef, unmet: Unmet) -> Error {
         let report = &self.inner.report;
         let adapter = &report.name;
         let configs = unmet.configs.iter().map(|c| c.to_string()).collect::<Vec<_>>();
@@ -147,14 +199,23 @@ impl Gpu {
     }
 
     fn slot(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Slot> {
-        let key: Key =
-            (kernel as *const KernelDef as usize, overrides.iter().map(|(k, v)| (*k, v.to_bits())).collect());
-        self.inner.pipelines.slot(key)
+        self.inner.pipelines.slot(kernel, key(kernel, overrides))
     }
 
-    /// The variant to build, once the overrides are known to be complete.
-    fn buildable(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<&'static VariantDef> {
-        let variant = self.variant_for(kernel)?;
+    /// The source of the variant to build (hot reload's where it replaced the compiled one),
+    /// once the overrides are known to be complete.
+    pub(crate) fn buildable(
+        &self,
+        kernel: &'static KernelDef,
+        overrides: &[(&'static str, f64)],
+    ) -> Result<Cow<'static, str>> {
+        let source = match self.swapped_source(kernel) {
+            Some(source) => source?,
+            None => {
+                let v = self.variant_for(kernel)?;
+                Cow::Borrowed(if self.inner.browser { v.browser_wgsl } else { v.wgsl })
+            }
+        };
         let limit = self.inner.limits.max_immediate_size;
         if kernel.immediate_size > limit {
             return Err(Error::MissingFeature {
@@ -176,17 +237,48 @@ impl Gpu {
                 });
             }
         }
-        Ok(variant)
+        Ok(source)
+    }
+
+    /// The source hot reload put in place of `kernel`'s, of the variant this device runs.
+    #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+    fn swapped_source(&self, kernel: &'static KernelDef) -> Option<Result<Cow<'static, str>>> {
+        let s = self.inner.pipelines.swapped(kernel)?;
+        Some(
+            crate::variant::select_in(&s.variants, &self.inner.caps)
+                .map(|v| Cow::Owned(v.wgsl.clone()))
+                .map_err(|unmet| self.missing(kernel, unmet)),
+        )
+    }
+
+    #[cfg(not(all(feature = "hot-reload", not(target_arch = "wasm32"))))]
+    fn swapped_source(&self, _kernel: &'static KernelDef) -> Option<Result<Cow<'static, str>>> {
+        None
     }
 
     fn build(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Arc<Compiled>> {
-        let variant = self.buildable(kernel, overrides)?;
+        let source = self.buildable(kernel, overrides)?;
+        let built = self.build_from(kernel, overrides, &source);
+        #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+        if let (Some(hot), Some(src)) = (&self.inner.hot, kernel.source) {
+            hot.watch(self, src.file);
+        }
+        built
+    }
+
+    /// Builds a pipeline of `kernel` from `wgsl`, inside error scopes (natively).
+    pub(crate) fn build_from(
+        &self,
+        kernel: &'static KernelDef,
+        overrides: &[(&'static str, f64)],
+        wgsl: &str,
+    ) -> Result<Arc<Compiled>> {
         #[cfg(not(target_arch = "wasm32"))]
         let scopes = (
             self.inner.device.push_error_scope(wgpu::ErrorFilter::Validation),
             self.inner.device.push_error_scope(wgpu::ErrorFilter::Internal),
         );
-        let (compiled, _module) = self.create(kernel, overrides, variant);
+        let (compiled, _module) = self.create(kernel, overrides, wgsl);
         #[cfg(not(target_arch = "wasm32"))]
         {
             let (validation, internal) = scopes;
@@ -204,7 +296,7 @@ impl Gpu {
         &self,
         kernel: &'static KernelDef,
         overrides: &[(&'static str, f64)],
-        variant: &'static VariantDef,
+        wgsl: &str,
     ) -> (Compiled, wgpu::ShaderModule) {
         let device = &self.inner.device;
         let mut entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
@@ -240,10 +332,9 @@ impl Gpu {
         });
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(kernel.name),
-            // A browser compiles the WGSL itself and needs `enable subgroups;`, which naga rejects.
-            source: wgpu::ShaderSource::Wgsl(
-                if self.inner.browser { variant.browser_wgsl } else { variant.wgsl }.into(),
-            ),
+            // A browser compiles the WGSL itself and needs `enable subgroups;`, which naga
+            // rejects: `wgsl` is the browser form there.
+            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
         });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(kernel.name),
@@ -254,7 +345,7 @@ impl Gpu {
                 constants: overrides,
                 zero_initialize_workgroup_memory: true,
             },
-            cache: None,
+            cache: self.inner.disk.as_ref().map(|d| &d.cache),
         });
         self.inner.pipelines.built.fetch_add(1, Ordering::Relaxed);
         (Compiled { kernel, overrides_empty: overrides.is_empty(), pipeline, layout }, module)
@@ -289,11 +380,11 @@ impl Gpu {
     /// `build` with the error scopes awaited instead of blocked on.
     #[cfg(target_arch = "wasm32")]
     async fn build_checked(&self, kernel: &'static KernelDef) -> Result<Arc<Compiled>> {
-        let variant = self.buildable(kernel, &[])?;
+        let source = self.buildable(kernel, &[])?;
         let device = &self.inner.device;
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
-        let (compiled, module) = self.create(kernel, &[], variant);
+        let (compiled, module) = self.create(kernel, &[], &source);
         // Popped in reverse order, at once; the futures resolve when the browser has decided.
         let internal = internal.pop();
         let validation = validation.pop();
@@ -360,8 +451,36 @@ impl Gpu {
             }
         }
         out.seconds = start.seconds();
+        // A program may never drop its context (it exits): keep what warm-up compiled now.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Err(e) = self.save_pipeline_cache() {
+            eprintln!("kernels: cannot write the pipeline cache: {e}");
+        }
         Ok(out)
     }
+
+    /// What became of the pipeline cache file when the context was opened: read and used,
+    /// ignored (and why), new, or off.
+    pub fn pipeline_cache_file(&self) -> &PipelineCacheFile {
+        &self.inner.disk_status
+    }
+
+    /// Writes the driver's pipeline cache to its file now, if pipelines were built since it was
+    /// read or last written and the driver's data changed; the file's path when written. The
+    /// context also does this when [`Gpu::warm_up`] finishes and when it is dropped.
+    pub fn save_pipeline_cache(&self) -> Result<Option<std::path::PathBuf>> {
+        match self.inner.disk.as_ref() {
+            None => Ok(None),
+            Some(d) => d
+                .save(self.inner.pipelines.built())
+                .map_err(|e| Error::Gpu(format!("cannot write the pipeline cache: {e}"))),
+        }
+    }
+}
+
+/// The cache key of `kernel` with `overrides`.
+pub(crate) fn key(kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Key {
+    (kernel as *const KernelDef as usize, overrides.iter().map(|(k, v)| (*k, v.to_bits())).collect())
 }
 
 /// The bind group layout entry of a texture or sampler.

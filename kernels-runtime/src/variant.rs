@@ -26,20 +26,44 @@ pub(crate) struct Unmet {
     pub(crate) configs: Vec<CoopConfig>,
 }
 
+/// What a compiled form needs from the device: a [`VariantDef`] of the generated code, or a
+/// form hot reload compiled at run time.
+pub(crate) trait Needs {
+    fn subgroups(&self) -> bool;
+    fn f16(&self) -> bool;
+    fn coop(&self) -> &[CoopConfig];
+    fn features(&self) -> &[&'static str];
+}
+
+impl Needs for VariantDef {
+    fn subgroups(&self) -> bool {
+        self.subgroups
+    }
+    fn f16(&self) -> bool {
+        self.f16
+    }
+    fn coop(&self) -> &[CoopConfig] {
+        self.coop
+    }
+    fn features(&self) -> &[&'static str] {
+        self.features
+    }
+}
+
 /// What `variant` needs that `caps` does not offer, most basic first.
-fn unmet(variant: &VariantDef, caps: &Capabilities) -> Vec<Unmet> {
+fn unmet(variant: &impl Needs, caps: &Capabilities) -> Vec<Unmet> {
     let mut out = Vec::new();
-    if variant.f16 && !caps.f16 {
+    if variant.f16() && !caps.f16 {
         out.push(Unmet { feature: "SHADER_F16", configs: Vec::new() });
     }
-    if variant.subgroups && !caps.subgroups {
+    if variant.subgroups() && !caps.subgroups {
         out.push(Unmet { feature: "SUBGROUP", configs: Vec::new() });
     }
-    let missing: Vec<CoopConfig> = variant.coop.iter().filter(|c| !caps.coop.contains(c)).copied().collect();
+    let missing: Vec<CoopConfig> = variant.coop().iter().filter(|c| !caps.coop.contains(c)).copied().collect();
     if !missing.is_empty() {
         out.push(Unmet { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", configs: missing });
     }
-    for &name in variant.features {
+    for &name in variant.features() {
         // A name this wgpu does not know is a feature no device has.
         if !wgpu::Features::from_name(name).is_some_and(|f| caps.features.contains(f)) {
             out.push(Unmet { feature: name, configs: Vec::new() });
@@ -52,8 +76,13 @@ fn unmet(variant: &VariantDef, caps: &Capabilities) -> Vec<Unmet> {
 /// subgroups, its f16, and each of its cooperative-matrix configurations. Without one, what the
 /// variant that lacks the least is missing (the most portable variant on ties, the last).
 pub(crate) fn select(kernel: &KernelDef, caps: &Capabilities) -> Result<&'static VariantDef, Unmet> {
+    select_in(kernel.variants, caps)
+}
+
+/// [`select`] over any list of forms.
+pub(crate) fn select_in<'v, V: Needs>(variants: &'v [V], caps: &Capabilities) -> Result<&'v V, Unmet> {
     let mut closest: Option<Vec<Unmet>> = None;
-    for variant in kernel.variants {
+    for variant in variants {
         let missing = unmet(variant, caps);
         if missing.is_empty() {
             return Ok(variant);
@@ -94,6 +123,7 @@ mod tests {
             grid_expr: "",
             requires: &[],
             variants,
+            source: None,
         }
     }
 

@@ -245,6 +245,12 @@ Features: no optional features.*/
                     features: &[],
                 },
             ],
+            source: ::core::option::Option::Some(
+                &::kernels::KernelSource {
+                    file: &super::__k_source,
+                    interface: "workgroup_size: 64 × 1 × 1\nbinding m: @group(0) @binding(0) var<storage, read_write> m: array<f32> (elements f32, 4 bytes each, at least 0)\nbinding d: @group(0) @binding(1) var<uniform> d: Dims (Dims, 32 bytes)\nstruct Dims: 32 bytes { rows: u32 at 0, cols: u32 at 4, 8 bytes of padding at 8, origin: [f32; 3] at 16, scale: f32 at 28 }\ngrid: @grid workgroups(ceil_div(d.rows * d.cols, WG))\nrequires 1: @requires len(m) >= d.rows * d.cols\nconst WG: const WG: u32 = 64",
+                },
+            ),
         };
     }
     /**Caller-chosen grid, a struct element type and an override.
@@ -391,8 +397,31 @@ Features: no optional features.*/
                     features: &[],
                 },
             ],
+            source: ::core::option::Option::Some(
+                &::kernels::KernelSource {
+                    file: &super::__k_source,
+                    interface: "workgroup_size: 64 × 1 × 1\nbinding pts: @group(0) @binding(0) var<storage, read> pts: array<Point> (elements Point, 16 bytes each, at least 0)\nbinding out: @group(0) @binding(1) var<storage, read_write> out: array<f32> (elements f32, 4 bytes each, at least 0)\nbinding d: @group(0) @binding(2) var<uniform> d: Dims (Dims, 32 bytes)\nstruct Point: 16 bytes { p: [f32; 3] at 0, w: f32 at 12 }\nstruct Dims: 32 bytes { rows: u32 at 0, cols: u32 at 4, 8 bytes of padding at 8, origin: [f32; 3] at 16, scale: f32 at 28 }\noverride GAIN: f32 (with a default)\ngrid: given by the caller",
+                },
+            ),
         };
     }
+    /// Where this module's WGSL lives, for hot reload.
+    #[doc(hidden)]
+    pub static __k_source: ::kernels::FileSource = ::kernels::FileSource {
+        manifest_dir: ::core::option::Option::Some("$CRATE"),
+        kernel_file: "$CRATE/tests/fixtures/01_demo.wgsl",
+        display: "tests/fixtures/01_demo.wgsl",
+        shared: ::core::option::Option::Some(
+            "$CRATE/tests/fixtures/00_shared.wgsl",
+        ),
+        module: "demo",
+        files: &[
+            "$CRATE/tests/fixtures/01_demo.wgsl",
+            "$CRATE/tests/fixtures/00_shared.wgsl",
+        ],
+        interface: "const WG: const WG: u32 = 64",
+        kernels: &[&r#shift::KERNEL, &r#points::KERNEL],
+    };
     ///Every kernel of this file, for [`Gpu::warm_up`](::kernels::Gpu::warm_up) and tools.
     pub static KERNELS: &[&::kernels::KernelDef] = &[
         &r#shift::KERNEL,

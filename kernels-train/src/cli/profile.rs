@@ -12,7 +12,7 @@ pub fn class_of(qualified: &str) -> &'static str {
     if kernel.contains("attention") || kernel.starts_with("flash_") {
         "attention"
     } else if matches!(module, "linear" | "linear16" | "precise")
-        && kernel.starts_with("matmul")
+        && (kernel.starts_with("matmul") || kernel.starts_with("gemm"))
         && kernel != "matmul_parts_add"
     {
         "products"
@@ -66,8 +66,9 @@ mod tests {
     #[test]
     fn kernels_fall_into_their_classes() {
         assert_eq!(class_of("linear::matmul_t"), "products");
-        assert_eq!(class_of("linear16::matmul_at16_split_f32"), "products");
-        assert_eq!(class_of("linear16::matmul_t_precise"), "products");
+        assert_eq!(class_of("linear::gemm16"), "products");
+        assert_eq!(class_of("linear::gemm16_residual"), "products");
+        assert_eq!(class_of("precise::matmul_t_pres"), "products");
         assert_eq!(class_of("precise::matmul_at_pres_split"), "products");
         assert_eq!(class_of("precise::precise_split"), "memory-bound");
         assert_eq!(class_of("linear::matmul_parts_add"), "memory-bound");

@@ -203,8 +203,8 @@ mod tests {
 
     #[test]
     fn a_library_kernel_with_overrides_and_a_variant() {
-        let a = args("linear16::matmul_t16 -o M_C=4096,N_C=768 --override K_C=768 --variant 1 --json").unwrap();
-        assert_eq!(a.subject, Subject::Kernel("linear16::matmul_t16".into()));
+        let a = args("linear::gemm16 -o M_C=4096,N_C=768 --override K_C=768 --variant 1 --json").unwrap();
+        assert_eq!(a.subject, Subject::Kernel("linear::gemm16".into()));
         let expected: Vec<(String, String)> = [("M_C", "4096"), ("N_C", "768"), ("K_C", "768")]
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))

@@ -282,7 +282,7 @@ mod tests {
 
     fn kernel() -> Kernel {
         Kernel {
-            name: "linear16::matmul_t16".into(),
+            name: "linear::gemm16".into(),
             entry: "matmul_t16".into(),
             file: "shaders/11_linear16.wgsl".into(),
             overrides: Vec::new(),
@@ -358,7 +358,7 @@ mod tests {
         assert!(!text.contains('\n'), "one line");
         assert_eq!(j["device"], "NVIDIA H200");
         assert_eq!(j["vulkan"], "1.4.312");
-        assert_eq!(j["kernel"], "linear16::matmul_t16");
+        assert_eq!(j["kernel"], "linear::gemm16");
         assert_eq!(j["form"], "coop");
         assert_eq!(j["status"], "built");
         assert_eq!(j["overrides"]["M_C"], 4096.0);
@@ -368,7 +368,7 @@ mod tests {
         assert_eq!(j["executables"][0]["representations"].as_array().unwrap().len(), 3);
         assert_eq!(
             line(&row),
-            "linear16::matmul_t16 v0 coop [M_C=4096 SPLIT=0]: subgroup 32, Register Count=128, Spills=false (12 ms)"
+            "linear::gemm16 v0 coop [M_C=4096 SPLIT=0]: subgroup 32, Register Count=128, Spills=false (12 ms)"
         );
         let b = block(&row);
         assert!(b.contains("variant 0 of 2: coop") && b.contains("overrides: M_C=4096 SPLIT=0"), "{b}");

@@ -84,9 +84,9 @@ fn list_names_every_kernel_with_its_variants() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let lines: Vec<serde_json::Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), kernels::all_kernels().count());
-    let t16 = lines.iter().find(|l| l["kernel"] == "linear16::matmul_t16").expect("matmul_t16 listed");
-    assert_eq!(t16["variants"][0]["form"], "coop");
-    assert!(t16["overrides"].as_array().unwrap().iter().any(|o| o == "M_C: u32"), "{t16}");
+    let g16 = lines.iter().find(|l| l["kernel"] == "linear::gemm16").expect("gemm16 listed");
+    assert_eq!(g16["variants"][0]["form"], "coop");
+    assert!(g16["overrides"].as_array().unwrap().iter().any(|o| o == "M_C: u32"), "{g16}");
 }
 
 /// Without a device: the SPIR-V of a product at a trainer's shape, its WGSL and JSON.
@@ -94,14 +94,14 @@ fn list_names_every_kernel_with_its_variants() {
 fn spirv_only_writes_the_files() {
     let dir = temp_dir("spirv");
     let d = dir.to_str().unwrap();
-    let r = run(&["linear16::matmul_t16", "--spirv-only", "--dump", d, "-o", "M_C=8192,N_C=2304,K_C=768", "--json"]);
+    let r = run(&["linear::gemm16", "--spirv-only", "--dump", d, "-o", "M_C=8192,N_C=2304,K_C=768", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let j: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert_eq!(
         (j["status"].as_str(), j["form"].as_str(), j["spirv_version"].as_str()),
         (Some("spirv"), Some("coop"), Some("1.6"))
     );
-    let file = |ext: &str| dir.join(format!("linear16.matmul_t16.v0.M_C=8192.N_C=2304.K_C=768.{ext}"));
+    let file = |ext: &str| dir.join(format!("linear.gemm16.v0.M_C=8192.N_C=2304.K_C=768.{ext}"));
     let spv = std::fs::read(file("spv")).unwrap();
     assert_eq!(&spv[..4], &0x0723_0203u32.to_le_bytes());
     assert_eq!(spv.len() / 4, j["spirv_words"].as_u64().unwrap() as usize);
