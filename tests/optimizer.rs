@@ -10,7 +10,7 @@ mod reference;
 
 use common::{assert_close, gpu, gpu_with, rel_err, rng, uniform};
 use kernels::infrastructure::axpy;
-use kernels::optimizer::{adamw_8bit_update, adamw_update, finalize_grad_stats, reduce_norm_sq};
+use kernels::optimizer::{adamw_8bit_update, adamw_update, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4};
 use kernels::{Batch, Buffer, Error, Gpu, GpuOptions};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -171,6 +171,71 @@ fn norm_sq_tree_variant() {
         return;
     };
     check_norm(&gpu, "norm (tree)");
+}
+
+/// `reduce_norm_sq4` over four tensors at a time (groups with empty slots, bound to the first
+/// tensor again, among them) writes each tensor's partials where `reduce_norm_sq` with
+/// consecutive offsets does: against the float64 partials, and the same bits as the one-tensor
+/// dispatches. Poisoned partials, with a tail past the last that must stay.
+fn check_norm4(gpu: &Gpu, label: &str) {
+    let mut rng = rng(label);
+    // Groups of (up to) four tensor lengths; 0: an empty slot.
+    let groups: [[usize; 4]; 3] = [[1, 4097, 255, 100_003], [8192, 0, 257, 0], [4096 * 3 + 5, 0, 0, 0]];
+    let lens: Vec<usize> = groups.iter().flatten().copied().filter(|&n| n > 0).collect();
+    let mut host: Vec<Vec<f32>> = lens.iter().map(|&n| uniform(&mut rng, n, -1.0, 1.0)).collect();
+    host[1][4096] = f32::NAN;
+    host[3][50_000] = f32::INFINITY;
+    host[4][8191] = f32::NEG_INFINITY;
+    let grads: Vec<Buffer<f32>> = host.iter().map(|g| gpu.upload(g).unwrap()).collect();
+    let (offs, count) = offsets(&lens);
+    let want: Vec<(f64, u32)> = host.iter().flat_map(|g| reference::norm_sq_partials(g)).collect();
+    assert_eq!(want.len(), count);
+    let run = |four: bool| {
+        let mut partials = gpu.filled(count + 3, f32::NAN).unwrap();
+        let mut bad = gpu.filled(count + 3, u32::MAX).unwrap();
+        let batch = gpu.batch();
+        if four {
+            let mut next = 0;
+            for group in &groups {
+                let first = next;
+                let slot = |k: usize| {
+                    let before = group[..k].iter().filter(|&&n| n > 0).count();
+                    if group[k] > 0 { &grads[first + before] } else { &grads[first] }
+                };
+                let n = |k: usize| group[k] as u32;
+                let np = reduce_norm_sq4::Params::new(n(0), n(1), n(2), n(3), offs[first] as u32);
+                reduce_norm_sq4(&batch, slot(0), slot(1), slot(2), slot(3), &mut partials, &mut bad, np).unwrap();
+                next += group.iter().filter(|&&n| n > 0).count();
+            }
+        } else {
+            for (g, &off) in grads.iter().zip(&offs) {
+                let np = reduce_norm_sq::Params::new(g.len() as u32, off as u32);
+                reduce_norm_sq(&batch, g, &mut partials, &mut bad, np).unwrap();
+            }
+        }
+        batch.submit().unwrap();
+        (partials.read(gpu).unwrap(), bad.read(gpu).unwrap())
+    };
+    let (partials, bad) = run(true);
+    for (j, (&got, &(w, wb))) in partials.iter().zip(&want).enumerate() {
+        assert_rel(&format!("{label}: partial {j}"), got as f64, w, 1e-5);
+        assert_eq!(bad[j], wb, "{label}: non-finite count of partial {j}");
+    }
+    assert_eq!(bad[..count].iter().sum::<u32>(), 3, "{label}: non-finite count");
+    assert!(partials[count..].iter().all(|v| v.is_nan()), "{label}: partials past count written");
+    assert!(bad[count..].iter().all(|&v| v == u32::MAX), "{label}: counts past count written");
+    let (one, one_bad) = run(false);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&partials), bits(&one), "{label}: not the one-tensor dispatches' bits");
+    assert_eq!(bad, one_bad, "{label}: not the one-tensor dispatches' counts");
+}
+
+#[test]
+fn norm_sq_four_tensors_a_dispatch() {
+    let Some(gpu) = gpu() else { return };
+    check_norm4(&gpu, "norm4 (subgroups)");
+    let Some(tree) = gpu_with(GpuOptions::from_env().subgroups(false)) else { return };
+    check_norm4(&tree, "norm4 (tree)");
 }
 
 /// Per step: the gradient scale of each tensor, the max_norm (≤ 0: clipping off), and whether

@@ -312,7 +312,8 @@ mod tests {
 
     #[test]
     fn flags_override_the_preset() {
-        let a = parse(&["--preset", "gpt2-medium", "--layers", "2", "--seq-len", "128", "--batch", "2", "--lr", "1e-3"]);
+        let a =
+            parse(&["--preset", "gpt2-medium", "--layers", "2", "--seq-len", "128", "--batch", "2", "--lr", "1e-3"]);
         let c = model_config(&a);
         assert_eq!((c.layers, c.dim, c.heads, c.kv_heads, c.seq_len), (2, 1024, 16, 16, 128));
         let t = train_config(&a);

@@ -10,7 +10,7 @@ use kernels::infrastructure::copy;
 use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::rmsnorm_forward;
 use kernels::ops::F16x4;
-use kernels::rope::{rope_k, rope_q};
+use kernels::rope::rope_qk;
 use kernels::{Batch, Buffer};
 
 impl Model {
@@ -67,8 +67,7 @@ impl Model {
             forward(b, split, h1, &w.wk, h16.map(|h| h.wk), k, mm(kv, d), false)?;
             forward(b, split, h1, &w.wv, h16.map(|h| h.wv), v, mm(kv, d), false)?;
             let pos = at.unwrap_or(0) as u32;
-            rope_q(b, &mut layer.q, kernels::rope::rope_q::Params::new(bt, sq, h, dh, pos, base))?;
-            rope_k(b, k, kernels::rope::rope_k::Params::new(bt, sq, hkv, dh, pos, base))?;
+            rope_qk(b, &mut layer.q, k, kernels::rope::rope_qk::Params::new(bt, sq, h, hkv, dh, pos, base))?;
             if let Some(t) = at {
                 let n = kv as usize;
                 b.copy_range(&s.dk, 0, &mut layer.k, t * n, n)?;
