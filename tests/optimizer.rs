@@ -230,6 +230,54 @@ fn check_norm4(gpu: &Gpu, label: &str) {
     assert_eq!(bad, one_bad, "{label}: not the one-tensor dispatches' counts");
 }
 
+/// `reduce_norm_sq4` under a 2-D grid with a workgroup past the last block (as the runtime's
+/// fallback lays out a long grid): the same bits as its own 1-D grid, the spare workgroup writing
+/// nothing. Through the untyped API, as the updates' 2-D test above.
+#[test]
+fn norm_sq4_on_a_2d_grid() {
+    use kernels::__private::bytemuck::bytes_of;
+    use kernels::{Arg, Call, Grid, Record};
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("norm4 2-D");
+    // Blocks: 1 + 1 + 0 + 1 = 3, on a (2, 2, 1) grid of 4 workgroups.
+    let (a, b, c) =
+        (uniform(&mut rng, 4096, -1.0, 1.0), uniform(&mut rng, 10, -1.0, 1.0), uniform(&mut rng, 77, -1.0, 1.0));
+    let (ga, gb, gc) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap(), gpu.upload(&c).unwrap());
+    let np = reduce_norm_sq4::Params::new(4096, 10, 0, 77, 1);
+    let run = |grid: Option<Grid>| {
+        let mut partials = gpu.filled(6, f32::NAN).unwrap();
+        let mut bad = gpu.filled(6, u32::MAX).unwrap();
+        match grid {
+            None => reduce_norm_sq4(&gpu, &ga, &gb, &ga, &gc, &mut partials, &mut bad, np).unwrap(),
+            Some(grid) => {
+                let args = [
+                    Arg::storage(&ga, false),
+                    Arg::storage(&gb, false),
+                    Arg::storage(&ga, false),
+                    Arg::storage(&gc, false),
+                    Arg::storage(&partials, true),
+                    Arg::storage(&bad, true),
+                    Arg::uniform(bytes_of(&np)),
+                ];
+                let call = Call { kernel: &reduce_norm_sq4::KERNEL, grid, args: &args, overrides: &[] };
+                (&gpu).record(call).unwrap();
+            }
+        }
+        (partials.read(&gpu).unwrap(), bad.read(&gpu).unwrap())
+    };
+    let (one, one_bad) = run(None);
+    let (two, two_bad) = run(Some(Grid::Explicit([2, 2, 1])));
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&one), bits(&two), "partials under the 2-D grid");
+    assert_eq!(one_bad, two_bad);
+    let want: Vec<(f64, u32)> = [&a[..], &b, &c].iter().flat_map(|g| reference::norm_sq_partials(g)).collect();
+    for (j, (&got, &(w, _))) in one[1..4].iter().zip(&want).enumerate() {
+        assert_rel(&format!("2-D partial {j}"), got as f64, w, 1e-5);
+    }
+    assert!(one[0].is_nan() && one[4..].iter().all(|v| v.is_nan()), "partials outside [1, 4) written: {one:?}");
+    assert_eq!(&one_bad[1..4], &[0, 0, 0]);
+}
+
 #[test]
 fn norm_sq_four_tensors_a_dispatch() {
     let Some(gpu) = gpu() else { return };
