@@ -173,10 +173,15 @@ fn the_cache_gives_the_full_forwards_greedy_output() {
     eprintln!("{path:?}: {text:?}");
     assert!(text.contains("klmnopq"), "{path:?}: the trained model does not continue the alphabet: {text:?}");
     assert_eq!(with_cache, without, "{path:?}: greedy output differs with the cache");
+    // Where tensor cores run the f32 products they go through the scaled split, whose error is
+    // about 8× an f32 FMA chain's (≤ ~5e-7 of Σ|a||b|), and the one-row products of the cached
+    // path run other plans than the full forward's: the bound grows by that factor.
+    let tensor_cores = kernels::ops::on_tensor_cores(&gpu, &kernels::linear::gemm16::KERNEL);
+    let bound = if tensor_cores { 1e-3 } else { 1e-4 };
     for (k, (a, b)) in lc.iter().zip(&lf).enumerate() {
         let num: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum::<f64>().sqrt();
         let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum::<f64>().sqrt();
-        assert!(num <= 1e-4 * den, "{path:?} token {k}: logits {:e} apart (relative)", num / den);
+        assert!(num <= bound * den, "{path:?} token {k}: logits {:e} apart (relative)", num / den);
     }
     // A training step in between empties the cache: the next call runs the whole context.
     let t = TrainConfig { batch: 4, ..TrainConfig::default() };
