@@ -15,6 +15,8 @@ pub enum Preset {
     Tiny,
     /// GPT-2 small's shape (12 layers, width 768, 12 heads, context 1024): for real GPUs.
     Gpt2Small,
+    /// GPT-2 medium's shape (24 layers, width 1024, 16 heads, context 1024): for real GPUs.
+    Gpt2Medium,
 }
 
 /// Train a LLaMA-style language model on the GPU (on bytes or BPE tokens), or sample from one.
@@ -191,6 +193,7 @@ pub fn model_config(a: &Args) -> ModelConfig {
     let (layers, dim, heads, kv, seq) = match a.preset {
         Preset::Tiny => (tiny.layers, tiny.dim, tiny.heads, tiny.kv_heads, tiny.seq_len),
         Preset::Gpt2Small => (12, 768, 12, 12, 1024),
+        Preset::Gpt2Medium => (24, 1024, 16, 16, 1024),
     };
     let mut c = ModelConfig::new(
         a.dim.unwrap_or(dim),
@@ -211,6 +214,8 @@ pub fn train_config(a: &Args) -> TrainConfig {
     let (batch, steps, lr, min_lr, warmup) = match a.preset {
         Preset::Tiny => (tiny.batch, tiny.steps, tiny.lr, tiny.min_lr, tiny.warmup),
         Preset::Gpt2Small => (8, 2000, 6e-4, 6e-5, 100),
+        // The lower peak rate GPT-3's paper gives its model of this size (350M: 3e-4).
+        Preset::Gpt2Medium => (8, 2000, 3e-4, 3e-5, 100),
     };
     TrainConfig {
         batch: a.batch.unwrap_or(batch),
@@ -333,4 +338,53 @@ pub(super) fn model_flags_given(a: &Args) -> bool {
         || a.kv_heads.is_some()
         || a.ffn.is_some()
         || a.seq_len.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, Preset, model_config, train_config};
+    use clap::Parser;
+
+    fn parse(flags: &[&str]) -> Args {
+        Args::try_parse_from(std::iter::once("train").chain(flags.iter().copied())).expect("flags parse")
+    }
+
+    fn parameters(a: &Args) -> usize {
+        crate::params::layout(&model_config(a)).iter().map(|p| p.elements()).sum()
+    }
+
+    #[test]
+    fn each_preset_has_its_shape_and_schedule() {
+        // (flag, layers, dim, heads, kv heads, ffn, context, parameters over bytes, batch, peak lr)
+        let presets = [
+            ("tiny", Preset::Tiny, 2, 64, 4, 2, 192, 64, 115_008, 8, 4e-3),
+            ("gpt2-small", Preset::Gpt2Small, 12, 768, 12, 12, 2048, 1024, 85_150_464, 8, 6e-4),
+            ("gpt2-medium", Preset::Gpt2Medium, 24, 1024, 16, 16, 2752, 1024, 303_875_072, 8, 3e-4),
+        ];
+        for (flag, preset, layers, dim, heads, kv, ffn, seq, params, batch, lr) in presets {
+            let a = parse(&["--preset", flag]);
+            assert_eq!(a.preset, preset, "{flag}");
+            let c = model_config(&a);
+            c.validate().unwrap_or_else(|e| panic!("{flag}: {e}"));
+            assert_eq!(
+                (c.layers, c.dim, c.heads, c.kv_heads, c.ffn_hidden, c.seq_len, c.vocab),
+                (layers, dim, heads, kv, ffn, seq, 256),
+                "{flag}"
+            );
+            assert_eq!(parameters(&a), params, "{flag}");
+            let t = train_config(&a);
+            assert_eq!((t.batch, t.lr), (batch, lr), "{flag}");
+            assert!(t.min_lr < t.lr && t.warmup < t.steps, "{flag}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn flags_override_the_preset() {
+        let a =
+            parse(&["--preset", "gpt2-medium", "--layers", "2", "--seq-len", "128", "--batch", "2", "--lr", "1e-3"]);
+        let c = model_config(&a);
+        assert_eq!((c.layers, c.dim, c.heads, c.kv_heads, c.seq_len), (2, 1024, 16, 16, 128));
+        let t = train_config(&a);
+        assert_eq!((t.batch, t.lr, t.min_lr), (2, 1e-3, 3e-5));
+    }
 }
