@@ -795,12 +795,11 @@ fn time(gpu: &Gpu, target: &Target, args: &Args) -> Result<Timing, String> {
     time_with_buffers(gpu, target, args).map(|(t, _)| t)
 }
 
-/// [`time`], with the storage buffers it bound (`None` for a uniform), as words.
-fn time_with_buffers(
-    gpu: &Gpu,
-    target: &Target,
-    args: &Args,
-) -> Result<(Timing, Vec<Option<kernels::Buffer<u32>>>), String> {
+/// The buffers a timed kernel bound, one per binding (`None` for a uniform), as words.
+type Bound = Vec<Option<kernels::Buffer<u32>>>;
+
+/// [`time`], with the storage buffers it bound.
+fn time_with_buffers(gpu: &Gpu, target: &Target, args: &Args) -> Result<(Timing, Bound), String> {
     let def = target.def;
     let p = plan(target, args)?;
     let iface = target.kernel.interface.as_ref().expect("planned");

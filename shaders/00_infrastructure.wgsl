@@ -187,7 +187,8 @@ fn copy(
 }
 
 // --- KERNEL: clamp_inplace ---
-// `x[i] = clamp(x[i], p.lo, p.hi)` for `i < p.n`; NaN stays NaN. In place.
+// `x[i] = clamp(x[i], p.lo, p.hi)` for `i < p.n` (p.lo ≤ p.hi); NaN stays NaN, −Inf becomes
+// p.lo and +Inf p.hi. In place.
 // Grid: one workgroup per 2048 elements, 8 per invocation (file header).
 // @grid workgroups(ceil_div(p.n, EW_CHUNK))
 // @requires len(x) >= p.n
@@ -199,9 +200,10 @@ struct Params {
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<uniform> p: Params;
 
-// select keeps NaN (WGSL's clamp of NaN is implementation-defined).
+// select keeps NaN (WGSL's min, max and clamp of NaN are implementation-defined), found on the
+// bits (`nan_lanes`), since a `v != v` test may be folded away.
 fn clamp_keep_nan(v: vec4<f32>) -> vec4<f32> {
-    return select(min(max(v, vec4<f32>(p.lo)), vec4<f32>(p.hi)), v, v != v);
+    return select(min(max(v, vec4<f32>(p.lo)), vec4<f32>(p.hi)), v, nan_lanes(v));
 }
 
 fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {

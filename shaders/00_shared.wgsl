@@ -25,6 +25,12 @@ fn is_finite(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
 }
 
+// Which lanes of v are NaN (exponent bits all ones, mantissa not zero), on the bits for the same
+// reason: WGSL lets `v != v` be folded to false, and Chrome on SwiftShader does fold it.
+fn nan_lanes(v: vec4<f32>) -> vec4<bool> {
+    return (bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u);
+}
+
 // Scratch for the workgroup reductions.
 var<workgroup> sh_red: array<f32, WG>;
 

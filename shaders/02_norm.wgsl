@@ -292,14 +292,11 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(6) var<uniform> p: Params;
 
-// Lanes per row in the dot-product pass: 32 consecutive invocations read 32 consecutive
-// elements of one row (coalesced), 8 rows at a time.
-const LANES: u32 = 32u;
-// Per row and lane: the lane's part of Σ dy·γ·x (4 KiB).
-var<workgroup> sh_part: array<f32, 1024>;
-// Per row of the block: rrms, and rrms³ · (Σ dy·γ·x) / d.
-var<workgroup> sh_r: array<f32, NORM_BLOCK>;
-var<workgroup> sh_coef: array<f32, NORM_BLOCK>;
+fn put_dx(k: u32, v: f32) {
+    dx[k] = v;
+}
+
+//#include "lib/norm_backward.wgsl"
 
 @compute @workgroup_size(WG)
 fn rmsnorm_backward(
@@ -307,90 +304,47 @@ fn rmsnorm_backward(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let blk = flat_wg(wid, nwg);
-    let blocks = (p.rows + NORM_BLOCK - 1u) / NORM_BLOCK;
-    if (blk >= blocks) {
-        return;
-    }
-    let r0 = blk * NORM_BLOCK;
-    let nr = min(NORM_BLOCK, p.rows - r0);
-    // Pass 1: the per-row dot products Σ dy·γ·x for all rows of the block at once. Invocation
-    // (group g = tid / 32, lane l = tid % 32) takes rows g, g+8, g+16, g+24 and columns
-    // j ≡ l (mod 32); then invocation i < 32 adds row i's 32 lane sums in lane order. A fixed
-    // order, independent of the subgroup size, and two barriers instead of 32 reductions.
-    // The four rows go through the columns together (one γ load and up to 8 independent loads
-    // of dy and x per step, to keep loads in flight); each row's sum is the same chain of fmas
-    // in increasing j as one row alone.
-    let lane = tid % LANES;
-    let ri = vec4<u32>(tid / LANES) + vec4<u32>(0u, 8u, 16u, 24u);
-    let ok = ri < vec4<u32>(nr);
-    // Row starts (only used for rows below nr, so never past the end).
-    let rb = (vec4<u32>(r0) + ri) * p.d;
-    var acc = vec4<f32>(0.0);
-    for (var j = lane; j < p.d; j += LANES) {
-        let gj = gamma[j];
-        if (ok.x) {
-            acc.x = fma(dy[rb.x + j] * gj, x[rb.x + j], acc.x);
-        }
-        if (ok.y) {
-            acc.y = fma(dy[rb.y + j] * gj, x[rb.y + j], acc.y);
-        }
-        if (ok.z) {
-            acc.z = fma(dy[rb.z + j] * gj, x[rb.z + j], acc.z);
-        }
-        if (ok.w) {
-            acc.w = fma(dy[rb.w + j] * gj, x[rb.w + j], acc.w);
-        }
-    }
-    sh_part[ri.x * LANES + lane] = acc.x;
-    sh_part[ri.y * LANES + lane] = acc.y;
-    sh_part[ri.z * LANES + lane] = acc.z;
-    sh_part[ri.w * LANES + lane] = acc.w;
-    workgroupBarrier();
-    if (tid < nr) {
-        var dot = 0.0;
-        for (var l = 0u; l < LANES; l++) {
-            dot += sh_part[tid * LANES + l];
-        }
-        let r = rrms[r0 + tid];
-        sh_r[tid] = r;
-        sh_coef[tid] = r * r * r * dot / f32(p.d);
-    }
-    workgroupBarrier();
-    // Pass 2: each invocation owns columns j ≡ tid (mod 256): dx for every row of the block,
-    // and the column's partial dγ summed over the block's rows in row order. Rows go four at a
-    // time (8 loads in flight), then one at a time for the last nr % 4.
-    for (var j = tid; j < p.d; j += WG) {
-        let g = gamma[j];
-        var dg = 0.0;
-        var i = 0u;
-        for (; i + 4u <= nr; i += 4u) {
-            let k0 = (r0 + i) * p.d + j;
-            let k = vec4<u32>(k0, k0 + p.d, k0 + 2u * p.d, k0 + 3u * p.d);
-            let xv = vec4<f32>(x[k.x], x[k.y], x[k.z], x[k.w]);
-            let dyv = vec4<f32>(dy[k.x], dy[k.y], dy[k.z], dy[k.w]);
-            let r = vec4<f32>(sh_r[i], sh_r[i + 1u], sh_r[i + 2u], sh_r[i + 3u]);
-            let cf = vec4<f32>(sh_coef[i], sh_coef[i + 1u], sh_coef[i + 2u], sh_coef[i + 3u]);
-            let dxv = r * g * dyv - xv * cf;
-            dx[k.x] = dxv.x;
-            dx[k.y] = dxv.y;
-            dx[k.z] = dxv.z;
-            dx[k.w] = dxv.w;
-            dg = fma(dyv.x * xv.x, r.x, dg);
-            dg = fma(dyv.y * xv.y, r.y, dg);
-            dg = fma(dyv.z * xv.z, r.z, dg);
-            dg = fma(dyv.w * xv.w, r.w, dg);
-        }
-        for (; i < nr; i++) {
-            let k = (r0 + i) * p.d + j;
-            let r = sh_r[i];
-            let xv = x[k];
-            let dyv = dy[k];
-            dx[k] = r * g * dyv - xv * sh_coef[i];
-            dg = fma(dyv * xv, r, dg);
-        }
-        partials[blk * p.d + j] = dg;
-    }
+    rmsnorm_backward_block(wid, nwg, tid);
+}
+
+// --- KERNEL: rmsnorm_backward_acc ---
+// `rmsnorm_backward` adding its input gradient into `dx` instead of storing it:
+// dx[r, j] += (the gradient `rmsnorm_backward` writes) — one f32 addition per element, the one a
+// separate `axpy` of that gradient (α = 1) would make, without its pass over dx. The partials as
+// `rmsnorm_backward` (overwritten). Accumulates into `dx[0 .. rows·d]`.
+// @grid workgroups(ceil_div(p.rows, NORM_BLOCK))
+// @requires len(x) >= p.rows * p.d
+// @requires len(gamma) >= p.d
+// @requires len(rrms) >= p.rows
+// @requires len(dy) >= p.rows * p.d
+// @requires len(dx) >= p.rows * p.d
+// @requires len(partials) >= ceil_div(p.rows, NORM_BLOCK) * p.d
+// @accumulates dx
+struct Params {
+    rows: u32,
+    d: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> gamma: array<f32>;
+@group(0) @binding(2) var<storage, read> rrms: array<f32>;
+@group(0) @binding(3) var<storage, read> dy: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(5) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(6) var<uniform> p: Params;
+
+fn put_dx(k: u32, v: f32) {
+    dx[k] = dx[k] + v;
+}
+
+//#include "lib/norm_backward.wgsl"
+
+@compute @workgroup_size(WG)
+fn rmsnorm_backward_acc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    rmsnorm_backward_block(wid, nwg, tid);
 }
 
 // --- KERNEL: rmsnorm_dgamma_reduce ---

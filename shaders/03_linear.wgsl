@@ -123,6 +123,32 @@ fn matmul_t_acc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     product_xwt(wid, tid, p.m, p.n, p.k);
 }
 
+// --- KERNEL: matmul_t_residual ---
+// Y = R + X · Wᵀ with W stored [N, K] (a residual branch: x_out = x_in + a · Wᵀ). X [M, K],
+// R and Y [M, N], all row-major f32; the product is summed in f32, then added to R — the one
+// addition a copy of R into Y and `matmul_t_acc` make, without the copy. R is read only and must
+// be a different buffer from Y. Overwrites `y` (elements past M·N untouched).
+// Grid: one workgroup per 128×64 output tile (rows × columns), x over columns, y over rows.
+// @grid workgroups(ceil_div(p.n, TILE_N), ceil_div(p.m, TILE_M))
+// @requires len(x) >= p.m * p.k
+// @requires len(w) >= p.n * p.k
+// @requires len(r) >= p.m * p.n
+// @requires len(y) >= p.m * p.n
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+@group(0) @binding(2) var<storage, read> r: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+fn load_a(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(x[i.x], x[i.y], x[i.z], x[i.w]); }
+fn load_b(i: vec4<u32>) -> vec4<f32> { return vec4<f32>(w[i.x], w[i.y], w[i.z], w[i.w]); }
+fn store_c(o: u32, v: f32) { y[o] = r[o] + v; }
+
+@compute @workgroup_size(WG)
+fn matmul_t_residual(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    product_xwt(wid, tid, p.m, p.n, p.k);
+}
+
 // --- KERNEL: matmul_at ---
 // Y = Xᵀ · B (weight gradients: dW = Xᵀ · dY). X [M, K], B [M, N], Y [K, N], all row-major f32;
 // the sum runs over the M rows, in f32. Overwrites `y` (elements past K·N untouched).

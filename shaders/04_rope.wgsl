@@ -70,3 +70,44 @@ fn rope_k(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
         k[r.at + 1u] = x.x * r.cs.y + x.y * r.cs.x;
     }
 }
+
+// --- KERNEL: rope_qk ---
+// `rope_q` on `q` and `rope_k` on `k` in one dispatch (the same rotation, positions and
+// arithmetic: the same bits): invocations below B·S·H·Dh/2 take the query pairs, the next
+// B·S·Hkv·Dh/2 the key pairs. Overwrites `q` and `k` (in place); elements past each tensor's
+// B·S·heads·Dh are untouched.
+// @grid threads(p.batch * p.seq * (p.heads + p.kv_heads) * (p.head_dim / 2))
+// @requires p.head_dim % 2 == 0
+// @requires p.head_dim >= 2
+// @requires len(q) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) >= p.batch * p.seq * p.kv_heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    pos_offset: u32,
+    base: f32,
+}
+@group(0) @binding(0) var<storage, read_write> q: array<f32>;
+@group(0) @binding(1) var<storage, read_write> k: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn rope_qk(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = flat_id(gid, nwg);
+    let nq = p.batch * p.seq * p.heads * (p.head_dim / 2u);
+    let nk = p.batch * p.seq * p.kv_heads * (p.head_dim / 2u);
+    if (idx < nq) {
+        let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
+        let x = vec2<f32>(q[r.at], q[r.at + 1u]);
+        q[r.at] = x.x * r.cs.x - x.y * r.cs.y;
+        q[r.at + 1u] = x.x * r.cs.y + x.y * r.cs.x;
+    } else if (idx - nq < nk) {
+        let r = rope_pair(idx - nq, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
+        let x = vec2<f32>(k[r.at], k[r.at + 1u]);
+        k[r.at] = x.x * r.cs.x - x.y * r.cs.y;
+        k[r.at + 1u] = x.x * r.cs.y + x.y * r.cs.x;
+    }
+}

@@ -479,6 +479,46 @@ fn rope_k_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
     }
 }
 
+// --- KERNEL: rope_qk_backward ---
+// `rope_q_backward` on `dq` and `rope_k_backward` on `dk` in one dispatch (the same inverse
+// rotation and arithmetic: the same bits): invocations below B·S·H·Dh/2 take the query pairs,
+// the next B·S·Hkv·Dh/2 the key pairs. Overwrites `dq` and `dk` (in place).
+// @grid threads(p.batch * p.seq * (p.heads + p.kv_heads) * (p.head_dim / 2))
+// @requires p.head_dim % 2 == 0
+// @requires p.head_dim >= 2
+// @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    pos_offset: u32,
+    base: f32,
+}
+@group(0) @binding(0) var<storage, read_write> dq: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dk: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn rope_qk_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = flat_id(gid, nwg);
+    let nq = p.batch * p.seq * p.heads * (p.head_dim / 2u);
+    let nk = p.batch * p.seq * p.kv_heads * (p.head_dim / 2u);
+    if (idx < nq) {
+        let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
+        let y = vec2<f32>(dq[r.at], dq[r.at + 1u]);
+        dq[r.at] = y.x * r.cs.x + y.y * r.cs.y;
+        dq[r.at + 1u] = y.y * r.cs.x - y.x * r.cs.y;
+    } else if (idx - nq < nk) {
+        let r = rope_pair(idx - nq, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
+        let y = vec2<f32>(dk[r.at], dk[r.at + 1u]);
+        dk[r.at] = y.x * r.cs.x + y.y * r.cs.y;
+        dk[r.at + 1u] = y.y * r.cs.x - y.x * r.cs.y;
+    }
+}
+
 // --- KERNEL: attention_fast_delta ---
 // Fast path, backward step 1: Δ = rowsum(dO ⊙ O). `o`, `d_o` `[B, S, H, Dh]`, `delta`
 // `[B, H, S]`: Δ[b,h,s] = Σ_d dO[b,s,h,d]·O[b,s,h,d], one fixed FMA chain over d.

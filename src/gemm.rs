@@ -526,7 +526,6 @@ impl GemmPlan {
                 let (a_t, b_t) = (self.gemm.a_t, self.gemm.b_t);
                 match (a_t, b_t, e) {
                     (false, false, Epilogue::Accumulate) => 2,
-                    (false, true, Epilogue::Residual) => 2,
                     (true, _, _) => {
                         let split = self.parts > 1;
                         let extra = match e {
@@ -1170,15 +1169,13 @@ fn record_simt(
             l::matmul(rec, xa, xb, &mut ws.scratch, l::matmul::Params::new(m, n, k))?;
             crate::infrastructure::axpy(rec, &ws.scratch, c, crate::infrastructure::axpy::Params::new(mn, 1.0))
         }
-        (false, true, e, r) => {
-            if let Some(r) = r {
-                crate::infrastructure::copy(rec, r, c, mn)?;
-            }
-            match e {
-                Epilogue::Store => l::matmul_t(rec, xa, xb, c, l::matmul_t::Params::new(m, n, k)),
-                _ => l::matmul_t_acc(rec, xa, xb, c, l::matmul_t_acc::Params::new(m, n, k)),
-            }
+        (false, true, Epilogue::Residual, Some(r)) => {
+            l::matmul_t_residual(rec, xa, xb, r, c, l::matmul_t_residual::Params::new(m, n, k))
         }
+        (false, true, e, _) => match e {
+            Epilogue::Store => l::matmul_t(rec, xa, xb, c, l::matmul_t::Params::new(m, n, k)),
+            _ => l::matmul_t_acc(rec, xa, xb, c, l::matmul_t_acc::Params::new(m, n, k)),
+        },
         (true, false, e, r) => {
             // C [m, n] = Aᵀ·B, A [k, m], B [k, n]: the kernels' (rows, n, k) = (k, n, m).
             match (e, r) {

@@ -79,12 +79,31 @@ fn scale_axpy_copy_clamp() {
 
         check_axpy_and_copy(&gpu, &xs, &ys, alpha);
 
-        // clamp.
-        let mut x = gpu.upload(&padded).unwrap();
+        // clamp, exact, on inputs that hold NaNs (quiet, negative, signalling-pattern payloads)
+        // and infinities at random places: NaN stays NaN, ±Inf go to the bounds.
+        let mut cs = xs.clone();
+        let specials = [
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7f80_0001),
+            f32::from_bits(0xffc0_1234),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        for (k, s) in specials.into_iter().enumerate() {
+            // One in each sixth of the array (all at element 0 when n = 1: the last one stays).
+            cs[(k * n / 6 + rng.random_range(0..(n / 6).max(1))).min(n - 1)] = s;
+        }
+        let mut x = gpu.upload(&cs.iter().copied().chain([f32::NAN; TAIL]).collect::<Vec<_>>()).unwrap();
         clamp_inplace(&gpu, &mut x, clamp_inplace::Params::new(n as u32, lo, hi)).unwrap();
         let got = x.read(&gpu).unwrap();
-        let want: Vec<f64> = xs.iter().map(|&v| v.clamp(lo, hi) as f64).collect();
-        assert_close(&format!("clamp n={n}"), &got[..n], &want, 1e-7);
+        for (i, (&g, &v)) in got.iter().zip(&cs).enumerate() {
+            if v.is_nan() {
+                assert!(g.is_nan(), "clamp n={n}: element {i} is NaN and became {g}");
+            } else {
+                assert_eq!(g.to_bits(), v.clamp(lo, hi).to_bits(), "clamp n={n}: element {i} = {v} gave {g}");
+            }
+        }
         check_tail("clamp_inplace", &got, n);
     }
 }

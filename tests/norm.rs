@@ -8,7 +8,10 @@ mod common;
 mod reference;
 
 use common::{assert_close, gpu, gpu_with, has_f16, rel_err, rng, uniform};
-use kernels::norm::{rmsnorm_backward, rmsnorm_dgamma_reduce, rmsnorm_forward, rmsnorm_forward_w16};
+use kernels::infrastructure::axpy;
+use kernels::norm::{
+    rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_dgamma_reduce, rmsnorm_forward, rmsnorm_forward_w16,
+};
 use kernels::{Error, Gpu, GpuOptions, f16};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -144,6 +147,48 @@ fn backward_matches_reference() {
         let added: Vec<f32> = dg.iter().zip(&dg0).map(|(&a, &b)| a - b).collect();
         // f32 subtraction of dγ0 costs up to |dγ0|·2⁻²⁴ per element: a looser bound.
         assert!(rel_err(&added, &dg_ref) < 1e-4, "dgamma increment rows={rows} d={d}");
+    }
+}
+
+/// `rmsnorm_backward_acc` adds the input gradient into a dx that holds other values: against
+/// float64 (dx0 + the reference gradient) within rounding, and against `rmsnorm_backward` then an
+/// `axpy` of its dx (what it replaces) within a few f32 roundings (the same operations; a
+/// compiler may fuse different products into multiply-adds). The partials are the same bits.
+#[test]
+fn backward_acc_adds_the_gradient() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm_backward_acc");
+    for (rows, d) in SHAPES {
+        let (x, gamma) = inputs(&mut rng, rows, d);
+        let dy = uniform(&mut rng, rows * d, -1.0, 1.0);
+        let dx0 = uniform(&mut rng, rows * d, -1.0, 1.0);
+        let eps = eps_for(d);
+        let (_, rr) = forward(&gpu, &x, &gamma, rows, d, eps);
+        let up = |v: &[f32]| gpu.upload(v).unwrap();
+        let (xb, gb, rb, dyb) = (up(&x), up(&gamma), up(&rr), up(&dy));
+        let (r, dd) = (rows as u32, d as u32);
+        let mut fused = up(&dx0);
+        let mut fused_parts = gpu.filled(blocks(rows) * d, f32::NAN).unwrap();
+        let pa = rmsnorm_backward_acc::Params::new(r, dd);
+        rmsnorm_backward_acc(&gpu, &xb, &gb, &rb, &dyb, &mut fused, &mut fused_parts, pa).unwrap();
+        let mut apart = up(&dx0);
+        let mut grad = gpu.filled(rows * d, f32::NAN).unwrap();
+        let mut parts = gpu.filled(blocks(rows) * d, f32::NAN).unwrap();
+        let pb = rmsnorm_backward::Params::new(r, dd);
+        rmsnorm_backward(&gpu, &xb, &gb, &rb, &dyb, &mut grad, &mut parts, pb).unwrap();
+        axpy(&gpu, &grad, &mut apart, axpy::Params::new(r * dd, 1.0)).unwrap();
+        let (got, sep) = (fused.read(&gpu).unwrap(), apart.read(&gpu).unwrap());
+        let (dx_ref, _) = reference::rmsnorm_backward(&x, &gamma, &dy, rows, d, eps);
+        let want: Vec<f64> = dx0.iter().zip(&dx_ref).map(|(&a, &b)| a as f64 + b).collect();
+        let what = format!("rows={rows} d={d}");
+        assert_close(&format!("dx0 + dx {what}"), &got, &want, 1e-5);
+        // The same operations, rounded alike up to the compiler's choice of fused multiply-adds
+        // (an ulp or two of each term): a few f32 roundings apart, norm-wise.
+        let sep64: Vec<f64> = sep.iter().map(|&v| v as f64).collect();
+        let e = rel_err(&got, &sep64);
+        assert!(e < 1e-6, "{what}: fused and rmsnorm_backward + axpy differ by {e:e} (relative)");
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        assert_eq!(bits(fused_parts.read(&gpu).unwrap()), bits(parts.read(&gpu).unwrap()), "{what}: partials");
     }
 }
 

@@ -1,5 +1,7 @@
 //! `rope_q` and `rope_k` against the float64 reference, with position offsets, on fresh random
-//! inputs; a poisoned tail must stay untouched; the 2-D grid; misuse.
+//! inputs; a poisoned tail must stay untouched; the 2-D grid; misuse. `rope_qk` and
+//! `rope_qk_backward` (queries and keys in one dispatch) against the reference and the separate
+//! kernels' bits.
 
 mod common;
 #[path = "reference/attention.rs"]
@@ -7,8 +9,8 @@ mod reference;
 
 use common::{TAIL, assert_close, gpu, rel_err, rng, uniform};
 use kernels::Error;
-use kernels::backward_attention::rope_q_backward;
-use kernels::rope::{rope_k, rope_q};
+use kernels::backward_attention::{rope_k_backward, rope_q_backward, rope_qk_backward};
+use kernels::rope::{rope_k, rope_q, rope_qk};
 
 const BASE: f32 = 10_000.0;
 /// (batch, seq, heads, head_dim)
@@ -51,6 +53,55 @@ fn rope_matches_reference() {
             eprintln!("{what}: rel err {:.1e}", rel_err(&got[..n], &want));
             assert_close(&what, &got[..n], &want, 1e-5);
             assert!(got[n..].iter().all(|v| v.is_nan()), "{what}: wrote past the end");
+        }
+    }
+}
+
+#[test]
+fn rope_qk_matches_the_reference_and_the_separate_kernels() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rope_qk");
+    // (batch, seq, heads, kv heads, head_dim), position offset.
+    let cases = [((2, 7, 4, 2, 16), 0usize), ((1, 33, 3, 3, 100), 13), ((2, 5, 8, 1, 64), 200), ((1, 3, 1, 1, 2), 7)];
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for ((bt, s, h, hkv, d), off) in cases {
+        let (nq, nk) = (bt * s * h * d, bt * s * hkv * d);
+        let padded = |n: usize, rng: &mut _| {
+            let mut x = uniform(rng, n, -1.0, 1.0);
+            x.extend([f32::NAN; TAIL]);
+            x
+        };
+        let (xq, xk) = (padded(nq, &mut rng), padded(nk, &mut rng));
+        let u = |v: usize| v as u32;
+        for inverse in [false, true] {
+            let what = format!(
+                "{} {:?} offset {off}",
+                if inverse { "rope_qk_backward" } else { "rope_qk" },
+                (bt, s, h, hkv, d)
+            );
+            let (mut q, mut k) = (gpu.upload(&xq).unwrap(), gpu.upload(&xk).unwrap());
+            let (mut q1, mut k1) = (gpu.upload(&xq).unwrap(), gpu.upload(&xk).unwrap());
+            let (b_, s_, h_, kv_, d_, o_) = (u(bt), u(s), u(h), u(hkv), u(d), u(off));
+            if inverse {
+                let p = rope_qk_backward::Params::new(b_, s_, h_, kv_, d_, o_, BASE);
+                rope_qk_backward(&gpu, &mut q, &mut k, p).unwrap();
+                rope_q_backward(&gpu, &mut q1, rope_q_backward::Params::new(b_, s_, h_, d_, o_, BASE)).unwrap();
+                rope_k_backward(&gpu, &mut k1, rope_k_backward::Params::new(b_, s_, kv_, d_, o_, BASE)).unwrap();
+            } else {
+                rope_qk(&gpu, &mut q, &mut k, rope_qk::Params::new(b_, s_, h_, kv_, d_, o_, BASE)).unwrap();
+                rope_q(&gpu, &mut q1, rope_q::Params::new(b_, s_, h_, d_, o_, BASE)).unwrap();
+                rope_k(&gpu, &mut k1, rope_k::Params::new(b_, s_, kv_, d_, o_, BASE)).unwrap();
+            }
+            for (name, got, sep, x, heads, n) in [
+                ("q", q.read(&gpu).unwrap(), q1.read(&gpu).unwrap(), &xq, h, nq),
+                ("k", k.read(&gpu).unwrap(), k1.read(&gpu).unwrap(), &xk, hkv, nk),
+            ] {
+                let want = reference::rope(&x[..n], bt, s, heads, d, off, BASE as f64, inverse);
+                eprintln!("{what} {name}: rel err {:.1e}", rel_err(&got[..n], &want));
+                assert_close(&format!("{what} {name}"), &got[..n], &want, 1e-5);
+                assert!(got[n..].iter().all(|v| v.is_nan()), "{what} {name}: wrote past the end");
+                assert_eq!(bits(&got), bits(&sep), "{what} {name}: not the separate kernel's bits");
+            }
         }
     }
 }

@@ -25,7 +25,9 @@ function generator(seed) {
 /** Runs the checks, reporting each through `add(status, check, detail)`; resolves to success. */
 export async function exportChecks(add) {
   const seedParam = new URLSearchParams(location.search).get('seed');
-  const seed = seedParam !== null ? Number(seedParam) : Math.floor(Math.random() * 2 ** 32);
+  // The page's seed is a u64 (the test passes KERNELS_TEST_SEED); this generator takes 32 bits.
+  const seed = seedParam === null ? Math.floor(Math.random() * 2 ** 32)
+    : /^\d+$/.test(seedParam) ? Number(BigInt.asUintN(32, BigInt(seedParam))) : Number(seedParam) >>> 0;
   add('info', 'js-export seed', `${seed} (replay with ?seed=${seed})`);
   const random = generator(seed);
   const uniform = (n, lo = -1, hi = 1) => Float32Array.from({ length: n }, () => lo + (hi - lo) * random());
@@ -74,6 +76,27 @@ export async function exportChecks(add) {
     const plan = await kernels.run('infrastructure::axpy', { x: xb, y: yb, p: { n, alpha } });
     const want = Float64Array.from(y, (v, i) => (i < n ? v + alpha * x[i] : v));
     compare('infrastructure::axpy', await read(yb), want, 1e-6, `${n} values, grid ${plan.workgroups.join('×')}; `);
+  }
+
+  // Clamp: NaN stays NaN (quiet, negative, with payloads), ±Inf go to the bounds. The kernel
+  // tests NaN on the bits, since a `v != v` test may be folded away by the browser's compiler.
+  {
+    const n = 3000, lo = -0.25, hi = 0.5;
+    const x = uniform(n, -1, 1);
+    const bits = new Uint32Array(x.buffer);
+    const specials = [0x7fc00000, 0xffc00000, 0x7f800001, 0xffc01234, 0x7f800000, 0xff800000];
+    specials.forEach((b, k) => { bits[k * 500 + Math.floor(random() * 500)] = b; });
+    const xb = kernels.upload(x);
+    await kernels.run('infrastructure::clamp_inplace', { x: xb, p: { n, lo, hi } });
+    const got = await read(xb);
+    let bad = -1;
+    for (let i = 0; i < n && bad < 0; i++) {
+      const pass = Number.isNaN(x[i]) ? Number.isNaN(got[i]) : got[i] === Math.min(Math.max(x[i], lo), hi);
+      if (!pass) bad = i;
+    }
+    result(bad < 0, 'infrastructure::clamp_inplace', bad < 0
+      ? `${n} values with ${specials.length} NaN and ±Inf: exact, NaN kept`
+      : `at ${bad}: ${x[bad]} (bits 0x${bits[bad].toString(16)}) became ${got[bad]}`);
   }
 
   // A reduction, in both variants (subgroups where the device has them, and the tree).

@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         text.len() >> 20,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    let bpe = Tokenizer::train_bpe(std::str::from_utf8(&base)?, 512, false)?;
+    let bpe = Tokenizer::train_bpe(std::str::from_utf8(&base)?, 512)?;
     for (tk, name) in [(Tokenizer::bytes(), "bytes"), (bpe, "bpe:512")] {
         let out = dir.join(name.replace(':', "-"));
         let t = Instant::now();

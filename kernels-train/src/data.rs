@@ -36,11 +36,13 @@ pub fn built_in_text() -> Vec<u8> {
     text
 }
 
-/// Reads a training text file whole into memory. (It was memory-mapped once; a file truncated
-/// by another process while the run read it then ended the run with SIGBUS.)
+/// Reads a training text file whole into memory (not memory-mapped: a file truncated by
+/// another process under a mapping ends the run with SIGBUS). It must be a regular file of at
+/// most [`crate::files::MAX_DATA_BYTES`] ([`crate::files::read_regular`]).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn read_text(path: &Path) -> Result<Vec<u8>, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
+    let bytes = crate::files::read_regular(path, crate::files::MAX_DATA_BYTES, "the training text (--data)")
+        .map_err(Error::Data)?;
     if bytes.is_empty() {
         return Err(Error::Data(format!("{} is empty: nothing to train on", path.display())));
     }
@@ -272,7 +274,8 @@ impl Corpus {
         self.train.windows(&train_starts(self.train_len(), seed, step, batch, seq_len), seq_len)
     }
 
-    /// Validation batch `k` of `count`: windows spread evenly over the validation part.
+    /// Validation batch `k` of `count`: windows spread evenly over the validation part
+    /// ([`validation_starts`]).
     pub fn validation_batch(
         &self,
         k: usize,
@@ -290,11 +293,12 @@ fn train_starts(len: usize, seed: u64, step: u64, batch: usize, seq_len: usize) 
     (0..batch).map(|_| rng.below((len - seq_len) as u64) as usize).collect()
 }
 
-/// Where the windows of validation batch `k` of `count` start.
+/// Where the windows of validation batch `k` of `count` start: spread evenly over `len`
+/// tokens, in 128-bit arithmetic, so any `count` and `k < count` give windows inside them.
 pub fn validation_starts(len: usize, k: usize, count: usize, batch: usize, seq_len: usize) -> Vec<usize> {
-    let room = len - seq_len;
-    let total = (count * batch).max(1);
-    (0..batch).map(|b| (k * batch + b) * room / total).collect()
+    let room = (len - seq_len) as u128;
+    let total = (count as u128 * batch as u128).max(1);
+    (0..batch).map(|b| ((k as u128 * batch as u128 + b as u128) * room / total).min(room) as usize).collect()
 }
 
 fn split_point(len: usize) -> usize {
@@ -318,12 +322,16 @@ mod tests {
         assert_ne!(c.train_batch(7, 4, 4, 32).unwrap().0, c.train_batch(7, 3, 4, 32).unwrap().0);
         let (vx, _) = c.validation_batch(1, 2, 2, 32).unwrap();
         assert_eq!(vx.len(), 64);
+        // Counts whose product with the batch overflows a usize still give windows of the tail.
+        let huge = usize::MAX / 3;
+        let (vx, vy) = c.validation_batch(huge - 1, huge, 4, 32).unwrap();
+        assert_eq!((vx.len(), vy.len()), (128, 128));
     }
 
     #[test]
     fn bpe_corpus_batches_are_windows_of_its_ids() {
         let text = built_in_text();
-        let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 400, false).unwrap();
+        let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 400).unwrap();
         let c = Corpus::new(&text, "built-in", tk.clone()).unwrap();
         let ids = tk.encode(&text).unwrap();
         assert_eq!(c.len(), ids.len());

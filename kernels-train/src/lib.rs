@@ -17,6 +17,8 @@ pub mod eval;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod export;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod files;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod metrics;
 pub mod model;
 pub mod params;

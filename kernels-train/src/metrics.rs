@@ -101,10 +101,13 @@ impl Record {
     }
 }
 
-/// Reads a log; lines that are not records (one cut short by a crash) are skipped.
+/// Reads a log (a regular file of at most [`crate::files::MAX_METRICS_BYTES`]); lines that are
+/// not records (one cut short by a crash) are skipped.
 pub fn read(path: &Path) -> Result<Vec<Record>, Error> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
+    let bytes =
+        crate::files::read_regular(path, crate::files::MAX_METRICS_BYTES, "the metrics log").map_err(Error::Data)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| Error::Data(format!("the metrics log {} is not UTF-8 text: {e}", path.display())))?;
     Ok(text.lines().filter_map(Record::from_line).collect())
 }
 

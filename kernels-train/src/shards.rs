@@ -79,7 +79,7 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()
 impl Shard {
     fn open(path: &Path) -> Result<Shard, Error> {
         let shown = path.display();
-        let file = File::open(path).map_err(|e| Error::Data(format!("cannot open the shard {shown}: {e}")))?;
+        let (file, meta) = crate::files::open_regular(path, "the shard").map_err(Error::Data)?;
         let mut head = [0u8; HEADER_BYTES];
         read_exact_at(&file, &mut head, 0).map_err(|e| {
             Error::Data(format!("{shown} is not a token shard: it is shorter than the 1024-byte header ({e})"))
@@ -101,7 +101,7 @@ impl Shard {
         };
         let tokens = usize::try_from(int(2))
             .map_err(|_| Error::Data(format!("{shown}: the header's token count {} is negative", int(2))))?;
-        let size = file.metadata().map_err(|e| Error::Data(format!("cannot read {shown}: {e}")))?.len();
+        let size = meta.len();
         let need = (HEADER_BYTES + tokens * width) as u64;
         if size < need {
             return Err(Error::Data(format!(
@@ -237,13 +237,13 @@ impl Shards {
     }
 }
 
-/// Whether the file at `path` starts with a shard's magic.
+/// Whether `path` is a regular file that starts with a shard's magic (anything else, a FIFO
+/// included, is looked at without waiting or reading).
 pub fn is_shard(path: &Path) -> bool {
     let mut head = [0u8; 4];
-    File::open(path).and_then(|f| read_exact_at(&f, &mut head, 0)).is_ok_and(|_| {
-        let m = i32::from_le_bytes(head);
-        m == MAGIC_U16 || m == MAGIC_U32
-    })
+    let read = crate::files::open_regular(path, "").is_ok_and(|(f, _)| read_exact_at(&f, &mut head, 0).is_ok());
+    let m = i32::from_le_bytes(head);
+    read && (m == MAGIC_U16 || m == MAGIC_U32)
 }
 
 /// Whether `spec` is a glob pattern (has `*`, `?` or `[`).
@@ -350,10 +350,14 @@ pub fn write_shards(
     std::fs::create_dir_all(dir).map_err(|e| Error::Save(format!("cannot create {}: {e}", dir.display())))?;
     let width = if tokenizer.vocab_size() <= 1 << 16 { 2 } else { 4 };
     let crc = tokenizer_crc(tokenizer);
+    // Every input is opened, as a regular file, before a shard is written; each is read up to
+    // its size when opened, so a file that grows under the run (or never ends) cannot hold it.
+    let mut opened = Vec::with_capacity(inputs.len());
     let mut total_bytes = 0u64;
     for p in inputs {
-        total_bytes +=
-            std::fs::metadata(p).map_err(|e| Error::Data(format!("cannot read {}: {e}", p.display())))?.len();
+        let (file, meta) = crate::files::open_regular(p, "the text").map_err(Error::Data)?;
+        total_bytes += meta.len();
+        opened.push((p, file.take(meta.len())));
     }
     let mut files = Vec::new();
     let mut pending = Pending { ids: Vec::with_capacity(shard_tokens.min(1 << 24)) };
@@ -369,8 +373,7 @@ pub fn write_shards(
         Ok(())
     };
     let mut stream = crate::tokenizer::PieceStream::new();
-    for p in inputs {
-        let mut f = File::open(p).map_err(|e| Error::Data(format!("cannot read {}: {e}", p.display())))?;
+    for (p, mut f) in opened {
         let mut block = vec![0u8; crate::tokenizer::BLOCK];
         loop {
             let n = f.read(&mut block).map_err(|e| Error::Data(format!("cannot read {}: {e}", p.display())))?;

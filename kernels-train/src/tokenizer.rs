@@ -77,6 +77,18 @@ impl Tokenizer {
     }
 
     fn from_hf(tk: tokenizers::Tokenizer, shown: &str) -> Result<Tokenizer, Error> {
+        // The library serialises a vocabulary whose ids have gaps with a `println!` (which would
+        // corrupt the program's output, or panic on a closed stdout); the model's ids must run
+        // from 0 without gaps anyway.
+        let ids = tokenizers::Model::get_vocab(tk.get_model());
+        if let Some(max) = ids.values().max()
+            && *max as usize + 1 != ids.len()
+        {
+            return Err(Error::Config(format!(
+                "the tokenizer of {shown} has {} tokens with ids up to {max}: its ids must run from 0 without gaps",
+                ids.len()
+            )));
+        }
         let json = tk
             .to_string(false)
             .map_err(|e| Error::Config(format!("cannot serialise the tokenizer of {shown}: {e}")))?;
@@ -90,20 +102,24 @@ impl Tokenizer {
         Ok(Tokenizer { kind: Kind::Hf { tk: Box::new(tk), json, vocab } })
     }
 
-    /// Reads a `tokenizer.json` file.
+    /// Reads a `tokenizer.json` file: a regular file of at most
+    /// [`crate::files::MAX_TOKENIZER_BYTES`], UTF-8.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: &std::path::Path) -> Result<Tokenizer, Error> {
-        let json = std::fs::read_to_string(path)
-            .map_err(|e| Error::Config(format!("cannot read the tokenizer {}: {e}", path.display())))?;
+        let bytes = crate::files::read_regular(path, crate::files::MAX_TOKENIZER_BYTES, "the tokenizer")
+            .map_err(Error::Config)?;
+        let json = String::from_utf8(bytes)
+            .map_err(|e| Error::Config(format!("the tokenizer {} is not UTF-8 text: {e}", path.display())))?;
         Tokenizer::from_json(&json, &path.display().to_string())
     }
 
     /// Trains a byte-level BPE of up to `vocab` tokens on `text` (GPT-2's scheme: its
     /// pre-tokenizing regex, the 256 byte symbols as the initial alphabet, no prefix space, so
-    /// decoding gives back the text exactly). `progress` shows the library's progress bars
-    /// (on stderr, native builds only). The result may hold fewer tokens when the text runs out
-    /// of pairs to merge.
-    pub fn train_bpe(text: &str, vocab: usize, progress: bool) -> Result<Tokenizer, Error> {
+    /// decoding gives back the text exactly). The result may hold fewer tokens when the text runs
+    /// out of pairs to merge. It prints nothing: the library's progress bars print empty lines
+    /// to stdout with `println!`, which panics when stdout is a closed pipe, so they stay off and
+    /// callers show their own progress.
+    pub fn train_bpe(text: &str, vocab: usize) -> Result<Tokenizer, Error> {
         use tokenizers::models::TrainerWrapper;
         use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
         use tokenizers::pre_tokenizers::byte_level::ByteLevel;
@@ -117,7 +133,7 @@ impl Tokenizer {
         let mut trainer: TrainerWrapper = BpeTrainerBuilder::new()
             .vocab_size(vocab)
             .min_frequency(2)
-            .show_progress(progress)
+            .show_progress(false)
             .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
             .build()
             .into();
@@ -392,7 +408,7 @@ mod tests {
     fn bpe_round_trips_the_built_in_corpus_and_is_recorded_exactly() {
         let text = crate::data::built_in_text();
         let text = std::str::from_utf8(&text).unwrap();
-        let t = Tokenizer::train_bpe(text, 512, false).unwrap();
+        let t = Tokenizer::train_bpe(text, 512).unwrap();
         assert_eq!((t.vocab_size(), t.model_vocab()), (512, 512));
         let ids = t.encode(text.as_bytes()).unwrap();
         assert!(ids.len() < text.len() / 2, "{} tokens for {} bytes", ids.len(), text.len());
@@ -404,7 +420,7 @@ mod tests {
         // Not UTF-8: an error that names the way out.
         assert!(t.encode(&[0xff, 0xfe]).unwrap_err().to_string().contains("--tokenizer bytes"));
         // A vocabulary that is not a multiple of 64 is padded.
-        let small = Tokenizer::train_bpe(text, 300, false).unwrap();
+        let small = Tokenizer::train_bpe(text, 300).unwrap();
         assert_eq!((small.vocab_size(), small.model_vocab()), (300, 320));
         assert_ne!(small, t);
     }
@@ -415,7 +431,7 @@ mod tests {
         // A long line without newlines and multi-byte characters across block boundaries.
         text.extend("é€𝄞 no newline here ".repeat(9000).bytes());
         text.extend(b"\n  indented\n\n\tend");
-        let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 320, false).unwrap();
+        let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 320).unwrap();
         let want = tk.encode(&text).unwrap();
         for block in [1000, PIECE - 1, PIECE + 5, 3 * PIECE + 17] {
             let mut stream = PieceStream::new();

@@ -276,6 +276,26 @@ impl Trainer {
         generate(&mut self.model, self.corpus.tokenizer(), prompt, n, temperature, top_k, seed)
     }
 
+    /// A sample of `n` tokens from no prompt of the user's (the end of a run): the continuation
+    /// of a newline, or, where the tokenizer makes no token of a newline (a WordPiece or
+    /// WordLevel one that splits on whitespace), the first token of the held-out text followed
+    /// by its continuation.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn sample(&mut self, n: usize, temperature: f32, top_k: usize, seed: u64) -> Result<String, Error> {
+        let tokenizer = self.corpus.tokenizer().clone();
+        let newline = tokenizer.encode(b"\n")?;
+        if !newline.is_empty() {
+            return self.generate("\n", n, temperature, top_k, seed);
+        }
+        let (first, _) = self.corpus.validation_batch(0, 1, 1, 1)?;
+        let mut g = Generation::from_ids(&tokenizer, first, temperature, top_k, seed);
+        for _ in 0..n {
+            let logits = self.model.next_logits(&g.ctx)?;
+            g.push(&logits);
+        }
+        tokenizer.decode(&g.ctx)
+    }
+
     /// [`Trainer::generate`] without blocking.
     pub async fn generate_async(
         &mut self,
@@ -287,6 +307,22 @@ impl Trainer {
     ) -> Result<String, Error> {
         generate_async(&mut self.model, self.corpus.tokenizer(), prompt, n, temperature, top_k, seed).await
     }
+}
+
+/// The tokens a generation starts from: `prompt`'s, or a newline's for an empty prompt; an error
+/// that says so when the tokenizer makes no token of either (one that drops whitespace).
+pub fn prompt_tokens(tokenizer: &Tokenizer, prompt: &str) -> Result<Vec<u32>, Error> {
+    let mut ctx = tokenizer.encode(prompt.as_bytes())?;
+    if ctx.is_empty() {
+        ctx = tokenizer.encode(b"\n")?;
+    }
+    if ctx.is_empty() {
+        return Err(Error::Config(format!(
+            "the prompt {prompt:?} gives no tokens with the tokenizer {} (nor does a newline): give a prompt it makes tokens of",
+            tokenizer.describe()
+        )));
+    }
+    Ok(ctx)
 }
 
 /// The state of a generation: the context so far and the tokens sampled.
@@ -308,12 +344,13 @@ impl Generation {
         top_k: usize,
         seed: u64,
     ) -> Result<Generation, Error> {
-        let mut ctx = tokenizer.encode(prompt.as_bytes())?;
-        if ctx.is_empty() {
-            ctx = tokenizer.encode(b"\n")?;
-        }
+        Ok(Generation::from_ids(tokenizer, prompt_tokens(tokenizer, prompt)?, temperature, top_k, seed))
+    }
+
+    /// A generation continuing the token ids `ctx` (at least one).
+    fn from_ids(tokenizer: &Tokenizer, ctx: Vec<u32>, temperature: f32, top_k: usize, seed: u64) -> Generation {
         let vocab = tokenizer.vocab_size();
-        Ok(Generation { rng: Rng::for_step(seed, 7, 0), ctx, out: Vec::new(), vocab, temperature, top_k })
+        Generation { rng: Rng::for_step(seed, 7, 0), ctx, out: Vec::new(), vocab, temperature, top_k }
     }
 
     fn push(&mut self, logits: &[f32]) {

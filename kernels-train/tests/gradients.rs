@@ -18,9 +18,7 @@ fn loss_and_every_gradient_match_float64() {
     let mut cfg = ModelConfig::new(16, 2, 4, 2, 8);
     cfg.ffn_hidden = 24;
     let batch = 2;
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    eprintln!("seed {seed}");
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::new(common::seed("gradients"));
     let weights = params::layout(&cfg).map(|p| {
         (0..p.elements())
             .map(|_| if p.decays() { (rng.normal() * 0.3) as f32 } else { 1.0 + (rng.normal() * 0.2) as f32 })

@@ -43,7 +43,7 @@ fn random_weights(cfg: &ModelConfig, seed: u64) -> kernels_train::model::Tensors
 
 fn bpe() -> Tokenizer {
     let text = kernels_train::data::built_in_text();
-    Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 300, false).unwrap()
+    Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 300).unwrap()
 }
 
 /// The random model: 2 layers, width 60, 6 query heads of 10 over 2 key/value heads, ffn 92,

@@ -133,9 +133,7 @@ fn mixed_gradients_match_float64_at_widths_not_a_multiple_of_4() {
     let mut cfg = ModelConfig::new(18, 2, 3, 1, 8);
     cfg.ffn_hidden = 22;
     let (capacity, batch) = (3, 2);
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    eprintln!("seed {seed}");
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::new(common::seed("mixed gradients"));
     let weights = params::layout(&cfg).map(|p| {
         (0..p.elements())
             .map(|_| if p.decays() { (rng.normal() * 0.3) as f32 } else { 1.0 + (rng.normal() * 0.2) as f32 })

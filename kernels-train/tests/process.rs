@@ -141,9 +141,7 @@ fn kills_during_saves_leave_a_good_checkpoint_and_no_lasting_temporaries() {
     let dir = tmp("kills");
     let ck = dir.join("m.safetensors");
     let ckp = ck.to_str().unwrap();
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    eprintln!("seed {seed}");
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::new(common::seed("kills during saves"));
     // A checkpoint every step: a kill at a random moment often lands inside a save.
     let forever = ["--checkpoint", ckp, "--steps", "1000000", "--checkpoint-every", "1", "--checkpoint-minutes", "0"];
     let mut step = 0;

@@ -60,7 +60,7 @@ fn tokenize_to_writes_the_ids_of_the_text_in_memory() {
     let (a, b) = (d.join("a.txt"), d.join("b.txt"));
     std::fs::write(&a, &t[..cut]).unwrap();
     std::fs::write(&b, &t[cut..]).unwrap();
-    let tk = Tokenizer::train_bpe(std::str::from_utf8(&t).unwrap(), 400, false).unwrap();
+    let tk = Tokenizer::train_bpe(std::str::from_utf8(&t).unwrap(), 400).unwrap();
     let want = tk.encode(&t).unwrap();
     let out = d.join("shards");
     let mut calls = 0;
@@ -294,7 +294,7 @@ fn runs_from_shards_log_metrics_and_eval_from_the_command_line() {
     cli(&["--checkpoint", ckp, "--eval", last.to_str().unwrap()]).unwrap();
     std::fs::write(d.join("short.txt"), &t[..3000]).unwrap();
     cli(&["--checkpoint", ckp, "--eval", d.join("short.txt").to_str().unwrap(), "--batch", "3"]).unwrap();
-    let tk = Tokenizer::train_bpe(std::str::from_utf8(&t).unwrap(), 300, false).unwrap();
+    let tk = Tokenizer::train_bpe(std::str::from_utf8(&t).unwrap(), 300).unwrap();
     let other = d.join("other");
     shards_of(&tk.encode(&t).unwrap(), &other, 1 << 20, &tk);
     let e = cli(&["--checkpoint", ckp, "--eval", other.to_str().unwrap()]).unwrap_err();

@@ -34,7 +34,7 @@ fn training_on_bpe_512_lowers_the_loss() {
     let Some(gpu) = common::gpu() else { return };
     let text = built_in_text();
     let started = std::time::Instant::now();
-    let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 512, false).unwrap();
+    let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 512).unwrap();
     let ids = tk.encode(&text).unwrap();
     let mut counts = vec![0usize; tk.vocab_size()];
     ids.iter().for_each(|&i| counts[i as usize] += 1);
@@ -117,7 +117,7 @@ fn a_checkpoint_records_its_tokenizer_and_resume_and_generate_refuse_another() {
     // Another tokenizer is refused, naming both, and nothing is written.
     let other = dir.join("other.json");
     let text = built_in_text();
-    let other_tk = Tokenizer::train_bpe(std::str::from_utf8(&text[..text.len() / 2]).unwrap(), 300, false).unwrap();
+    let other_tk = Tokenizer::train_bpe(std::str::from_utf8(&text[..text.len() / 2]).unwrap(), 300).unwrap();
     std::fs::write(&other, other_tk.json().unwrap()).unwrap();
     let otherp = other.to_str().unwrap();
     let refusals: [&[&str]; 5] = [
@@ -171,7 +171,7 @@ fn a_checkpoint_records_its_tokenizer_and_resume_and_generate_refuse_another() {
 fn in_memory_checkpoints_are_the_native_file() {
     let Some(gpu) = common::gpu() else { return };
     let text = built_in_text();
-    let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 300, false).unwrap();
+    let tk = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap(), 300).unwrap();
     let m = ModelConfig::new(16, 1, 2, 1, 8).with_vocab(tk.model_vocab());
     let t = TrainConfig { batch: 2, steps: 3, seed: 8, ..TrainConfig::default() };
     let mut tr = Trainer::new(&gpu, &m, &t, Corpus::new(&text, "built-in", tk).unwrap()).unwrap();

@@ -27,14 +27,18 @@ pub fn gpu_with(options: GpuOptions) -> Option<Gpu> {
     }
 }
 
-/// A random generator seeded from `KERNELS_TEST_SEED` or the clock; the seed is printed so a
-/// failure can be replayed.
-pub fn rng(test: &str) -> StdRng {
+/// The seed of `test`: `KERNELS_TEST_SEED`, or the clock; printed so a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
     let seed = std::env::var("KERNELS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
     });
     eprintln!("{test}: KERNELS_TEST_SEED={seed}");
-    StdRng::seed_from_u64(seed)
+    seed
+}
+
+/// A random generator seeded from [`seed`].
+pub fn rng(test: &str) -> StdRng {
+    StdRng::seed_from_u64(seed(test))
 }
 
 /// `n` values uniform in `[lo, hi)`.
@@ -118,4 +122,92 @@ pub fn central_differences(
         analytic.push(grad[i]);
     }
     (analytic, numeric)
+}
+
+/// A float64 value with a bound on how far an f32 computation of it can land: each operation
+/// rounds its exact result within `ulps` units in the last place (WGSL's accuracy table: 0.5 for
+/// `+ − ×`, 2.5 for `/`, 4.5 for `sqrt`, 3 + 2|x| for `exp`), and the errors of its inputs
+/// propagate through it. So a difference whose terms nearly cancel is bounded by the rounding of
+/// its terms, not relative to its own size.
+#[derive(Clone, Copy, Debug)]
+pub struct Rounded {
+    /// The exact value.
+    pub v: f64,
+    /// A bound on |f32 result − v|.
+    pub e: f64,
+}
+
+/// The rounding error of an f32 result of magnitude `v` within `ulps` units in the last place
+/// (relative 2⁻²³ a unit for normal numbers, plus the smallest normal for a result flushed to zero).
+pub fn ulps_of(v: f64, ulps: f64) -> f64 {
+    ulps * (v.abs() * f64::from(f32::EPSILON) + f64::from(f32::MIN_POSITIVE))
+}
+
+impl Rounded {
+    /// An input held exactly (an f32 value).
+    pub fn exact(v: f64) -> Rounded {
+        Rounded { v, e: 0.0 }
+    }
+
+    /// An f64 constant rounded to f32 once (`ulps` 0.5).
+    pub fn constant(v: f64) -> Rounded {
+        Rounded { v, e: ulps_of(v, 0.5) }
+    }
+
+    /// The result of one operation whose exact value is `v` and whose inputs contribute `e`.
+    pub fn op(v: f64, e: f64, ulps: f64) -> Rounded {
+        Rounded { v, e: e + ulps_of(v, ulps) }
+    }
+
+    pub fn add(self, b: Rounded) -> Rounded {
+        Rounded::op(self.v + b.v, self.e + b.e, 0.5)
+    }
+
+    pub fn sub(self, b: Rounded) -> Rounded {
+        Rounded::op(self.v - b.v, self.e + b.e, 0.5)
+    }
+
+    pub fn mul(self, b: Rounded) -> Rounded {
+        Rounded::op(self.v * b.v, self.v.abs() * b.e + b.v.abs() * self.e + self.e * b.e, 0.5)
+    }
+
+    /// `self / b` for a divisor bounded away from zero by its error.
+    pub fn div(self, b: Rounded) -> Rounded {
+        assert!(b.e < b.v.abs(), "Rounded::div: the divisor {b:?} may be zero");
+        let v = self.v / b.v;
+        Rounded::op(v, (self.e + v.abs() * b.e) / (b.v.abs() - b.e), 2.5)
+    }
+
+    pub fn sqrt(self) -> Rounded {
+        let v = self.v.max(0.0).sqrt();
+        let e = if v > 0.0 { (self.e / v).min(self.e.sqrt()) } else { self.e.sqrt() };
+        Rounded::op(v, e, 4.5)
+    }
+
+    pub fn exp(self) -> Rounded {
+        let v = self.v.exp();
+        Rounded::op(v, v * self.e.exp_m1(), 3.0 + 2.0 * self.v.abs())
+    }
+
+    /// Whether the f32 result `got` lies within the bound (NaN never does).
+    pub fn holds(&self, got: f32) -> bool {
+        (got as f64 - self.v).abs() <= self.e
+    }
+}
+
+/// Asserts that every `got[i]` lies within `want[i]`'s rounding bound, naming the first that
+/// does not.
+#[track_caller]
+pub fn assert_within(what: &str, got: &[f32], want: &[Rounded]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    if let Some(i) = (0..got.len()).find(|&i| !want[i].holds(got[i])) {
+        let w = want[i];
+        panic!(
+            "{what}: element {i} is {} (exact {}, error {:e} > the rounding bound {:e})",
+            got[i],
+            w.v,
+            (got[i] as f64 - w.v).abs(),
+            w.e
+        );
+    }
 }

@@ -3,8 +3,9 @@
 //! [`run_checks`] opens nothing itself: given a [`Gpu`] it builds the pipeline of every kernel
 //! of the library, runs the infrastructure kernels, the whole-array reductions, the workgroup
 //! reduction probe, a matmul and two texture kernels (a blur through a sampler, a storage
-//! texture write) on random data, and compares each with values computed here on
-//! the CPU, reporting one [`Line`] per check. It only uses what works on the web (no blocking:
+//! texture write) on random data, and the kernels whose docs say what NaN and ±Inf do on inputs
+//! holding them, and compares each with values computed here on the CPU, reporting one
+//! [`Line`] per check. It only uses what works on the web (no blocking:
 //! results come back through `read_async`), so the same code runs
 //!
 //! - in a browser, compiled for `wasm32-unknown-unknown`: `run()` (exported to JavaScript through
@@ -115,12 +116,13 @@ impl Report<'_> {
         self.line(if ok { Status::Pass } else { Status::Fail }, check, detail);
     }
 
-    /// Compares `got` with `want` elementwise: `|got − want| ≤ tol` (NaN never passes).
+    /// Compares `got` with `want` elementwise: `|got − want| ≤ tol`; where `want` is NaN, `got`
+    /// must be NaN, and a NaN anywhere else never passes.
     fn compare(&mut self, check: &str, got: &[f32], want: &[f64], tol: f64) {
         let mut worst = 0.0f64;
         let mut bad = None;
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-            let err = (g as f64 - w).abs();
+            let err = if w.is_nan() && g.is_nan() { 0.0 } else { (g as f64 - w).abs() };
             if err.is_nan() || err > tol {
                 bad.get_or_insert((i, g, w));
             }
@@ -154,13 +156,14 @@ pub async fn run_checks(gpu: &Gpu, seed: u64, emit: &mut dyn FnMut(&Line)) -> bo
 
     // Pipelines first: on the web a pipeline is only checked when its build is awaited.
     pipelines(gpu, r).await;
-    let checks: [(&str, Result<()>); 6] = [
+    let checks: [(&str, Result<()>); 7] = [
         ("subgroups", subgroups(gpu, r).await),
         ("infrastructure", infrastructure(gpu, &mut rng, r).await),
         ("reductions", reductions(gpu, &mut rng, r).await),
         ("probe", probe(gpu, &mut rng, r).await),
         ("matmul", matmul(gpu, &mut rng, r).await),
         ("textures", textures::textures(gpu, &mut rng, r).await),
+        ("non-finite", non_finite(gpu, &mut rng, r).await),
     ];
     for (name, result) in checks {
         if let Err(e) = result {
@@ -297,9 +300,23 @@ async fn infrastructure(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<
         scaled.iter().zip(&xs).map(|(&v, &x)| v as f64 - 0.5 * x as f64).chain([SENTINEL as f64; 5]).collect();
     r.compare("infrastructure::axpy", &read(gpu, &y).await?, &axpied, 1e-6);
 
-    let mut c = gpu.upload(&with_tail(&xs))?;
+    // NaNs (quiet, negative, with payloads) stay NaN; ±Inf go to the bounds. The kernel finds
+    // NaN on the bits: a `v != v` test is folded away by some browsers' compilers.
+    let mut cs = xs.clone();
+    let specials = [
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7f80_0001),
+        f32::from_bits(0xffc0_1234),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    for (k, s) in specials.into_iter().enumerate() {
+        cs[k * (N / specials.len()) + (rng.next_u64() % (N / specials.len()) as u64) as usize] = s;
+    }
+    let mut c = gpu.upload(&with_tail(&cs))?;
     clamp_inplace(gpu, &mut c, clamp_inplace::Params::new(n, -0.25, 0.5))?;
-    let clamped: Vec<f32> = xs.iter().map(|&v| v.clamp(-0.25, 0.5)).collect();
+    let clamped: Vec<f32> = cs.iter().map(|&v| v.clamp(-0.25, 0.5)).collect();
     r.compare("infrastructure::clamp_inplace", &read(gpu, &c).await?, &wide(&clamped), 0.0);
 
     // One pass of each reduction: one partial per chunk of 1024.
@@ -313,6 +330,171 @@ async fn infrastructure(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<
     let maxes: Vec<f64> =
         xs[..m].chunks(chunk).map(|c| c.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64).collect();
     r.compare("infrastructure::reduce_max", &read(gpu, &partials).await?, &maxes, 0.0);
+    Ok(())
+}
+
+/// Where in `0..n` the `k`-th of `count` planted values goes: one in each `count`-th of the
+/// range, at a random place in it.
+fn planted(rng: &mut Rng, n: usize, count: usize, k: usize) -> usize {
+    let part = n / count;
+    k * part + (rng.next_u64() % part as u64) as usize
+}
+
+/// The kernels whose docs say what NaN and ±Inf do, given them (compilers may fold a `v != v`
+/// test away; the kernels test the bits, and this checks that the browser agrees): the
+/// gradient norm leaves them out and counts them, both AdamW forms skip their elements and
+/// zero every gradient, the split products' absmax leaves them out, attention16's dS flags
+/// them (and values beyond f16's range) for the loss scaler.
+async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> {
+    use kernels::optimizer::{adamw_8bit_update, adamw_update, finalize_grad_stats, reduce_norm_sq};
+    const N: usize = 5000;
+    let mut g = rng.uniform(N, -1.0, 1.0);
+    let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::from_bits(0xffc0_1234)];
+    let bad_at: Vec<usize> = (0..specials.len()).map(|k| planted(rng, N, specials.len(), k)).collect();
+    for (&at, &v) in bad_at.iter().zip(&specials) {
+        g[at] = v;
+    }
+    let finite = |i: usize| !bad_at.contains(&i);
+
+    // The norm: finite values only, the rest counted; clipping off (scale 1).
+    let blocks = N.div_ceil(4096);
+    let mut partials = gpu.filled(blocks, f32::NAN)?;
+    let mut bad = gpu.filled(blocks, u32::MAX)?;
+    let mut stats = gpu.filled(4, f32::NAN)?;
+    reduce_norm_sq(gpu, &gpu.upload(&g)?, &mut partials, &mut bad, reduce_norm_sq::Params::new(N as u32, 0))?;
+    finalize_grad_stats(gpu, &partials, &bad, &mut stats, finalize_grad_stats::Params::new(blocks as u32, 0.0))?;
+    let sq: f64 = (0..N).filter(|&i| finite(i)).map(|i| (g[i] as f64).powi(2)).sum();
+    let want = [sq, 1.0, sq.sqrt(), specials.len() as f64];
+    r.compare(
+        "optimizer::reduce_norm_sq + finalize_grad_stats (NaN, ±Inf)",
+        &read(gpu, &stats).await?,
+        &want,
+        1e-5 * sq,
+    );
+
+    // One AdamW step at t = 3 from random state, and one 8-bit step from zero state (its first
+    // step updates p from exact moments, so p matches the f32 form's at t = 1).
+    let (lr, b1, b2, eps, wd) = (0.01f32, 0.9f32, 0.999f32, 1e-8f32, 0.1f32);
+    let p0 = rng.uniform(N, -1.0, 1.0);
+    let m0 = rng.uniform(N, -0.1, 0.1);
+    // v away from 0, so that m̂ / √v̂ stays O(1) and an absolute tolerance fits every element.
+    let v0 = rng.uniform(N, 0.001, 0.01);
+    let step = |t: i32, m: f64, v: f64, p: f64, x: f64| {
+        let (b1, b2) = (b1 as f64, b2 as f64);
+        let m1 = b1 * m + (1.0 - b1) * x;
+        let v1 = b2 * v + (1.0 - b2) * x * x;
+        let (mh, vh) = (m1 / (1.0 - b1.powi(t)), v1 / (1.0 - b2.powi(t)));
+        (p - lr as f64 * (mh / (vh.sqrt() + eps as f64) + wd as f64 * p), m1, v1)
+    };
+    let bias = |b: f32, t: i32| (1.0 - (b as f64).powi(t)) as f32;
+    let (mut p, mut gb, mut m, mut v) = (gpu.upload(&p0)?, gpu.upload(&g)?, gpu.upload(&m0)?, gpu.upload(&v0)?);
+    let h = adamw_update::Params::new(N as u32, lr, b1, b2, eps, wd, bias(b1, 3), bias(b2, 3));
+    adamw_update(gpu, &mut p, &mut gb, &mut m, &mut v, &stats, h)?;
+    let want: Vec<(f64, f64, f64)> = (0..N)
+        .map(|i| {
+            if finite(i) {
+                step(3, m0[i] as f64, v0[i] as f64, p0[i] as f64, g[i] as f64)
+            } else {
+                (p0[i] as f64, m0[i] as f64, v0[i] as f64)
+            }
+        })
+        .collect();
+    r.compare(
+        "optimizer::adamw_update p (NaN, ±Inf gradients skipped)",
+        &read(gpu, &p).await?,
+        &want.iter().map(|w| w.0).collect::<Vec<_>>(),
+        1e-6,
+    );
+    r.compare("optimizer::adamw_update m", &read(gpu, &m).await?, &want.iter().map(|w| w.1).collect::<Vec<_>>(), 1e-6);
+    r.compare("optimizer::adamw_update v", &read(gpu, &v).await?, &want.iter().map(|w| w.2).collect::<Vec<_>>(), 1e-6);
+    r.compare("optimizer::adamw_update g", &read(gpu, &gb).await?, &[0.0; N], 0.0);
+
+    let (mut p, mut gb) = (gpu.upload(&p0)?, gpu.upload(&g)?);
+    let (mut mq, mut vq) = (gpu.filled(N.div_ceil(4), 0u32)?, gpu.filled(N.div_ceil(4), 0u32)?);
+    let mut qscale = gpu.filled(2 * N.div_ceil(256), 0.0f32)?;
+    let h = adamw_8bit_update::Params::new(N as u32, lr, b1, b2, eps, wd, bias(b1, 1), bias(b2, 1));
+    adamw_8bit_update(gpu, &mut p, &mut gb, &mut mq, &mut vq, &mut qscale, &stats, h)?;
+    let want: Vec<f64> =
+        (0..N).map(|i| if finite(i) { step(1, 0.0, 0.0, p0[i] as f64, g[i] as f64).0 } else { p0[i] as f64 }).collect();
+    r.compare("optimizer::adamw_8bit_update p (NaN, ±Inf gradients skipped)", &read(gpu, &p).await?, &want, 1e-6);
+    r.compare("optimizer::adamw_8bit_update g", &read(gpu, &gb).await?, &[0.0; N], 0.0);
+
+    // absmax: the largest finite magnitude, planted among the specials.
+    let mut x = rng.uniform(N, -1.0, 1.0);
+    let big = planted(rng, N, 1, 0);
+    if !finite(big) {
+        x[(big + 1) % N] = -2.5;
+    } else {
+        x[big] = -2.5;
+    }
+    for (&at, &s) in bad_at.iter().zip(&specials) {
+        x[at] = s;
+    }
+    let mut amax = gpu.upload(&[0u32, 7])?;
+    kernels::precise::precise_absmax(gpu, &gpu.upload(&x)?, &mut amax, kernels::precise::AbsParams::new(N as u32, 0))?;
+    let got = read(gpu, &amax).await?;
+    r.check(
+        got == [2.5f32.to_bits(), 7],
+        "precise::precise_absmax (NaN, ±Inf left out)",
+        format!("slot 0 = {} (want 2.5), slot 1 = {} (untouched: 7)", f32::from_bits(got[0]), got[1]),
+    );
+
+    // GELU of NaN is NaN (lib/activations.wgsl), of finite values finite.
+    let mut x = gpu.upload(&[f32::NAN, -1.0e4, 1.0e4, 0.5])?;
+    kernels::activation::gelu_inplace(gpu, &mut x, kernels::activation::gelu_inplace::Params::new(4))?;
+    let got = read(gpu, &x).await?;
+    r.check(
+        got[0].is_nan() && got[1..].iter().all(|v| v.is_finite()),
+        "activation::gelu_inplace (NaN)",
+        format!("gelu(NaN, -1e4, 1e4, 0.5) = {got:?}"),
+    );
+
+    // attention16's dS: P·(dP − Δ) up to the diagonal, 0 past it in its tile; the flag set by
+    // any NaN, ±Inf or |dS| > 65504, and left clear otherwise.
+    let kernel = &kernels::attention16::attention16_ds::KERNEL;
+    if gpu.variant_for(kernel).is_err() {
+        r.line(Status::NeedsF16, "attention16::attention16_ds (NaN, ±Inf)", "not runnable here");
+        return Ok(());
+    }
+    let seq = 12usize;
+    let mut probs = rng.uniform(seq * seq, 0.0, 1.0);
+    let delta = rng.uniform(seq, -1.0, 1.0);
+    let clean = rng.uniform(seq * seq, -1.0, 1.0);
+    let at = 5 * seq + 2; // row 5, key 2: below the diagonal
+    // Where the value is planted, P = 0.5: dP = 1e6 then gives |dS| ≈ 5e5, beyond f16 whatever
+    // Δ is (a random P could be small enough to bring it back into range).
+    probs[at] = 0.5;
+    let params = kernels::attention16::attention16_ds::Params::new(1, seq as u32, 1);
+    for (label, planted_value) in
+        [("clean", None), ("NaN", Some(f32::NAN)), ("+Inf", Some(f32::INFINITY)), ("beyond f16", Some(1e6))]
+    {
+        let mut dp = clean.clone();
+        if let Some(v) = planted_value {
+            dp[at] = v;
+        }
+        let mut ds = gpu.upload(&dp)?;
+        let mut flag = gpu.upload(&[0u32])?;
+        kernels::attention16::attention16_ds(
+            gpu,
+            &gpu.upload(&probs)?,
+            &gpu.upload(&delta)?,
+            &mut ds,
+            &mut flag,
+            params,
+        )?;
+        let flagged = read(gpu, &flag).await?[0] != 0;
+        let name = format!("attention16::attention16_ds ({label})");
+        r.check(flagged == planted_value.is_some(), &format!("{name} flag"), format!("flag {}", flagged as u32));
+        if planted_value.is_none() {
+            let want: Vec<f64> = (0..seq * seq)
+                .map(|e| {
+                    let (s, j) = (e / seq, e % seq);
+                    if j <= s { probs[e] as f64 * (dp[e] as f64 - delta[s] as f64) } else { 0.0 }
+                })
+                .collect();
+            r.compare(&name, &read(gpu, &ds).await?, &want, 1e-6);
+        }
+    }
     Ok(())
 }
 
@@ -426,9 +608,10 @@ mod page {
     }
 
     /// Opens the browser's adapter and runs every check, writing one `<li>` per line into
-    /// `#checks`. Resolves to whether all passed.
+    /// `#checks`, on inputs from `seed` (a decimal u64: the page's `?seed=N`, which the test
+    /// passes from `KERNELS_TEST_SEED`; fresh when absent). Resolves to whether all passed.
     #[wasm_bindgen]
-    pub async fn run() -> bool {
+    pub async fn run(seed: Option<String>) -> bool {
         // A panic becomes a failed line instead of a bare `unreachable` trap.
         std::panic::set_hook(Box::new(|info| {
             append(&Line { status: Status::Fail, check: "panic".into(), detail: info.to_string() })
@@ -440,7 +623,14 @@ mod page {
                 return false;
             }
         };
-        let seed = (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64;
+        let seed = match seed.as_deref().map(str::parse::<u64>) {
+            Some(Ok(seed)) => seed,
+            Some(Err(e)) => {
+                append(&Line { status: Status::Fail, check: "seed".into(), detail: format!("?seed={seed:?}: {e}") });
+                return false;
+            }
+            None => (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64,
+        };
         run_checks(&gpu, seed, &mut |line| append(line)).await
     }
 }

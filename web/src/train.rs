@@ -58,7 +58,7 @@ impl Session {
     pub fn start(gpu: &Gpu, text: &str, options: &Options) -> Result<Session, Error> {
         let tokenizer = match options.tokenizer.parse::<TokenizerChoice>().map_err(Error::Config)? {
             TokenizerChoice::Bytes => Tokenizer::bytes(),
-            TokenizerChoice::Bpe(n) => Tokenizer::train_bpe(text, n, false)?,
+            TokenizerChoice::Bpe(n) => Tokenizer::train_bpe(text, n)?,
             TokenizerChoice::File(_) => {
                 return Err(Error::Config("the page trains on bytes or on a BPE it trains (bpe:N)".into()));
             }

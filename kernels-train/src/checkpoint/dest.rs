@@ -160,8 +160,10 @@ impl Destination {
     }
 }
 
-/// Checks that `path` can take a checkpoint, creating its directory if needed.
-fn probe(path: &Path) -> Result<(), Error> {
+/// Checks, changing nothing, that `path` can name a checkpoint file: it names a file, and it is
+/// not a directory or anything else that is not a regular file (links followed). Run first,
+/// so that such a path gets this advice rather than advice about an existing checkpoint.
+pub fn check_path(path: &Path) -> Result<(), Error> {
     let bad = |m: String| Err(Error::Checkpoint(m));
     let shown = path.display();
     if path.file_name().is_none() {
@@ -174,8 +176,32 @@ fn probe(path: &Path) -> Result<(), Error> {
         ));
     }
     if path.exists() && !path.is_file() {
-        return bad(format!("--checkpoint {shown} is not a regular file"));
+        return bad(format!("--checkpoint {shown} is not a regular file: name a checkpoint file"));
     }
+    Ok(())
+}
+
+/// Checks that the tokenizer's copy beside the checkpoint ([`tokenizer_path`]) can be written:
+/// a directory (or anything but a regular file) of that name is a usage mistake, found before
+/// any work, like one in the place of the loss curve.
+pub fn check_tokenizer_path(checkpoint: &Path) -> Result<(), Error> {
+    let to = tokenizer_path(checkpoint);
+    if to.exists() && !to.is_file() {
+        let what = if to.is_dir() { "a directory" } else { "not a regular file" };
+        return Err(Error::Checkpoint(format!(
+            "{} is {what}: it is where this run writes its tokenizer (beside --checkpoint {})",
+            to.display(),
+            checkpoint.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that `path` can take a checkpoint, creating its directory if needed.
+fn probe(path: &Path) -> Result<(), Error> {
+    let bad = |m: String| Err(Error::Checkpoint(m));
+    let shown = path.display();
+    check_path(path)?;
     let dir = dir_of(path);
     if !dir.is_dir() {
         // The nearest ancestor that exists must be a directory.
@@ -185,7 +211,7 @@ fn probe(path: &Path) -> Result<(), Error> {
         std::fs::create_dir_all(dir)
             .or_else(|e| bad(format!("cannot create the directory {} for {shown}: {e}", dir.display())))?;
     }
-    for beside in [curve_path(path), diverged_path(path)] {
+    for beside in [curve_path(path), diverged_path(path), crate::metrics::metrics_path(path)] {
         if beside.is_dir() {
             return bad(format!("{} is a directory: it is where this run writes a file", beside.display()));
         }

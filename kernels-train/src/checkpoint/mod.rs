@@ -30,7 +30,7 @@ mod read;
 mod write;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use dest::{Destination, curve_path, diverged_path, tokenizer_path};
+pub use dest::{Destination, check_path, check_tokenizer_path, curve_path, diverged_path, tokenizer_path};
 pub use read::from_bytes;
 #[cfg(not(target_arch = "wasm32"))]
 pub use read::load;

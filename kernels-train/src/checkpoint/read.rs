@@ -14,10 +14,12 @@ use std::path::Path;
 /// tensors, its configuration is within [`crate::config::ModelConfig::validate`]'s bounds, its
 /// step within [`MAX_STEP`], and it holds exactly the tensors of that model. A damaged file is an
 /// [`Error::Corrupt`] that says so; a missing one or another program's file an
-/// [`Error::Checkpoint`].
+/// [`Error::Checkpoint`], as is a path that is not a regular file of at most
+/// [`crate::files::MAX_CHECKPOINT_BYTES`] ([`crate::files::read_regular`]).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn load(path: &Path) -> Result<Checkpoint, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Checkpoint(format!("cannot read {}: {e}", path.display())))?;
+    let bytes = crate::files::read_regular(path, crate::files::MAX_CHECKPOINT_BYTES, "the checkpoint")
+        .map_err(Error::Checkpoint)?;
     from_bytes(&bytes, &path.display().to_string())
 }
 

@@ -6,6 +6,7 @@ use crate::precision::Precision;
 use crate::tokenizer::TokenizerChoice;
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Model sizes.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -14,6 +15,8 @@ pub enum Preset {
     Tiny,
     /// GPT-2 small's shape (12 layers, width 768, 12 heads, context 1024): for real GPUs.
     Gpt2Small,
+    /// GPT-2 medium's shape (24 layers, width 1024, 16 heads, context 1024): for real GPUs.
+    Gpt2Medium,
 }
 
 /// Train a LLaMA-style language model on the GPU (on bytes or BPE tokens), or sample from one.
@@ -48,19 +51,19 @@ pub struct Args {
     #[arg(long)]
     pub steps: Option<usize>,
     /// Peak learning rate.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f32>,
     /// Final learning rate of the cosine decay.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub min_lr: Option<f32>,
     /// Warm-up steps.
     #[arg(long)]
     pub warmup: Option<usize>,
     /// Decoupled weight decay.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub weight_decay: f32,
     /// Global gradient-norm clip (0: off).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub clip: f32,
     /// Seed of the weights and of the batches.
     #[arg(long, default_value_t = 1234)]
@@ -93,7 +96,7 @@ pub struct Args {
     #[arg(long)]
     pub checkpoint_every: Option<usize>,
     /// Save the checkpoint every M minutes of training (0: only at the end and when stopped).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
     pub checkpoint_minutes: f64,
     /// Continue the run saved at --checkpoint.
     #[arg(long)]
@@ -108,7 +111,7 @@ pub struct Args {
     #[arg(long, alias = "sample-bytes", default_value_t = 300)]
     pub sample_tokens: usize,
     /// Sampling temperature (0: greedy).
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
     pub temperature: f32,
     /// Sample among the k most likely tokens (0: all).
     #[arg(long, default_value_t = 40)]
@@ -190,6 +193,7 @@ pub fn model_config(a: &Args) -> ModelConfig {
     let (layers, dim, heads, kv, seq) = match a.preset {
         Preset::Tiny => (tiny.layers, tiny.dim, tiny.heads, tiny.kv_heads, tiny.seq_len),
         Preset::Gpt2Small => (12, 768, 12, 12, 1024),
+        Preset::Gpt2Medium => (24, 1024, 16, 16, 1024),
     };
     let mut c = ModelConfig::new(
         a.dim.unwrap_or(dim),
@@ -210,6 +214,8 @@ pub fn train_config(a: &Args) -> TrainConfig {
     let (batch, steps, lr, min_lr, warmup) = match a.preset {
         Preset::Tiny => (tiny.batch, tiny.steps, tiny.lr, tiny.min_lr, tiny.warmup),
         Preset::Gpt2Small => (8, 2000, 6e-4, 6e-5, 100),
+        // The lower peak rate GPT-3's paper gives its model of this size (350M: 3e-4).
+        Preset::Gpt2Medium => (8, 2000, 3e-4, 3e-5, 100),
     };
     TrainConfig {
         batch: a.batch.unwrap_or(batch),
@@ -249,13 +255,80 @@ pub(super) fn check(a: &Args) -> Result<(), String> {
             return Err(format!("{flag} must be at least 1"));
         }
     }
-    if !(a.checkpoint_minutes.is_finite() && a.checkpoint_minutes >= 0.0) {
-        return Err(format!("--checkpoint-minutes {} must be a number of minutes, 0 or more", a.checkpoint_minutes));
+    if a.eval_batches > MAX_EVAL_BATCHES {
+        return Err(format!(
+            "--eval-batches {} is more than {MAX_EVAL_BATCHES} (each validation runs that many batches)",
+            a.eval_batches
+        ));
     }
-    if !a.temperature.is_finite() {
-        return Err(format!("--temperature {} must be finite (0: greedy)", a.temperature));
+    checkpoint_interval(a)?;
+    if !(a.temperature.is_finite() && a.temperature >= 0.0) {
+        return Err(format!("--temperature {} must be 0 (greedy) or more, and finite", a.temperature));
+    }
+    let t = train_config(a);
+    for (flag, value, ok, least) in [
+        ("--lr", t.lr, t.lr > 0.0, "above 0"),
+        ("--min-lr", t.min_lr, t.min_lr >= 0.0, "0 or more"),
+        ("--weight-decay", t.weight_decay, t.weight_decay >= 0.0, "0 or more"),
+        ("--clip", t.clip, t.clip >= 0.0, "0 (off) or more"),
+    ] {
+        if !(value.is_finite() && ok) {
+            return Err(format!("{flag} {value} must be finite and {least}"));
+        }
+    }
+    if a.shard_tokens > MAX_SHARD_TOKENS {
+        return Err(format!(
+            "--shard-tokens {} is more than {MAX_SHARD_TOKENS} (a shard's header counts its tokens in an int32)",
+            a.shard_tokens
+        ));
+    }
+    // The modes that train nothing, and the flags that only mean something to a training run.
+    let modes = [
+        (a.generate.is_some(), "--generate samples from the checkpoint"),
+        (a.eval.is_some(), "--eval scores the checkpoint"),
+        (a.export_hf.is_some(), "--export-hf writes the checkpoint as a folder"),
+        (a.export_gguf.is_some(), "--export-gguf writes the checkpoint as a file"),
+        (a.tokenize_to.is_some(), "--tokenize-to writes token shards"),
+    ];
+    let training = [
+        ("--resume", a.resume),
+        ("--profile", a.profile),
+        ("--overwrite", a.overwrite),
+        ("--val-data", a.val_data.is_some()),
+        ("--import-hf", a.import_hf.is_some()),
+    ];
+    for (_, does) in modes.iter().filter(|m| m.0) {
+        if let Some((flag, _)) = training.iter().find(|t| t.1) {
+            return Err(format!("{does} and trains nothing: it cannot be combined with {flag}"));
+        }
     }
     Ok(())
+}
+
+/// The most `--shard-tokens` takes.
+pub const MAX_SHARD_TOKENS: usize = i32::MAX as usize;
+
+/// The most `--eval-batches` takes.
+pub const MAX_EVAL_BATCHES: usize = 1 << 20;
+
+/// `--checkpoint-minutes` as a time (`None`: 0, never mid-run), or why it is not one.
+pub(super) fn checkpoint_interval(a: &Args) -> Result<Option<Duration>, String> {
+    let minutes = a.checkpoint_minutes;
+    // As the user would write it (1e300 rather than its 301 digits).
+    let shown = if minutes.abs() >= 1e9 { format!("{minutes:e}") } else { minutes.to_string() };
+    let bad = || {
+        format!(
+            "--checkpoint-minutes {shown} must be a number of minutes from 0 (never mid-run) to {:.3e}",
+            Duration::MAX.as_secs_f64() / 60.0
+        )
+    };
+    if !(minutes.is_finite() && minutes >= 0.0) {
+        return Err(bad());
+    }
+    if minutes == 0.0 {
+        return Ok(None);
+    }
+    Duration::try_from_secs_f64(minutes * 60.0).map(Some).map_err(|_| bad())
 }
 
 pub(super) fn model_flags_given(a: &Args) -> bool {
@@ -265,4 +338,53 @@ pub(super) fn model_flags_given(a: &Args) -> bool {
         || a.kv_heads.is_some()
         || a.ffn.is_some()
         || a.seq_len.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, Preset, model_config, train_config};
+    use clap::Parser;
+
+    fn parse(flags: &[&str]) -> Args {
+        Args::try_parse_from(std::iter::once("train").chain(flags.iter().copied())).expect("flags parse")
+    }
+
+    fn parameters(a: &Args) -> usize {
+        crate::params::layout(&model_config(a)).iter().map(|p| p.elements()).sum()
+    }
+
+    #[test]
+    fn each_preset_has_its_shape_and_schedule() {
+        // (flag, layers, dim, heads, kv heads, ffn, context, parameters over bytes, batch, peak lr)
+        let presets = [
+            ("tiny", Preset::Tiny, 2, 64, 4, 2, 192, 64, 115_008, 8, 4e-3),
+            ("gpt2-small", Preset::Gpt2Small, 12, 768, 12, 12, 2048, 1024, 85_150_464, 8, 6e-4),
+            ("gpt2-medium", Preset::Gpt2Medium, 24, 1024, 16, 16, 2752, 1024, 303_875_072, 8, 3e-4),
+        ];
+        for (flag, preset, layers, dim, heads, kv, ffn, seq, params, batch, lr) in presets {
+            let a = parse(&["--preset", flag]);
+            assert_eq!(a.preset, preset, "{flag}");
+            let c = model_config(&a);
+            c.validate().unwrap_or_else(|e| panic!("{flag}: {e}"));
+            assert_eq!(
+                (c.layers, c.dim, c.heads, c.kv_heads, c.ffn_hidden, c.seq_len, c.vocab),
+                (layers, dim, heads, kv, ffn, seq, 256),
+                "{flag}"
+            );
+            assert_eq!(parameters(&a), params, "{flag}");
+            let t = train_config(&a);
+            assert_eq!((t.batch, t.lr), (batch, lr), "{flag}");
+            assert!(t.min_lr < t.lr && t.warmup < t.steps, "{flag}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn flags_override_the_preset() {
+        let a =
+            parse(&["--preset", "gpt2-medium", "--layers", "2", "--seq-len", "128", "--batch", "2", "--lr", "1e-3"]);
+        let c = model_config(&a);
+        assert_eq!((c.layers, c.dim, c.heads, c.kv_heads, c.seq_len), (2, 1024, 16, 16, 128));
+        let t = train_config(&a);
+        assert_eq!((t.batch, t.lr, t.min_lr), (2, 1e-3, 3e-5));
+    }
 }

@@ -81,7 +81,8 @@ pub(super) fn corpus(data: Input, val: Option<Input>, tk: Tokenizer) -> Result<C
 }
 
 /// The text files `--tokenize-to` reads from a `--data` value: a file, a directory's files
-/// (sorted, hidden ones left out) or a glob's matches. Shards among them are refused.
+/// (sorted, hidden ones left out) or a glob's matches. Shards among them are refused, and so is
+/// anything that is not a regular file.
 pub(super) fn text_files(spec: &Path) -> Result<Vec<PathBuf>, Error> {
     let mut files: Vec<PathBuf> = if spec.is_dir() {
         std::fs::read_dir(spec)
@@ -98,6 +99,10 @@ pub(super) fn text_files(spec: &Path) -> Result<Vec<PathBuf>, Error> {
     }
     if let Some(s) = files.iter().find(|f| shards::is_shard(f)) {
         return Err(Error::Data(format!("{} is a token shard already, not text to tokenize", s.display())));
+    }
+    // Each a regular file, before anything is written (they are opened again to be read).
+    for f in &files {
+        crate::files::open_regular(f, "the text").map_err(Error::Data)?;
     }
     Ok(files)
 }

@@ -2,13 +2,13 @@
 //! `--import-hf`, `--tokenize-to` and `--eval`.
 
 use super::input::{self, Input};
-use super::{Args, Failure, Say, check_recorded, train_config, usage};
+use super::{Args, Failure, Say, Setup, Stop, check_recorded, corpus_unless_stopped, train_config, usage};
 use crate::Error;
 use crate::checkpoint::{self, Destination};
 use crate::eval;
 use crate::export::{Exported, gguf, hf, token_byte_lengths};
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
-use crate::trainer::{Trainer, model_options};
+use crate::trainer::model_options;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels::Gpu;
 use std::path::Path;
@@ -59,16 +59,17 @@ pub(super) fn export(args: &Args, say: &Say) -> Result<(), Failure> {
     super::output(lines.join("\n"))
 }
 
-/// `--import-hf DIR`: a new run from an HF folder's weights, tokenizer and shape.
-pub(super) fn import(
+/// `--import-hf DIR`: a new run from an HF folder's weights, tokenizer and shape, ready for the
+/// GPU; the data is tokenized with the folder's tokenizer, watching `stop`.
+pub(super) fn prepare_import(
     args: &Args,
-    gpu: &Gpu,
     dir: &Path,
     data: Input,
     val: Option<Input>,
     dest: Option<&Destination>,
+    stop: &Stop,
     say: &Say,
-) -> Result<Trainer, Failure> {
+) -> Result<Setup, Failure> {
     let imported = hf::read(dir)?;
     for note in &imported.notes {
         say.line(format!("{}: {note}", dir.display()));
@@ -109,11 +110,14 @@ pub(super) fn import(
         tokenizer.describe()
     ));
     if let (Some(dest), Some(json)) = (dest, tokenizer.json()) {
-        let to = dest.write_tokenizer(json)?;
-        say.line(format!("tokenizer: {}", to.display()));
+        // A copy for other tools, as for a new run: a warning if it cannot be written.
+        match dest.write_tokenizer(json) {
+            Ok(to) => say.line(format!("tokenizer: {}", to.display())),
+            Err(e) => crate::note(format!("warning: the tokenizer's copy beside the checkpoint was not written: {e}")),
+        }
     }
-    let corpus = input::corpus(data, val, tokenizer)?;
-    Ok(Trainer::from_weights(gpu, &cfg, &train_config(args), corpus, &params)?)
+    let corpus = corpus_unless_stopped(stop, args, data, val, tokenizer)?;
+    Ok(Setup::Import(cfg, corpus, params))
 }
 
 /// `--tokenize-to DIR`: the `--data` text files as token shards.
@@ -162,8 +166,9 @@ pub(super) fn tokenize(args: &Args, dir: &Path, say: &Say) -> Result<(), Failure
     super::output(list.join("\n"))
 }
 
-/// `--eval FILE`: the checkpoint's loss on every token of a text or shards.
-pub(super) fn evaluate(args: &Args, gpu: &Gpu, file: &Path, say: &Say) -> Result<(), Failure> {
+/// `--eval FILE`: the checkpoint's loss on every token of a text or shards. The checkpoint and
+/// the file are read and tokenized before the GPU is opened, so a bad path fails at once.
+pub(super) fn evaluate(args: &Args, file: &Path, say: &Say) -> Result<(), Failure> {
     let ck = load(args, "--eval")?;
     check_recorded(args, &ck.tokenizer)?;
     let tokens = Input::open(Some(file))?.tokens(&ck.tokenizer)?;
@@ -172,6 +177,8 @@ pub(super) fn evaluate(args: &Args, gpu: &Gpu, file: &Path, say: &Say) -> Result
     if windows.is_empty() {
         return Err(usage(format!("{} holds {} token(s): nothing to predict", file.display(), tokens.len())));
     }
+    let gpu = &Gpu::new().map_err(Error::from)?;
+    say.line(format!("adapter: {}", gpu.report()));
     let train = train_config(args);
     let batch = train.batch.min(windows.len());
     let mut model =

@@ -23,7 +23,9 @@ pub use signals::{SIGHUP, SIGINT, SIGTERM, Stop};
 
 use crate::Error;
 use crate::checkpoint::Destination;
+use crate::data::Corpus;
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
+use crate::trainer::Trainer;
 use clap::Parser;
 
 /// The process exit codes.
@@ -72,7 +74,9 @@ fn usage(message: String) -> Failure {
 }
 
 /// Runs the command line. `stop` is set by a signal (Ctrl-C, SIGTERM, SIGHUP): the run saves
-/// after the current step and returns with code 128 + the signal's number.
+/// after the current step and returns with code 128 + the signal's number; a signal before the
+/// first step (while a BPE is trained, the text tokenized, the GPU set up) ends the run at once,
+/// writing no checkpoint, since nothing has been trained.
 pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     args::check(&args).map_err(usage)?;
     let say = Say(args.quiet);
@@ -83,59 +87,150 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
         return interop::tokenize(&args, dir, &say);
     }
     if let Some(file) = &args.eval {
-        let gpu = kernels::Gpu::new().map_err(Error::from)?;
-        say.line(format!("adapter: {}", gpu.report()));
-        return interop::evaluate(&args, &gpu, file, &say);
+        return interop::evaluate(&args, file, &say);
     }
     if let Some(prompt) = &args.generate {
-        let gpu = kernels::Gpu::new().map_err(Error::from)?;
-        say.line(format!("adapter: {}", gpu.report()));
-        return generate::run(&args, &gpu, prompt);
+        return generate::run(&args, prompt, &say);
     }
-    // Where the run writes is checked (and locked) before the GPU starts: a path that cannot
+    // Where the run writes is checked (and locked) before anything else: a path that cannot
     // take a checkpoint fails in a second, not after the run. --profile writes nothing.
-    let dest = if args.profile {
-        None
-    } else {
-        if args.resume && !args.checkpoint.exists() {
-            return Err(usage(format!(
-                "there is no checkpoint at {} to resume (--checkpoint names it)",
-                args.checkpoint.display()
-            )));
-        }
-        if !args.resume && args.checkpoint.exists() && !args.overwrite {
-            return Err(usage(format!(
-                "{} exists: pass --resume to continue that run, --overwrite to replace it, or another --checkpoint",
-                args.checkpoint.display()
-            )));
-        }
-        let dest = Destination::open(&args.checkpoint)?;
-        if let Some(e) = dest.lock_error() {
-            crate::note(format!(
-                "warning: cannot lock {} ({e}): nothing stops another run from writing the same checkpoint",
-                args.checkpoint.display()
-            ));
-        }
-        if dest.removed() > 0 {
-            say.line(format!("removed {} temporary file(s) left by an interrupted save", dest.removed()));
-        }
-        Some(dest)
-    };
+    let dest = if args.profile { None } else { Some(destination(&args, &say)?) };
     let data = input::Input::open(args.data.as_deref())?;
     let val = args.val_data.as_deref().map(|p| input::Input::open(Some(p))).transpose()?;
+    not_stopped(stop, &args, "before training")?;
+    let setup = match &args.import_hf {
+        _ if args.resume => resume::prepare(&args, data, val, stop, &say)?,
+        Some(dir) => interop::prepare_import(&args, dir, data, val, dest.as_ref(), stop, &say)?,
+        None => train::prepare(&args, data, val, dest.as_ref(), stop, &say)?,
+    };
+    not_stopped(stop, &args, "before training")?;
     let gpu = kernels::Gpu::new().map_err(Error::from)?;
     say.line(format!("adapter: {}", gpu.report()));
-    let trainer = match &args.import_hf {
-        _ if args.resume => resume::open(&args, &gpu, data, val, &say)?,
-        Some(dir) => interop::import(&args, &gpu, dir, data, val, dest.as_ref(), &say)?,
-        None => train::start(&args, &gpu, data, val, dest.as_ref(), &say)?,
+    let trainer = match setup {
+        Setup::New(cfg, corpus) => Trainer::new(&gpu, &cfg, &train_config(&args), corpus)?,
+        Setup::Resume(ck, corpus) => Trainer::resume(&gpu, *ck, &train_config(&args), corpus)?,
+        Setup::Import(cfg, corpus, params) => Trainer::from_weights(&gpu, &cfg, &train_config(&args), corpus, &params)?,
     };
     train::describe(&trainer, &say);
+    not_stopped(stop, &args, "before training")?;
     let warm = gpu.warm_up(kernels::all_kernels()).map_err(Error::from)?;
     say.line(format!("pipelines: {} built in {:.2} s", warm.built, warm.seconds));
     match dest {
         None => profile::run(trainer),
         Some(dest) => train::run(&args, trainer, &dest, stop, &say),
+    }
+}
+
+/// What a run trains, ready for the GPU: a new model's shape and its corpus, a checkpoint and
+/// the corpus tokenized with its tokenizer, or an imported model's shape, corpus and weights.
+enum Setup {
+    New(crate::config::ModelConfig, Corpus),
+    Resume(Box<crate::checkpoint::Checkpoint>, Corpus),
+    Import(crate::config::ModelConfig, Corpus, crate::model::Tensors),
+}
+
+/// The corpus of `data` and `val` with `tokenizer` ([`input::corpus`]), tokenized on a thread
+/// that [`unless_stopped`] watches.
+fn corpus_unless_stopped(
+    stop: &Stop,
+    args: &Args,
+    data: input::Input,
+    val: Option<input::Input>,
+    tokenizer: Tokenizer,
+) -> Result<Corpus, Failure> {
+    Ok(unless_stopped(stop, args, "the text was tokenized", move || input::corpus(data, val, tokenizer))??)
+}
+
+/// The checkpoint path checked, locked and cleared of temporaries: a path that is not a file
+/// gets that said first, then an existing checkpoint without `--resume` or `--overwrite`.
+fn destination(args: &Args, say: &Say) -> Result<Destination, Failure> {
+    crate::checkpoint::check_path(&args.checkpoint)?;
+    if args.resume && !args.checkpoint.exists() {
+        return Err(usage(format!(
+            "there is no checkpoint at {} to resume (--checkpoint names it)",
+            args.checkpoint.display()
+        )));
+    }
+    if !args.resume && args.checkpoint.exists() && !args.overwrite {
+        return Err(usage(format!(
+            "{} exists: pass --resume to continue that run, --overwrite to replace it, or another --checkpoint",
+            args.checkpoint.display()
+        )));
+    }
+    // A run that may write a tokenizer beside the checkpoint: `--tokenizer bpe:N` or a file,
+    // an imported folder's, or the one a shard directory holds.
+    let writes_tokenizer = matches!(args.tokenizer, Some(TokenizerChoice::Bpe(_) | TokenizerChoice::File(_)))
+        || args.import_hf.is_some()
+        || args.data.as_ref().is_some_and(|d| d.is_dir());
+    if !args.resume && writes_tokenizer {
+        crate::checkpoint::check_tokenizer_path(&args.checkpoint)?;
+    }
+    let dest = Destination::open(&args.checkpoint)?;
+    if let Some(e) = dest.lock_error() {
+        crate::note(format!(
+            "warning: cannot lock {} ({e}): nothing stops another run from writing the same checkpoint",
+            args.checkpoint.display()
+        ));
+    }
+    if dest.removed() > 0 {
+        say.line(format!("removed {} temporary file(s) left by an interrupted save", dest.removed()));
+    }
+    Ok(dest)
+}
+
+/// The failure of a run stopped by `signal` before its first step: nothing was trained, so no
+/// checkpoint is written (a resumed run's checkpoint is as it was).
+fn stopped_before_training(signal: i32, args: &Args, when: &str) -> Failure {
+    let kept = if args.resume {
+        format!("{} is as it was", args.checkpoint.display())
+    } else {
+        "no checkpoint was written".to_string()
+    };
+    Failure {
+        code: exit::SIGNALLED + signal,
+        message: format!("stopped by {} {when}: nothing was trained, so {kept}", signals::name(signal)),
+    }
+}
+
+/// An error if a signal has asked the run to stop (before its first step).
+fn not_stopped(stop: &Stop, args: &Args, when: &str) -> Result<(), Failure> {
+    match stop.requested() {
+        Some(signal) => Err(stopped_before_training(signal, args, when)),
+        None => Ok(()),
+    }
+}
+
+/// Runs `work` (training a BPE, tokenizing the text) on a thread of its own while watching
+/// `stop`, so that a signal during it ends the run at once rather than when the work is done;
+/// `what` says what was under way. The abandoned thread ends with the process.
+fn unless_stopped<T: Send + 'static>(
+    stop: &Stop,
+    args: &Args,
+    what: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Failure> {
+    use std::sync::mpsc::{RecvTimeoutError, channel};
+    let (tx, rx) = channel();
+    let worker = std::thread::Builder::new().name(what.to_string()).spawn(move || {
+        let _ = tx.send(work());
+    });
+    let Ok(worker) = worker else {
+        return Err(Failure { code: exit::FAILED, message: format!("cannot start a thread for {what}") });
+    };
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(50)) {
+            Ok(value) => {
+                let _ = worker.join();
+                return Ok(value);
+            }
+            Err(RecvTimeoutError::Timeout) => not_stopped(stop, args, &format!("while {what}"))?,
+            Err(RecvTimeoutError::Disconnected) => match worker.join() {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(()) => {
+                    return Err(Failure { code: exit::FAILED, message: format!("{what} ended without a result") });
+                }
+            },
+        }
     }
 }
 
@@ -159,14 +254,18 @@ fn check_recorded(args: &Args, found: &Tokenizer) -> Result<(), Failure> {
     Ok(crate::checkpoint::check_tokenizer(found, Some(&wanted))?)
 }
 
-/// Writes the program's output (a sample, a profile) to stdout; a stdout that cannot take it
-/// is a failure with code 1, not a panic.
+/// Writes the program's output (a sample, a profile) to stdout, never panicking: a stdout whose
+/// reader has gone (a closed pipe, as with `| head`) ends the output quietly, as it ends any
+/// pipeline's writer; any other failure to write (a full disk) is a failure with code 1.
 fn output(text: String) -> Result<(), Failure> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")
-        .and_then(|_| out.flush())
-        .map_err(|e| Failure { code: exit::FAILED, message: format!("cannot write the output: {e}") })
+    match writeln!(out, "{text}").and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure { code: exit::FAILED, message: format!("cannot write the output: {e}") })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Progress lines on stderr, unless `--quiet`.

@@ -44,6 +44,27 @@ impl Stop {
     }
 }
 
+/// Whether the training loop has begun: before it, a signal ends the run without a checkpoint
+/// (nothing has been trained), and the handler's line says so.
+static TRAINING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// While this lives, the signal handler says that a signal saves after the current step.
+pub(super) struct Training(());
+
+impl Training {
+    /// The training loop begins.
+    pub(super) fn begin() -> Training {
+        TRAINING.store(true, Ordering::SeqCst);
+        Training(())
+    }
+}
+
+impl Drop for Training {
+    fn drop(&mut self) {
+        TRAINING.store(false, Ordering::SeqCst);
+    }
+}
+
 /// A signal's name, for messages.
 pub fn name(signal: i32) -> &'static str {
     match signal {
@@ -73,10 +94,14 @@ pub fn install(stop: &Stop) -> Result<(), String> {
             // SAFETY: _exit is async-signal-safe and ends the process.
             unsafe { libc::_exit(128 + signal) };
         }
-        let message: &[u8] = match signal {
-            libc::SIGINT => b"\nCtrl-C: saving a checkpoint after this step (press again to quit at once)\n",
-            libc::SIGTERM => b"\nSIGTERM: saving a checkpoint after this step (send again to quit at once)\n",
-            _ => b"\nSIGHUP: saving a checkpoint after this step (send again to quit at once)\n",
+        let training = TRAINING.load(Ordering::SeqCst);
+        let message: &[u8] = match (signal, training) {
+            (libc::SIGINT, true) => b"\nCtrl-C: saving a checkpoint after this step (press again to quit at once)\n",
+            (libc::SIGTERM, true) => b"\nSIGTERM: saving a checkpoint after this step (send again to quit at once)\n",
+            (_, true) => b"\nSIGHUP: saving a checkpoint after this step (send again to quit at once)\n",
+            (libc::SIGINT, false) => b"\nCtrl-C: stopping (nothing trained yet, nothing to save)\n",
+            (libc::SIGTERM, false) => b"\nSIGTERM: stopping (nothing trained yet, nothing to save)\n",
+            (_, false) => b"\nSIGHUP: stopping (nothing trained yet, nothing to save)\n",
         };
         // SAFETY: write(2) on stderr with a valid buffer is async-signal-safe.
         let _ = unsafe { libc::write(2, message.as_ptr().cast(), message.len()) };

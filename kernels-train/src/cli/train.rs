@@ -4,7 +4,9 @@
 
 use super::input::Input;
 use super::signals::name as signal_name;
-use super::{Args, Failure, Say, Stop, exit, model_config, train_config};
+use super::{
+    Args, Failure, Say, Setup, Stop, corpus_unless_stopped, exit, model_config, stopped_before_training, unless_stopped,
+};
 use crate::Error;
 use crate::checkpoint::Destination;
 use crate::metrics;
@@ -12,54 +14,72 @@ use crate::plot::loss_svg;
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use crate::trainer::Trainer;
 use indicatif::{ProgressBar, ProgressStyle};
-use kernels::Gpu;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// A new run from the flags' model, tokenizer and seed. A `bpe:N` tokenizer is trained on the
-/// text here (with a progress bar); shards take the tokenizer they were made with (`--tokenizer`,
-/// or the `tokenizer.json` `--tokenize-to` left in their directory; bytes otherwise). A
-/// tokenizer other than bytes is written beside the checkpoint (`dest`, if any) as
-/// `NAME.tokenizer.json`.
-pub(super) fn start(
+/// A new run's model shape and corpus from the flags. A `bpe:N` tokenizer is trained on the
+/// text here (with a spinner on stderr); shards take the tokenizer they were made with
+/// (`--tokenizer`, or the `tokenizer.json` `--tokenize-to` left in their directory; bytes
+/// otherwise). A tokenizer other than bytes is written beside the checkpoint (`dest`, if any) as
+/// `NAME.tokenizer.json`, and the text is tokenized. Training the BPE and tokenizing watch
+/// `stop`: a signal during either ends the run at once.
+pub(super) fn prepare(
     args: &Args,
-    gpu: &Gpu,
     data: Input,
     val: Option<Input>,
     dest: Option<&Destination>,
+    stop: &Stop,
     say: &Say,
-) -> Result<Trainer, Failure> {
+) -> Result<Setup, Failure> {
     let source = data.source().to_string();
-    let tokenizer = match (args.tokenizer.clone(), &data) {
-        (None, Input::Shards(..)) => data.directory_tokenizer()?.unwrap_or_else(Tokenizer::bytes),
-        (None | Some(TokenizerChoice::Bytes), _) => Tokenizer::bytes(),
-        (Some(TokenizerChoice::File(path)), _) => Tokenizer::open(&path)?,
+    let (tokenizer, data) = match (args.tokenizer.clone(), data) {
+        (None, data @ Input::Shards(..)) => (data.directory_tokenizer()?.unwrap_or_else(Tokenizer::bytes), data),
+        (None | Some(TokenizerChoice::Bytes), data) => (Tokenizer::bytes(), data),
+        (Some(TokenizerChoice::File(path)), data) => (Tokenizer::open(&path)?, data),
         (Some(TokenizerChoice::Bpe(n)), Input::Shards(..)) => {
             return Err(super::usage(format!(
                 "--tokenizer bpe:{n} trains a BPE on text, and {source} is token shards: pass the tokenizer.json they were made with"
             )));
         }
-        (Some(TokenizerChoice::Bpe(n)), Input::Text(text, _)) => {
-            let text = std::str::from_utf8(text).map_err(|e| {
-                Error::Data(format!("{source} is not UTF-8 ({e}): a BPE is trained on text; use --tokenizer bytes"))
-            })?;
+        (Some(TokenizerChoice::Bpe(n)), Input::Text(text, shown)) => {
+            if let Err(e) = std::str::from_utf8(&text) {
+                return Err(Error::Data(format!(
+                    "{source} is not UTF-8 ({e}): a BPE is trained on text; use --tokenizer bytes"
+                ))
+                .into());
+            }
             say.line(format!("training a byte-level BPE of {n} tokens on {source}"));
+            let spinner = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
+            spinner.set_message(format!("training a BPE of {n} tokens"));
+            spinner.enable_steady_tick(Duration::from_millis(120));
             let started = Instant::now();
-            let t = Tokenizer::train_bpe(text, n, !args.quiet)?;
+            // The text goes to the worker and comes back with the tokenizer: no copy of it.
+            let trained = unless_stopped(stop, args, "a BPE was trained", move || {
+                // Checked above: UTF-8.
+                let t = Tokenizer::train_bpe(std::str::from_utf8(&text).unwrap_or_default(), n);
+                (t, text)
+            });
+            spinner.finish_and_clear();
+            let (t, text) = trained?;
+            let t = t?;
             say.line(format!("BPE trained: {} in {:.1} s", t.describe(), started.elapsed().as_secs_f64()));
-            t
+            (t, Input::Text(text, shown))
         }
     };
     if let (Some(dest), Some(json)) = (dest, tokenizer.json()) {
-        let to = dest.write_tokenizer(json)?;
-        say.line(format!("tokenizer: {}", to.display()));
+        // A copy for other tools (the checkpoint records its own): not writing it is no reason
+        // to stop, like the loss curve. A directory in its place was refused before this.
+        match dest.write_tokenizer(json) {
+            Ok(to) => say.line(format!("tokenizer: {}", to.display())),
+            Err(e) => crate::note(format!("warning: the tokenizer's copy beside the checkpoint was not written: {e}")),
+        }
     }
     let started = Instant::now();
     let text_bytes = match &data {
         Input::Text(t, _) if !tokenizer.is_bytes() => Some(t.len()),
         _ => None,
     };
-    let corpus = super::input::corpus(data, val, tokenizer)?;
+    let corpus = corpus_unless_stopped(stop, args, data, val, tokenizer)?;
     if let Some(bytes) = text_bytes {
         say.line(format!(
             "tokenized {bytes} bytes into {} tokens in {:.1} s",
@@ -68,7 +88,7 @@ pub(super) fn start(
         ));
     }
     let cfg = model_config(args).with_vocab(corpus.tokenizer().model_vocab());
-    Ok(Trainer::new(gpu, &cfg, &train_config(args), corpus)?)
+    Ok(Setup::New(cfg, corpus))
 }
 
 /// One line about the model and the data.
@@ -191,7 +211,18 @@ pub(super) fn run(
     let total = train.steps as u64;
     let eval_every = args.eval_every.unwrap_or((train.steps / 5).max(1)) as u64;
     let every_steps = args.checkpoint_every.map(|n| n as u64);
-    let every_time = (args.checkpoint_minutes > 0.0).then(|| Duration::from_secs_f64(args.checkpoint_minutes * 60.0));
+    let every_time = super::args::checkpoint_interval(args).map_err(super::usage)?;
+    let _training = super::signals::Training::begin();
+    // The metrics log is (re)written as it opens: not for a run stopped before it trains.
+    if let Some(signal) = stop.requested() {
+        return Err(stopped_before_training(signal, args, "before the first step"));
+    }
+    let history = (&trainer.train_history, &trainer.val_history);
+    let (mut metrics_log, warning) =
+        metrics::Log::open(&metrics::metrics_path(dest.path()), trainer.step, Some(history));
+    if let Some(w) = warning {
+        say.line(format!("warning: {w}"));
+    }
     let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(total) };
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps | {msg} | ETA {eta}")
@@ -206,12 +237,6 @@ pub(super) fn run(
     let resumed = args.resume.then_some(trainer.step);
     let mut saves = Saves { dest, good: resumed, last: (trainer.step, started), saved: None };
     let mut stopped_by = None;
-    let history = (&trainer.train_history, &trainer.val_history);
-    let (mut metrics_log, warning) =
-        metrics::Log::open(&metrics::metrics_path(dest.path()), trainer.step, Some(history));
-    if let Some(w) = warning {
-        say.line(format!("warning: {w}"));
-    }
     while trainer.step < total {
         if let Some(signal) = stop.requested() {
             stopped_by = Some(signal);
@@ -302,6 +327,11 @@ pub(super) fn run(
         bar.set_position(trainer.step);
     }
     bar.finish();
+    if let Some(signal) = stopped_by
+        && trainer.step == first_step
+    {
+        return Err(stopped_before_training(signal, args, "before the first step"));
+    }
     if saves.saved != Some(trainer.step) {
         match saves.save(&mut trainer, say) {
             Ok(()) => {}
@@ -329,6 +359,6 @@ pub(super) fn run(
             ),
         });
     }
-    let sample = trainer.generate("\n", args.sample_tokens.min(400), args.temperature, args.top_k, args.seed)?;
+    let sample = trainer.sample(args.sample_tokens.min(400), args.temperature, args.top_k, args.seed)?;
     super::output(format!("--- sample ---\n{sample}\n--------------"))
 }

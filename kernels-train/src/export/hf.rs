@@ -210,19 +210,19 @@ pub struct Imported {
 /// in the one error.
 pub fn read(dir: &Path) -> Result<Imported, Error> {
     let shown = dir.display().to_string();
-    let text = |name: &str| {
-        std::fs::read_to_string(dir.join(name)).map_err(|e| Error::Config(format!("cannot read {shown}/{name}: {e}")))
-    };
-    let config: Value = serde_json::from_str(&text("config.json")?)
+    if !dir.is_dir() {
+        let what = if dir.exists() { "is not a folder" } else { "does not exist" };
+        return Err(Error::Config(format!("{shown} {what}: --import-hf takes a Hugging Face model folder")));
+    }
+    let config: Value = serde_json::from_str(&read_json(&dir.join("config.json"))?)
         .map_err(|e| Error::Config(format!("{shown}/config.json is not JSON: {e}")))?;
-    let tokenizer = match std::fs::read_to_string(dir.join("tokenizer.json")) {
-        Ok(json) => Tokenizer::from_json(&json, &format!("{shown}/tokenizer.json"))?,
-        Err(e) => {
-            return Err(Error::Config(format!(
-                "{shown} has no tokenizer.json ({e}): the trainer needs the tokenizer the model reads"
-            )));
-        }
-    };
+    let tokenizer_file = dir.join("tokenizer.json");
+    if !tokenizer_file.exists() {
+        return Err(Error::Config(format!(
+            "{shown} has no tokenizer.json: the trainer needs the tokenizer the model reads"
+        )));
+    }
+    let tokenizer = Tokenizer::open(&tokenizer_file)?;
     let bytes = Tokenizer::from_json(&super::bytes_tokenizer_json(), "the byte tokenizer")?;
     let tokenizer = if tokenizer == bytes { Tokenizer::bytes() } else { tokenizer };
     let (cfg, hf_vocab) = model_config(&config, &tokenizer)
@@ -231,6 +231,13 @@ pub fn read(dir: &Path) -> Result<Imported, Error> {
     let model = Exported { model: cfg, params, tokenizer };
     model.check()?;
     Ok(Imported { model, notes })
+}
+
+/// A small JSON file of the folder, as text: a regular file of at most
+/// [`crate::files::MAX_JSON_BYTES`].
+fn read_json(path: &Path) -> Result<String, Error> {
+    let bytes = crate::files::read_regular(path, crate::files::MAX_JSON_BYTES, "the file").map_err(Error::Config)?;
+    String::from_utf8(bytes).map_err(|e| Error::Config(format!("{} is not UTF-8 text: {e}", path.display())))
 }
 
 /// The trainer's configuration for an HF config (and the HF vocabulary size), or every reason
@@ -319,12 +326,13 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
         return Ok(vec![single]);
     }
     let index = dir.join("model.safetensors.index.json");
-    let text = std::fs::read_to_string(&index).map_err(|e| {
-        Error::Config(format!(
-            "{} has neither model.safetensors nor model.safetensors.index.json ({e}); PyTorch .bin weights are not read",
+    if !index.exists() {
+        return Err(Error::Config(format!(
+            "{} has neither model.safetensors nor model.safetensors.index.json; PyTorch .bin weights are not read",
             dir.display()
-        ))
-    })?;
+        )));
+    }
+    let text = read_json(&index)?;
     let v: Value = serde_json::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", index.display())))?;
     let mut files: Vec<String> = v["weight_map"]
         .as_object()
@@ -358,7 +366,8 @@ fn read_tensors(
     let mut ignored = Vec::new();
     let mut unknown = Vec::new();
     for file in weight_files(dir)? {
-        let bytes = std::fs::read(&file).map_err(|e| Error::Config(format!("cannot read {}: {e}", file.display())))?;
+        let bytes = crate::files::read_regular(&file, crate::files::MAX_CHECKPOINT_BYTES, "the weight file")
+            .map_err(Error::Config)?;
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| Error::Config(format!("{} is not a safetensors file: {e}", file.display())))?;
         for (name, t) in st.tensors() {

@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn bpe_vocabularies_for_gguf_and_byte_counts() {
         let text = "the cat sat on the mat; the cat ate the rat. ".repeat(50);
-        let tk = Tokenizer::train_bpe(&text, 300, false).unwrap();
+        let tk = Tokenizer::train_bpe(&text, 300).unwrap();
         let v = gguf_vocab(&tk).unwrap();
         assert_eq!(v.tokens.len(), tk.vocab_size());
         assert_eq!(v.pre, "gpt-2");

@@ -53,7 +53,6 @@ pub(super) struct Activations {
 /// Scratch for the backward pass.
 pub(super) struct Scratch {
     pub dx: B,
-    pub dxn: B,
     pub da: B,
     pub ma: B,
     pub mb: B,
@@ -257,7 +256,6 @@ impl Model {
         let norm_block = kernels::norm::NORM_BLOCK as usize;
         let scratch = Scratch {
             dx: z(rows * d)?,
-            dxn: z(rows * d)?,
             da: z(rows * f)?,
             ma: z(rows * d)?,
             mb: z(rows * d)?,

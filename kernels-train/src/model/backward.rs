@@ -4,11 +4,10 @@ use super::products::{Half, Operand, Plans, backward};
 use super::{Attention, B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
-use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq, rope_k_backward, rope_q_backward};
+use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq, rope_qk_backward};
 use kernels::backward_ffn::ffn_swiglu_backward;
 use kernels::embedding::embed_backward;
-use kernels::infrastructure::axpy;
-use kernels::norm::{rmsnorm_backward, rmsnorm_dgamma_reduce};
+use kernels::norm::{rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_dgamma_reduce};
 use kernels::ops::F16x4;
 use kernels::{Batch, Buffer};
 
@@ -57,7 +56,7 @@ impl Model {
         let base = c.rope_base;
         let nb = kernels::norm::rmsnorm_backward::Params::new(rows, d);
         let nr = kernels::norm::rmsnorm_dgamma_reduce::Params::new(rows, d);
-        let add = kernels::infrastructure::axpy::Params::new(rows * d, 1.0);
+        let nba = kernels::norm::rmsnorm_backward_acc::Params::new(rows, d);
 
         // Mixed precision: the loss gradient times the loss scale (undone by the optimizer).
         if let Some(h) = half.as_ref() {
@@ -84,9 +83,9 @@ impl Model {
             lin.backward(b, &s.dg, (&w.w1, h16.map(|h| h.w1), &shape.w1), h2, &mut gl.w1, None, &mut s.ma)?;
             let w3 = (&w.w3, h16.map(|h| h.w3), &shape.w3);
             lin.backward(b, &s.du, w3, h2, &mut gl.w3, Some(&s.ma), &mut s.mb)?;
-            rmsnorm_backward(b, &y.x_mid, &w.ffn_norm, &y.rrms2, &s.mb, &mut s.dxn, &mut s.norm_partials, nb)?;
+            // dx += the norm's input gradient (the residual stream's two paths meet here).
+            rmsnorm_backward_acc(b, &y.x_mid, &w.ffn_norm, &y.rrms2, &s.mb, &mut s.dx, &mut s.norm_partials, nba)?;
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.ffn_norm, nr)?;
-            axpy(b, &s.dxn, &mut s.dx, add)?;
             // Attention: x_mid = x_in + att·Woᵀ.
             let att = y.att16.as_ref().map_or(Operand::F32(&y.att), Operand::F16);
             let wo = (&w.wo, h16.map(|h| h.wo), &shape.wo);
@@ -124,17 +123,14 @@ impl Model {
                     attention_backward_dkdv(b, &y.q, &y.k, &y.v, &s.datt, &y.lse, &s.delta, &mut s.dk, &mut s.dv, kp)?;
                 }
             }
-            let rq = kernels::backward_attention::rope_q_backward::Params::new(bt, sq, h, dh, 0, base);
-            rope_q_backward(b, &mut s.dq, rq)?;
-            let rk = kernels::backward_attention::rope_k_backward::Params::new(bt, sq, hkv, dh, 0, base);
-            rope_k_backward(b, &mut s.dk, rk)?;
+            let rp = kernels::backward_attention::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
+            rope_qk_backward(b, &mut s.dq, &mut s.dk, rp)?;
             let h1 = y.h1.operand();
             lin.backward(b, &s.dq, (&w.wq, h16.map(|h| h.wq), &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
             lin.backward(b, &s.dk, (&w.wk, h16.map(|h| h.wk), &shape.wk), h1, &mut gl.wk, Some(&s.ma), &mut s.mb)?;
             lin.backward(b, &s.dv, (&w.wv, h16.map(|h| h.wv), &shape.wv), h1, &mut gl.wv, Some(&s.mb), &mut s.ma)?;
-            rmsnorm_backward(b, &y.x_in, &w.attn_norm, &y.rrms1, &s.ma, &mut s.dxn, &mut s.norm_partials, nb)?;
+            rmsnorm_backward_acc(b, &y.x_in, &w.attn_norm, &y.rrms1, &s.ma, &mut s.dx, &mut s.norm_partials, nba)?;
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.attn_norm, nr)?;
-            axpy(b, &s.dxn, &mut s.dx, add)?;
         }
         let eb = kernels::embedding::embed_backward::Params::new(rows, d, v);
         embed_backward(b, &s.dx, ids, &mut g.embedding, eb)?;

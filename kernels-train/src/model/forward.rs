@@ -1,16 +1,15 @@
 //! The forward pass (embedding → blocks → final norm → tied head) and the loss.
 
 use super::B;
-use super::products::{Kept, Operand, Plans, forward};
+use super::products::{Kept, Operand, Plans, forward, forward_residual};
 use super::{Attention, Model, fast_params};
 use crate::Error;
 use kernels::attention::{attention_decode, attention_forward};
 use kernels::embedding::embed_lookup;
-use kernels::infrastructure::copy;
 use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::rmsnorm_forward;
 use kernels::ops::F16x4;
-use kernels::rope::{rope_k, rope_q};
+use kernels::rope::rope_qk;
 use kernels::{Batch, Buffer};
 
 impl Model {
@@ -61,14 +60,13 @@ impl Model {
             let res = if pending { done.last().map(|prev| &prev.x_mid) } else { None };
             norm_into(b, &mut layer.x_in, res, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
             let h1 = layer.h1.operand();
-            forward(b, split, h1, &w.wq, h16.map(|h| h.wq), &mut layer.q, mm(hq, d), false)?;
+            forward(b, split, h1, &w.wq, h16.map(|h| h.wq), &mut layer.q, mm(hq, d))?;
             // Generation writes the new token's key and value beside the cache, then into it.
             let (k, v) = if at.is_some() { (&mut s.dk, &mut s.dv) } else { (&mut layer.k, &mut layer.v) };
-            forward(b, split, h1, &w.wk, h16.map(|h| h.wk), k, mm(kv, d), false)?;
-            forward(b, split, h1, &w.wv, h16.map(|h| h.wv), v, mm(kv, d), false)?;
+            forward(b, split, h1, &w.wk, h16.map(|h| h.wk), k, mm(kv, d))?;
+            forward(b, split, h1, &w.wv, h16.map(|h| h.wv), v, mm(kv, d))?;
             let pos = at.unwrap_or(0) as u32;
-            rope_q(b, &mut layer.q, kernels::rope::rope_q::Params::new(bt, sq, h, dh, pos, base))?;
-            rope_k(b, k, kernels::rope::rope_k::Params::new(bt, sq, hkv, dh, pos, base))?;
+            rope_qk(b, &mut layer.q, k, kernels::rope::rope_qk::Params::new(bt, sq, h, hkv, dh, pos, base))?;
             if let Some(t) = at {
                 let n = kv as usize;
                 b.copy_range(&s.dk, 0, &mut layer.k, t * n, n)?;
@@ -126,8 +124,8 @@ impl Model {
             let res = if pending { Some(&layer.x_in) } else { None };
             norm_into(b, &mut layer.x_mid, res, &w.ffn_norm, &mut layer.h2, &mut layer.rrms2, norm)?;
             let h2 = layer.h2.operand();
-            forward(b, split, h2, &w.w1, h16.map(|h| h.w1), &mut layer.g, mm(f, d), false)?;
-            forward(b, split, h2, &w.w3, h16.map(|h| h.w3), &mut layer.u, mm(f, d), false)?;
+            forward(b, split, h2, &w.w1, h16.map(|h| h.w1), &mut layer.g, mm(f, d))?;
+            forward(b, split, h2, &w.w3, h16.map(|h| h.w3), &mut layer.u, mm(f, d))?;
             match &mut layer.a {
                 Kept::F32(a) => {
                     let sw = kernels::activation::swiglu_combine::Params::new(rows * f);
@@ -149,7 +147,7 @@ impl Model {
         let res = if pending { acts.layers.last().map(|last| &last.x_mid) } else { None };
         norm_into(b, &mut acts.xf, res, &p.final_norm, &mut acts.hf, &mut acts.rrms_f, norm)?;
         let e16 = w16.map(|w| w.embedding);
-        forward(b, split, acts.hf.operand(), &p.embedding, e16, &mut acts.logits, mm(v, d), false)?;
+        forward(b, split, acts.hf.operand(), &p.embedding, e16, &mut acts.logits, mm(v, d))?;
         Ok(())
     }
 
@@ -170,11 +168,10 @@ impl Model {
     }
 }
 
-/// The residual branch `out = resid + x·wᵀ`. f32 `x`: a copy of `resid` and an accumulating
-/// product (returns false). f16 `x` (mixed precision): only `out = x·wᵀ`, and returns true: the
+/// The residual branch `out = resid + x·wᵀ`. f32 `x`: one product with the residual epilogue
+/// (returns false). f16 `x` (mixed precision): only `out = x·wᵀ`, and returns true: the
 /// next norm (`fused::residual_rmsnorm_f16`) adds `resid` — the same one f32 addition as the
-/// accumulating product's (`y + v`), so the same bits, without the copy and the product's read
-/// of `out`.
+/// residual epilogue's (`r + v`), so the same bits, without the product's read of `resid`.
 fn residual_forward(
     b: &Batch<'_>,
     split: &Plans,
@@ -185,13 +182,12 @@ fn residual_forward(
     (m, n, k): (u32, u32, u32),
 ) -> Result<bool, Error> {
     match x {
-        Operand::F32(_) => {
-            copy(b, resid, out, m * n)?;
-            forward(b, split, x, w, w16, out, (m, n, k), true)?;
+        Operand::F32(x) => {
+            forward_residual(b, split, x, w, resid, out, (m, n, k))?;
             Ok(false)
         }
         Operand::F16(_) => {
-            forward(b, split, x, w, w16, out, (m, n, k), false)?;
+            forward(b, split, x, w, w16, out, (m, n, k))?;
             Ok(true)
         }
     }

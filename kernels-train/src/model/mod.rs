@@ -216,12 +216,32 @@ impl Model {
         self.load_tokens(tokens, targets, batch)?;
         let gpu = self.gpu.clone();
         let b = gpu.batch();
-        self.record_forward(&b, batch, self.cfg.seq_len, None)?;
-        self.record_loss(&b, batch * self.cfg.seq_len)?;
-        self.record_backward(&b, batch)?;
-        self.record_update(&b, t, step)?;
+        self.record_step(&b, batch, t, step)?;
         b.submit()?;
         Ok(())
+    }
+
+    /// Records everything of one training step into `b`: forward, loss, backward, clipping and
+    /// AdamW (the tokens already loaded).
+    fn record_step(&mut self, b: &kernels::Batch<'_>, batch: usize, t: &TrainConfig, step: u64) -> Result<(), Error> {
+        self.record_forward(b, batch, self.cfg.seq_len, None)?;
+        self.record_loss(b, batch * self.cfg.seq_len)?;
+        self.record_backward(b, batch)?;
+        self.record_update(b, t, step)
+    }
+
+    /// The number of dispatches a training step on `batch` sequences records, with nothing
+    /// run: the step is recorded as [`Model::train_step`] records it, then discarded. The
+    /// weights and optimizer state are unchanged (the generation cache is emptied, as by any
+    /// step); the count does not depend on the tokens, so none are loaded.
+    pub fn step_dispatches(&mut self, batch: usize, t: &TrainConfig, step: u64) -> Result<usize, Error> {
+        if batch == 0 || batch > self.batch {
+            return Err(Error::Config(format!("a step of {batch} sequences (buffers hold {})", self.batch)));
+        }
+        let gpu = self.gpu.clone();
+        let b = gpu.batch();
+        self.record_step(&b, batch, t, step)?;
+        Ok(b.dispatches())
     }
 
     /// A training step recorded into a profiled batch: GPU time of every dispatch.
@@ -237,10 +257,7 @@ impl Model {
         self.load_tokens(tokens, targets, batch)?;
         let gpu = self.gpu.clone();
         let b = gpu.profiled_batch(4096)?;
-        self.record_forward(&b, batch, self.cfg.seq_len, None)?;
-        self.record_loss(&b, batch * self.cfg.seq_len)?;
-        self.record_backward(&b, batch)?;
-        self.record_update(&b, t, step)?;
+        self.record_step(&b, batch, t, step)?;
         Ok(b.submit_profiled()?)
     }
 

@@ -99,7 +99,7 @@ impl Plans {
 }
 
 /// The products of one `[out, in]` weight in a step over `rows` tokens: the forward `x·wᵀ` (and
-/// its accumulating form for residual branches in f32), the input gradient `dy·w` (with and
+/// its residual form `r + x·wᵀ` for residual branches in f32), the input gradient `dy·w` (with and
 /// without a residual) and the weight gradient `dw += dyᵀ·x`.
 fn step_products(mode: Products, rows: usize, out: usize, inp: usize) -> Vec<Gemm> {
     let (e, precision) = match mode {
@@ -110,11 +110,14 @@ fn step_products(mode: Products, rows: usize, out: usize, inp: usize) -> Vec<Gem
     let g = |m, n, k| Gemm::new(m, n, k).elems(e, e).precision(precision);
     let mut v = vec![
         g(rows, out, inp).b_t(true),
-        g(rows, out, inp).b_t(true).epilogue(Epilogue::Accumulate),
         g(rows, inp, out),
         g(rows, inp, out).epilogue(Epilogue::Residual),
         g(out, inp, rows).a_t(true).epilogue(Epilogue::Accumulate),
     ];
+    // f32 residual branches (mixed precision adds the residual in the next norm instead).
+    if mode != Products::Half {
+        v.push(g(rows, out, inp).b_t(true).epilogue(Epilogue::Residual));
+    }
     v.dedup();
     v
 }
@@ -191,9 +194,8 @@ fn missing() -> Error {
     Error::Config("internal: a mixed-precision product without its f16 buffers".into())
 }
 
-/// `y = x·wᵀ` (`acc`: `y += x·wᵀ`) for x [m, k], w [n, k]: an f32 `x` with the f32 weight, an f16
+/// `y = x·wᵀ` for x [m, k], w [n, k]: an f32 `x` with the f32 weight, an f16
 /// `x` with `w16` (the weight's f16 copy).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn forward(
     b: &Batch<'_>,
     plans: &Plans,
@@ -202,15 +204,27 @@ pub(super) fn forward(
     w16: Option<&Buffer<F16x4>>,
     y: &mut B,
     (m, n, k): (u32, u32, u32),
-    acc: bool,
 ) -> Result<(), Error> {
     let (mu, nu, ku) = (m as usize, n as usize, k as usize);
     let (xa, wb) = match x {
         Operand::F32(x) => (Mat::f32(x, mu, ku), Mat::f32(w, nu, ku)),
         Operand::F16(x) => (Mat::f16(x, mu, ku), Mat::f16(w16.ok_or_else(missing)?, nu, ku)),
     };
-    let e = if acc { Epilogue::Accumulate } else { Epilogue::Store };
-    plans.run(b, (xa, wb.t()), e, None, y)
+    plans.run(b, (xa, wb.t()), Epilogue::Store, None, y)
+}
+
+/// `y = resid + x·wᵀ` for an f32 `x` [m, k] and w [n, k] (`resid` a different buffer from `y`).
+pub(super) fn forward_residual(
+    b: &Batch<'_>,
+    plans: &Plans,
+    x: &B,
+    w: &B,
+    resid: &B,
+    y: &mut B,
+    (m, n, k): (u32, u32, u32),
+) -> Result<(), Error> {
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    plans.run(b, (Mat::f32(x, mu, ku), Mat::f32(w, nu, ku).t()), Epilogue::Residual, Some(resid), y)
 }
 
 /// The backward of one linear layer `Y = X·Wᵀ` (X [rows, in], W [out, in]) from dY [rows, out]:

@@ -1,17 +1,28 @@
 //! The update: global gradient-norm clipping and AdamW, which also zeroes the gradients.
 
-use super::Model;
 use super::products::rows_cols;
+use super::{B, Model};
 use crate::Error;
 use crate::config::TrainConfig;
 use kernels::Batch;
-use kernels::optimizer::{adamw_update, finalize_grad_stats, reduce_norm_sq};
+use kernels::optimizer::{adamw_update, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4};
 
 impl Model {
     /// Records global-norm clipping and AdamW for step `step` (0-based); zeroes the gradients.
     pub(super) fn record_update(&mut self, b: &Batch<'_>, t: &TrainConfig, step: u64) -> Result<(), Error> {
         let Model { layout, params, grads, opt, half, w16, .. } = self;
-        for (gr, &offset) in grads.iter().zip(opt.norm_offsets.iter()) {
+        // The gradients' partial sums of squares, four tensors a dispatch (their partials are
+        // consecutive, as `reduce_norm_sq4` writes them); the rest one at a time.
+        let gs: Vec<&B> = grads.iter().collect();
+        let offsets: Vec<u32> = opt.norm_offsets.iter().copied().collect();
+        let mut four = gs.chunks_exact(4);
+        for (g, &offset) in four.by_ref().zip(offsets.iter().step_by(4)) {
+            let n = |k: usize| g[k].len() as u32;
+            let np = kernels::optimizer::reduce_norm_sq4::Params::new(n(0), n(1), n(2), n(3), offset);
+            reduce_norm_sq4(b, g[0], g[1], g[2], g[3], &mut opt.norm_partials, &mut opt.norm_bad, np)?;
+        }
+        let done = gs.len() - four.remainder().len();
+        for (gr, &offset) in four.remainder().iter().zip(&offsets[done..]) {
             let np = kernels::optimizer::reduce_norm_sq::Params::new(gr.len() as u32, offset);
             reduce_norm_sq(b, gr, &mut opt.norm_partials, &mut opt.norm_bad, np)?;
         }

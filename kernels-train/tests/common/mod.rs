@@ -14,7 +14,7 @@ pub fn gpu() -> Option<kernels::Gpu> {
     }
 }
 
-/// The seed of a test's random inputs: `KERNELS_TEST_SEED`, else the clock; printed so a
+/// The seed of a test's random inputs: `KERNELS_TEST_SEED`, or the clock; printed so that a
 /// failure can be replayed.
 pub fn seed(test: &str) -> u64 {
     let seed = std::env::var("KERNELS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {

@@ -1,0 +1,57 @@
+//! How many dispatches a training step of a gpt2-small-shaped model records (12 layers, width
+//! 768, 12 heads, bytes), in f32 and in mixed precision: the count is recorded, not timed, and
+//! nothing runs (`Model::step_dispatches`), so the full context of 1024 tokens costs only the
+//! allocation. The count depends on the shape and on the plans the adapter gets (a product whose
+//! contraction is split into parts records their sum as one more dispatch; the SIMT weight
+//! gradients split from 1024 rows on, so one sequence of 1024 records what a batch of 8 does), not
+//! on the adapter's speed.
+
+mod common;
+
+use kernels_train::config::{ModelConfig, TrainConfig};
+use kernels_train::model::{Attention, Model, ModelOptions, Precision};
+use kernels_train::params;
+
+/// Upper bounds of the step's dispatches on the adapter CI runs (lavapipe: no tensor cores, so
+/// the f32 products are the SIMT ones and the f16 products unsplit), f32 and mixed precision:
+/// the counts measured there, so any dispatch a change adds to the step shows up here. Of the
+/// f32 step's 703, the update takes 140: the gradient norm 30 (four tensors a dispatch, then
+/// the stats) and AdamW one per tensor (110); the forward, the loss and the backward the rest.
+const MAX_F32: usize = 703;
+const MAX_MIXED: usize = 813;
+
+fn gpt2_small() -> ModelConfig {
+    ModelConfig::new(768, 12, 12, 12, 1024)
+}
+
+fn count(gpu: &kernels::Gpu, precision: Precision) -> Option<usize> {
+    let cfg = gpt2_small();
+    let t = TrainConfig { batch: 1, precision, ..TrainConfig::default() };
+    let options = ModelOptions { attention: Attention::Auto, precision, ..ModelOptions::default() };
+    let weights = params::init(&cfg, 1).unwrap();
+    let mut model = match Model::with_options(gpu, &cfg, 1, &weights, None, options) {
+        Ok(m) => m,
+        Err(e) if precision == Precision::Mixed && !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) => {
+            eprintln!("SKIPPED mixed precision: {e}");
+            return None;
+        }
+        Err(e) => panic!("{precision:?}: {e}"),
+    };
+    let n = model.step_dispatches(1, &t, 0).unwrap();
+    // At least the linear layers' products (7 per layer plus the head, each a forward, an input
+    // gradient and a weight gradient): a count below that is not a step.
+    let products = 3 * (7 * cfg.layers + 1);
+    assert!(n >= products, "{precision:?}: {n} dispatches, fewer than the {products} products of a step");
+    eprintln!("gpt2-small step, {precision:?} ({:?} attention): {n} dispatches", model.attention);
+    Some(n)
+}
+
+#[test]
+fn a_gpt2_small_step_stays_within_its_dispatch_budget() {
+    let Some(gpu) = common::gpu() else { return };
+    let f32 = count(&gpu, Precision::F32).unwrap();
+    assert!(f32 <= MAX_F32, "f32: {f32} dispatches, over the budget of {MAX_F32}");
+    if let Some(mixed) = count(&gpu, Precision::Mixed) {
+        assert!(mixed <= MAX_MIXED, "mixed: {mixed} dispatches, over the budget of {MAX_MIXED}");
+    }
+}
