@@ -63,6 +63,9 @@ mod guide {
     mod products {}
     #[doc = include_str!("../docs/guide/web.md")]
     mod web {}
+    /// The README is the crate's documentation (its Rust blocks run there); its WGSL blocks here.
+    #[doc = concat!("```\n", include_str!("../docs/guide/check.rs"), "\ncheck(\"README.md\");\n```")]
+    mod readme {}
 }
 
 pub mod fast_attention;

@@ -1,11 +1,4 @@
-//! A LLaMA-style decoder trained entirely on the GPU with the `kernels` library: byte or BPE
-//! tokens ([`tokenizer`]), tied embedding, RMSNorm, rotary grouped-query attention, SwiGLU,
-//! cross-entropy, global-norm clipping and AdamW — forward, backward and update recorded into
-//! one submission per step.
-//!
-//! Natively and on `wasm32-unknown-unknown` (in a browser, through WebGPU): there every GPU
-//! read-back is `async` (`Trainer::step_async`, `checkpoint_async`, …) and checkpoints are
-//! bytes (`checkpoint::to_bytes`); the command line, files, locks and signals are native only.
+#![doc = include_str!("../README.md")]
 
 pub mod checkpoint;
 #[cfg(not(target_arch = "wasm32"))]
