@@ -4,7 +4,7 @@
 // One scheme for every product, written once in `lib/tiled_product.wgsl`: 256 invocations per
 // 128×64 output tile, 8×4 outputs per invocation in registers, the contraction staged through
 // workgroup memory 16 at a time with register prefetch (a 64×64 tile with 4×4 per invocation
-// did two reads per 16 FMAs and ran 5–15% slower on an H200; BENCHMARKS.md). Each kernel below
+// does two reads per 16 FMAs, and measured slower on an H200). Each kernel below
 // names its form (`product_xw`, `product_xwt`, `product_xtb`) and defines the hooks: `load_a` /
 // `load_b` read its operands (widening f16 weights), `store_c` writes an output (overwrite,
 // accumulate, add the residual, or write one part of a split product).

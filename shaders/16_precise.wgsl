@@ -19,15 +19,14 @@
 // (|x·s| ≥ 2⁻¹⁴), so hi + lo·2⁻¹¹ holds x to about 2⁻²² relative (11 bits each, lo scaled up by
 // 2¹¹ so that it stays a normal f16 too); smaller elements keep an absolute error of at most
 // ~2⁻³⁶ in scaled units, 2⁻⁵⁰ of the tensor's largest magnitude. With one scale per tensor the
-// error of each output is about 1e-7 to 5e-7 of Σ|a||b| (measured, H200 and tests) whatever the
+// error of each output stays within 5e-7 of Σ|a||b| (tests; BENCHMARKS.md §2) whatever the
 // tensor's overall magnitude (1e-30 … 1e+30 tested), as long as no element that matters is more
 // than ~2²⁸ below its tensor's largest one. Values that do not survive the scaling: NaN stays NaN;
 // ±Inf and elements of tensors holding them are not meaningful (±Inf is left out of the max and
 // clamped to ±65504 after scaling).
 //
-// Product kernels (the sweep's `pres-128x128x32-w2x4-prefetch-p8` design, measured 50–67 TFLOP/s
-// on an H200 with the split passes included, benches/coop): 128×128 output blocks, 256
-// invocations; the operands' hi and lo slices (BM×32 and 32×BN, global orientation, rows padded
+// Product kernels (the fastest split design of the tensor-core sweep; its speed: BENCHMARKS.md
+// §2): 128×128 output blocks, 256 invocations; the operands' hi and lo slices (BM×32 and 32×BN, global orientation, rows padded
 // by 8 halves) staged in workgroup memory, the next slice fetched into named registers while the
 // current one is multiplied; on tensor cores 8 subgroups of 64×32 outputs (a 2×4 grid), 8 hi·hi
 // and 8 cross accumulators each; with n < 8 subgroups (wider than 32) each takes 8/n groups in

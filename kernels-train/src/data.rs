@@ -12,6 +12,7 @@ use std::path::Path;
 /// clone trains with no download.
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("README.md", include_str!("../../README.md")),
+    ("kernels-train/README.md", include_str!("../README.md")),
     ("docs/DESIGN.md", include_str!("../../docs/DESIGN.md")),
     ("shaders/00_shared.wgsl", include_str!("../../shaders/00_shared.wgsl")),
     ("shaders/00_infrastructure.wgsl", include_str!("../../shaders/00_infrastructure.wgsl")),
