@@ -26,8 +26,8 @@
 // clamped to ±65504 after scaling).
 //
 // Product kernels (the fastest split design of the tensor-core sweep; its speed: BENCHMARKS.md
-// §2): 128×128 output blocks, 256 invocations; the operands' hi and lo slices (BM×32 and 32×BN, global orientation, rows padded
-// by 8 halves) staged in workgroup memory, the next slice fetched into named registers while the
+// §2): 128×128 output blocks, 256 invocations; the operands' hi and lo slices (BM×32 and
+// 32×BN, global orientation, rows padded by 8 halves) staged in workgroup memory, the next slice fetched into named registers while the
 // current one is multiplied; on tensor cores 8 subgroups of 64×32 outputs (a 2×4 grid), 8 hi·hi
 // and 8 cross accumulators each; with n < 8 subgroups (wider than 32) each takes 8/n groups in
 // turn (the contraction re-staged per round). Blocks wholly inside the output (and N % 4 = 0,
