@@ -8,7 +8,7 @@
 #
 # A shorter run picks phases and sizes: PHASES (default "tests train torch sdpa bench", run in
 # that order; sdpa: bench/sdpa_baseline.py, PyTorch's fused attention beside benches/attention.rs), BENCHES (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
-# TORCH_ONLY (bench/torch_baselines.py --only), NOCOOP_TESTS=1 (the tests again with
+# TORCH_ONLY (bench/torch_baselines.py --only), TORCH_MODELS (its --models), NOCOOP_TESTS=1 (the tests again with
 # KERNELS_COOPERATIVE_MATRIX=0). Three more phases, not in the default: `gemm` (the products'
 # tests on tensor cores, the tuner and the products' bench with its table: GEMM_TESTS,
 # TUNE_BUDGET seconds), `ceiling` (what
@@ -150,6 +150,7 @@ if [[ $PHASES == *" torch "* ]]; then
     stamp torch
     only=()
     [ -n "${TORCH_ONLY:-}" ] && only=(--only "$TORCH_ONLY")
+    [ -n "${TORCH_MODELS:-}" ] && only+=(--models "$TORCH_MODELS")
     PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" "${only[@]}" > "$OUT/torch.log" 2>&1
 fi
 save

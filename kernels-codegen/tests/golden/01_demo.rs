@@ -248,7 +248,7 @@ Features: no optional features.*/
             source: ::core::option::Option::Some(
                 &::kernels::KernelSource {
                     file: &super::__k_source,
-                    interface: "workgroup_size: 64 × 1 × 1\nbinding m: @group(0) @binding(0) var<storage, read_write> m: array<f32> (elements f32, 4 bytes each, at least 0)\nbinding d: @group(0) @binding(1) var<uniform> d: Dims (Dims, 32 bytes)\nstruct Dims: 32 bytes { rows: u32 at 0, cols: u32 at 4, 8 bytes of padding at 8, origin: [f32; 3] at 16, scale: f32 at 28 }\ngrid: @grid workgroups(ceil_div(d.rows * d.cols, WG))\nrequires 1: @requires len(m) >= d.rows * d.cols\nconst WG: const WG: u32 = 64",
+                    interface: "workgroup_size: 64 × 1 × 1\nbinding m: @group(0) @binding(0) var<storage, read_write> m: array<f32> (elements f32, 4 bytes each, at least 0)\nbinding d: @group(0) @binding(1) var<uniform> d: Dims (32 bytes)\nstruct Dims: 32 bytes { rows: u32 at 0, cols: u32 at 4, 8 bytes of padding at 8, origin: [f32; 3] at 16, scale: f32 at 28 }\ngrid: @grid workgroups(ceil_div(d.rows * d.cols, WG))\nrequires 1: @requires len(m) >= d.rows * d.cols\nconst WG: const WG: u32 = 64",
                 },
             ),
         };
@@ -400,7 +400,7 @@ Features: no optional features.*/
             source: ::core::option::Option::Some(
                 &::kernels::KernelSource {
                     file: &super::__k_source,
-                    interface: "workgroup_size: 64 × 1 × 1\nbinding pts: @group(0) @binding(0) var<storage, read> pts: array<Point> (elements Point, 16 bytes each, at least 0)\nbinding out: @group(0) @binding(1) var<storage, read_write> out: array<f32> (elements f32, 4 bytes each, at least 0)\nbinding d: @group(0) @binding(2) var<uniform> d: Dims (Dims, 32 bytes)\nstruct Point: 16 bytes { p: [f32; 3] at 0, w: f32 at 12 }\nstruct Dims: 32 bytes { rows: u32 at 0, cols: u32 at 4, 8 bytes of padding at 8, origin: [f32; 3] at 16, scale: f32 at 28 }\noverride GAIN: f32 (with a default)\ngrid: given by the caller",
+                    interface: "workgroup_size: 64 × 1 × 1\nbinding pts: @group(0) @binding(0) var<storage, read> pts: array<Point> (elements Point, 16 bytes each, at least 0)\nbinding out: @group(0) @binding(1) var<storage, read_write> out: array<f32> (elements f32, 4 bytes each, at least 0)\nbinding d: @group(0) @binding(2) var<uniform> d: Dims (32 bytes)\nstruct Point: 16 bytes { p: [f32; 3] at 0, w: f32 at 12 }\nstruct Dims: 32 bytes { rows: u32 at 0, cols: u32 at 4, 8 bytes of padding at 8, origin: [f32; 3] at 16, scale: f32 at 28 }\noverride GAIN: f32 (with a default)\ngrid: given by the caller",
                 },
             ),
         };

@@ -283,8 +283,8 @@ mod tests {
     fn kernel() -> Kernel {
         Kernel {
             name: "linear::gemm16".into(),
-            entry: "matmul_t16".into(),
-            file: "shaders/11_linear16.wgsl".into(),
+            entry: "gemm16".into(),
+            file: "shaders/03_linear.wgsl".into(),
             overrides: Vec::new(),
             variants: vec![
                 Form {
@@ -385,7 +385,7 @@ mod tests {
     fn dump_file_names_are_unique_and_clean() {
         let k = kernel();
         let s = stem(&k, &k.variants[1], &[("M_C".into(), 8192.0), ("SCALE".into(), 0.5)]);
-        assert_eq!(s, "linear16.matmul_t16.v1.M_C=8192.SCALE=0.5");
+        assert_eq!(s, "linear.gemm16.v1.M_C=8192.SCALE=0.5");
         let file =
             Kernel { name: "dir/t.wgsl:main".into(), entry: "main".into(), file: "dir/t.wgsl".into(), ..kernel() };
         assert_eq!(stem(&file, &file.variants[0], &[]), "t.main.v0");

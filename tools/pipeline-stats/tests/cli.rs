@@ -143,7 +143,7 @@ fn statistics_or_a_clear_refusal() {
 /// others are skipped with the reason), at default and at product shapes.
 #[test]
 fn every_kernel_builds_on_the_device() {
-    for overrides in [None, Some("M_C=256,N_C=192,K_C=320,SPLIT=false,ACC=true")] {
+    for overrides in [None, Some("M_C=256,N_C=192,K_C=320,G_ACC=true,ACC=true")] {
         let mut args = vec!["--all", "--build-only", "--json"];
         if let Some(o) = overrides {
             args.extend(["-o", o]);
