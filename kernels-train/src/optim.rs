@@ -71,10 +71,7 @@ impl Moments8 {
 
     /// The codes as the kernel's words (the last word's bytes past the end zero).
     pub fn words(codes: &[u8]) -> Vec<u32> {
-        codes
-            .chunks(4)
-            .map(|c| c.iter().enumerate().fold(0u32, |w, (k, &b)| w | (b as u32) << (8 * k)))
-            .collect()
+        codes.chunks(4).map(|c| c.iter().enumerate().fold(0u32, |w, (k, &b)| w | (b as u32) << (8 * k))).collect()
     }
 
     /// The first `n` codes of the kernel's words.

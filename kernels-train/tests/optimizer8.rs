@@ -93,7 +93,8 @@ fn adamw_8bit_state_is_a_quarter_of_adamws() {
     let b = Trainer::new(&gpu, &m, &t8, Corpus::built_in()).unwrap();
     let layout = kernels_train::params::layout(&m);
     let n: u64 = layout.iter().map(|p| p.elements() as u64).sum();
-    let want8: u64 = layout.iter().map(|p| 8 * p.elements().div_ceil(4) as u64 + 8 * p.elements().div_ceil(256) as u64).sum();
+    let want8: u64 =
+        layout.iter().map(|p| 8 * p.elements().div_ceil(4) as u64 + 8 * p.elements().div_ceil(256) as u64).sum();
     assert_eq!(a.model.optimizer_state_bytes(), 8 * n);
     assert_eq!(b.model.optimizer_state_bytes(), want8);
     let per = want8 as f64 / n as f64;
@@ -178,7 +179,10 @@ fn adamw_8bit_resume_is_bitwise_identical() {
     }
     let (a, b) = (whole.checkpoint().unwrap(), second.checkpoint().unwrap());
     assert_eq!(bits(&a.params), bits(&b.params), "weights differ");
-    assert!(state_bits(a.moments8.as_ref().unwrap()) == state_bits(b.moments8.as_ref().unwrap()), "8-bit state differs");
+    assert!(
+        state_bits(a.moments8.as_ref().unwrap()) == state_bits(b.moments8.as_ref().unwrap()),
+        "8-bit state differs"
+    );
     assert_eq!(a.train_history, b.train_history);
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -84,8 +84,11 @@ pub fn from_bytes(bytes: &[u8], shown: &str) -> Result<Checkpoint, Error> {
     }
     let optimizer = match meta.get("optimizer") {
         None => OptimizerKind::AdamW,
-        Some(name) => OptimizerKind::from_name(name)
-            .ok_or_else(|| Error::Checkpoint(format!("{shown} was trained with the optimizer `{name}`, which this trainer does not know")))?,
+        Some(name) => OptimizerKind::from_name(name).ok_or_else(|| {
+            Error::Checkpoint(format!(
+                "{shown} was trained with the optimizer `{name}`, which this trainer does not know"
+            ))
+        })?,
     };
     let per_tensor = if optimizer == OptimizerKind::AdamW8bit { 4 } else { 3 };
     let expected = per_tensor * (2 + LAYER_TENSORS * model.layers) + 2;

@@ -107,10 +107,8 @@ fn encode<'a>(c: &'a Checkpoint, train: &'a [f32], val: &'a [f32]) -> Result<(Ve
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
 
     let mut meta = metadata(c);
-    let sum = checksum(
-        &meta,
-        tensors.iter().map(|(name, dtype, shape, data)| TensorBytes { name, dtype, shape, data }),
-    );
+    let sum =
+        checksum(&meta, tensors.iter().map(|(name, dtype, shape, data)| TensorBytes { name, dtype, shape, data }));
     meta.insert("checksum".into(), sum);
     let mut header = serde_json::Map::new();
     header.insert("__metadata__".into(), serde_json::json!(meta));

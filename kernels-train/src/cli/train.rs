@@ -121,7 +121,11 @@ pub(super) fn describe(trainer: &Trainer, say: &Say) {
         trainer.model.optimizer().name(),
         bytes as f64 / (1u64 << 20) as f64,
         bytes as f64 / cfg.parameters() as f64,
-        if eight && trainer.train.precision == crate::precision::Precision::Auto { "; f32 precision, the one it runs in" } else { "" }
+        if eight && trainer.train.precision == crate::precision::Precision::Auto {
+            "; f32 precision, the one it runs in"
+        } else {
+            ""
+        }
     ));
 }
 

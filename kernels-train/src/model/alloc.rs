@@ -3,9 +3,9 @@
 use super::attention16::Attention16;
 use super::products::{Half, Kept, Plans, Products, rows_cols, scratch_bound};
 use super::{Attention, B, Model, ModelOptions, Precision, StateRef, Tensors, fast_params};
-use crate::optim::{Moments8, OptimizerKind};
 use crate::Error;
 use crate::config::ModelConfig;
+use crate::optim::{Moments8, OptimizerKind};
 use crate::params::{self, ModelWeights};
 use kernels::ops::{F16x4, f16x4_len};
 use kernels::{Buffer, Gpu};
