@@ -63,7 +63,7 @@ fn run(gpu: &kernels::Gpu, seed: u64, optimizer: OptimizerKind) -> (f32, f32) {
 /// not the rounding of one result: they perturb every step, so the two trajectories drift apart
 /// as runs with different seeds do, and their losses agree only to the spread of training
 /// itself. On this model AdamW's final validation loss varies by 0.5 nats across seeds (2.55 to
-/// 3.05 measured on lavapipe, seeds 1–6), and the 8-bit run ended between 0.38 below and 0.013
+/// 3.05 measured on lavapipe, seeds 1–9), and the 8-bit run ended between 0.38 below and 0.034
 /// above AdamW's; at this learning rate AdamW's f32 moments may spike where the 8-bit ones do
 /// not, so being lower is no defect. 0.25 is half the seed spread above AdamW: an 8-bit update
 /// that trains materially worse (a flushed √v turning the step into m/ε, a wrong scale)
