@@ -156,6 +156,8 @@ pub struct TrainConfig {
     pub precision: crate::precision::Precision,
     /// Mixed precision: clean steps before the loss scale doubles (`crate::scaler`).
     pub loss_scale_interval: u32,
+    /// The optimizer (`crate::optim`).
+    pub optimizer: crate::optim::OptimizerKind,
 }
 
 impl Default for TrainConfig {
@@ -175,6 +177,7 @@ impl Default for TrainConfig {
             attention: crate::model::Attention::Auto,
             precision: crate::precision::Precision::Auto,
             loss_scale_interval: crate::scaler::DEFAULT_GROWTH_INTERVAL,
+            optimizer: crate::optim::OptimizerKind::AdamW,
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod files;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod metrics;
 pub mod model;
+pub mod optim;
 pub mod params;
 pub mod plot;
 pub mod precision;

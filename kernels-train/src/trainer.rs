@@ -6,8 +6,10 @@ use crate::Error;
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::{ModelConfig, TrainConfig};
 use crate::data::Corpus;
-use crate::model::{Model, ModelOptions, Precision, ScalerState, Tensors};
+use crate::model::{Model, ModelOptions, Precision, ScalerState, StateRef, Tensors};
+use crate::optim::Moments8;
 use crate::params;
+use crate::params::ModelWeights;
 use crate::rng::Rng;
 use crate::sample::sample;
 use crate::tokenizer::Tokenizer;
@@ -22,7 +24,14 @@ pub fn model_options(train: &TrainConfig, scaler: Option<ScalerState>) -> ModelO
         precision: train.precision,
         scaler,
         growth_interval: train.loss_scale_interval,
+        optimizer: train.optimizer,
     }
+}
+
+/// The optimizer state a checkpoint is made of.
+enum OptimizerState {
+    AdamW(Tensors, Tensors),
+    AdamW8bit(ModelWeights<Moments8>),
 }
 
 /// A model, its data and where the run stands.
@@ -118,8 +127,20 @@ impl Trainer {
         let train = TrainConfig { seed: ck.seed, ..train.clone() };
         train.validate()?;
         corpus.check(ck.model.seq_len)?;
+        if ck.optimizer() != train.optimizer {
+            return Err(Error::Checkpoint(format!(
+                "the checkpoint's run uses the optimizer {}, not {}: its state cannot continue under another; resume with --optimizer {}",
+                ck.optimizer().name(),
+                train.optimizer.name(),
+                ck.optimizer().name()
+            )));
+        }
         let options = model_options(&train, ck.scaler);
-        let model = Model::with_options(gpu, &ck.model, train.batch, &ck.params, Some((&ck.m, &ck.v)), options)?;
+        let state = match &ck.moments8 {
+            Some(q) => StateRef::AdamW8bit(q),
+            None => StateRef::AdamW(&ck.m, &ck.v),
+        };
+        let model = Model::with_state(gpu, &ck.model, train.batch, &ck.params, Some(state), options)?;
         let scaler = (model.precision == Precision::Mixed).then(|| ck.scaler.unwrap_or_default());
         Ok(Trainer {
             scaler,
@@ -203,8 +224,16 @@ impl Trainer {
         Ok(self.record_validation(total, batches))
     }
 
-    fn checkpoint_of(&self, params: Tensors, (m, v): (Tensors, Tensors), scaler: Option<ScalerState>) -> Checkpoint {
+    fn checkpoint_of(&self, params: Tensors, state: OptimizerState, scaler: Option<ScalerState>) -> Checkpoint {
+        let (m, v, moments8) = match state {
+            OptimizerState::AdamW(m, v) => (m, v, None),
+            OptimizerState::AdamW8bit(q) => {
+                let empty = params.as_ref().map(|_| Vec::new());
+                (empty.clone(), empty, Some(q))
+            }
+        };
         Checkpoint {
+            moments8,
             model: self.model.cfg.clone(),
             step: self.step,
             seed: self.train.seed,
@@ -221,13 +250,27 @@ impl Trainer {
     /// Everything needed to resume.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn checkpoint(&self) -> Result<Checkpoint, Error> {
-        Ok(self.checkpoint_of(self.model.weights()?, self.model.moments()?, self.model.scaler_state()?))
+        let state = match self.model.moments8()? {
+            Some(q) => OptimizerState::AdamW8bit(q),
+            None => {
+                let (m, v) = self.model.moments()?;
+                OptimizerState::AdamW(m, v)
+            }
+        };
+        Ok(self.checkpoint_of(self.model.weights()?, state, self.model.scaler_state()?))
     }
 
     /// [`Trainer::checkpoint`] without blocking.
     pub async fn checkpoint_async(&self) -> Result<Checkpoint, Error> {
         let scaler = self.model.scaler_state_async().await?;
-        Ok(self.checkpoint_of(self.model.weights_async().await?, self.model.moments_async().await?, scaler))
+        let state = match self.model.moments8_async().await? {
+            Some(q) => OptimizerState::AdamW8bit(q),
+            None => {
+                let (m, v) = self.model.moments_async().await?;
+                OptimizerState::AdamW(m, v)
+            }
+        };
+        Ok(self.checkpoint_of(self.model.weights_async().await?, state, scaler))
     }
 
     /// Why the current state (`ck`, from [`Trainer::checkpoint`]) must not be written over a

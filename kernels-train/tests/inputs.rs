@@ -220,6 +220,7 @@ fn shards_validation_eval_import_and_tokenize_inputs_must_be_regular_files() {
         m: params.as_ref().map(|p| vec![0.0; p.len()]),
         v: params.as_ref().map(|p| vec![0.0; p.len()]),
         params,
+        moments8: None,
         scaler: None,
         train_history: vec![],
         val_history: vec![],

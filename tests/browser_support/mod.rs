@@ -13,6 +13,8 @@
 #[path = "../../examples/export_web.rs"]
 pub mod export_web;
 
+use kernels_codegen::shape::{Expr, Op, Step};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -380,4 +382,41 @@ pub fn chromium(tools: &Tools, url: &str, profile: &Path, limit: Duration) -> St
         }
     }
     reader.join().unwrap_or_default()
+}
+
+/// An expression tree of the manifest as the macro's own type.
+pub fn expr_from_json(v: &Value) -> Expr {
+    if let Some(i) = v.get("int") {
+        return Expr::Int(i.as_str().expect("int is a string").parse().expect("int is decimal"));
+    }
+    if let Some(b) = v.get("len") {
+        return Expr::Len { binding: b.as_str().expect("len names a binding").into() };
+    }
+    if let Some(b) = v.get("uniform") {
+        let path = v["path"]
+            .as_array()
+            .expect("path")
+            .iter()
+            .map(|s| match s {
+                Value::String(f) => Step::Field(f.clone()),
+                Value::Number(n) => Step::Component(n.as_u64().expect("component") as u32),
+                other => panic!("path step {other}"),
+            })
+            .collect();
+        return Expr::Uniform { binding: b.as_str().expect("uniform").into(), path };
+    }
+    let op = match v["op"].as_str().expect("op") {
+        "add" => Op::Add,
+        "sub" => Op::Sub,
+        "mul" => Op::Mul,
+        "div" => Op::Div,
+        "rem" => Op::Rem,
+        "ceil_div" => Op::CeilDiv,
+        "min" => Op::Min,
+        "max" => Op::Max,
+        other => panic!("unknown op {other}"),
+    };
+    let args = v["args"].as_array().expect("args");
+    assert_eq!(args.len(), 2, "two operands: {v}");
+    Expr::Binary { op, left: Box::new(expr_from_json(&args[0])), right: Box::new(expr_from_json(&args[1])) }
 }

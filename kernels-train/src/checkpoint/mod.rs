@@ -1,8 +1,10 @@
 //! Checkpoints: one safetensors file with the weights (names and layouts in [`crate::params`],
-//! loadable by PyTorch's `safetensors.torch.load_file`), the AdamW moments
-//! (`optim.m.<name>`, `optim.v.<name>`), the loss history (`history.train`, `history.validation`:
-//! [n, 2] of (step, loss)), and metadata: `format`, `config` (the model shape as JSON), `step`
-//! (steps done), `seed`, `tokenizer` (`bytes`, or the tokenizer's `tokenizer.json` text:
+//! loadable by PyTorch's `safetensors.torch.load_file`), the optimizer's state — AdamW's f32
+//! moments (`optim.m.<name>`, `optim.v.<name>`), or AdamW-8bit's codes and block scales
+//! (`optim.mq.<name>`, `optim.vq.<name>`: U8, one code per value; `optim.qscale.<name>`: F32
+//! [blocks, 2]) — the loss history (`history.train`, `history.validation`:
+//! [n, 2] of (step, loss)), and metadata: `format`, `config` (the model shape as JSON), `optimizer`
+//! (`adamw` or `adamw-8bit`; `adamw` where absent), `step` (steps done), `seed`, `tokenizer` (`bytes`, or the tokenizer's `tokenizer.json` text:
 //! [`Tokenizer::record`]) and `checksum`.
 //!
 //! [`to_bytes`] and [`from_bytes`] encode and decode a checkpoint in memory (every target,
@@ -41,6 +43,8 @@ pub use write::{save, save_diverged, write_atomic};
 use crate::Error;
 use crate::config::ModelConfig;
 use crate::model::Tensors;
+use crate::optim::{Moments8, OptimizerKind};
+use crate::params::ModelWeights;
 use crate::tokenizer::Tokenizer;
 use std::collections::BTreeMap;
 
@@ -65,10 +69,12 @@ pub struct Checkpoint {
     pub seed: u64,
     /// The parameters.
     pub params: Tensors,
-    /// AdamW first moments.
+    /// AdamW first moments (each tensor empty when `moments8` holds the state).
     pub m: Tensors,
-    /// AdamW second moments.
+    /// AdamW second moments (each tensor empty when `moments8` holds the state).
     pub v: Tensors,
+    /// AdamW-8bit's state (runs with [`OptimizerKind::AdamW8bit`]; `None` for AdamW).
+    pub moments8: Option<ModelWeights<Moments8>>,
     /// The loss scaler's state (runs in mixed precision; `None` in f32). Stored as the
     /// metadata entries `loss_scale`, `loss_scale_clean_steps`, `loss_scale_skipped`.
     pub scaler: Option<crate::scaler::ScalerState>,
@@ -81,9 +87,21 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// The optimizer the run used.
+    pub fn optimizer(&self) -> OptimizerKind {
+        if self.moments8.is_some() { OptimizerKind::AdamW8bit } else { OptimizerKind::AdamW }
+    }
+
     /// The first tensor holding a NaN or an infinity (`None`: all finite).
     pub fn non_finite(&self) -> Option<String> {
         let names = crate::params::layout(&self.model);
+        if let Some(q) = &self.moments8 {
+            for (p, t) in names.iter().zip(q.iter()) {
+                if let Some(x) = t.qscale.iter().find(|x| !x.is_finite()) {
+                    return Some(format!("optim.qscale.{} holds {x}", p.name));
+                }
+            }
+        }
         for (prefix, tensors) in [("", &self.params), ("optim.m.", &self.m), ("optim.v.", &self.v)] {
             for (p, t) in names.iter().zip(tensors.iter()) {
                 if let Some(x) = t.iter().find(|x| !x.is_finite()) {
@@ -133,6 +151,7 @@ fn metadata(c: &Checkpoint) -> BTreeMap<String, String> {
         ("config".to_string(), config_json(&c.model)),
         ("step".to_string(), c.step.to_string()),
         ("seed".to_string(), c.seed.to_string()),
+        ("optimizer".to_string(), c.optimizer().name().to_string()),
         ("tokenizer".to_string(), c.tokenizer.record().to_string()),
     ]);
     if let Some(s) = &c.scaler {

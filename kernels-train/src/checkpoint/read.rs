@@ -3,6 +3,7 @@
 use super::{Checkpoint, FORMAT, FORMAT_BYTES_ONLY, MAX_STEP, TensorBytes, checksum, parse_config};
 use crate::Error;
 use crate::model::Tensors;
+use crate::optim::{Moments8, OptimizerKind, QBLOCK};
 use crate::params::{self, LAYER_TENSORS, host_vec};
 use crate::tokenizer::Tokenizer;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
@@ -81,7 +82,16 @@ pub fn from_bytes(bytes: &[u8], shown: &str) -> Result<Checkpoint, Error> {
     if step > MAX_STEP {
         return Err(corrupt(format!("its step {step} is over {MAX_STEP}")));
     }
-    let expected = 3 * (2 + LAYER_TENSORS * model.layers) + 2;
+    let optimizer = match meta.get("optimizer") {
+        None => OptimizerKind::AdamW,
+        Some(name) => OptimizerKind::from_name(name).ok_or_else(|| {
+            Error::Checkpoint(format!(
+                "{shown} was trained with the optimizer `{name}`, which this trainer does not know"
+            ))
+        })?,
+    };
+    let per_tensor = if optimizer == OptimizerKind::AdamW8bit { 4 } else { 3 };
+    let expected = per_tensor * (2 + LAYER_TENSORS * model.layers) + 2;
     if st.len() != expected {
         return Err(corrupt(format!(
             "it holds {} tensors; a model of {} layers has {expected}",
@@ -101,7 +111,29 @@ pub fn from_bytes(bytes: &[u8], shown: &str) -> Result<Checkpoint, Error> {
     let tensors = |prefix: &str| -> Result<Tensors, Error> {
         layout.as_ref().try_map(|p| get(&format!("{prefix}{}", p.name), &p.shape))
     };
-    let (p, m, v) = (tensors("")?, tensors("optim.m.")?, tensors("optim.v.")?);
+    let p = tensors("")?;
+    let (m, v, moments8) = match optimizer {
+        OptimizerKind::AdamW => (tensors("optim.m.")?, tensors("optim.v.")?, None),
+        OptimizerKind::AdamW8bit => {
+            let codes = |name: &str, n: usize| -> Result<Vec<u8>, Error> {
+                let t = st.tensor(name).map_err(|_| corrupt(format!("it lacks the tensor `{name}`")))?;
+                if t.dtype() != Dtype::U8 || t.shape() != [n] {
+                    return Err(corrupt(format!("`{name}` is {:?} {:?}, expected U8 [{n}]", t.dtype(), t.shape())));
+                }
+                Ok(t.data().to_vec())
+            };
+            let q = layout.as_ref().try_map(|p| -> Result<Moments8, Error> {
+                let n = p.elements();
+                Ok(Moments8 {
+                    mq: codes(&format!("optim.mq.{}", p.name), n)?,
+                    vq: codes(&format!("optim.vq.{}", p.name), n)?,
+                    qscale: get(&format!("optim.qscale.{}", p.name), &[n.div_ceil(QBLOCK), 2])?,
+                })
+            })?;
+            let empty = layout.as_ref().map(|_| Vec::new());
+            (empty.clone(), empty, Some(q))
+        }
+    };
     let hist = |name: &str| -> Result<Vec<(usize, f32)>, Error> {
         let t = st.tensor(name).map_err(|_| corrupt(format!("it lacks the tensor `{name}`")))?;
         let &[n, 2] = t.shape() else {
@@ -125,6 +157,7 @@ pub fn from_bytes(bytes: &[u8], shown: &str) -> Result<Checkpoint, Error> {
         params: p,
         m,
         v,
+        moments8,
         scaler: super::parse_scaler(&meta).map_err(|e| corrupt(e.to_string()))?,
         train_history: hist("history.train")?,
         val_history: hist("history.validation")?,

@@ -20,6 +20,7 @@ fn sample(seed: u64) -> Checkpoint {
         m: init.as_ref().map(|p| p.iter().map(|x| x * 0.5).collect()),
         v: init.as_ref().map(|p| p.iter().map(|x| x * x).collect()),
         params: init,
+        moments8: None,
         scaler: None,
         train_history: vec![(0, 5.5), (1, 5.0)],
         val_history: vec![(1, 5.1)],
@@ -278,6 +279,7 @@ fn the_tokenizer_is_recorded_under_the_checksum() {
         m: init.as_ref().map(|p| p.iter().map(|x| x * 0.5).collect()),
         v: init.as_ref().map(|p| p.iter().map(|x| x * x).collect()),
         params: init,
+        moments8: None,
         scaler: None,
         train_history: vec![(1, 5.5)],
         val_history: vec![],
@@ -393,4 +395,40 @@ fn a_failed_write_leaves_the_old_file_and_no_temporary() {
     assert!(blocked.join("inside").exists());
     assert_eq!(names_in(&dir), ["blocked.safetensors", "model.safetensors"]);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An AdamW-8bit checkpoint: its codes and scales round-trip, it names its optimizer, it holds
+/// no f32 moments, and a non-finite scale is refused like any non-finite state.
+#[test]
+fn the_8bit_optimizer_state_round_trips() {
+    use crate::optim::{Moments8, OptimizerKind};
+    let base = sample(11);
+    let layout = params::layout(&base.model);
+    let mut rng = Rng::new(11);
+    let q = layout.as_ref().map(|p| {
+        let n = p.elements();
+        let mut t = Moments8::zeros(n);
+        t.mq.iter_mut().chain(t.vq.iter_mut()).for_each(|c| *c = (rng.next_u64() & 0xff) as u8);
+        t.qscale.iter_mut().for_each(|s| *s = rng.uniform() as f32);
+        t
+    });
+    let empty = layout.as_ref().map(|_| Vec::new());
+    let c = Checkpoint { m: empty.clone(), v: empty, moments8: Some(q), ..base };
+    assert_eq!(c.optimizer(), OptimizerKind::AdamW8bit);
+    let bytes = to_bytes(&c).unwrap();
+    let back = from_bytes(&bytes, "q").unwrap();
+    assert_eq!(back, c);
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    assert!(st.tensor("optim.m.embedding.weight").is_err());
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    assert_eq!(header.metadata().as_ref().unwrap()["optimizer"], "adamw-8bit");
+    assert_eq!(metadata(&sample(11))["optimizer"], "adamw");
+
+    let mut bad = c.clone();
+    bad.moments8.as_mut().unwrap().final_norm.qscale[0] = f32::NAN;
+    assert!(matches!(to_bytes(&bad), Err(Error::Diverged(m)) if m.contains("optim.qscale.norm.weight")));
+    // Codes of the wrong length are not written.
+    let mut short = c.clone();
+    short.moments8.as_mut().unwrap().embedding.mq.pop();
+    assert!(matches!(to_bytes(&short), Err(Error::Checkpoint(_))));
 }

@@ -21,13 +21,13 @@ pub fn to_bytes(c: &Checkpoint) -> Result<Vec<u8>, Error> {
     }
     let (train, val) = (history(&c.train_history), history(&c.val_history));
     let (header, data) = encode(c, &train, &val)?;
-    let total = data.iter().map(|t| t.len() * 4).sum::<usize>() + 8 + header.len();
+    let total = data.iter().map(|t| t.len()).sum::<usize>() + 8 + header.len();
     let mut out = Vec::new();
     out.try_reserve_exact(total).map_err(|e| Error::Save(format!("no memory for a {total}-byte checkpoint: {e}")))?;
     out.extend_from_slice(&(header.len() as u64).to_le_bytes());
     out.extend_from_slice(&header);
     for t in data {
-        out.extend_from_slice(bytemuck::cast_slice(t));
+        out.extend_from_slice(t);
     }
     Ok(out)
 }
@@ -54,7 +54,7 @@ pub fn save_diverged(path: &Path, c: &Checkpoint) -> Result<(), Error> {
         w.write_all(&(header.len() as u64).to_le_bytes())?;
         w.write_all(&header)?;
         for t in data {
-            w.write_all(bytemuck::cast_slice(t))?;
+            w.write_all(t)?;
         }
         Ok(())
     })
@@ -66,47 +66,62 @@ fn history(h: &[(usize, f32)]) -> Vec<f32> {
 
 /// The header (JSON padded with spaces to a multiple of 8 bytes, as safetensors writes it, with
 /// the checksum in its metadata) and the tensors' data in file order (sorted by name).
-fn encode<'a>(c: &'a Checkpoint, train: &'a [f32], val: &'a [f32]) -> Result<(Vec<u8>, Vec<&'a [f32]>), Error> {
+fn encode<'a>(c: &'a Checkpoint, train: &'a [f32], val: &'a [f32]) -> Result<(Vec<u8>, Vec<&'a [u8]>), Error> {
     let layout = params::layout(&c.model);
-    let fits = |t: &crate::model::Tensors| {
-        t.layers.len() == layout.layers.len() && t.iter().zip(layout.iter()).all(|(w, p)| w.len() == p.elements())
+    let fits = |t: &crate::model::Tensors, empty: bool| {
+        t.layers.len() == layout.layers.len()
+            && t.iter().zip(layout.iter()).all(|(w, p)| w.len() == if empty { 0 } else { p.elements() })
     };
-    if !(fits(&c.params) && fits(&c.m) && fits(&c.v)) {
+    let q8 = c.moments8.as_ref();
+    let q8_fits = q8.is_none_or(|q| {
+        q.layers.len() == layout.layers.len() && q.iter().zip(layout.iter()).all(|(t, p)| t.fits(p.elements()))
+    });
+    if !(fits(&c.params, false) && fits(&c.m, q8.is_some()) && fits(&c.v, q8.is_some()) && q8_fits) {
         return Err(Error::Checkpoint("the tensors do not match the model's parameter shapes".into()));
     }
-    let mut tensors: Vec<(String, Vec<usize>, &[f32])> = Vec::new();
-    for (prefix, values) in [("", &c.params), ("optim.m.", &c.m), ("optim.v.", &c.v)] {
-        for (p, t) in layout.iter().zip(values.iter()) {
-            tensors.push((format!("{prefix}{}", p.name), p.shape.clone(), t));
+    let f32s = |t: &'a [f32]| -> &'a [u8] { bytemuck::cast_slice(t) };
+    // (name, dtype, shape, bytes)
+    let mut tensors: Vec<(String, &str, Vec<usize>, &[u8])> = Vec::new();
+    for (p, t) in layout.iter().zip(c.params.iter()) {
+        tensors.push((p.name.clone(), "F32", p.shape.clone(), f32s(t)));
+    }
+    match q8 {
+        None => {
+            for (prefix, values) in [("optim.m.", &c.m), ("optim.v.", &c.v)] {
+                for (p, t) in layout.iter().zip(values.iter()) {
+                    tensors.push((format!("{prefix}{}", p.name), "F32", p.shape.clone(), f32s(t)));
+                }
+            }
+        }
+        Some(q) => {
+            for (p, t) in layout.iter().zip(q.iter()) {
+                let n = p.elements();
+                tensors.push((format!("optim.mq.{}", p.name), "U8", vec![n], &t.mq));
+                tensors.push((format!("optim.vq.{}", p.name), "U8", vec![n], &t.vq));
+                tensors.push((format!("optim.qscale.{}", p.name), "F32", vec![t.qscale.len() / 2, 2], f32s(&t.qscale)));
+            }
         }
     }
-    tensors.push(("history.train".into(), vec![c.train_history.len(), 2], train));
-    tensors.push(("history.validation".into(), vec![c.val_history.len(), 2], val));
+    tensors.push(("history.train".into(), "F32", vec![c.train_history.len(), 2], f32s(train)));
+    tensors.push(("history.validation".into(), "F32", vec![c.val_history.len(), 2], f32s(val)));
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
 
     let mut meta = metadata(c);
-    let sum = checksum(
-        &meta,
-        tensors.iter().map(|(name, shape, data)| TensorBytes {
-            name,
-            dtype: "F32",
-            shape,
-            data: bytemuck::cast_slice(data),
-        }),
-    );
+    let sum =
+        checksum(&meta, tensors.iter().map(|(name, dtype, shape, data)| TensorBytes { name, dtype, shape, data }));
     meta.insert("checksum".into(), sum);
     let mut header = serde_json::Map::new();
     header.insert("__metadata__".into(), serde_json::json!(meta));
     let mut offset = 0usize;
-    for (name, shape, data) in &tensors {
-        let end = offset + data.len() * 4;
-        header.insert(name.clone(), serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, end]}));
+    for (name, dtype, shape, data) in &tensors {
+        let end = offset + data.len();
+        header.insert(name.clone(), serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, end]}));
         offset = end;
     }
     let mut bytes = serde_json::to_vec(&serde_json::Value::Object(header))
         .map_err(|e| Error::Checkpoint(format!("cannot encode the header: {e}")))?;
     bytes.resize(bytes.len().next_multiple_of(8), b' ');
-    Ok((bytes, tensors.into_iter().map(|t| t.2).collect()))
+    Ok((bytes, tensors.into_iter().map(|t| t.3).collect()))
 }
 
 #[cfg(not(target_arch = "wasm32"))]

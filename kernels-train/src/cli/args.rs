@@ -132,6 +132,11 @@ pub struct Args {
     /// `auto` (mixed where the adapter has tensor cores, else f32).
     #[arg(long, value_enum, default_value = "auto")]
     pub precision: PrecisionArg,
+    /// Optimizer: `adamw` (f32 moments, 8 bytes of state per parameter) or `adamw-8bit` (moments
+    /// in 8-bit blocks with f32 scales, about 2 bytes per parameter; f32 precision only).
+    /// Default: adamw for a new run, the checkpoint's with --resume (naming the other is an error).
+    #[arg(long, value_enum)]
+    pub optimizer: Option<OptimizerArg>,
     /// Mixed precision: clean steps before the loss scale doubles.
     #[arg(long, default_value_t = crate::scaler::DEFAULT_GROWTH_INTERVAL, value_parser = clap::value_parser!(u32).range(1..))]
     pub loss_scale_interval: u32,
@@ -172,6 +177,26 @@ pub enum PrecisionArg {
     F32,
     /// f16 products, f32 masters, loss scaling.
     Mixed,
+}
+
+/// The `--optimizer` values.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum OptimizerArg {
+    /// AdamW with f32 moments.
+    Adamw,
+    /// AdamW with 8-bit block-quantized moments.
+    #[value(name = "adamw-8bit")]
+    Adamw8bit,
+}
+
+impl OptimizerArg {
+    /// The optimizer this names.
+    pub fn kind(self) -> crate::optim::OptimizerKind {
+        match self {
+            OptimizerArg::Adamw => crate::optim::OptimizerKind::AdamW,
+            OptimizerArg::Adamw8bit => crate::optim::OptimizerKind::AdamW8bit,
+        }
+    }
 }
 
 /// The `--attention` values.
@@ -238,6 +263,7 @@ pub fn train_config(a: &Args) -> TrainConfig {
             PrecisionArg::Mixed => Precision::Mixed,
         },
         loss_scale_interval: a.loss_scale_interval,
+        optimizer: a.optimizer.map_or(crate::optim::OptimizerKind::AdamW, OptimizerArg::kind),
         ..TrainConfig::default()
     }
 }

@@ -108,7 +108,12 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     say.line(format!("adapter: {}", gpu.report()));
     let trainer = match setup {
         Setup::New(cfg, corpus) => Trainer::new(&gpu, &cfg, &train_config(&args), corpus)?,
-        Setup::Resume(ck, corpus) => Trainer::resume(&gpu, *ck, &train_config(&args), corpus)?,
+        Setup::Resume(ck, corpus) => {
+            // The checkpoint's optimizer unless --optimizer names one (`resume::prepare` has
+            // refused another).
+            let train = crate::config::TrainConfig { optimizer: ck.optimizer(), ..train_config(&args) };
+            Trainer::resume(&gpu, *ck, &train, corpus)?
+        }
         Setup::Import(cfg, corpus, params) => Trainer::from_weights(&gpu, &cfg, &train_config(&args), corpus, &params)?,
     };
     train::describe(&trainer, &say);

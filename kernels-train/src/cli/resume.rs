@@ -14,6 +14,18 @@ pub(super) fn prepare(args: &Args, data: Input, val: Option<Input>, stop: &Stop,
         checkpoint::check_compatible(&ck.model, &model_config(args).with_vocab(ck.model.vocab))?;
     }
     check_recorded(args, &ck.tokenizer)?;
+    if let Some(asked) = args.optimizer.map(super::args::OptimizerArg::kind)
+        && asked != ck.optimizer()
+    {
+        return Err(crate::Error::Checkpoint(format!(
+            "{} was trained with --optimizer {}, not {}: its optimizer state cannot continue under another; omit --optimizer (or pass {}) to resume it",
+            args.checkpoint.display(),
+            ck.optimizer().name(),
+            asked.name(),
+            ck.optimizer().name()
+        ))
+        .into());
+    }
     say.line(format!("resuming {} at step {} ({})", args.checkpoint.display(), ck.step, ck.tokenizer.describe()));
     let corpus = corpus_unless_stopped(stop, args, data, val, ck.tokenizer.clone())?;
     Ok(Setup::Resume(Box::new(ck), corpus))

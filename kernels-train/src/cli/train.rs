@@ -109,7 +109,24 @@ pub(super) fn describe(trainer: &Trainer, say: &Say) {
         trainer.corpus.len(),
         trainer.corpus.tokenizer().describe()
     ));
-    say.line(trainer.train.precision.describe(trainer.model.gpu()));
+    let eight = trainer.model.optimizer() == crate::optim::OptimizerKind::AdamW8bit;
+    let precision = match trainer.train.precision {
+        crate::precision::Precision::Auto if eight => crate::precision::Precision::F32,
+        p => p,
+    };
+    say.line(precision.describe(trainer.model.gpu()));
+    let bytes = trainer.model.optimizer_state_bytes();
+    say.line(format!(
+        "optimizer: {}, {:.1} MiB of state ({:.2} bytes a parameter){}",
+        trainer.model.optimizer().name(),
+        bytes as f64 / (1u64 << 20) as f64,
+        bytes as f64 / cfg.parameters() as f64,
+        if eight && trainer.train.precision == crate::precision::Precision::Auto {
+            "; f32 precision, the one it runs in"
+        } else {
+            ""
+        }
+    ));
 }
 
 /// The checkpoint's state as this run knows it: the step of the last good checkpoint at the

@@ -2,9 +2,10 @@
 
 use super::attention16::Attention16;
 use super::products::{Half, Kept, Plans, Products, rows_cols, scratch_bound};
-use super::{Attention, B, Model, ModelOptions, Precision, Tensors, fast_params};
+use super::{Attention, B, Model, ModelOptions, Precision, StateRef, Tensors, fast_params};
 use crate::Error;
 use crate::config::ModelConfig;
+use crate::optim::{Moments8, OptimizerKind};
 use crate::params::{self, ModelWeights};
 use kernels::ops::{F16x4, f16x4_len};
 use kernels::{Buffer, Gpu};
@@ -69,12 +70,18 @@ pub(super) struct Scratch {
     pub att16: Option<Attention16>,
 }
 
-/// AdamW's state and the gradient-norm reduction's buffers.
+/// The optimizer's per-parameter state.
+pub(super) enum State {
+    /// AdamW: first and second moments in f32.
+    AdamW { m: ModelWeights<B>, v: ModelWeights<B> },
+    /// AdamW-8bit: m and √v codes four to a word, and each block's two scales
+    /// (`kernels::optimizer::adamw_8bit_update`).
+    AdamW8bit { mq: ModelWeights<Buffer<u32>>, vq: ModelWeights<Buffer<u32>>, qscale: ModelWeights<B> },
+}
+
+/// The optimizer's state and the gradient-norm reduction's buffers.
 pub(super) struct Optimizer {
-    /// First moments.
-    pub m: ModelWeights<B>,
-    /// Second moments.
-    pub v: ModelWeights<B>,
+    pub state: State,
     /// Where each gradient's partial sums of squares start in `norm_partials`.
     pub norm_offsets: ModelWeights<u32>,
     pub norm_partials: B,
@@ -166,7 +173,8 @@ impl Model {
         Model::with_options(gpu, cfg, batch, weights, moments, options)
     }
 
-    /// [`Model::new`] with a chosen attention path, precision and loss-scaler state.
+    /// [`Model::new`] with a chosen attention path, precision and loss-scaler state (AdamW's
+    /// moments, when given, for [`OptimizerKind::AdamW`]).
     pub fn with_options(
         gpu: &Gpu,
         cfg: &ModelConfig,
@@ -175,9 +183,45 @@ impl Model {
         moments: Option<(&Tensors, &Tensors)>,
         options: ModelOptions,
     ) -> Result<Model, Error> {
-        let ModelOptions { attention, precision, scaler, growth_interval } = options;
+        Model::with_state(gpu, cfg, batch, weights, moments.map(|(m, v)| StateRef::AdamW(m, v)), options)
+    }
+
+    /// [`Model::with_options`] with the optimizer state to start from (`None`: fresh), which must
+    /// be of `options.optimizer`. AdamW-8bit runs in f32 precision only.
+    pub fn with_state(
+        gpu: &Gpu,
+        cfg: &ModelConfig,
+        batch: usize,
+        weights: &Tensors,
+        state: Option<StateRef<'_>>,
+        options: ModelOptions,
+    ) -> Result<Model, Error> {
+        let ModelOptions { attention, precision, scaler, growth_interval, optimizer } = options;
         Model::check_fits(gpu, cfg, batch, attention)?;
-        let precision = precision.resolve(gpu)?;
+        let eight = optimizer == OptimizerKind::AdamW8bit;
+        // The mixed path's update is fused with the f16 copies' refresh and keeps f32 moments.
+        let precision = match precision {
+            Precision::Auto if eight => Precision::F32,
+            Precision::Mixed if eight => {
+                return Err(Error::Config(
+                    "--optimizer adamw-8bit runs in f32 precision only; use --precision f32 (or auto), or --optimizer adamw"
+                        .into(),
+                ));
+            }
+            p => p.resolve(gpu)?,
+        };
+        let given = match state {
+            None => optimizer,
+            Some(StateRef::AdamW(..)) => OptimizerKind::AdamW,
+            Some(StateRef::AdamW8bit(_)) => OptimizerKind::AdamW8bit,
+        };
+        if given != optimizer {
+            return Err(Error::Config(format!(
+                "the optimizer state is {}'s, the model is asked to use {}",
+                given.name(),
+                optimizer.name()
+            )));
+        }
         if growth_interval == 0 {
             return Err(Error::Config("the loss scale's growth interval must be at least 1 step".into()));
         }
@@ -198,16 +242,45 @@ impl Model {
         let fits = |t: &Tensors| {
             t.layers.len() == cfg.layers && t.iter().zip(layout.iter()).all(|(w, p)| w.len() == p.elements())
         };
-        if !fits(weights) || moments.is_some_and(|(m, v)| !fits(m) || !fits(v)) {
+        let fits8 = |q: &ModelWeights<Moments8>| {
+            q.layers.len() == cfg.layers && q.iter().zip(layout.iter()).all(|(t, p)| t.fits(p.elements()))
+        };
+        let state_fits = match state {
+            None => true,
+            Some(StateRef::AdamW(m, v)) => fits(m) && fits(v),
+            Some(StateRef::AdamW8bit(q)) => fits8(q),
+        };
+        if !fits(weights) || !state_fits {
             return Err(Error::Config("weights do not match the model's parameter shapes".into()));
         }
         let z = |n: usize| gpu.zeros::<f32>(n);
         let up = |w: &Vec<f32>| gpu.upload(w);
         let params = weights.as_ref().try_map(up)?;
         let grads = layout.as_ref().try_map(|p| z(p.elements()))?;
-        let (m, v) = match moments {
-            Some((m, v)) => (m.as_ref().try_map(up)?, v.as_ref().try_map(up)?),
-            None => (layout.as_ref().try_map(|p| z(p.elements()))?, layout.as_ref().try_map(|p| z(p.elements()))?),
+        let fresh8;
+        let state = match (optimizer, state) {
+            (OptimizerKind::AdamW, Some(StateRef::AdamW(m, v))) => {
+                State::AdamW { m: m.as_ref().try_map(up)?, v: v.as_ref().try_map(up)? }
+            }
+            (OptimizerKind::AdamW, _) => State::AdamW {
+                m: layout.as_ref().try_map(|p| z(p.elements()))?,
+                v: layout.as_ref().try_map(|p| z(p.elements()))?,
+            },
+            (OptimizerKind::AdamW8bit, given) => {
+                let q = match given {
+                    Some(StateRef::AdamW8bit(q)) => q,
+                    _ => {
+                        fresh8 = layout.as_ref().map(|p| Moments8::zeros(p.elements()));
+                        &fresh8
+                    }
+                };
+                let words = |c: &Vec<u8>| gpu.upload(&Moments8::words(c));
+                State::AdamW8bit {
+                    mq: q.as_ref().try_map(|t| words(&t.mq))?,
+                    vq: q.as_ref().try_map(|t| words(&t.vq))?,
+                    qscale: q.as_ref().try_map(|t| up(&t.qscale))?,
+                }
+            }
         };
 
         let (d, f, s) = (cfg.dim, cfg.ffn_hidden, cfg.seq_len);
@@ -283,8 +356,7 @@ impl Model {
             offset
         });
         let opt = Optimizer {
-            m,
-            v,
+            state,
             norm_offsets,
             norm_partials: z(total.max(1))?,
             norm_bad: gpu.zeros(total.max(1))?,

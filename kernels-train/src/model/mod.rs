@@ -23,8 +23,9 @@ mod update;
 
 use crate::Error;
 use crate::config::{ModelConfig, TrainConfig};
+use crate::optim::{Moments8, OptimizerKind};
 use crate::params::{ModelWeights, Param};
-use alloc::{Activations, Optimizer, Scratch};
+use alloc::{Activations, Optimizer, Scratch, State};
 use kernels::{Buffer, Gpu};
 use products::Half;
 
@@ -44,6 +45,18 @@ pub struct ModelOptions {
     pub scaler: Option<ScalerState>,
     /// Clean steps before the loss scale doubles (mixed precision; at least 1).
     pub growth_interval: u32,
+    /// The optimizer ([`OptimizerKind::AdamW8bit`] resolves [`Precision::Auto`] to f32 and
+    /// refuses [`Precision::Mixed`]).
+    pub optimizer: OptimizerKind,
+}
+
+/// Optimizer state to start a model from ([`Model::with_state`]).
+#[derive(Clone, Copy, Debug)]
+pub enum StateRef<'a> {
+    /// AdamW's first and second moments.
+    AdamW(&'a Tensors, &'a Tensors),
+    /// AdamW-8bit's codes and scales.
+    AdamW8bit(&'a ModelWeights<Moments8>),
 }
 
 impl Default for ModelOptions {
@@ -53,6 +66,7 @@ impl Default for ModelOptions {
             precision: Precision::F32,
             scaler: None,
             growth_interval: crate::scaler::DEFAULT_GROWTH_INTERVAL,
+            optimizer: OptimizerKind::AdamW,
         }
     }
 }
@@ -461,15 +475,72 @@ impl Model {
         scaler_from(&h.state.read_async(&self.gpu).await?).map(Some)
     }
 
-    /// Copies the AdamW moments back to the host: (m, v).
+    /// The optimizer in use.
+    pub fn optimizer(&self) -> OptimizerKind {
+        match self.opt.state {
+            State::AdamW { .. } => OptimizerKind::AdamW,
+            State::AdamW8bit { .. } => OptimizerKind::AdamW8bit,
+        }
+    }
+
+    /// Bytes of per-parameter optimizer state on the GPU (the moments, or the 8-bit codes and
+    /// their scales).
+    pub fn optimizer_state_bytes(&self) -> u64 {
+        let sum = |t: &ModelWeights<B>| t.iter().map(|b| 4 * b.len() as u64).sum::<u64>();
+        let sum32 = |t: &ModelWeights<Buffer<u32>>| t.iter().map(|b| 4 * b.len() as u64).sum::<u64>();
+        match &self.opt.state {
+            State::AdamW { m, v } => sum(m) + sum(v),
+            State::AdamW8bit { mq, vq, qscale } => sum32(mq) + sum32(vq) + sum(qscale),
+        }
+    }
+
+    fn not_adamw(&self) -> Error {
+        Error::Config(format!("this model's optimizer is {}, which keeps no f32 moments", self.optimizer().name()))
+    }
+
+    /// Copies the AdamW moments back to the host: (m, v). An error for AdamW-8bit
+    /// ([`Model::moments8`]).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn moments(&self) -> Result<(Tensors, Tensors), Error> {
-        Ok((self.read_all(&self.opt.m)?, self.read_all(&self.opt.v)?))
+        let State::AdamW { m, v } = &self.opt.state else { return Err(self.not_adamw()) };
+        Ok((self.read_all(m)?, self.read_all(v)?))
     }
 
     /// [`Model::moments`] without blocking.
     pub async fn moments_async(&self) -> Result<(Tensors, Tensors), Error> {
-        Ok((self.read_all_async(&self.opt.m).await?, self.read_all_async(&self.opt.v).await?))
+        let State::AdamW { m, v } = &self.opt.state else { return Err(self.not_adamw()) };
+        Ok((self.read_all_async(m).await?, self.read_all_async(v).await?))
+    }
+
+    /// Copies AdamW-8bit's state back to the host (`None` for AdamW).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn moments8(&self) -> Result<Option<ModelWeights<Moments8>>, Error> {
+        let State::AdamW8bit { mq, vq, qscale } = &self.opt.state else { return Ok(None) };
+        let mut out = Vec::with_capacity(self.layout.count());
+        for (((p, mq), vq), qs) in self.layout.iter().zip(mq.iter()).zip(vq.iter()).zip(qscale.iter()) {
+            let n = p.elements();
+            out.push(Moments8 {
+                mq: Moments8::codes(&mq.read(&self.gpu)?, n)?,
+                vq: Moments8::codes(&vq.read(&self.gpu)?, n)?,
+                qscale: qs.read(&self.gpu)?,
+            });
+        }
+        ModelWeights::from_vec(out, self.cfg.layers).map(Some)
+    }
+
+    /// [`Model::moments8`] without blocking.
+    pub async fn moments8_async(&self) -> Result<Option<ModelWeights<Moments8>>, Error> {
+        let State::AdamW8bit { mq, vq, qscale } = &self.opt.state else { return Ok(None) };
+        let mut out = Vec::with_capacity(self.layout.count());
+        for (((p, mq), vq), qs) in self.layout.iter().zip(mq.iter()).zip(vq.iter()).zip(qscale.iter()) {
+            let n = p.elements();
+            out.push(Moments8 {
+                mq: Moments8::codes(&mq.read_async(&self.gpu).await?, n)?,
+                vq: Moments8::codes(&vq.read_async(&self.gpu).await?, n)?,
+                qscale: qs.read_async(&self.gpu).await?,
+            });
+        }
+        ModelWeights::from_vec(out, self.cfg.layers).map(Some)
     }
 }
 

@@ -1,11 +1,13 @@
-//! The update: global gradient-norm clipping and AdamW, which also zeroes the gradients.
+//! The update: global gradient-norm clipping and AdamW (f32 or 8-bit state), which also zeroes
+//! the gradients.
 
+use super::alloc::State;
 use super::products::rows_cols;
 use super::{B, Model};
 use crate::Error;
 use crate::config::TrainConfig;
 use kernels::Batch;
-use kernels::optimizer::{adamw_update, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4};
+use kernels::optimizer::{adamw_8bit_update, adamw_update, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4};
 
 impl Model {
     /// Records global-norm clipping and AdamW for step `step` (0-based); zeroes the gradients.
@@ -33,6 +35,22 @@ impl Model {
         let bias1 = (1.0 - (t.beta1 as f64).powi(tt)) as f32;
         let bias2 = (1.0 - (t.beta2 as f64).powi(tt)) as f32;
         let lr = t.lr_at(step as usize);
+        let (m, v) = match &mut opt.state {
+            State::AdamW { m, v } => (m, v),
+            State::AdamW8bit { mq, vq, qscale } => {
+                if half.is_some() {
+                    return Err(Error::Config("AdamW-8bit runs in f32 precision only".into()));
+                }
+                let tensors = params.iter_mut().zip(grads.iter_mut()).zip(mq.iter_mut()).zip(vq.iter_mut());
+                for (((((w, g), mq), vq), qs), p) in tensors.zip(qscale.iter_mut()).zip(layout.iter()) {
+                    let wd = if p.decays() { t.weight_decay } else { 0.0 };
+                    let h =
+                        adamw_8bit_update::Params::new(w.len() as u32, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2);
+                    adamw_8bit_update(b, w, g, mq, vq, qs, &opt.stats, h)?;
+                }
+                return Ok(());
+            }
+        };
         if let (Some(h), Some(w16)) = (half.as_mut(), w16.as_mut()) {
             // Mixed precision: the scaler decides skip or not and this step's gradient factor
             // (clip / loss scale), then AdamW updates the masters and rewrites the f16 copies.
@@ -46,7 +64,7 @@ impl Model {
                 Error::Config(format!("mixed precision counts steps below 2^24; this is step {}", step + 1))
             })?;
             let (ln1, ln2) = ((t.beta1 as f64).ln() as f32, (t.beta2 as f64).ln() as f32);
-            let tensors = params.iter_mut().zip(grads.iter_mut()).zip(opt.m.iter_mut()).zip(opt.v.iter_mut());
+            let tensors = params.iter_mut().zip(grads.iter_mut()).zip(m.iter_mut()).zip(v.iter_mut());
             for (((((w, g), m), v), w16), p) in tensors.zip(w16.iter_mut()).zip(layout.iter()) {
                 let wd = if p.decays() { t.weight_decay } else { 0.0 };
                 let (rows, cols) = rows_cols(&p.shape);
@@ -66,7 +84,7 @@ impl Model {
             }
             return Ok(());
         }
-        let tensors = params.iter_mut().zip(grads.iter_mut()).zip(opt.m.iter_mut()).zip(opt.v.iter_mut());
+        let tensors = params.iter_mut().zip(grads.iter_mut()).zip(m.iter_mut()).zip(v.iter_mut());
         for ((((w, g), m), v), p) in tensors.zip(layout.iter()) {
             let wd = if p.decays() { t.weight_decay } else { 0.0 };
             let h = kernels::optimizer::adamw_update::Params::new(
