@@ -63,6 +63,8 @@ mod guide {
     mod products {}
     #[doc = include_str!("../docs/guide/web.md")]
     mod web {}
+    #[doc = include_str!("../docs/guide/edit-and-time.md")]
+    mod edit_and_time {}
     /// The README is the crate's documentation (its Rust blocks run there); its WGSL blocks here.
     #[doc = concat!("```\n", include_str!("../docs/guide/check.rs"), "\ncheck(\"README.md\");\n```")]
     mod readme {}
