@@ -144,7 +144,7 @@ impl Workspace {
 fn check_params(what: &str, p: &Params) -> Result<()> {
     let bad = |requirement: &str| {
         Err(Error::Shape {
-            kernel: format!("fast_attention::{what}"),
+            kernel: what.to_string(),
             requirement: requirement.to_string(),
             detail: format!("heads = {}, kv_heads = {}, head_dim = {}", p.heads, p.kv_heads, p.head_dim),
         })
@@ -161,12 +161,12 @@ fn check_params(what: &str, p: &Params) -> Result<()> {
     Ok(())
 }
 
-fn check_len(what: &str, name: &str, got: usize, needed: usize, formula: &str) -> Result<()> {
+/// Checks an f32 operand: `got` floats against `needed`. `what` names the call
+/// (`fast_attention::forward`); the flash functions share these checks.
+pub(crate) fn check_len(what: &str, name: &str, got: usize, needed: usize, formula: &str) -> Result<()> {
     if got < needed {
         return Err(Error::LengthMismatch {
-            detail: format!(
-                "fast_attention::{what}: `{name}` holds {got} floats but needs at least {formula} = {needed}"
-            ),
+            detail: format!("{what}: `{name}` holds {got} floats but needs at least {formula} = {needed}"),
         });
     }
     Ok(())
@@ -191,7 +191,7 @@ pub fn forward(
     probs: &mut Buffer<f32>,
     p: Params,
 ) -> Result<()> {
-    let what = "forward";
+    let what = "fast_attention::forward";
     check_params(what, &p)?;
     check_len(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
     check_len(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
@@ -232,7 +232,7 @@ pub fn backward(
     dv: &mut Buffer<f32>,
     p: Params,
 ) -> Result<()> {
-    let what = "backward";
+    let what = "fast_attention::backward";
     check_params(what, &p)?;
     check_len(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
     check_len(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
@@ -285,7 +285,7 @@ fn check_params16(what: &str, p: &Params) -> Result<()> {
     check_params(what, p)?;
     if !p.head_dim.is_multiple_of(4) {
         return Err(Error::Shape {
-            kernel: format!("fast_attention::{what}"),
+            kernel: what.to_string(),
             requirement: "head_dim % 4 == 0 (f16 operands are read as whole vec4s)".to_string(),
             detail: format!("head_dim = {}", p.head_dim),
         });
@@ -294,14 +294,22 @@ fn check_params16(what: &str, p: &Params) -> Result<()> {
 }
 
 /// Checks an f16 operand: `got` f16x4 elements (4 halves each) against `needed` halves.
-fn check_len16(what: &str, name: &str, got: usize, needed: usize, formula: &str) -> Result<()> {
+pub(crate) fn check_len16(what: &str, name: &str, got: usize, needed: usize, formula: &str) -> Result<()> {
     if got.saturating_mul(4) < needed {
         return Err(Error::LengthMismatch {
             detail: format!(
-                "fast_attention::{what}: `{name}` holds {got} f16x4 elements ({} halves) but needs at least {formula} = {needed} halves",
+                "{what}: `{name}` holds {got} f16x4 elements ({} halves) but needs at least {formula} = {needed} halves",
                 got.saturating_mul(4)
             ),
         });
+    }
+    Ok(())
+}
+
+/// Checks loss scaling's overflow flag: at least one element.
+pub(crate) fn check_flag(what: &str, flag: &Buffer<u32>) -> Result<()> {
+    if flag.is_empty() {
+        return Err(Error::LengthMismatch { detail: format!("{what}: `flag` is empty but needs at least 1 element") });
     }
     Ok(())
 }
@@ -327,7 +335,7 @@ pub fn forward16(
     probs: &mut Buffer<f32>,
     p: Params,
 ) -> Result<()> {
-    let what = "forward16";
+    let what = "fast_attention::forward16";
     check_params16(what, &p)?;
     check_len16(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
     check_len16(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
@@ -379,7 +387,7 @@ pub fn backward16(
     dv: &mut Buffer<f32>,
     p: Params,
 ) -> Result<()> {
-    let what = "backward16";
+    let what = "fast_attention::backward16";
     check_params16(what, &p)?;
     check_len16(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
     check_len16(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
@@ -390,11 +398,7 @@ pub fn backward16(
     check_len(what, "probs (workspace)", probs.len(), p.probs_len(), "B·H·S·S")?;
     check_len(what, "ds (workspace)", ds.len(), p.probs_len(), "B·H·S·S")?;
     check_len(what, "delta (workspace)", delta.len(), p.rows(), "B·H·S")?;
-    if flag.is_empty() {
-        return Err(Error::LengthMismatch {
-            detail: format!("fast_attention::{what}: `flag` is empty but needs at least 1 element"),
-        });
-    }
+    check_flag(what, flag)?;
     check_len(what, "dq", dq.len(), p.q_len(), "B·S·H·Dh")?;
     check_len(what, "dk", dk.len(), p.kv_len(), "B·S·Hkv·Dh")?;
     check_len(what, "dv", dv.len(), p.kv_len(), "B·S·Hkv·Dh")?;

@@ -58,6 +58,7 @@ use crate::ops::F16x4;
 use crate::{Buffer, Error, Gpu, KernelDef, Record, Result};
 
 pub use crate::fast_attention::Params;
+use crate::fast_attention::{check_flag, check_len, check_len16};
 
 /// The largest head dim of the flash kernels.
 pub const HEAD_DIM_MAX: u32 = 256;
@@ -91,15 +92,13 @@ impl Params {
     /// [`Params::flash_fits`] with the reason when they do not: [`Error::Shape`] naming the
     /// requirement (the head dim, `SHADER_F16`, the workgroup memory, a CPU adapter's loop cap).
     pub fn flash_check(&self, gpu: &Gpu, f16: bool) -> Result<()> {
-        check_flash(gpu, if f16 { "forward16" } else { "forward" }, self, f16)
+        check_flash(gpu, if f16 { "flash_attention::forward16" } else { "flash_attention::forward" }, self, f16)
     }
 }
 
 /// The head dim, the heads and the adapter's workgroup memory against the kernels of one form.
 fn check_flash(gpu: &Gpu, what: &str, p: &Params, f16: bool) -> Result<()> {
-    let bad = |requirement: String, detail: String| {
-        Err(Error::Shape { kernel: format!("flash_attention::{what}"), requirement, detail })
-    };
+    let bad = |requirement: String, detail: String| Err(Error::Shape { kernel: what.to_string(), requirement, detail });
     let heads = format!("heads = {}, kv_heads = {}, head_dim = {}", p.heads, p.kv_heads, p.head_dim);
     if p.head_dim == 0 || p.head_dim > HEAD_DIM_MAX {
         return bad(format!("1 <= head_dim <= {HEAD_DIM_MAX}"), heads);
@@ -152,30 +151,6 @@ fn loop_iterations(p: &Params) -> u64 {
     (p.heads / p.kv_heads.max(1)) as u64 * blocks * per_block
 }
 
-fn check_len(what: &str, name: &str, got: usize, needed: usize, formula: &str) -> Result<()> {
-    if got < needed {
-        return Err(Error::LengthMismatch {
-            detail: format!(
-                "flash_attention::{what}: `{name}` holds {got} floats but needs at least {formula} = {needed}"
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// Checks an f16 operand: `got` f16x4 elements (4 halves each) against `needed` halves.
-fn check_len16(what: &str, name: &str, got: usize, needed: usize, formula: &str) -> Result<()> {
-    if got.saturating_mul(4) < needed {
-        return Err(Error::LengthMismatch {
-            detail: format!(
-                "flash_attention::{what}: `{name}` holds {got} f16x4 elements ({} halves) but needs at least {formula} = {needed} halves",
-                got.saturating_mul(4)
-            ),
-        });
-    }
-    Ok(())
-}
-
 /// The head dim compiled into the pipelines where tensor cores run (their index arithmetic
 /// folds; one pipeline per head dim), none on the portable path (one pipeline for all).
 fn compiled_dh(gpu: &Gpu, kernel: &KernelDef, p: &Params) -> Option<u32> {
@@ -196,7 +171,7 @@ pub fn forward(
     lse: &mut Buffer<f32>,
     p: Params,
 ) -> Result<()> {
-    let what = "forward";
+    let what = "flash_attention::forward";
     check_flash(rec.gpu(), what, &p, false)?;
     check_len(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
     check_len(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
@@ -232,7 +207,7 @@ pub fn backward(
     dv: &mut Buffer<f32>,
     p: Params,
 ) -> Result<()> {
-    let what = "backward";
+    let what = "flash_attention::backward";
     check_flash(rec.gpu(), what, &p, false)?;
     check_len(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
     check_len(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
@@ -273,7 +248,7 @@ pub fn forward16(
     lse: &mut Buffer<f32>,
     p: Params,
 ) -> Result<()> {
-    let what = "forward16";
+    let what = "flash_attention::forward16";
     check_flash(rec.gpu(), what, &p, true)?;
     check_len16(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
     check_len16(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
@@ -314,7 +289,7 @@ pub fn backward16(
     dv: &mut Buffer<f32>,
     p: Params,
 ) -> Result<()> {
-    let what = "backward16";
+    let what = "flash_attention::backward16";
     check_flash(rec.gpu(), what, &p, true)?;
     check_len16(what, "q", q.len(), p.q_len(), "B·S·H·Dh")?;
     check_len16(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
@@ -324,11 +299,7 @@ pub fn backward16(
     check_len16(what, "d_o16", d_o16.len(), p.q_len(), "B·S·H·Dh")?;
     check_len(what, "lse", lse.len(), p.rows(), "B·H·S")?;
     check_len(what, "delta (workspace)", delta.len(), p.rows(), "B·H·S")?;
-    if flag.is_empty() {
-        return Err(Error::LengthMismatch {
-            detail: format!("flash_attention::{what}: `flag` is empty but needs at least 1 element"),
-        });
-    }
+    check_flag(what, flag)?;
     check_len(what, "dq", dq.len(), p.q_len(), "B·S·H·Dh")?;
     check_len(what, "dk", dk.len(), p.kv_len(), "B·S·Hkv·Dh")?;
     check_len(what, "dv", dv.len(), p.kv_len(), "B·S·Hkv·Dh")?;
