@@ -13,7 +13,7 @@ use kernels::attention::{attention_fast_scores, attention_forward};
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
 use kernels::fast_attention::{self, Params};
 use kernels::{Buffer, Error, Gpu, GpuOptions};
-use reference::{Inputs, Shape, inputs, shape};
+use reference::{Inputs, Shape, halves, inputs, shape, upload16};
 
 fn params(sh: Shape, scale: f32) -> Params {
     Params::new(sh.batch as u32, sh.seq as u32, sh.heads as u32, sh.kv_heads as u32, sh.head_dim as u32, scale)
@@ -397,11 +397,6 @@ fn r16(x: f64) -> f64 {
     f32::from_bits(r) as f64
 }
 
-/// `v` through f16 and back: the operand values the GPU multiplies.
-fn halves(v: &[f32]) -> Vec<f32> {
-    v.iter().map(|&x| kernels::f16::from_f32(x).to_f32()).collect()
-}
-
 /// The float64 model of the f16 path, stage by stage. Operands: `x16` holds Q, K, V, dO rounded
 /// to f16 (what the products multiply). The f32 stages — scores, softmax, lse (exact from the
 /// f16 operands), Δ = rowsum(dO ⊙ O) from the f32 dO (`d_o32`) and the O the backward was given
@@ -476,10 +471,6 @@ struct Fast16 {
     dv: Vec<f32>,
     /// The overflow flag (0 before the call).
     flag: u32,
-}
-
-fn upload16(gpu: &Gpu, v: &[f32], cols: usize) -> Buffer<kernels::ops::F16x4> {
-    gpu.upload(&kernels::ops::to_f16x4(v, v.len() / cols, cols)).unwrap()
 }
 
 /// `forward16` then `backward16` in one batch (the backward fed the forward's O, as the trainer

@@ -13,7 +13,7 @@ use common::{assert_close, central_differences, check_tail, gpu, gpu_with, poiso
 use kernels::flash_attention::{self, Params};
 use kernels::ops::F16x4;
 use kernels::{Buffer, Error, Gpu, GpuOptions, KernelDef};
-use reference::{Inputs, Shape, inputs, shape};
+use reference::{Inputs, Shape, halves, inputs, shape, upload16};
 
 fn params(sh: Shape, scale: f32) -> Params {
     Params::new(sh.batch as u32, sh.seq as u32, sh.heads as u32, sh.kv_heads as u32, sh.head_dim as u32, scale)
@@ -102,10 +102,6 @@ fn run32(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Out {
     assert_eq!(batch.dispatches(), 4);
     batch.submit().unwrap();
     y.read(gpu, sh, 0)
-}
-
-fn upload16(gpu: &Gpu, v: &[f32], cols: usize) -> Buffer<F16x4> {
-    gpu.upload(&kernels::ops::to_f16x4(v, v.len() / cols, cols)).unwrap()
 }
 
 /// The f16 forward then backward in one batch.
@@ -250,11 +246,6 @@ fn on_the_2d_grid() {
     if common::has_f16(&gpu, "flash attention f16 on the 2-D grid") {
         check16(&gpu, &x, sh, scale_of(sh));
     }
-}
-
-/// `x` through f16 and back: the operand values the GPU multiplies.
-fn halves(v: &[f32]) -> Vec<f32> {
-    v.iter().map(|&x| kernels::f16::from_f32(x).to_f32()).collect()
 }
 
 /// x rounded to f16 as the kernels round P and dS (f32 → f16, to nearest even, subnormals

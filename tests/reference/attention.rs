@@ -42,6 +42,16 @@ pub fn inputs(rng: &mut StdRng, sh: Shape) -> Inputs {
     }
 }
 
+/// `v` through f16 and back: the operand values the f16 forms multiply.
+pub fn halves(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| kernels::f16::from_f32(x).to_f32()).collect()
+}
+
+/// `v` (rows of `cols`) uploaded in the f16x4 row layout the f16 forms read.
+pub fn upload16(gpu: &kernels::Gpu, v: &[f32], cols: usize) -> kernels::Buffer<kernels::ops::F16x4> {
+    gpu.upload(&kernels::ops::to_f16x4(v, v.len() / cols, cols)).unwrap()
+}
+
 impl Shape {
     /// Elements of Q (and O, dO, dQ).
     pub fn q_len(&self) -> usize {
