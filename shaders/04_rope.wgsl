@@ -35,9 +35,9 @@ fn rope_q(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     let idx = flat_id(gid, nwg);
     if (idx < p.batch * p.seq * p.heads * (p.head_dim / 2u)) {
         let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
-        let x = vec2<f32>(q[r.at], q[r.at + 1u]);
-        q[r.at] = x.x * r.cs.x - x.y * r.cs.y;
-        q[r.at + 1u] = x.x * r.cs.y + x.y * r.cs.x;
+        let y = rope_rotate(vec2<f32>(q[r.at], q[r.at + 1u]), r.cs);
+        q[r.at] = y.x;
+        q[r.at + 1u] = y.y;
     }
 }
 
@@ -65,9 +65,9 @@ fn rope_k(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     let idx = flat_id(gid, nwg);
     if (idx < p.batch * p.seq * p.kv_heads * (p.head_dim / 2u)) {
         let r = rope_pair(idx, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
-        let x = vec2<f32>(k[r.at], k[r.at + 1u]);
-        k[r.at] = x.x * r.cs.x - x.y * r.cs.y;
-        k[r.at + 1u] = x.x * r.cs.y + x.y * r.cs.x;
+        let y = rope_rotate(vec2<f32>(k[r.at], k[r.at + 1u]), r.cs);
+        k[r.at] = y.x;
+        k[r.at + 1u] = y.y;
     }
 }
 
@@ -101,13 +101,13 @@ fn rope_qk(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     let nk = p.batch * p.seq * p.kv_heads * (p.head_dim / 2u);
     if (idx < nq) {
         let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
-        let x = vec2<f32>(q[r.at], q[r.at + 1u]);
-        q[r.at] = x.x * r.cs.x - x.y * r.cs.y;
-        q[r.at + 1u] = x.x * r.cs.y + x.y * r.cs.x;
+        let y = rope_rotate(vec2<f32>(q[r.at], q[r.at + 1u]), r.cs);
+        q[r.at] = y.x;
+        q[r.at + 1u] = y.y;
     } else if (idx - nq < nk) {
         let r = rope_pair(idx - nq, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
-        let x = vec2<f32>(k[r.at], k[r.at + 1u]);
-        k[r.at] = x.x * r.cs.x - x.y * r.cs.y;
-        k[r.at + 1u] = x.x * r.cs.y + x.y * r.cs.x;
+        let y = rope_rotate(vec2<f32>(k[r.at], k[r.at + 1u]), r.cs);
+        k[r.at] = y.x;
+        k[r.at + 1u] = y.y;
     }
 }

@@ -443,9 +443,9 @@ fn rope_q_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
     let idx = flat_id(gid, nwg);
     if (idx < p.batch * p.seq * p.heads * (p.head_dim / 2u)) {
         let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
-        let y = vec2<f32>(dq[r.at], dq[r.at + 1u]);
-        dq[r.at] = y.x * r.cs.x + y.y * r.cs.y;
-        dq[r.at + 1u] = y.y * r.cs.x - y.x * r.cs.y;
+        let x = rope_rotate_back(vec2<f32>(dq[r.at], dq[r.at + 1u]), r.cs);
+        dq[r.at] = x.x;
+        dq[r.at + 1u] = x.y;
     }
 }
 
@@ -473,9 +473,9 @@ fn rope_k_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
     let idx = flat_id(gid, nwg);
     if (idx < p.batch * p.seq * p.kv_heads * (p.head_dim / 2u)) {
         let r = rope_pair(idx, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
-        let y = vec2<f32>(dk[r.at], dk[r.at + 1u]);
-        dk[r.at] = y.x * r.cs.x + y.y * r.cs.y;
-        dk[r.at + 1u] = y.y * r.cs.x - y.x * r.cs.y;
+        let x = rope_rotate_back(vec2<f32>(dk[r.at], dk[r.at + 1u]), r.cs);
+        dk[r.at] = x.x;
+        dk[r.at + 1u] = x.y;
     }
 }
 
@@ -508,14 +508,14 @@ fn rope_qk_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
     let nk = p.batch * p.seq * p.kv_heads * (p.head_dim / 2u);
     if (idx < nq) {
         let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
-        let y = vec2<f32>(dq[r.at], dq[r.at + 1u]);
-        dq[r.at] = y.x * r.cs.x + y.y * r.cs.y;
-        dq[r.at + 1u] = y.y * r.cs.x - y.x * r.cs.y;
+        let x = rope_rotate_back(vec2<f32>(dq[r.at], dq[r.at + 1u]), r.cs);
+        dq[r.at] = x.x;
+        dq[r.at + 1u] = x.y;
     } else if (idx - nq < nk) {
         let r = rope_pair(idx - nq, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
-        let y = vec2<f32>(dk[r.at], dk[r.at + 1u]);
-        dk[r.at] = y.x * r.cs.x + y.y * r.cs.y;
-        dk[r.at + 1u] = y.y * r.cs.x - y.x * r.cs.y;
+        let x = rope_rotate_back(vec2<f32>(dk[r.at], dk[r.at + 1u]), r.cs);
+        dk[r.at] = x.x;
+        dk[r.at + 1u] = x.y;
     }
 }
 

@@ -1,8 +1,8 @@
 // Rotary position embedding's angles and pairs, shared by the forward (04_rope.wgsl) and the
-// backward (`rope_q_backward` / `rope_k_backward` in 10_backward_attention.wgsl), so both rotate
-// by exactly the same θ.
+// backward (`rope_*_backward` in 10_backward_attention.wgsl), so both rotate by exactly the same
+// θ, with the rotation's arithmetic written once for each direction.
 //
-// Provides `rope_cos_sin` and `rope_pair`; no hooks.
+// Provides `rope_cos_sin`, `rope_pair`, `rope_rotate` and `rope_rotate_back`; no hooks.
 //
 // Accuracy: the angle is formed in f32 (base^(−2i/Dh) to about 1e-7 relative, the product
 // with pos compensated with an fma where the device fuses it), then reduced to [−π, π] with a
@@ -41,4 +41,14 @@ fn rope_pair(idx: u32, seq: u32, heads: u32, head_dim: u32, pos_offset: u32, bas
     let row = idx / half; // (b·S + s)·heads + head
     let s = (row / heads) % seq;
     return RopePair(row * head_dim + 2u * i, rope_cos_sin(s + pos_offset, i, head_dim, base));
+}
+
+// The pair (x[2i], x[2i+1]) rotated by θ (`cs` = (cos θ, sin θ)): the forward.
+fn rope_rotate(x: vec2<f32>, cs: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(x.x * cs.x - x.y * cs.y, x.x * cs.y + x.y * cs.x);
+}
+
+// The pair's gradient rotated back by θ (the transpose of `rope_rotate`): the backward.
+fn rope_rotate_back(y: vec2<f32>, cs: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(y.x * cs.x + y.y * cs.y, y.y * cs.x - y.x * cs.y);
 }
