@@ -73,19 +73,12 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> bad: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// `st` = (Σ x², count of non-finite x) after one more value: x² of a finite value added, a
-// NaN/±Inf counted and left out.
-fn fold1(st: vec2<f32>, v: f32) -> vec2<f32> {
-    if (is_finite(v)) {
-        return vec2<f32>(st.x + v * v, st.y);
-    }
-    return vec2<f32>(st.x, st.y + 1.0);
+// The tensor's value j (one tensor: `t` is always 0).
+fn norm_load(t: u32, j: u32) -> f32 {
+    return g[j];
 }
 
-// `fold1` over the components of `x` in order.
-fn fold_sq(st: vec2<f32>, x: vec4<f32>) -> vec2<f32> {
-    return fold1(fold1(fold1(fold1(st, x.x), x.y), x.z), x.w);
-}
+//#include "lib/norm_sq.wgsl"
 
 @compute @workgroup_size(WG)
 fn reduce_norm_sq(
@@ -99,35 +92,10 @@ fn reduce_norm_sq(
     if (b >= blocks) {
         return;
     }
-    let i = b * NORM_BLOCK + tid;
-    // (Σ x² over the finite values, count of the others) of the invocation's values, in order.
-    var st = vec2<f32>(0.0);
-    if (b < p.n / NORM_BLOCK) {
-        // A full block: the 16 loads first, then the sums in index order.
-        let l0 = i + EW_LO;
-        let l1 = i + EW_HI;
-        let l2 = l0 + 8u * WG;
-        let l3 = l1 + 8u * WG;
-        let x0 = vec4<f32>(g[l0.x], g[l0.y], g[l0.z], g[l0.w]);
-        let x1 = vec4<f32>(g[l1.x], g[l1.y], g[l1.z], g[l1.w]);
-        let x2 = vec4<f32>(g[l2.x], g[l2.y], g[l2.z], g[l2.w]);
-        let x3 = vec4<f32>(g[l3.x], g[l3.y], g[l3.z], g[l3.w]);
-        st = fold_sq(fold_sq(fold_sq(fold_sq(st, x0), x1), x2), x3);
-    } else {
-        // The last, partial block (the same order).
-        for (var k = 0u; k < NORM_BLOCK / WG; k++) {
-            let j = i + k * WG;
-            if (j < p.n) {
-                st = fold1(st, g[j]);
-            }
-        }
-    }
-    let total = wg_reduce_sum(tid, st.x);
-    // Counts of at most 16 per invocation and 4096 per block: exact in f32.
-    let total_bad = wg_reduce_sum(tid, st.y);
+    let total = norm_sq_block(0u, b, p.n, tid);
     if (tid == 0u) {
-        partials[p.offset + b] = total;
-        bad[p.offset + b] = u32(total_bad);
+        partials[p.offset + b] = total.x;
+        bad[p.offset + b] = u32(total.y);
     }
 }
 
@@ -161,7 +129,7 @@ struct Params {
 @group(0) @binding(6) var<uniform> p: Params;
 
 // Value j of tensor t (t is the same for the whole workgroup: the branch is uniform).
-fn load1(t: u32, j: u32) -> f32 {
+fn norm_load(t: u32, j: u32) -> f32 {
     switch t {
         case 0u: { return g0[j]; }
         case 1u: { return g1[j]; }
@@ -170,20 +138,7 @@ fn load1(t: u32, j: u32) -> f32 {
     }
 }
 
-fn load4(t: u32, l: vec4<u32>) -> vec4<f32> {
-    return vec4<f32>(load1(t, l.x), load1(t, l.y), load1(t, l.z), load1(t, l.w));
-}
-
-fn fold1(st: vec2<f32>, v: f32) -> vec2<f32> {
-    if (is_finite(v)) {
-        return vec2<f32>(st.x + v * v, st.y);
-    }
-    return vec2<f32>(st.x, st.y + 1.0);
-}
-
-fn fold_sq(st: vec2<f32>, x: vec4<f32>) -> vec2<f32> {
-    return fold1(fold1(fold1(fold1(st, x.x), x.y), x.z), x.w);
-}
+//#include "lib/norm_sq.wgsl"
 
 @compute @workgroup_size(WG)
 fn reduce_norm_sq4(
@@ -205,34 +160,11 @@ fn reduce_norm_sq4(
     if (t >= 4u) {
         return;
     }
-    let n = ns[t];
-    let i = b * NORM_BLOCK + tid;
-    var st = vec2<f32>(0.0);
-    if (b < n / NORM_BLOCK) {
-        // A full block: the 16 loads first, then the sums in index order (as `reduce_norm_sq`).
-        let l0 = i + EW_LO;
-        let l1 = i + EW_HI;
-        let l2 = l0 + 8u * WG;
-        let l3 = l1 + 8u * WG;
-        let x0 = load4(t, l0);
-        let x1 = load4(t, l1);
-        let x2 = load4(t, l2);
-        let x3 = load4(t, l3);
-        st = fold_sq(fold_sq(fold_sq(fold_sq(st, x0), x1), x2), x3);
-    } else {
-        for (var k = 0u; k < NORM_BLOCK / WG; k++) {
-            let j = i + k * WG;
-            if (j < n) {
-                st = fold1(st, load1(t, j));
-            }
-        }
-    }
-    let total = wg_reduce_sum(tid, st.x);
-    let total_bad = wg_reduce_sum(tid, st.y);
+    let total = norm_sq_block(t, b, ns[t], tid);
     if (tid == 0u) {
         let o = p.offset + wb;
-        partials[o] = total;
-        bad[o] = u32(total_bad);
+        partials[o] = total.x;
+        bad[o] = u32(total.y);
     }
 }
 
