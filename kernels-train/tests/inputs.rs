@@ -9,6 +9,8 @@
 
 mod common;
 
+use common::{PATIENCE, SMALL, TRAINER, tmp};
+
 use kernels_train::checkpoint;
 use kernels_train::cli::{curve_path, exit};
 use kernels_train::files::{MAX_CHECKPOINT_BYTES, MAX_DATA_BYTES, MAX_TOKENIZER_BYTES};
@@ -16,19 +18,6 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const TRAINER: &str = env!("CARGO_BIN_EXE_train");
-const SMALL: [&str; 12] =
-    ["--dim", "16", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seq-len", "8", "--batch", "2"];
-/// The most a run may take (lavapipe on two shared cores); a run past it is killed and fails.
-const PATIENCE: Duration = Duration::from_secs(600);
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kernels-train-inputs-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// What a finished run said: its exit code, stdout and stderr.
 struct Ran {

@@ -11,27 +11,16 @@
 
 mod common;
 
+use common::{PATIENCE, SMALL, TRAINER, tmp};
+
 use clap::Parser;
 use kernels_train::checkpoint::{self, Checkpoint};
 use kernels_train::cli::{self, Args, Stop, exit};
 use kernels_train::rng::Rng;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const TRAINER: &str = env!("CARGO_BIN_EXE_train");
-const SMALL: [&str; 12] =
-    ["--dim", "16", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seq-len", "8", "--batch", "2"];
-/// The most a run may take to reach the point a test waits for (lavapipe on two shared cores).
-const PATIENCE: Duration = Duration::from_secs(600);
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kernels-train-process-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// The trainer on the tiny model, with `args`, its stderr kept in `log`.
 fn spawn(args: &[&str], log: &Path) -> Child {

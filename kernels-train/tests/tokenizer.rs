@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::tmp;
+
 use clap::Parser;
 use kernels_train::checkpoint;
 use kernels_train::cli::{self, Args, Stop};
@@ -12,14 +14,6 @@ use kernels_train::data::{Corpus, built_in_text};
 use kernels_train::params;
 use kernels_train::tokenizer::Tokenizer;
 use kernels_train::trainer::Trainer;
-use std::path::PathBuf;
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kernels-train-tokenizer-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn cli(args: &[&str]) -> Result<(), cli::Failure> {
     let mut all = vec!["train", "--quiet"];

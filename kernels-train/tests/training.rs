@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{SMALL, tmp};
+
 use clap::Parser;
 use kernels_train::Error;
 use kernels_train::checkpoint;
@@ -11,19 +13,11 @@ use kernels_train::cli::{self, Args, Stop, exit};
 use kernels_train::config::{ModelConfig, TrainConfig};
 use kernels_train::data::Corpus;
 use kernels_train::trainer::Trainer;
-use std::path::PathBuf;
 
 fn tiny() -> (ModelConfig, TrainConfig) {
     let m = ModelConfig::new(32, 2, 4, 2, 16);
     let t = TrainConfig { batch: 4, steps: 50, lr: 1e-2, min_lr: 1e-3, warmup: 5, seed: 99, ..TrainConfig::default() };
     (m, t)
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kernels-train-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 #[test]
@@ -198,10 +192,6 @@ fn the_2d_fallback_changes_nothing() {
     assert_eq!(a.0, b.0, "losses differ");
     assert!(a.1 == b.1, "weights differ");
 }
-
-/// A tiny model's flags, for runs of the command line.
-const SMALL: [&str; 12] =
-    ["--dim", "16", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seq-len", "8", "--batch", "2"];
 
 fn small(args: &[&str]) -> Vec<String> {
     SMALL.iter().chain(args).map(|s| s.to_string()).collect()

@@ -31,3 +31,14 @@ pub fn tmp(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// The trainer's binary, for the tests that run it as a process.
+pub const TRAINER: &str = env!("CARGO_BIN_EXE_train");
+
+/// A tiny model's flags, for runs of the command line.
+pub const SMALL: [&str; 12] =
+    ["--dim", "16", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seq-len", "8", "--batch", "2"];
+
+/// The most a run of the trainer may take to reach the point a test waits for (lavapipe on two
+/// shared cores); a run past it is killed and fails, so a stuck run cannot hang the suite.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
