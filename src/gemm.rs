@@ -708,8 +708,8 @@ fn nearest(entries: &[Entry], gemm: &Gemm) -> Option<(F16Config, usize)> {
 /// Opt-in autotuning of the f16 core (native only): with `KERNELS_GEMM_AUTOTUNE=1`, the first
 /// plan of a product shape on tensor cores times the table's choice (or the default) against a
 /// few others (`CANDIDATES`, each with its split for weight gradients) on random operands of that
-/// shape, and keeps the fastest. Choices are cached in
-/// `$KERNELS_CACHE_DIR` (else `$XDG_CACHE_HOME/kernels`, else `~/.cache/kernels`) in
+/// shape, and keeps the fastest. Choices are cached in the library's cache directory
+/// ([`crate::cache_dir`]: `$KERNELS_CACHE_DIR`, else the platform's) in
 /// `gemm-<adapter>-<driver>.txt`, the tuning table's format, keyed by adapter, driver and wgpu
 /// version (in the file's name and first line); a file that does not parse, or whose first line
 /// names another adapter, driver or wgpu, is ignored and rewritten. The file is replaced
@@ -737,10 +737,7 @@ pub mod autotune {
 
     /// The cache file for `gpu`.
     pub fn cache_path(gpu: &Gpu) -> Option<std::path::PathBuf> {
-        let dir = std::env::var_os("KERNELS_CACHE_DIR")
-            .map(std::path::PathBuf::from)
-            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| std::path::PathBuf::from(d).join("kernels")))
-            .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/kernels")))?;
+        let dir = crate::cache_dir()?;
         let r = gpu.report();
         let clean = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>();
         Some(dir.join(format!("gemm-{}-{}.txt", clean(&r.name), clean(&r.driver))))
@@ -804,18 +801,9 @@ pub mod autotune {
                 text.push_str(&entry_line(e));
                 text.push('\n');
             }
-            let _ = write_atomically(p, &text);
+            let _ = crate::write_atomically(p, text.as_bytes());
         }
         best
-    }
-
-    fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, path)
     }
 
     /// GPU time of each candidate (median of 5 after 3 warm-ups) on random operands: the fastest.
