@@ -268,8 +268,47 @@ fn main() {
                 )
                 .unwrap();
             });
-            let d = format!("tensor cores: {}; {}", if tc { "yes" } else { "no (portable)" }, detail(&names, &parts));
+            let form = kernels::flash_attention::backward16_form(&gpu, &p);
+            let d = format!(
+                "tensor cores: {}; backward {form:?}; {}",
+                if tc { "yes" } else { "no (portable)" },
+                detail(&names, &parts)
+            );
             report("flash16", parts[0], parts[1..].iter().sum(), tc, d);
+            // Where `backward16` records the resident pair, the sliced pair too, for the ratio
+            // in the same run.
+            if form == kernels::flash_attention::Backward16Form::Resident {
+                use kernels::backward_attention::{attention_fast_delta, flash_backward_dkdv16, flash_backward_dq16};
+                let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
+                let parts = time(&gpu, reps, 4, &mut |bt| {
+                    kernels::flash_attention::forward16(bt, q16, k16, v16, &mut t.o, &mut t.lse, p).unwrap();
+                    let dp = attention_fast_delta::Params::new(b, s, h, dh);
+                    attention_fast_delta(bt, &t.o, &t.d_o, &mut t.delta, dp).unwrap();
+                    let kp = flash_backward_dkdv16::Params::new(b, s, h, hkv, dh, p.scale);
+                    let ko = flash_backward_dkdv16::Overrides { FL_DH: Some(dh) };
+                    let (lse, delta) = (&t.lse, &t.delta);
+                    flash_backward_dkdv16(
+                        bt,
+                        q16,
+                        k16,
+                        v16,
+                        d_o16,
+                        lse,
+                        delta,
+                        &mut t.dk,
+                        &mut t.dv,
+                        &mut t.flag,
+                        kp,
+                        ko,
+                    )
+                    .unwrap();
+                    let qp = flash_backward_dq16::Params::new(b, s, h, hkv, dh, p.scale);
+                    let qo = flash_backward_dq16::Overrides { FL_DH: Some(dh) };
+                    flash_backward_dq16(bt, q16, k16, v16, d_o16, lse, delta, &mut t.dq, qp, qo).unwrap();
+                });
+                let d = format!("tensor cores: yes; backward Sliced; {}", detail(&names, &parts));
+                report("flash16-sliced", parts[0], parts[1..].iter().sum(), tc, d);
+            }
         }
     }
 }

@@ -893,51 +893,7 @@ fn flash_backward_dq(
 // @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
 // @requires len(dv) >= p.batch * p.seq * p.kv_heads * p.head_dim
 // @requires len(flag) >= 1
-struct Params {
-    batch: u32,
-    seq: u32,
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    scale: f32,
-}
-@group(0) @binding(0) var<storage, read> q: array<vec4<f16>>;
-@group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;
-@group(0) @binding(2) var<storage, read> v: array<vec4<f16>>;
-@group(0) @binding(3) var<storage, read> d_o: array<vec4<f16>>;
-@group(0) @binding(4) var<storage, read> lse: array<f32>;
-@group(0) @binding(5) var<storage, read> delta: array<f32>;
-@group(0) @binding(6) var<storage, read_write> dk: array<f32>;
-@group(0) @binding(7) var<storage, read_write> dv: array<f32>;
-@group(0) @binding(8) var<storage, read_write> flag: array<atomic<u32>>;
-@group(0) @binding(9) var<uniform> p: Params;
-
-fn fl_vec(op: u32, i: u32) -> vec4<f16> {
-    switch op {
-        case FL_Q: {
-            return q[i];
-        }
-        case FL_K: {
-            return k[i];
-        }
-        case FL_V: {
-            return v[i];
-        }
-        default: {
-            return d_o[i];
-        }
-    }
-}
-
-// dK (first) or dV (second) at key row `row`.
-fn fl_store(second: bool, row: u32, col: u32, x: f32) {
-    let at = ((fl_b * p.seq + row) * p.kv_heads + fl_kvh) * fl_head_dim() + col;
-    if (second) {
-        dv[at] = x;
-    } else {
-        dk[at] = x;
-    }
-}
+//#include "lib/flash_dkdv16_io.wgsl"
 //#include "lib/flash_f16.wgsl"
 //#include "lib/flash_coop.wgsl"
 //#include "lib/flash_bwd.wgsl"
@@ -988,43 +944,7 @@ fn flash_backward_dkdv16(
 // @requires len(lse) >= p.batch * p.heads * p.seq
 // @requires len(delta) >= p.batch * p.heads * p.seq
 // @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
-struct Params {
-    batch: u32,
-    seq: u32,
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    scale: f32,
-}
-@group(0) @binding(0) var<storage, read> q: array<vec4<f16>>;
-@group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;
-@group(0) @binding(2) var<storage, read> v: array<vec4<f16>>;
-@group(0) @binding(3) var<storage, read> d_o: array<vec4<f16>>;
-@group(0) @binding(4) var<storage, read> lse: array<f32>;
-@group(0) @binding(5) var<storage, read> delta: array<f32>;
-@group(0) @binding(6) var<storage, read_write> dq: array<f32>;
-@group(0) @binding(7) var<uniform> p: Params;
-
-fn fl_vec(op: u32, i: u32) -> vec4<f16> {
-    switch op {
-        case FL_Q: {
-            return q[i];
-        }
-        case FL_K: {
-            return k[i];
-        }
-        case FL_V: {
-            return v[i];
-        }
-        default: {
-            return d_o[i];
-        }
-    }
-}
-
-fn fl_store(second: bool, row: u32, col: u32, x: f32) {
-    dq[((fl_b * p.seq + row) * p.heads + fl_h) * fl_head_dim() + col] = x;
-}
+//#include "lib/flash_dq16_io.wgsl"
 //#include "lib/flash_f16.wgsl"
 //#include "lib/flash_coop.wgsl"
 //#include "lib/flash_bwd.wgsl"
@@ -1046,6 +966,110 @@ fn flash_backward_dq16(
         flash_dq_coop(w, tid);
     } else {
         flash_dq_body(w, tid);
+    }
+//#else
+    flash_dq_body(w, tid);
+//#endif
+}
+
+// --- KERNEL: flash_backward_dkdv16_tc ---
+// `flash_backward_dkdv16` for head dims up to 64 on tensor cores, with K and V resident and Q,
+// dO staged whole per step of 32 queries (`lib/flash_bwd_tc.wgsl`): the same inputs, outputs,
+// rounding (P and dS to f16 for the products, everything else f32), overflow flag and order of
+// the walk. Its tensor-core form needs eight subgroups (subgroups of 32) and 46,592 bytes of
+// workgroup memory; `flash_attention::backward16` runs it only where that form runs (else the
+// sliced kernel), and its portable form is `flash_backward_dkdv16`'s. Deterministic. Overwrites
+// `dk` and `dv`. Needs SHADER_F16.
+// @grid workgroups(p.batch * p.kv_heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 4
+// @requires p.head_dim <= 64
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(d_o) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+// @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(dv) >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(flag) >= 1
+//#include "lib/flash_dkdv16_io.wgsl"
+//#include "lib/flash_f16.wgsl"
+//#include "lib/flash_bwd.wgsl"
+//#include "lib/flash_bwd_tc.wgsl"
+
+@compute @workgroup_size(WG)
+fn flash_backward_dkdv16_tc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let w = flat_wg(wid, nwg);
+    fl_bad = false;
+//#if coop
+    ft_sg = sg;
+    for (var fits = u32(nsg == 8u); fits == 1u; fits = 0u) {
+        ft_dkdv(w, tid);
+    }
+    if (nsg != 8u) {
+        ft_poison_dkdv(w, tid);
+    }
+//#else
+    flash_dkdv_body(w, tid);
+//#endif
+    if (fl_bad) {
+        atomicOr(&flag[0], 1u);
+    }
+}
+
+// --- KERNEL: flash_backward_dq16_tc ---
+// `flash_backward_dq16` for head dims up to 64 on tensor cores, with Q and dO resident and K, V
+// staged whole per step of 32 keys (`lib/flash_bwd_tc.wgsl`): the same inputs, output, rounding
+// and order. Its tensor-core form needs eight subgroups and 46,592 bytes of workgroup memory, as
+// `flash_backward_dkdv16_tc`'s; its portable form is `flash_backward_dq16`'s. Deterministic.
+// Overwrites `dq`. Needs SHADER_F16.
+// @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 4
+// @requires p.head_dim <= 64
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(d_o) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+// @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
+//#include "lib/flash_dq16_io.wgsl"
+//#include "lib/flash_f16.wgsl"
+//#include "lib/flash_bwd.wgsl"
+//#include "lib/flash_bwd_tc.wgsl"
+
+@compute @workgroup_size(WG)
+fn flash_backward_dq16_tc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let w = flat_wg(wid, nwg);
+//#if coop
+    ft_sg = sg;
+    for (var fits = u32(nsg == 8u); fits == 1u; fits = 0u) {
+        ft_dq(w, tid);
+    }
+    if (nsg != 8u) {
+        ft_poison_dq(w, tid);
     }
 //#else
     flash_dq_body(w, tid);

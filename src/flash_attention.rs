@@ -25,6 +25,14 @@
 //! softmax, lse, Δ and dS stay f32 in both; `backward16` raises the loss-scaling overflow flag
 //! for a dS beyond f16's range, as the fast path's `attention16_ds` does.
 //!
+//! **The f16 backward on tensor cores.** Where its tensor-core form runs with subgroups of 32
+//! and the head dim is at most 64 (the trainer's), [`backward16`] records
+//! `flash_backward_dkdv16_tc` and `flash_backward_dq16_tc` instead: the same two passes with the
+//! invariant operand pair of each walk resident in workgroup memory (K, V key-major; Q, dO
+//! query-major) and the other staged whole once per step, where the sliced kernels re-stage
+//! every operand per product in slices of 32 dims (see `lib/flash_bwd_tc.wgsl` for why). Same
+//! inputs, outputs, rounding points and order; [`backward16_form`] says which pair runs.
+//!
 //! **Workgroup memory.** The kernels stage 64-row blocks: the f32 form and the f16 form's
 //! portable variant need up to 29 KiB (lavapipe offers 32 KiB), the tensor-core variant 37 KiB
 //! (the H200 48 KiB). [`Params::flash_fits`] says whether an adapter offers what the variant it
@@ -52,7 +60,8 @@
 
 use crate::attention::{flash_forward, flash_forward16};
 use crate::backward_attention::{
-    attention_fast_delta, flash_backward_dkdv, flash_backward_dkdv16, flash_backward_dq, flash_backward_dq16,
+    attention_fast_delta, flash_backward_dkdv, flash_backward_dkdv16, flash_backward_dkdv16_tc, flash_backward_dq,
+    flash_backward_dq16, flash_backward_dq16_tc,
 };
 use crate::ops::F16x4;
 use crate::{Buffer, Error, Gpu, KernelDef, Record, Result};
@@ -68,6 +77,36 @@ pub const HEAD_DIM_MAX: u32 = 256;
 pub const WORKGROUP_BYTES_PORTABLE: u32 = 29_696;
 /// Workgroup memory, in bytes, of the f16 kernels' tensor-core variants (the forward's).
 pub const WORKGROUP_BYTES_COOP: u32 = 37_888;
+
+/// Workgroup memory, in bytes, of the resident tensor-core backward (`flash_backward_dkdv16_tc`,
+/// `flash_backward_dq16_tc`).
+pub const WORKGROUP_BYTES_TC: u32 = 46_592;
+
+/// Which kernels [`backward16`] records on an adapter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backward16Form {
+    /// `flash_backward_dkdv16` / `flash_backward_dq16`: operands staged in slices per product,
+    /// any head dim, tensor cores or not.
+    Sliced,
+    /// `flash_backward_dkdv16_tc` / `flash_backward_dq16_tc`: tensor cores with subgroups of 32,
+    /// head dim ≤ 64, the invariant operands resident.
+    Resident,
+}
+
+/// The kernels [`backward16`] records for `p` on `gpu`: [`Backward16Form::Resident`] where the
+/// resident kernels run their tensor-core form (cooperative matrices on, every subgroup 32 wide
+/// so a workgroup has the eight subgroups their tiles are shared among, 46,592 bytes of
+/// workgroup memory) and the head dim is at most 64; else [`Backward16Form::Sliced`].
+pub fn backward16_form(gpu: &Gpu, p: &Params) -> Backward16Form {
+    let r = gpu.report();
+    let resident = p.head_dim <= 64
+        && on_tensor_cores(gpu, &flash_backward_dkdv16_tc::KERNEL)
+        && on_tensor_cores(gpu, &flash_backward_dq16_tc::KERNEL)
+        && r.subgroup_min_size == 32
+        && r.subgroup_max_size == 32
+        && r.max_workgroup_memory >= WORKGROUP_BYTES_TC;
+    if resident { Backward16Form::Resident } else { Backward16Form::Sliced }
+}
 
 /// Whether `kernel` runs its tensor-core variant on `gpu` (cooperative matrices enabled and
 /// offered; inside it, the products use them when the workgroup has 8 subgroups).
@@ -308,6 +347,34 @@ pub fn backward16(
     }
     let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
     attention_fast_delta(rec, o, d_o, delta, attention_fast_delta::Params::new(b, s, h, dh))?;
+    if backward16_form(rec.gpu(), &p) == Backward16Form::Resident {
+        let kp = flash_backward_dkdv16_tc::Params::new(b, s, h, hkv, dh, p.scale);
+        let ko = flash_backward_dkdv16_tc::Overrides { FL_DH: Some(dh) };
+        flash_backward_dkdv16_tc(rec, q, k, v, d_o16, lse, delta, dk, dv, flag, kp, ko)?;
+        let qp = flash_backward_dq16_tc::Params::new(b, s, h, hkv, dh, p.scale);
+        let qo = flash_backward_dq16_tc::Overrides { FL_DH: Some(dh) };
+        return flash_backward_dq16_tc(rec, q, k, v, d_o16, lse, delta, dq, qp, qo);
+    }
+    backward16_sliced(rec, q, k, v, d_o16, lse, delta, flag, dq, dk, dv, p)
+}
+
+/// The sliced pair of [`backward16`] after Δ (any adapter, any head dim).
+#[allow(clippy::too_many_arguments)]
+fn backward16_sliced(
+    rec: impl Record + Copy,
+    q: &Buffer<F16x4>,
+    k: &Buffer<F16x4>,
+    v: &Buffer<F16x4>,
+    d_o16: &Buffer<F16x4>,
+    lse: &Buffer<f32>,
+    delta: &Buffer<f32>,
+    flag: &mut Buffer<u32>,
+    dq: &mut Buffer<f32>,
+    dk: &mut Buffer<f32>,
+    dv: &mut Buffer<f32>,
+    p: Params,
+) -> Result<()> {
+    let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
     let kp = flash_backward_dkdv16::Params::new(b, s, h, hkv, dh, p.scale);
     let ko = flash_backward_dkdv16::Overrides { FL_DH: compiled_dh(rec.gpu(), &flash_backward_dkdv16::KERNEL, &p) };
     flash_backward_dkdv16(rec, q, k, v, d_o16, lse, delta, dk, dv, flag, kp, ko)?;

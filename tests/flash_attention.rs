@@ -386,14 +386,21 @@ fn f16_matches_float64_model() {
         &kernels::attention::flash_forward16::KERNEL,
         &kernels::backward_attention::flash_backward_dkdv16::KERNEL,
         &kernels::backward_attention::flash_backward_dq16::KERNEL,
+        &kernels::backward_attention::flash_backward_dkdv16_tc::KERNEL,
+        &kernels::backward_attention::flash_backward_dq16_tc::KERNEL,
     ] {
         report_variant(&gpu, k);
     }
+    let form = |sh: Shape| flash_attention::backward16_form(&gpu, &params(sh, scale_of(sh)));
+    eprintln!("backward at head dim 64: {:?}", form(shape(1, 1, 1, 1, 64)));
     let mut rng = rng("flash attention f16");
-    // Head dims 16, 32, 64, 80, 128 (the tensor-core path's range) and 256 (the portable
-    // products inside the tensor-core variant); S = 1, 7, 65, 130, 200; GQA 12/4, 12/1, 4/2.
+    // Head dims 16, 32, 48, 64 (the resident backward's range where it runs), 80, 128 (the
+    // sliced tensor-core path's) and 256 (the portable products inside the tensor-core
+    // variant); S = 1, 7, 65, 130, 161, 200 (steps of 32 across 64-key blocks); GQA 12/4,
+    // 12/1, 4/2.
     let cases = [
         shape(1, 1, 12, 4, 64),
+        shape(2, 161, 4, 2, 48),
         shape(2, 7, 12, 1, 32),
         shape(1, 65, 4, 2, 80),
         shape(1, 130, 2, 2, 128),
