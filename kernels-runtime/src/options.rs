@@ -272,7 +272,8 @@ impl AdapterFilter {
     pub fn matches(&self, info: &wgpu::AdapterInfo) -> bool {
         self.backend.is_none_or(|b| b == info.backend)
             && self.name.as_deref().is_none_or(|n| {
-                info.name.to_lowercase().contains(n) || (!info.device_pci_bus_id.is_empty() && info.device_pci_bus_id.to_lowercase() == n)
+                info.name.to_lowercase().contains(n)
+                    || (!info.device_pci_bus_id.is_empty() && info.device_pci_bus_id.to_lowercase() == n)
             })
     }
 }
@@ -314,7 +315,11 @@ impl std::fmt::Display for AdapterIndex {
             Ok(i) => i.to_string(),
             Err(t) => format!("{t:?}"),
         };
-        if self.from_env { write!(f, "KERNELS_ADAPTER_INDEX={text}") } else { write!(f, "GpuOptions::adapter_index({text})") }
+        if self.from_env {
+            write!(f, "KERNELS_ADAPTER_INDEX={text}")
+        } else {
+            write!(f, "GpuOptions::adapter_index({text})")
+        }
     }
 }
 
@@ -441,7 +446,8 @@ mod tests {
         assert_eq!(GpuOptions::from_lookup(env("")).adapter_index, None);
         assert_eq!(GpuOptions::from_lookup(env("1").clone()).adapter_index(0).adapter_index.unwrap().index(), Ok(0));
         let bad = GpuOptions::from_lookup(env("first"));
-        let e = pick(&[gpu("llvmpipe", "", wgpu::DeviceType::Cpu)], bad.adapter_index.as_ref()).unwrap_err().to_string();
+        let e =
+            pick(&[gpu("llvmpipe", "", wgpu::DeviceType::Cpu)], bad.adapter_index.as_ref()).unwrap_err().to_string();
         assert!(e.contains("KERNELS_ADAPTER_INDEX=\"first\": not a number"), "{e}");
     }
 
