@@ -296,6 +296,26 @@ impl Corpus {
         self.train.windows(&starts.split_off(part * batch), seq_len)
     }
 
+    /// Rank `part` of `parts`'s share of validation batch `k` of `count` in a data-parallel run
+    /// of `batch` sequences per rank: sequences `part · batch … (part + 1) · batch − 1` of the
+    /// batch of `parts · batch` ([`Corpus::validation_batch`]).
+    pub fn validation_batch_part(
+        &self,
+        k: usize,
+        count: usize,
+        batch: usize,
+        seq_len: usize,
+        part: usize,
+        parts: usize,
+    ) -> Result<(Vec<u32>, Vec<u32>), Error> {
+        if part >= parts {
+            return Err(Error::Config(format!("part {part} of a batch in {parts} parts")));
+        }
+        let mut starts = validation_starts(self.validation_len(), k, count, parts * batch, seq_len);
+        starts.truncate((part + 1) * batch);
+        self.val.windows(&starts.split_off(part * batch), seq_len)
+    }
+
     /// Validation batch `k` of `count`: windows spread evenly over the validation part
     /// ([`validation_starts`]).
     pub fn validation_batch(
@@ -363,6 +383,13 @@ mod tests {
                 y.extend(py);
             }
             assert_eq!((x, y), c.train_batch(11, 6, 2 * parts, 16).unwrap(), "{parts} parts");
+        }
+        for parts in [1, 2, 4] {
+            let mut x = Vec::new();
+            for part in 0..parts {
+                x.extend(c.validation_batch_part(3, 5, 2, 16, part, parts).unwrap().0);
+            }
+            assert_eq!(x, c.validation_batch(3, 5, 2 * parts, 16).unwrap().0, "{parts} parts");
         }
         let (a, _) = c.train_batch_part(11, 6, 2, 16, 0, 2).unwrap();
         let (b, _) = c.train_batch_part(11, 6, 2, 16, 1, 2).unwrap();

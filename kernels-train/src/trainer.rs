@@ -301,18 +301,26 @@ impl Trainer {
         loss
     }
 
-    /// The mean loss over `batches` batches of the held-out text (in a data-parallel run,
-    /// rank r evaluates batches r, r + world, …, and the sum is shared).
+    /// The mean loss over `batches` batches of the held-out text (in a data-parallel run, each
+    /// rank evaluates its part of every batch of `world · batch` sequences
+    /// ([`Corpus::validation_batch_part`]), and the mean is shared).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn validate(&mut self, batches: usize) -> Result<f32, Error> {
         let batches = batches.max(1);
         let r = self.rank();
         let mut total = 0.0;
-        for k in (r.rank..batches).step_by(r.world) {
-            let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len)?;
+        for k in 0..batches {
+            let (x, y) = self.corpus.validation_batch_part(
+                k,
+                batches,
+                self.train.batch,
+                self.model.cfg.seq_len,
+                r.rank,
+                r.world,
+            )?;
             total += self.model.eval_loss(&x, &y, self.train.batch)? as f64;
         }
-        let total = self.mean_over_ranks(total)? * r.world as f64;
+        let total = self.mean_over_ranks(total)?;
         Ok(self.record_validation(total, batches))
     }
 
@@ -327,11 +335,18 @@ impl Trainer {
         let batches = batches.max(1);
         let r = self.rank();
         let mut total = 0.0;
-        for k in (r.rank..batches).step_by(r.world) {
-            let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len)?;
+        for k in 0..batches {
+            let (x, y) = self.corpus.validation_batch_part(
+                k,
+                batches,
+                self.train.batch,
+                self.model.cfg.seq_len,
+                r.rank,
+                r.world,
+            )?;
             total += self.model.eval_loss_async(&x, &y, self.train.batch).await? as f64;
         }
-        let total = self.mean_over_ranks(total)? * r.world as f64;
+        let total = self.mean_over_ranks(total)?;
         Ok(self.record_validation(total, batches))
     }
 

@@ -119,8 +119,11 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     // they tokenize and build pipelines.
     let collective = {
         let stop = stop.clone();
-        let interrupt: crate::dist::Interrupt =
-            Box::new(move || stop.requested().map(|s| format!("stopped by {}", signals::name(s))));
+        let interrupt: crate::dist::Interrupt = Box::new(move || {
+            stop.requested().map(|s| {
+                format!("stopped by {} (how a launcher ends a job when one of its ranks died)", signals::name(s))
+            })
+        });
         let timeout = args::collective_timeout(&args).map_err(usage)?;
         crate::dist::connect(launch.as_ref(), args.collective.kind(), timeout, Some(interrupt))?
     };

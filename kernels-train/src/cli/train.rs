@@ -263,7 +263,11 @@ fn agree(trainer: &mut Trainer, local: Option<i32>, due: bool) -> Result<(Option
         v[s.clamp(0, 64) as usize] = 1.0;
     }
     v[65] = f64::from(u8::from(due && r.writes()));
-    trainer.collective().sum_f64(&mut v)?;
+    let step = trainer.step;
+    trainer.collective().sum_f64(&mut v).map_err(|e| match e {
+        Error::Dist(m) => Error::Dist(format!("step {step}: {m}")),
+        e => e,
+    })?;
     Ok((local.or_else(|| v[..65].iter().position(|&n| n > 0.0).map(|s| s as i32)), v[65] > 0.0))
 }
 
@@ -389,8 +393,10 @@ fn train_loop(args: &Args, mut trainer: Trainer, saves: &mut Saves, stop: &Stop,
                 last_val.unwrap_or(f32::NAN),
                 trainer.scaling_note()
             );
-            // Printed even when the bar is hidden (not a terminal, or --quiet).
-            bar.suspend(|| crate::note(&line));
+            // Printed even when the bar is hidden (not a terminal, or --quiet), by rank 0.
+            if rank.writes() {
+                bar.suspend(|| crate::note(&line));
+            }
         }
         let elapsed = started.elapsed().as_secs_f64().max(1e-9);
         let tps = (trainer.step - first_step) as f64 * tokens_per_step / elapsed;
