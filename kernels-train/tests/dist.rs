@@ -164,7 +164,6 @@ fn two_ranks_of_batch_4_train_as_one_of_batch_8_and_their_checkpoint_resumes_on_
             "3",
             "--eval-batches",
             "2",
-            "--quiet",
             "--sample-tokens",
             "1",
             "--checkpoint-minutes",
