@@ -444,7 +444,7 @@ mod tests {
         assert_eq!(o.adapter_index.as_ref().and_then(|i| i.index().ok()), Some(1));
         assert_eq!(o.adapter_index.as_ref().unwrap().to_string(), "KERNELS_ADAPTER_INDEX=1");
         assert_eq!(GpuOptions::from_lookup(env("")).adapter_index, None);
-        assert_eq!(GpuOptions::from_lookup(env("1").clone()).adapter_index(0).adapter_index.unwrap().index(), Ok(0));
+        assert_eq!(GpuOptions::from_lookup(env("1")).adapter_index(0).adapter_index.unwrap().index(), Ok(0));
         let bad = GpuOptions::from_lookup(env("first"));
         let e =
             pick(&[gpu("llvmpipe", "", wgpu::DeviceType::Cpu)], bad.adapter_index.as_ref()).unwrap_err().to_string();

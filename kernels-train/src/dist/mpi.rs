@@ -232,7 +232,7 @@ impl MpiCollective {
     }
 
     /// Rank 0's `values` on every rank, chunk by chunk.
-    fn from_zero<T>(&mut self, values: &mut [T], datatype: Handle, what: &str) -> Result<(), Error> {
+    fn send_from_zero<T>(&mut self, values: &mut [T], datatype: Handle, what: &str) -> Result<(), Error> {
         self.bcast(0, values, datatype, what)
     }
 
@@ -293,7 +293,7 @@ impl Collective for MpiCollective {
         } else {
             mine
         };
-        self.from_zero(&mut all, self.api.float, what)?;
+        self.send_from_zero(&mut all, self.api.float, what)?;
         write_gradients(gpu, grads, &all)
     }
 
@@ -301,7 +301,7 @@ impl Collective for MpiCollective {
         self.start()?;
         let mine = values.to_vec();
         self.reduce(&mine, values, self.api.double, "a sum over the ranks")?;
-        self.from_zero(values, self.api.double, "a sum over the ranks")
+        self.send_from_zero(values, self.api.double, "a sum over the ranks")
     }
 
     fn broadcast(&mut self, root: usize, bytes: &mut Vec<u8>) -> Result<(), Error> {

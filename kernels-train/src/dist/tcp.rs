@@ -155,7 +155,7 @@ impl TcpCollective {
     }
 
     /// Rank 0's `bytes` on every rank.
-    fn from_zero(&mut self, seq: u64, bytes: &mut Vec<u8>, what: &str) -> Result<(), Error> {
+    fn send_from_zero(&mut self, seq: u64, bytes: &mut Vec<u8>, what: &str) -> Result<(), Error> {
         if self.rank.rank == 0 {
             for r in 1..self.rank.world {
                 self.send(r, Op::Broadcast, seq, bytes, what)?;
@@ -189,7 +189,7 @@ impl TcpCollective {
             combine(&views, values);
             out = bytemuck::cast_slice(values).to_vec();
         }
-        self.from_zero(seq, &mut out, what)?;
+        self.send_from_zero(seq, &mut out, what)?;
         if self.rank.rank != 0 {
             if out.len() != std::mem::size_of_val(values) {
                 return Err(self.fail(format!("rank 0 sent {} bytes for {what}", out.len())));
@@ -335,7 +335,7 @@ impl Collective for TcpCollective {
 
     fn average_gradients(&mut self, gpu: &Gpu, grads: &[&Buffer<f32>]) -> Result<(), Error> {
         let mut all = read_gradients(gpu, grads)?;
-        self.reduce(&mut all, "the all-reduce of the gradients", |parts, out| super::mean_in_rank_order(parts, out))?;
+        self.reduce(&mut all, "the all-reduce of the gradients", super::mean_in_rank_order)?;
         write_gradients(gpu, grads, &all)
     }
 
@@ -359,12 +359,12 @@ impl Collective for TcpCollective {
                 *bytes = self.receive(root, Op::Root, seq, &what)?;
             }
         }
-        self.from_zero(seq, bytes, &what)
+        self.send_from_zero(seq, bytes, &what)
     }
 
     fn barrier(&mut self) -> Result<(), Error> {
         let seq = self.start()?;
         self.gather(seq, Vec::new(), "a barrier")?;
-        self.from_zero(seq, &mut Vec::new(), "a barrier")
+        self.send_from_zero(seq, &mut Vec::new(), "a barrier")
     }
 }
