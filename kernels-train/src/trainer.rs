@@ -484,6 +484,7 @@ impl Trainer {
 }
 
 /// Ranks as a list for a message: `1, 3`.
+#[cfg(not(target_arch = "wasm32"))]
 fn list(ranks: &[usize]) -> String {
     ranks.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
