@@ -190,7 +190,7 @@ fn main() {
             report("fast", parts[..3].iter().sum(), parts[3..].iter().sum(), false, detail(&names, &parts));
             drop(ws);
             if let Some([q16, k16, v16, d_o16]) = &t.half {
-                let tc = kernels::ops::on_tensor_cores(&gpu, &kernels::linear16::attention_scores16::KERNEL);
+                let tc = kernels::ops::on_tensor_cores(&gpu, &kernels::attention::attention_scores_f16::KERNEL);
                 let mut ws = kernels::fast_attention::Workspace16::new(&gpu, &p).unwrap();
                 let names = ["scores", "softmax", "P·V", "Δ", "Pᵀ·dO", "dP", "dS", "dS·K", "dSᵀ·Q"];
                 let parts = time(&gpu, reps, 9, &mut |bt| {

@@ -1,5 +1,5 @@
 //! Dynamic loss scaling for mixed precision: the state, its rule (the same as
-//! `kernels::mixed::scaler_update`, which applies it on the GPU inside every step, and as
+//! `kernels::optimizer::scaler_update`, which applies it on the GPU inside every step, and as
 //! PyTorch's GradScaler), and its settings.
 //!
 //! The loss gradient is multiplied by the scale S before the backward pass, so that small

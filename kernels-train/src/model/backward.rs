@@ -60,8 +60,8 @@ impl Model {
 
         // Mixed precision: the loss gradient times the loss scale (undone by the optimizer).
         if let Some(h) = half.as_ref() {
-            let sp = kernels::mixed::scale_by_state::ScaleParams::new(rows * v);
-            kernels::mixed::scale_by_state(b, &mut acts.logits, &h.state, sp)?;
+            let sp = kernels::optimizer::scale_by_state::ScaleParams::new(rows * v);
+            kernels::optimizer::scale_by_state(b, &mut acts.logits, &h.state, sp)?;
         }
         let mut lin = Linear { plans, half, rows: rows as usize };
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf.
@@ -123,7 +123,7 @@ impl Model {
                     attention_backward_dkdv(b, &y.q, &y.k, &y.v, &s.datt, &y.lse, &s.delta, &mut s.dk, &mut s.dv, kp)?;
                 }
             }
-            let rp = kernels::backward_attention::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
+            let rp = kernels::rope::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
             rope_qk_backward(b, &mut s.dq, &mut s.dk, rp)?;
             let h1 = y.h1.operand();
             lin.backward(b, &s.dq, (&w.wq, h16.map(|h| h.wq), &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
