@@ -1,7 +1,7 @@
 //! Attention forward + backward at GPT-2 small's training shape (batch 8, 12 heads, head dim 64)
 //! at sequence 1024 and 4096, in FLOP/s: causal forward 2·B·H·S²·Dh (QKᵀ and P·V over the
 //! lower triangle), backward 2.5× that (the usual count, recomputation not counted), the same
-//! convention as `bench/sdpa_baseline.py` (PyTorch's `scaled_dot_product_attention`). Five
+//! convention as `scripts/device/sdpa_baseline.py` (PyTorch's `scaled_dot_product_attention`). Five
 //! paths: `streaming`, `fast` (f32, materialised P), `fast16` (the fast path with f16 operands
 //! on tensor cores), `flash` (the fused f32 kernels) and `flash16` (the fused f16 kernels on
 //! tensor cores, mixed precision's); a path whose workspace or kernels do not fit the adapter is

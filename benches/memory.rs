@@ -3,7 +3,7 @@
 //! embedding lookup and the casts, at GPT-2-small training sizes; the fused f16-output kernels
 //! (`kernels::fused`) beside the kernels or kernel pairs they replace. Bytes count each input read once and each output written
 //! once. GPU time from timestamps, median of the repeats. Compare with the device's copy
-//! bandwidth and PyTorch eager (`bench/torch_baselines.py`, same sizes).
+//! bandwidth and PyTorch eager (`scripts/device/torch_baselines.py`, same sizes).
 //! `cargo bench --bench memory` (smaller sizes on a CPU adapter); `KERNELS_BENCH_JSON=path`.
 
 use kernels::{Batch, Buffer, Gpu};
