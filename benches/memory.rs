@@ -1,7 +1,7 @@
 //! Memory-bound kernels in bytes moved per second: the whole-array sum, cross-entropy
 //! (forward and backward in one pass), RMSNorm, SwiGLU, AdamW (f32 and mixed precision), the
 //! embedding lookup and the casts, at GPT-2-small training sizes; the fused f16-output kernels
-//! (`kernels::fused`) beside the kernels or kernel pairs they replace. Bytes count each input read once and each output written
+//! (the f16-output kernels `norm::rmsnorm_f16`, `activation::swiglu_f16`, `optimizer::adamw_mixed`, `cast::cast_f16x4`, …) beside the kernels or kernel pairs they replace. Bytes count each input read once and each output written
 //! once. GPU time from timestamps, median of the repeats. Compare with the device's copy
 //! bandwidth and PyTorch eager (`scripts/device/torch_baselines.py`, same sizes).
 //! `cargo bench --bench memory` (smaller sizes on a CPU adapter); `KERNELS_BENCH_JSON=path`.
@@ -95,7 +95,7 @@ fn main() {
         let t = time(&gpu, reps, 1, &mut |b| kernels::norm::rmsnorm_forward(b, &x, &g, &mut y, &mut r, p).unwrap());
         rows_out.push(("rmsnorm_forward 8192×768".into(), (8 * rows * d + 4 * rows) as u64, t));
     }
-    // The fused f16-output norms at the same shape (kernels::fused), beside the pair they
+    // The fused f16-output norms at the same shape (`norm::rmsnorm_f16`, `norm::residual_rmsnorm_f16`), beside the pair they
     // replace (rmsnorm_forward's f32 output, then the cast to the f16x4 operand). Bytes: x read
     // (and for the residual form res read and x written), the f16 rows written, rrms; γ once.
     {

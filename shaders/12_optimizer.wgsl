@@ -60,7 +60,7 @@ const_assert QCHUNK == QBLOCKS_PER_WG * QBLOCK;
 //   2. `scale_by_state(dlogits, state)`: the loss gradient times the loss scale S = state[0];
 //   3. backward: every gradient operand cast to f16 by `cast_grad_f16x4`, which raises
 //      `flag[0]` when a value is NaN, ±Inf or beyond the f16 range (±65504);
-//   4. `linear16`/`optimizer::reduce_norm_sq` + `finalize_grad_stats` over the scaled gradients;
+//   4. `optimizer::reduce_norm_sq` + `finalize_grad_stats` over the scaled gradients;
 //   5. `scaler_update(stats, flag, state)`: decides skip or not, this step's gradient factor
 //      (clip / S), the next S, and clears `flag`;
 //   6. `optimizer::adamw_mixed` on every tensor: AdamW on the f32 master, the f16 copy rewritten in

@@ -1,4 +1,4 @@
-//! `kernels::fused` (shaders/14_fused.wgsl) against float64 references on fresh random inputs,
+//! The fused f16-output kernels (`norm::rmsnorm_f16`, `norm::residual_rmsnorm_f16`, `activation::swiglu_f16`, `optimizer::adamw_mixed`, `cast::cast_f16x4`; `shaders/lib/f16x4.wgsl`) against float64 references on fresh random inputs,
 //! outputs poisoned first (NaN, and a NaN tail that must survive), row lengths that are not
 //! multiples of 4 or of the workgroup's 256 columns, rows wider than the 1024 columns kept in
 //! registers, and the 2-D grid fallback.

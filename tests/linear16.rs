@@ -1,4 +1,4 @@
-//! The fast attention path's tensor-core products (`shaders/11_linear16.wgsl`) and the f16x4
+//! The fast attention path's tensor-core products (`shaders/lib/attention_f16.wgsl`: `attention::attention_scores_f16`, `attention::attention_pv_f16`, `backward_attention::attention_ptx_f16`) and the f16x4
 //! cast against float64 references on fresh random, non-symmetric inputs, whatever variant the
 //! adapter picks:
 //! on lavapipe and in CI the portable variants (f32 FMAs), on an adapter with cooperative

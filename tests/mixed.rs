@@ -1,5 +1,5 @@
-//! `kernels::mixed` (shaders/13_mixed.wgsl): the loss-scaling and mixed-precision optimizer
-//! kernels against float64 references (or exact expectations where the arithmetic is exact), on
+//! The loss-scaling kernels (`optimizer::scale_by_state`, `optimizer::scaler_update`,
+//! `cast::cast_grad_f16x4`) against float64 references (or exact expectations where the arithmetic is exact), on
 //! fresh random inputs, outputs poisoned first, rows that are not a multiple of 4, and the 2-D
 //! grid fallback.
 

@@ -1,4 +1,4 @@
-//! The f32-accurate products over the f32 range (`shaders/16_precise.wgsl`, `kernels::precise`,
+//! The f32-accurate products over the f32 range (`linear::precise_*`, `linear::*_pres*`, `shaders/lib/precise.wgsl`,
 //! the scaled split core of `kernels::gemm`) against float64 references on fresh random,
 //! non-symmetric inputs, whatever variant the adapter picks: on lavapipe the portable variants
 //! (f32 FMAs on the same scaled hi/lo halves), on an adapter with cooperative matrices the

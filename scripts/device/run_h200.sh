@@ -65,7 +65,7 @@ if [[ $PHASES == *" stats "* ]]; then
     done
     for shape in 8192,768,768 8192,768,2304 8192,768,3072 8192,3072,768 4096,4096,4096; do
         IFS=, read -r m k n <<< "$shape"
-        timeout 120 ./pipeline-stats --all --json --filter precise:: -o "M_C=$m,K_C=$k,N_C=$n" \
+        timeout 120 ./pipeline-stats --all --json --filter linear::precise_,_pres -o "M_C=$m,K_C=$k,N_C=$n" \
             > "$OUT/stats-${m}x${k}x${n}.jsonl" 2>> "$OUT/stats.log"
         echo "${m}x${k}x${n}: exit $?" >> "$OUT/stats.log"
     done

@@ -4,7 +4,7 @@
 // is used; hand-unrolled straight-line stores, no dynamically indexed vectors, which drivers
 // spill to local memory).
 //
-// f16 outputs use the f16x4 row layout of `linear16` (an [R, C] matrix is R·⌈C/4⌉ vec4<f16>,
+// f16 outputs use the f16x4 row layout of the f16 products (an [R, C] matrix is R·⌈C/4⌉ vec4<f16>,
 // every row zero-padded to a multiple of 4; exactly row-major f16 when C % 4 == 0). Values are
 // rounded to nearest f16 as `ops::to_f16x4` does on the host: beyond ±65504 they become ±65504, NaN
 // stays NaN. All f32 inputs are plain row-major `array<f32>` (the trainer's buffers). Every grid

@@ -154,7 +154,7 @@ pub(super) enum Kept {
     /// f32 `[rows, cols]` (f32 precision).
     F32(B),
     /// Only the f16 copy, in the f16x4 row layout (mixed precision: written directly by
-    /// `kernels::fused`'s RMSNorm and SwiGLU; nothing reads the f32 values).
+    /// `norm::rmsnorm_f16` and `activation::swiglu_f16`; nothing reads the f32 values).
     F16(Buffer<F16x4>),
 }
 
