@@ -1,5 +1,7 @@
 // RMSNorm over the rows of a row-major `[rows, d]` matrix (rows = B·S tokens, d the model
-// width): y = x · rrms · γ with rrms = 1 / sqrt(mean(x²) + eps), and its backward.
+// width): y = x · rrms · γ with rrms = 1 / sqrt(mean(x²) + eps), and its backward. Every
+// precision is here: f32 (`rmsnorm_forward`), f16 γ (`rmsnorm_forward_w16`), and the f16 outputs of
+// mixed precision (`rmsnorm_f16`, `residual_rmsnorm_f16`: their row walk is `lib/norm16.wgsl`).
 //
 // The forward kernels run one workgroup of 256 invocations per two rows; they save `rrms` per
 // row for the backward. Each invocation takes the rows' columns tid + k·256 in chunks of 8

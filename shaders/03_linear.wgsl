@@ -1,5 +1,7 @@
 // Matrix products of the trainer: Y = X·W, Y = X·W + R, Y (+)= X·Wᵀ, Y (+)= Xᵀ·B, and f16-weight
-// forms. All matrices are row-major f32 (the `_w16` forms read W as f16), sums are f32.
+// forms. All matrices are row-major f32 (the `_w16` forms read W as f16), sums are f32. After them:
+// `gemm16` (f16 operands, `lib/gemm16.wgsl`) and the f32-accurate products on tensor cores
+// (`precise_*`, `*_pres*`: scaled, split into two f16 halves, `lib/precise.wgsl`).
 //
 // One scheme for every product, written once in `lib/tiled_product.wgsl`: 256 invocations per
 // 128×64 output tile, 8×4 outputs per invocation in registers, the contraction staged through

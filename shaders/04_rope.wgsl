@@ -6,9 +6,9 @@
 //     y[2i+1] = x[2i] sin θ_i + x[2i+1] cos θ_i
 // One invocation per pair; grid `threads(B·S·heads·Dh/2)` (the 2-D fallback past the device's
 // workgroup limit is recovered by `flat_id`). The inverse rotation for the backward pass is
-// `rope_q_backward` / `rope_k_backward` in `10_backward_attention.wgsl`.
+// `rope_q_backward` / `rope_k_backward` / `rope_qk_backward`, below.
 //
-// The angles (and their accuracy) are in `lib/rope.wgsl`, shared with the backward.
+// The angles (and their accuracy) are in `lib/rope.wgsl`.
 //#include "lib/rope.wgsl"
 
 // --- KERNEL: rope_q ---

@@ -3,7 +3,8 @@
 // workspace: the small-memory path) and the fast path `attention_fast_scores` →
 // `attention_fast_softmax` → `attention_fast_pv`, batched GEMMs over a materialised probability
 // workspace `[B, H, S, S]` (described in the file preamble below; `kernels::fast_attention`
-// records the sequence).
+// records the sequence), whose f16-operand form runs its products on tensor cores
+// (`attention_scores_f16`, `attention_pv_f16`: `lib/attention_f16.wgsl`).
 //
 // Layouts (row-major, batch first): Q and O `[B, S, H, Dh]`, K and V `[B, S, Hkv, Dh]`,
 // log-sum-exp `lse [B, H, S]`. H is a multiple of Hkv; query head h reads kv head

@@ -1,4 +1,5 @@
-// Activations of the feed-forward block: GELU (tanh approximation) and the SwiGLU combine.
+// Activations of the feed-forward block: GELU (tanh approximation) and the SwiGLU combine, in
+// f32 and (`swiglu_f16`) with an f16 output for mixed precision (`lib/f16x4.wgsl`).
 //
 // Element-wise, 1-D, 8 elements per invocation through `lib/elementwise.wgsl` (enough loads in
 // flight to cover the memory latency, the 2-D grid fallback, a guarded tail); the functions and

@@ -1,7 +1,9 @@
-// Casts between f32 and f16 (for f16 copies of the f32 master weights, and back).
+// Casts between f32 and f16: flat (`cast_f32_to_f16`, `cast_f16_to_f32`: f16 copies of the f32
+// master weights, and back) and to the f16x4 row layout of the f16 products (`cast_f16x4`, and
+// `cast_grad_f16x4` for gradients, with the overflow check of loss scaling). All need SHADER_F16.
 //
-// Element-wise, 1-D, 8 elements per invocation, through `lib/elementwise.wgsl` (loads in flight
-// to cover the memory latency, the 2-D grid fallback, a guarded tail). Both need SHADER_F16.
+// The flat casts are element-wise, 1-D, 8 elements per invocation, through `lib/elementwise.wgsl`
+// (loads in flight to cover the memory latency, the 2-D grid fallback, a guarded tail).
 //#include "lib/elementwise.wgsl"
 
 // The largest finite f16.

@@ -1,5 +1,6 @@
-// Backward of causal grouped-query attention (`attention_forward` in 05_attention.wgsl) and of
-// RoPE (`rope_q` / `rope_k` in 04_rope.wgsl).
+// Backward of causal grouped-query attention (`attention_forward` in 05_attention.wgsl): the
+// streaming kernels, the fast path's (f32, and `attention_ptx_f16` / `attention_ds_f16` of its
+// f16-operand form) and the flash kernels. RoPE's backward is beside its forward (04_rope.wgsl).
 //
 // Layouts as the forward: Q, O, dO, dQ `[B, S, H, Dh]`; K, V, dK, dV `[B, S, Hkv, Dh]`;
 // lse and Δ `[B, H, S]`; query head h uses kv head h / (H / Hkv); causal; 1 ≤ Dh ≤ 256.
@@ -787,6 +788,11 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> ds: array<f32>;
 @group(0) @binding(3) var<storage, read_write> flag: array<atomic<u32>>;
 @group(0) @binding(4) var<uniform> p: Params;
+
+// The step of the f16-operand backward (`fast_attention::backward16`) between its tensor-core
+// products (`attention::attention_scores_f16` for dP, then `attention_ptx_f16` and
+// `attention::attention_pv_f16` over dS): P, dP and dS keep the fast path's row contract
+// (`lib/attention_tiles.wgsl`); the products read the zeros past the diagonal in a row's tile.
 
 // The causal tile of the fast path (64 keys).
 const TILE: u32 = 64u;

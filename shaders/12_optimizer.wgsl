@@ -1,5 +1,6 @@
 // The optimizer step, entirely on the GPU (no readback): global gradient-norm clipping, then
-// AdamW (f32 state or 8-bit state) on every parameter tensor. Each tensor is its own buffer.
+// AdamW (f32 state, 8-bit state, or f32 masters with an f16 copy: `adamw_mixed`) on every
+// parameter tensor, and the loss scaler of mixed precision (below). Each tensor is its own buffer.
 //
 // One step over T tensors, recorded in one batch:
 //   1. for each tensor k: `reduce_norm_sq(g_k, partials, bad, {n_k, offset_k})`, with
