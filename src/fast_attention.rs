@@ -46,10 +46,10 @@
 //! ```
 
 use crate::attention::{attention_fast_pv, attention_fast_scores, attention_fast_softmax};
-use crate::backward_attention::attention_ds_f16;
-use crate::backward_attention::{attention_fast_delta, attention_fast_ds, attention_fast_ptx};
 use crate::attention::{attention_pv_f16, attention_scores_f16};
+use crate::backward_attention::attention_ds_f16;
 use crate::backward_attention::attention_ptx_f16;
+use crate::backward_attention::{attention_fast_delta, attention_fast_ds, attention_fast_ptx};
 use crate::ops::F16x4;
 use crate::{Buffer, Error, Gpu, Record, Result};
 

@@ -240,7 +240,10 @@ fn every_check_passes_in_headless_chromium() {
         "activation::gelu_inplace (NaN)",
     ];
     if !kernels::backward_attention::attention_ds_f16::KERNEL.needs_f16() {
-        non_finite.extend(["backward_attention::attention_ds_f16 (NaN) flag", "backward_attention::attention_ds_f16 (+Inf) flag"]);
+        non_finite.extend([
+            "backward_attention::attention_ds_f16 (NaN) flag",
+            "backward_attention::attention_ds_f16 (+Inf) flag",
+        ]);
     }
     for check in non_finite {
         assert!(text("pass", &format!("pass {check}:")), "{check}:\n{listing}");

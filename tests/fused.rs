@@ -18,8 +18,8 @@ use common::{Rounded, TAIL, assert_within, gpu, gpu_with, has_f16, rng, uniform}
 use kernels::activation::swiglu_f16;
 use kernels::cast::cast_f16x4;
 use kernels::norm::{residual_rmsnorm_f16, rmsnorm_f16};
-use kernels::optimizer::adamw_mixed;
 use kernels::ops::{self, F16x4};
+use kernels::optimizer::adamw_mixed;
 use kernels::{Gpu, GpuOptions, f16};
 use rand::Rng;
 

@@ -175,7 +175,12 @@ fn check_attention(gpu: &Gpu, a: Att, rng: &mut StdRng) {
     let mut y = poisoned(gpu, ny);
     let pp = attention::attention_pv_f16::AttParams::new(b, s, h, hkv, d, alpha);
     attention_pv_f16(gpu, &pb, &kvb, &mut y, pp).unwrap();
-    check(&format!("attention_pv_f16 {what}"), &read(gpu, "pv", &y, ny), &reference::pv(&pr, &kv, a, alpha as f64), 1e-4);
+    check(
+        &format!("attention_pv_f16 {what}"),
+        &read(gpu, "pv", &y, ny),
+        &reference::pv(&pr, &kv, a, alpha as f64),
+        1e-4,
+    );
 
     // Pᵀ·dO (and dSᵀ·Q): entries of queries before each key tile must not be read either.
     let mut probs = uniform(rng, nprob, -1.0, 1.0);

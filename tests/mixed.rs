@@ -7,8 +7,8 @@ mod common;
 
 use common::{gpu, gpu_with, rng, uniform};
 use kernels::cast::cast_grad_f16x4;
-use kernels::optimizer::{scale_by_state, scaler_update};
 use kernels::ops::{self, F16x4};
+use kernels::optimizer::{scale_by_state, scaler_update};
 use kernels::{Gpu, GpuOptions, f16};
 
 /// Poisoned elements past each output, which must survive.
@@ -105,7 +105,8 @@ fn scale_by_state_multiplies_by_the_scale() {
             buf.extend([f32::NAN; TAIL]);
             let mut xb = gpu.upload(&buf).unwrap();
             let state = gpu.upload(&[4096.0f32, 0.0, 0.0, 0.0]).unwrap();
-            scale_by_state(&gpu, &mut xb, &state, kernels::optimizer::scale_by_state::ScaleParams::new(n as u32)).unwrap();
+            scale_by_state(&gpu, &mut xb, &state, kernels::optimizer::scale_by_state::ScaleParams::new(n as u32))
+                .unwrap();
             let got = xb.read(&gpu).unwrap();
             for (i, (g, w)) in got.iter().zip(&x).enumerate() {
                 // A power of two: exact.

@@ -13,8 +13,10 @@ mod reference;
 
 use common::{gpu, gpu_with, has_f16, rng, uniform};
 use kernels::gemm::{self, Core, Epilogue, Gemm, GemmWorkspace, Mat, Precision};
+use kernels::linear::{
+    self as precise, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax, precise_clear,
+};
 use kernels::ops::{self, F16x4};
-use kernels::linear::{self as precise, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax, precise_clear};
 use kernels::{Buffer, Error, Gpu, GpuOptions, KernelDef, f16};
 use rand::Rng;
 use rand::rngs::StdRng;

@@ -343,7 +343,7 @@ fn planted(rng: &mut Rng, n: usize, count: usize, k: usize) -> usize {
 /// The kernels whose docs say what NaN and ±Inf do, given them (compilers may fold a `v != v`
 /// test away; the kernels test the bits, and this checks that the browser agrees): the
 /// gradient norm leaves them out and counts them, both AdamW forms skip their elements and
-/// zero every gradient, the split products' absmax leaves them out, attention16's dS flags
+/// zero every gradient, the split products' absmax leaves them out, the f16 fast path's dS (`attention_ds_f16`) flags
 /// them (and values beyond f16's range) for the loss scaler.
 async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> {
     use kernels::optimizer::{adamw_8bit_update, adamw_update, finalize_grad_stats, reduce_norm_sq};
@@ -449,7 +449,7 @@ async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> 
         format!("gelu(NaN, -1e4, 1e4, 0.5) = {got:?}"),
     );
 
-    // attention16's dS: P·(dP − Δ) up to the diagonal, 0 past it in its tile; the flag set by
+    // the f16 fast path's dS (`attention_ds_f16`): P·(dP − Δ) up to the diagonal, 0 past it in its tile; the flag set by
     // any NaN, ±Inf or |dS| > 65504, and left clear otherwise.
     let kernel = &kernels::backward_attention::attention_ds_f16::KERNEL;
     if gpu.variant_for(kernel).is_err() {
