@@ -13,9 +13,7 @@ mod reference;
 
 use common::{gpu, gpu_with, has_f16, rng, uniform};
 use kernels::gemm::{self, Core, Epilogue, Gemm, GemmWorkspace, Mat, Precision};
-use kernels::linear::{
-    self as precise, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax, precise_clear,
-};
+use kernels::linear::{self, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax, precise_clear};
 use kernels::ops::{self, F16x4};
 use kernels::{Buffer, Error, Gpu, GpuOptions, KernelDef, f16};
 use rand::Rng;
