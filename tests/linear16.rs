@@ -143,7 +143,7 @@ fn check_attention(gpu: &Gpu, a: Att, rng: &mut StdRng) {
         &qb,
         &kvb,
         &mut out,
-        attention::attention_scores_f16::ScoreParams::new(b, s, h, hkv, d, scale),
+        kernels::attention::attention_scores_f16::ScoreParams::new(b, s, h, hkv, d, scale),
     )
     .unwrap();
     let got = read(gpu, "scores", &out, nprob);
@@ -173,7 +173,7 @@ fn check_attention(gpu: &Gpu, a: Att, rng: &mut StdRng) {
     let alpha = 0.75f32;
     let ny = a.b * sq * a.h * a.d;
     let mut y = poisoned(gpu, ny);
-    let pp = attention::attention_pv_f16::AttParams::new(b, s, h, hkv, d, alpha);
+    let pp = kernels::attention::attention_pv_f16::AttParams::new(b, s, h, hkv, d, alpha);
     attention_pv_f16(gpu, &pb, &kvb, &mut y, pp).unwrap();
     check(
         &format!("attention_pv_f16 {what}"),
@@ -196,7 +196,7 @@ fn check_attention(gpu: &Gpu, a: Att, rng: &mut StdRng) {
     let pb = gpu.upload(&probs).unwrap();
     let nkv = a.b * sq * a.hkv * a.d;
     let mut y = poisoned(gpu, nkv);
-    let pp = backward_attention::attention_ptx_f16::AttParams::new(b, s, h, hkv, d, alpha);
+    let pp = kernels::backward_attention::attention_ptx_f16::AttParams::new(b, s, h, hkv, d, alpha);
     attention_ptx_f16(gpu, &pb, &qb, &mut y, pp).unwrap();
     check(
         &format!("attention_ptx_f16 {what}"),
@@ -285,10 +285,10 @@ fn misuse_is_an_error() {
     let w = gpu.zeros::<F16x4>(10).unwrap();
     let mut y = gpu.zeros::<f32>(10).unwrap();
     let mut probs = gpu.zeros::<f32>(64).unwrap();
-    let p = attention::attention_scores_f16::ScoreParams::new(1, 4, 1, 1, 6, 1.0);
+    let p = kernels::attention::attention_scores_f16::ScoreParams::new(1, 4, 1, 1, 6, 1.0);
     let e = attention_scores_f16(&gpu, &x, &w, &mut probs, p).unwrap_err();
     assert!(e.to_string().contains("head_dim % 4"), "{e}");
-    let p = attention::attention_pv_f16::AttParams::new(1, 4, 3, 2, 4, 1.0);
+    let p = kernels::attention::attention_pv_f16::AttParams::new(1, 4, 3, 2, 4, 1.0);
     let e = attention_pv_f16(&gpu, &probs, &x, &mut y, p).unwrap_err();
     assert!(e.to_string().contains("heads % p.kv_heads"), "{e}");
     let src = gpu.zeros::<f32>(5).unwrap();
