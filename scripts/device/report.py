@@ -1,4 +1,4 @@
-"""Prints the comparison table of an H200 run (the files bench/run_h200.sh writes)."""
+"""Prints the comparison table of an H200 run (the files scripts/device/run_h200.sh writes)."""
 import json
 import re
 import sys

@@ -11,7 +11,7 @@ and stdout:
   {"bench": "sdpa", "dtype": "bf16", "pass": "fwd" | "fwd_bwd", "batch", "seq", "heads",
    "head_dim", "ns", "flops", "tflops", "backend", "clock_before"/"clock_after": {...}}
 
-    python3 bench/sdpa_baseline.py --out sdpa.jsonl
+    python3 scripts/device/sdpa_baseline.py --out sdpa.jsonl
 """
 import argparse
 import json

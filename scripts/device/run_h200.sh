@@ -2,13 +2,13 @@
 # The H200 comparison in one go, on the device machine: correctness tests at subgroup size 32
 # (tensor-core variants where they exist), our benchmarks, gpt2-small training in both precisions
 # with a profiled step of each, and the PyTorch baselines of the same session; then the
-# comparison table. Expects .gl/ (Vulkan loader debs) and .dev/bins.tar.xz (from bench/pack.sh);
+# comparison table. Expects .gl/ (Vulkan loader debs) and .dev/bins.tar.xz (from scripts/device/pack.sh);
 # writes report.md and results.tar.gz (every log and JSON file; the device tool returns at most
 # 8 files) to ${OUT:-/tmp/out}.
 #
 # A shorter run picks phases and sizes: PHASES (default "tests train torch sdpa bench", run in
-# that order; sdpa: bench/sdpa_baseline.py, PyTorch's fused attention beside benches/attention.rs), BENCHES (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
-# TORCH_ONLY (bench/torch_baselines.py --only), TORCH_MODELS (its --models), NOCOOP_TESTS=1 (the tests again with
+# that order; sdpa: scripts/device/sdpa_baseline.py, PyTorch's fused attention beside benches/attention.rs), BENCHES (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
+# TORCH_ONLY (scripts/device/torch_baselines.py --only), TORCH_MODELS (its --models), NOCOOP_TESTS=1 (the tests again with
 # KERNELS_COOPERATIVE_MATRIX=0). Three more phases, not in the default: `gemm` (the products'
 # tests on tensor cores, the tuner and the products' bench with its table: GEMM_TESTS,
 # TUNE_BUDGET seconds), `ceiling` (what
@@ -65,7 +65,7 @@ if [[ $PHASES == *" stats "* ]]; then
     done
     for shape in 8192,768,768 8192,768,2304 8192,768,3072 8192,3072,768 4096,4096,4096; do
         IFS=, read -r m k n <<< "$shape"
-        timeout 120 ./pipeline-stats --all --json --filter precise:: -o "M_C=$m,K_C=$k,N_C=$n" \
+        timeout 120 ./pipeline-stats --all --json --filter linear::precise_,_pres -o "M_C=$m,K_C=$k,N_C=$n" \
             > "$OUT/stats-${m}x${k}x${n}.jsonl" 2>> "$OUT/stats.log"
         echo "${m}x${k}x${n}: exit $?" >> "$OUT/stats.log"
     done
@@ -151,12 +151,12 @@ if [[ $PHASES == *" torch "* ]]; then
     only=()
     [ -n "${TORCH_ONLY:-}" ] && only=(--only "$TORCH_ONLY")
     [ -n "${TORCH_MODELS:-}" ] && only+=(--models "$TORCH_MODELS")
-    PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_baselines.py --out "$OUT/torch.jsonl" "${only[@]}" > "$OUT/torch.log" 2>&1
+    PYTHONUNBUFFERED=1 timeout 400 python3 scripts/device/torch_baselines.py --out "$OUT/torch.jsonl" "${only[@]}" > "$OUT/torch.log" 2>&1
 fi
 save
 if [[ $PHASES == *" sdpa "* ]]; then
     stamp sdpa
-    PYTHONUNBUFFERED=1 timeout 300 python3 bench/sdpa_baseline.py --out "$OUT/sdpa.jsonl" > "$OUT/sdpa.log" 2>&1
+    PYTHONUNBUFFERED=1 timeout 300 python3 scripts/device/sdpa_baseline.py --out "$OUT/sdpa.jsonl" > "$OUT/sdpa.log" 2>&1
 fi
 save
 if [[ $PHASES == *" bench "* ]]; then
@@ -170,6 +170,6 @@ save
 cd "$root"
 stamp end
 kill "$clocks" 2>/dev/null
-python3 bench/report.py "$OUT" | tee "$OUT/report.md"
+python3 scripts/device/report.py "$OUT" | tee "$OUT/report.md"
 cp "$OUT/report.md" "$OUT/tests.log" "$FINAL/" 2>/dev/null
 tar czf "$FINAL/results.tar.gz" -C "$OUT" .

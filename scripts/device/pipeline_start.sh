@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cold and warm start of the trainer's pipelines: the trainer (`train`, the example binary
-# bench/pack.sh packs, or target/release/train) runs one profiled step, which builds every
+# scripts/device/pack.sh packs, or target/release/train) runs one profiled step, which builds every
 # library pipeline (warm-up: the "pipelines: N built in S s" line) and the shape-specialised
 # products of the step; the whole run is timed too. Four cases, RUNS times each:
 #   cold     no pipeline cache of ours (a fresh directory), the driver's own cache off
@@ -11,7 +11,7 @@
 # The driver's cache is NVIDIA's (__GL_SHADER_DISK_CACHE*); other drivers ignore those
 # variables, and Mesa has its own (MESA_SHADER_CACHE_DIR, set the same way).
 #
-#   bench/pipeline_start.sh [TRAIN] [ARGS...]
+#   scripts/device/pipeline_start.sh [TRAIN] [ARGS...]
 #   default TRAIN: ./train if present, else target/release/train; default ARGS: the gpt2-small
 #   preset in mixed precision (`--preset gpt2-small --precision mixed`). RUNS (default 3).
 set -uo pipefail
