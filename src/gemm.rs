@@ -367,7 +367,7 @@ pub enum Core {
         config: F16Config,
     },
     /// f32 operands scaled and split into hi + lo f16 halves, three products on tensor cores
-    /// (`precise::*`).
+    /// (`linear::precise_*`, `linear::*_pres*`).
     Split,
 }
 
@@ -440,7 +440,7 @@ impl GemmPlan {
                     return unsupported("both operands transposed: no f32 core has this orientation");
                 }
                 let split = precision == Precision::F32
-                    && crate::ops::on_tensor_cores(gpu, &crate::precise::matmul_t_pres::KERNEL);
+                    && crate::ops::on_tensor_cores(gpu, &crate::linear::matmul_t_pres::KERNEL);
                 if split {
                     plan.make_split();
                 } else {
@@ -1078,8 +1078,8 @@ fn record_split(
     c: &mut Buffer<f32>,
     ws: &mut GemmWorkspace,
 ) -> Result<()> {
-    use crate::precise::{HalvesParams, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax};
-    use crate::precise::{precise_clear, precise_split};
+    use crate::linear::{HalvesParams, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax};
+    use crate::linear::{precise_clear, precise_split};
     let g = plan.gemm;
     let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
     let (xa, xb) = (f32_of(&a)?, f32_of(&b)?);
@@ -1087,7 +1087,7 @@ fn record_split(
     precise_clear(rec, &mut ws.amax, 2)?;
     for (x, mat, slot) in [(xa, &a, 0u32), (xb, &b, 1u32)] {
         let len = u32_of(mat.rows * mat.cols, "operand elements")?;
-        precise_absmax(rec, x, &mut ws.amax, crate::precise::precise_absmax::AbsParams::new(len, slot))?;
+        precise_absmax(rec, x, &mut ws.amax, crate::linear::precise_absmax::AbsParams::new(len, slot))?;
     }
     let sa = HalvesParams::new(u32_of(a.rows, "rows")?, u32_of(a.cols, "cols")?, 0);
     precise_split(rec, xa, &ws.amax, &mut ws.a_hi, &mut ws.a_lo, sa)?;

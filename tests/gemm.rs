@@ -220,7 +220,7 @@ fn f32_products_match_float64() {
 fn the_plan_follows_the_adapter_and_the_operands() {
     let Some(gpu) = gpu() else { return };
     let tc = tensor_cores(&gpu);
-    let split_on_tc = ops::on_tensor_cores(&gpu, &kernels::precise::matmul_t_pres::KERNEL);
+    let split_on_tc = ops::on_tensor_cores(&gpu, &kernels::linear::matmul_t_pres::KERNEL);
     let f32_plan = Gemm::new(64, 64, 64).b_t(true).plan(&gpu).unwrap();
     assert_eq!(f32_plan.core(), if split_on_tc { Core::Split } else { Core::Simt }, "{}", f32_plan.describe());
     if has_f16(&gpu) {
