@@ -981,15 +981,15 @@ fn flash_backward_dq(
 // --- KERNEL: flash_backward_dkdv16 ---
 // `flash_backward_dkdv` with f16 operands (mixed precision's): `q`, `k`, `v`, `d_o` in the f16x4
 // row layout (as `flash_forward16`'s; Dh % 4 == 0; `d_o` the upstream gradient as cast by
-// `mixed::cast_grad_f16x4`), `lse` and `delta` f32 (Δ from the f32 O and dO), dK and dV f32. S,
+// `cast::cast_grad_f16x4`), `lse` and `delta` f32 (Δ from the f32 O and dO), dK and dV f32. S,
 // P, dP and dS in f32; P and dS rounded to f16 for the two products (`lib/flash_f16.wgsl`).
 // Tensor-core variant (head dim ≤ 128, 8 subgroups of 32): the four products on 16×16×16
 // cooperative matrices, dK and dV in cooperative-matrix accumulators for the whole walk
 // (`lib/flash_coop.wgsl`, `lib/flash_bwd.wgsl`); else the portable variant's f32 FMAs. The
 // overflow check of loss scaling: any dS that is NaN, ±Inf or beyond ±65504 (which its f16
-// rounding would clamp) sets `flag[0]` to 1 (never clears it), as `attention16::attention16_ds`
-// does. Grid and order as `flash_backward_dkdv`. Deterministic. Overwrites `dk` and `dv` (the
-// first B·S·Hkv·Dh elements each). Needs SHADER_F16.
+// rounding would clamp) sets `flag[0]` to 1 (never clears it), as `attention_ds_f16` does. Grid
+// and order as `flash_backward_dkdv`. Deterministic. Overwrites `dk` and `dv` (the first
+// B·S·Hkv·Dh elements each). Needs SHADER_F16.
 // @grid workgroups(p.batch * p.kv_heads * ceil_div(p.seq, FL_T))
 // @requires p.head_dim >= 4
 // @requires p.head_dim <= FL_DH_MAX
