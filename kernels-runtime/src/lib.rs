@@ -8,6 +8,8 @@ mod context;
 mod disk;
 mod error;
 mod grid;
+#[cfg(all(feature = "external-memory", target_os = "linux"))]
+mod interop;
 mod kernel;
 mod options;
 mod pipeline;
@@ -26,6 +28,8 @@ pub use context::{AdapterReport, Gpu, OPTIONAL_FEATURES};
 pub use disk::{PipelineCacheFile, cache_dir, write_atomically};
 pub use error::{Error, Result};
 pub use grid::{Grid, dispatch_1d};
+#[cfg(all(feature = "external-memory", target_os = "linux"))]
+pub use interop::{ExportableBuffer, MemoryInfo};
 pub use half::f16;
 pub use kernel::{
     BindingDef, BindingKind, CoopConfig, CoopScalar, FileSource, GridKind, KernelDef, KernelSource, OverrideDef,
