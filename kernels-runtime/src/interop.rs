@@ -9,12 +9,12 @@
 //! the raw Vulkan handles and hands the buffer to wgpu, which from then on tracks, binds, copies
 //! and finally frees it like any other.
 
+use crate::Element;
 use crate::buffer::Buffer;
 use crate::context::Gpu;
 use crate::error::{Error, Result};
-use crate::Element;
 use ash::vk;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 
 type Vulkan = wgpu::hal::api::Vulkan;
 
@@ -119,7 +119,12 @@ impl Gpu {
         let bytes = self.checked_size::<T>(len)?;
         self.alive()?;
         let (vk_buffer, memory, info) = self.with_vulkan(|v| v.allocate(bytes))?;
-        let desc = wgpu::BufferDescriptor { label: Some("kernels exportable buffer"), size: bytes, usage: USAGE, mapped_at_creation: false };
+        let desc = wgpu::BufferDescriptor {
+            label: Some("kernels exportable buffer"),
+            size: bytes,
+            usage: USAGE,
+            mapped_at_creation: false,
+        };
         let (raw, error) = self.scoped(|| {
             // SAFETY: the buffer was created with `desc`'s size and usages (`USAGE` maps to
             // `vulkan_usage`), its memory is bound, and from here wgpu owns both: it destroys
@@ -140,6 +145,53 @@ impl Gpu {
         }
         let buffer = Buffer::wrap(self, raw, len);
         Ok(ExportableBuffer { buffer, memory, info })
+    }
+
+    /// A buffer of `len` elements on the memory another Vulkan device exported (`fd`, described by
+    /// `info`, from [`ExportableBuffer::export_fd`] and [`ExportableBuffer::info`]), e.g. in
+    /// another process or another context on the same GPU: both see the same bytes. The
+    /// descriptor is taken over once the import succeeds (closed on failure). The GPU must be
+    /// the one that exported (same device UUID). Writes on one side are seen by the other once
+    /// they have finished ([`Gpu::wait`]) before the other side's work is submitted.
+    pub fn import_buffer<T: Element>(&self, fd: OwnedFd, info: &MemoryInfo, len: usize) -> Result<Buffer<T>> {
+        let bytes = self.checked_size::<T>(len)?;
+        if bytes > info.buffer_size {
+            return Err(Error::ExternalMemory(format!(
+                "{len} elements need {bytes} bytes; the exported buffer holds {}",
+                info.buffer_size
+            )));
+        }
+        self.alive()?;
+        let (vk_buffer, memory) = self.with_vulkan(|v| {
+            let uuid = v.uuid();
+            if uuid != info.device_uuid {
+                return Err(Error::ExternalMemory(format!(
+                    "the memory was exported by another GPU (device UUID {}), not `{}` ({})",
+                    hex(&info.device_uuid),
+                    v.name,
+                    hex(&uuid)
+                )));
+            }
+            v.import(bytes, fd, info)
+        })?;
+        let desc = wgpu::BufferDescriptor {
+            label: Some("kernels imported buffer"),
+            size: bytes,
+            usage: USAGE,
+            mapped_at_creation: false,
+        };
+        let (raw, error) = self.scoped(|| {
+            // SAFETY: created with `desc`'s size and usages and bound to the imported memory;
+            // wgpu destroys the buffer and frees this device's reference to the memory.
+            unsafe {
+                let hal = wgpu::hal::vulkan::Buffer::from_raw_managed(vk_buffer, memory, 0, info.allocation_size);
+                self.inner.device.create_buffer_from_hal::<Vulkan>(hal, &desc)
+            }
+        });
+        if let Some(message) = error {
+            return Err(self.wgpu_error(|| format!("importing a buffer of {bytes} bytes"), message));
+        }
+        Ok(Buffer::wrap(self, raw, len))
     }
 
     /// Runs `f` with the device's Vulkan handles, once the device is known to be able to export.
@@ -183,9 +235,7 @@ struct VulkanDevice<'a> {
 impl VulkanDevice<'_> {
     /// Whether the driver can export a storage buffer's memory as an opaque descriptor.
     fn check_export(&self) -> Result<()> {
-        let query = vk::PhysicalDeviceExternalBufferInfo::default()
-            .usage(vulkan_usage())
-            .handle_type(HANDLE);
+        let query = vk::PhysicalDeviceExternalBufferInfo::default().usage(vulkan_usage()).handle_type(HANDLE);
         let mut out = vk::ExternalBufferProperties::default();
         // SAFETY: a query on a live physical device (Vulkan 1.1, which wgpu requires for it).
         unsafe { self.instance.get_physical_device_external_buffer_properties(self.physical, &query, &mut out) };
@@ -261,9 +311,70 @@ impl VulkanDevice<'_> {
             destroy(Some(memory));
             return Err(fail("vkBindBufferMemory", e));
         }
-        let info = MemoryInfo { allocation_size: needs.size, buffer_size: bytes, dedicated: true, device_uuid: self.uuid() };
+        let info =
+            MemoryInfo { allocation_size: needs.size, buffer_size: bytes, dedicated: true, device_uuid: self.uuid() };
         Ok((buffer, memory, info))
     }
+
+    /// A buffer of `bytes` bound to the memory `fd` refers to (taken over on success).
+    fn import(&self, bytes: u64, fd: OwnedFd, info: &MemoryInfo) -> Result<(vk::Buffer, vk::DeviceMemory)> {
+        let d = self.device;
+        let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(HANDLE);
+        let create = vk::BufferCreateInfo::default()
+            .size(bytes)
+            .usage(vulkan_usage())
+            .sharing_mode(vk::SharingMode::EXCLUSIVE)
+            .push_next(&mut external);
+        let fail = |what: &str, e: vk::Result| Error::ExternalMemory(format!("{what} ({bytes} bytes) failed: {e}"));
+        // SAFETY: as in `allocate`.
+        let buffer = unsafe { d.create_buffer(&create, None) }.map_err(|e| fail("vkCreateBuffer", e))?;
+        // SAFETY: a live buffer.
+        let needs = unsafe { d.get_buffer_memory_requirements(buffer) };
+        // SAFETY: a query on a live physical device.
+        let types = unsafe { self.instance.get_physical_device_memory_properties(self.physical) };
+        let Some(type_index) = memory_type(&types, needs.memory_type_bits) else {
+            // SAFETY: nothing else refers to it.
+            unsafe { d.destroy_buffer(buffer, None) };
+            return Err(Error::ExternalMemory(format!("`{}` has no device-local memory type for a buffer", self.name)));
+        };
+        let mut import = vk::ImportMemoryFdInfoKHR::default().handle_type(HANDLE).fd(fd.as_raw_fd());
+        let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(buffer);
+        let mut allocate = vk::MemoryAllocateInfo::default()
+            .allocation_size(info.allocation_size)
+            .memory_type_index(type_index)
+            .push_next(&mut import);
+        if info.dedicated {
+            allocate = allocate.push_next(&mut dedicated);
+        }
+        // SAFETY: a valid allocate info; on success the driver owns the descriptor.
+        let memory = match unsafe { d.allocate_memory(&allocate, None) } {
+            Ok(m) => {
+                // The driver closes it when the memory is freed.
+                let _ = fd.into_raw_fd();
+                m
+            }
+            Err(e) => {
+                // SAFETY: nothing else refers to it; `fd` is still ours and closed on return.
+                unsafe { d.destroy_buffer(buffer, None) };
+                return Err(fail("vkAllocateMemory importing an opaque file descriptor", e));
+            }
+        };
+        // SAFETY: a fresh buffer and memory that fits it, at offset 0.
+        if let Err(e) = unsafe { d.bind_buffer_memory(buffer, memory, 0) } {
+            // SAFETY: nothing else refers to them.
+            unsafe {
+                d.destroy_buffer(buffer, None);
+                d.free_memory(memory, None);
+            }
+            return Err(fail("vkBindBufferMemory", e));
+        }
+        Ok((buffer, memory))
+    }
+}
+
+/// Lower-case hexadecimal.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The Vulkan usages wgpu-hal gives a buffer of `USAGE` (storage, transfer source and

@@ -28,9 +28,9 @@ pub use context::{AdapterReport, Gpu, OPTIONAL_FEATURES};
 pub use disk::{PipelineCacheFile, cache_dir, write_atomically};
 pub use error::{Error, Result};
 pub use grid::{Grid, dispatch_1d};
+pub use half::f16;
 #[cfg(all(feature = "external-memory", target_os = "linux"))]
 pub use interop::{ExportableBuffer, MemoryInfo};
-pub use half::f16;
 pub use kernel::{
     BindingDef, BindingKind, CoopConfig, CoopScalar, FileSource, GridKind, KernelDef, KernelSource, OverrideDef,
     ResourceDef, ResourceKind, SampleKind, TextureAccess, TextureDim, VariantDef,
