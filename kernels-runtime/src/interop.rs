@@ -113,6 +113,12 @@ impl Gpu {
         self.with_vulkan(|_| Ok(()))
     }
 
+    /// The GPU's UUID (`VkPhysicalDeviceIDProperties::deviceUUID`, what CUDA's `cuDeviceGetUuid`
+    /// gives for the same GPU), where this device can export memory.
+    pub fn device_uuid(&self) -> Result<[u8; 16]> {
+        self.with_vulkan(|v| Ok(v.uuid()))
+    }
+
     /// An exportable buffer of `len` zeroed elements (its memory is a dedicated, device-local
     /// allocation; see [`ExportableBuffer`]).
     pub fn exportable_zeros<T: Element>(&self, len: usize) -> Result<ExportableBuffer<T>> {

@@ -6,6 +6,8 @@ pub mod cli;
 pub mod config;
 pub mod data;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod dist;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod eval;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod export;
@@ -63,4 +65,7 @@ pub enum Error {
     /// The GPU runtime failed.
     #[error("GPU: {0}")]
     Gpu(#[from] kernels::Error),
+    /// NCCL or the CUDA driver under it failed, or cannot be loaded.
+    #[error("NCCL: {0}")]
+    Nccl(String),
 }

@@ -63,7 +63,7 @@ impl From<Error> for Failure {
             Error::Save(_) => exit::SAVE_FAILED,
             Error::Busy(_) => exit::BUSY,
             Error::Diverged(_) => exit::DIVERGED,
-            Error::Gpu(_) => exit::FAILED,
+            Error::Gpu(_) | Error::Nccl(_) => exit::FAILED,
         };
         Failure { code, message: e.to_string() }
     }
