@@ -118,7 +118,9 @@ impl Probe {
 fn same(what: &str, got: &[f32], want: impl Iterator<Item = f32>) -> Result<(), String> {
     match first_difference(got, want) {
         None => Ok(()),
-        Some((i, g, w)) => Err(format!("{what}: element {i} is {g:e} ({:#010x}), expected {w:e} ({:#010x})", g.to_bits(), w.to_bits())),
+        Some((i, g, w)) => {
+            Err(format!("{what}: element {i} is {g:e} ({:#010x}), expected {w:e} ({:#010x})", g.to_bits(), w.to_bits()))
+        }
     }
 }
 
@@ -138,7 +140,8 @@ fn run() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let (mut mb, mut iters, mut seed) = (500usize, 5usize, None::<u64>);
     while let Some(a) = args.next() {
-        let mut next = |name: &str| args.next().and_then(|v| v.parse::<u64>().ok()).ok_or(format!("{name} needs a number"));
+        let mut next =
+            |name: &str| args.next().and_then(|v| v.parse::<u64>().ok()).ok_or(format!("{name} needs a number"));
         match a.as_str() {
             "--mb" => mb = next("--mb")? as usize,
             "--iters" => iters = (next("--iters")? as usize).max(1),
@@ -146,9 +149,10 @@ fn run() -> Result<(), String> {
             other => return Err(format!("unknown argument `{other}` (--mb N, --iters N, --seed N)")),
         }
     }
-    let seed = seed.or_else(|| std::env::var("KERNELS_TEST_SEED").ok().and_then(|s| s.parse().ok())).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
-    });
+    let seed =
+        seed.or_else(|| std::env::var("KERNELS_TEST_SEED").ok().and_then(|s| s.parse().ok())).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        });
     println!("seed {seed} (--seed {seed} or KERNELS_TEST_SEED={seed} repeats this run)");
     let seed32 = (seed ^ (seed >> 32)) as u32;
     println!(
@@ -214,7 +218,11 @@ fn run() -> Result<(), String> {
         let mut base = 0u32;
         for (g, &len) in grads.iter().zip(&lens) {
             let from = base;
-            same(&format!("gradient of {len}"), &g.read(&gpu).map_err(|e| e.to_string())?, (0..len as u32).map(|i| value(from + i, seed32)))?;
+            same(
+                &format!("gradient of {len}"),
+                &g.read(&gpu).map_err(|e| e.to_string())?,
+                (0..len as u32).map(|i| value(from + i, seed32)),
+            )?;
             base += len as u32;
         }
         Ok(())
@@ -293,7 +301,11 @@ fn run() -> Result<(), String> {
             times.push(t.elapsed().as_secs_f64());
         }
         let m = median(&mut times);
-        println!("time  {mb} MB NCCL all-reduce alone (one rank) + sync: median {:.2} ms ({:.1} GB/s)", m * 1e3, bytes / m / 1e9);
+        println!(
+            "time  {mb} MB NCCL all-reduce alone (one rank) + sync: median {:.2} ms ({:.1} GB/s)",
+            m * 1e3,
+            bytes / m / 1e9
+        );
         Ok(())
     })();
     probe.check(&format!("{mb} MB NCCL all-reduce alone"), outcome);
@@ -302,7 +314,11 @@ fn run() -> Result<(), String> {
         let mut base = 0u32;
         for (k, (g, &len)) in grads.iter().zip(&lens).enumerate() {
             let from = base;
-            same(&format!("gradient buffer {k}"), &g.read(&gpu).map_err(|e| e.to_string())?, (0..len as u32).map(|i| value(from.wrapping_add(i), seed32)))?;
+            same(
+                &format!("gradient buffer {k}"),
+                &g.read(&gpu).map_err(|e| e.to_string())?,
+                (0..len as u32).map(|i| value(from.wrapping_add(i), seed32)),
+            )?;
             base = base.wrapping_add(len as u32);
         }
         Ok(())

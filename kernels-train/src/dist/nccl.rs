@@ -205,9 +205,9 @@ impl NcclId {
 
     /// The id another rank sent.
     pub fn from_bytes(bytes: &[u8]) -> Result<NcclId> {
-        let bytes: &[u8; Self::BYTES] = bytes.try_into().map_err(|_| {
-            Error::Nccl(format!("an NCCL id is {} bytes, not {}", Self::BYTES, bytes.len()))
-        })?;
+        let bytes: &[u8; Self::BYTES] = bytes
+            .try_into()
+            .map_err(|_| Error::Nccl(format!("an NCCL id is {} bytes, not {}", Self::BYTES, bytes.len())))?;
         Ok(NcclId(UniqueId { internal: bytes.map(|b| b as c_char) }))
     }
 }
@@ -413,15 +413,7 @@ impl NcclCollective {
         // SAFETY: `comm` receives the communicator; the id is 128 bytes by value, as declared.
         let code = unsafe { (nccl.comm_init_rank)(&mut comm, world, id.0, rank.rank as c_int) };
         nccl.check(&format!("ncclCommInitRank (rank {} of {})", rank.rank, rank.world), code)?;
-        Ok(NcclCollective {
-            rank,
-            nccl,
-            comm,
-            bucket_len: DEFAULT_BUCKET_BYTES / 4,
-            bucket: None,
-            stream,
-            ctx,
-        })
+        Ok(NcclCollective { rank, nccl, comm, bucket_len: DEFAULT_BUCKET_BYTES / 4, bucket: None, stream, ctx })
     }
 
     /// A communicator of one rank (no rendezvous needed): the whole path runs, NCCL included.
@@ -461,7 +453,9 @@ impl NcclCollective {
         };
         let mut memory = std::mem::MaybeUninit::uninit();
         // SAFETY: a descriptor of the exported memory with its allocation size.
-        unsafe { sys::cuImportExternalMemory(memory.as_mut_ptr(), &desc) }.result().map_err(cuda("cuImportExternalMemory"))?;
+        unsafe { sys::cuImportExternalMemory(memory.as_mut_ptr(), &desc) }
+            .result()
+            .map_err(cuda("cuImportExternalMemory"))?;
         // CUDA owns the descriptor once the import succeeded (it closes it itself).
         let _ = fd.into_raw_fd();
         // SAFETY: written by the successful import.
@@ -492,13 +486,20 @@ impl NcclCollective {
         self.ctx.bind_to_thread().map_err(cuda("binding the context"))?;
         let ptr = shared.ptr as *mut c_void;
         // SAFETY: in place over `count` floats of the mapped buffer, on this rank's stream.
-        let code = unsafe { (self.nccl.all_reduce)(ptr, ptr, count, NCCL_FLOAT32, NCCL_AVG, self.comm, self.stream.cu_stream()) };
+        let code = unsafe {
+            (self.nccl.all_reduce)(ptr, ptr, count, NCCL_FLOAT32, NCCL_AVG, self.comm, self.stream.cu_stream())
+        };
         self.nccl.check("ncclAllReduce (f32, average)", code)?;
         self.stream.synchronize().map_err(cuda("cuStreamSynchronize"))
     }
 
     /// Runs a collective over `bytes` host bytes staged in device memory, on this rank's stream.
-    fn staged<T: bytemuck::Pod>(&self, values: &mut [T], op: impl FnOnce(sys::CUdeviceptr) -> c_int, what: &str) -> Result<()> {
+    fn staged<T: bytemuck::Pod>(
+        &self,
+        values: &mut [T],
+        op: impl FnOnce(sys::CUdeviceptr) -> c_int,
+        what: &str,
+    ) -> Result<()> {
         self.ctx.bind_to_thread().map_err(cuda("binding the context"))?;
         let scratch = Scratch::new(std::mem::size_of_val(values))?;
         let stream = self.stream.cu_stream();
@@ -601,7 +602,9 @@ impl Collective for NcclCollective {
         self.staged(
             values,
             // SAFETY: in place over the `n` staged doubles.
-            |p| unsafe { (nccl.all_reduce)(p as *const c_void, p as *mut c_void, n, NCCL_FLOAT64, NCCL_SUM, comm, stream) },
+            |p| unsafe {
+                (nccl.all_reduce)(p as *const c_void, p as *mut c_void, n, NCCL_FLOAT64, NCCL_SUM, comm, stream)
+            },
             "ncclAllReduce (f64, sum)",
         )
     }
@@ -628,7 +631,9 @@ impl Collective for NcclCollective {
         self.staged(
             bytes.as_mut_slice(),
             // SAFETY: in place over the `len` staged bytes.
-            |p| unsafe { (nccl.broadcast)(p as *const c_void, p as *mut c_void, len, NCCL_UINT8, root_c, comm, stream) },
+            |p| unsafe {
+                (nccl.broadcast)(p as *const c_void, p as *mut c_void, len, NCCL_UINT8, root_c, comm, stream)
+            },
             "ncclBroadcast",
         )
     }
