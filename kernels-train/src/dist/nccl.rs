@@ -126,7 +126,7 @@ fn load() -> std::result::Result<Nccl, String> {
         // SAFETY: loading NCCL runs its initialisers, which only set up its own state.
         match unsafe { libloading::Library::new(name) } {
             Ok(lib) => return bind(name, lib),
-            Err(e) => failures.push(format!("{name}: {e}")),
+            Err(e) => failures.push(format!("{name}: {}", with_cause(&e))),
         }
     }
     Err(format!(
@@ -137,12 +137,20 @@ fn load() -> std::result::Result<Nccl, String> {
     ))
 }
 
+/// An error and what caused it (libloading keeps `dlerror`'s text in the cause).
+fn with_cause(e: &dyn std::error::Error) -> String {
+    match e.source() {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
 fn bind(name: &str, lib: libloading::Library) -> std::result::Result<Nccl, String> {
     fn symbol<T: Copy>(lib: &libloading::Library, name: &str, symbol: &str) -> std::result::Result<T, String> {
         // SAFETY: each symbol is given its type from nccl.h.
         unsafe { lib.get::<T>(symbol.as_bytes()) }
             .map(|s| *s)
-            .map_err(|e| format!("{name} has no {symbol} (is it NCCL?): {e}"))
+            .map_err(|e| format!("{name} has no {symbol} (is it NCCL?): {}", with_cause(&e)))
     }
     let get_version: unsafe extern "C" fn(*mut c_int) -> c_int = symbol(&lib, name, "ncclGetVersion")?;
     let mut version = 0;
@@ -418,6 +426,8 @@ impl NcclCollective {
 
     /// A communicator of one rank (no rendezvous needed): the whole path runs, NCCL included.
     pub fn single(gpu: &Gpu) -> Result<NcclCollective> {
+        // The CUDA device first: without one, that is the error to report.
+        cuda_device(gpu)?;
         NcclCollective::new(gpu, Rank { rank: 0, world: 1, local_rank: 0 }, &NcclId::new()?)
     }
 
