@@ -14,7 +14,7 @@
 //! ship; cudarc's loader does not try it) or `libnccl.so`, through the usual library search
 //! (`LD_LIBRARY_PATH`).
 
-use super::{Collective, Rank, Result};
+use super::{Collective, Rank};
 use crate::Error;
 use cudarc::driver::{CudaContext, CudaStream, DriverError, result, sys};
 use kernels::{Buffer, Gpu};
@@ -22,6 +22,8 @@ use kernels_runtime::ExportableBuffer;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::os::fd::IntoRawFd;
 use std::sync::{Arc, OnceLock};
+
+type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Bytes of gradients all-reduced at a time by default: large enough that NCCL runs near its
 /// bandwidth, small enough that the bucket is a small part of a large model's memory.

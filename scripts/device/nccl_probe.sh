@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The NCCL probe on one NVIDIA GPU of the device machine (no Rust there): the Vulkan loader from
-# .gl/*.deb (as bench/run_h200.sh), the driver's Vulkan ICD, NCCL from PyTorch's wheel, then the
+# .gl/*.deb (as run_h200.sh), the driver's Vulkan ICD, NCCL from PyTorch's wheel, then the
 # carried release binaries .dev/nccl_probe and, when present, .dev/interop (the exportable-buffer
 # test of kernels-runtime). Build and carry them from the repository root here:
 #
@@ -9,7 +9,7 @@
 #   mkdir -p .dev && cp target/release/examples/nccl_probe .dev/ \
 #     && cp "$(ls -t target/release/deps/interop-* | grep -v '\.d$' | head -1)" .dev/interop
 #
-# Then on the device, from the repository root: bash bench/nccl_probe.sh [probe arguments, e.g.
+# Then on the device, from the repository root: bash scripts/device/nccl_probe.sh [probe arguments, e.g.
 # --mb 500 --iters 5 --seed N]. Writes nccl_probe.log (and interop.log) to ${OUT:-/tmp/out};
 # exits non-zero if a check failed.
 set -uo pipefail
