@@ -41,6 +41,19 @@ pub(crate) fn padded_bytes<T>(len: usize) -> Option<u64> {
     bytes.max(4).checked_next_multiple_of(4)
 }
 
+impl<T> Buffer<T> {
+    /// `raw`, holding `len` elements, as a buffer of `gpu`.
+    pub(crate) fn wrap(gpu: &Gpu, raw: wgpu::Buffer, len: usize) -> Buffer<T> {
+        Buffer { raw, len, gpu_id: gpu.inner.id, id: next_id(), _t: PhantomData, _owner: gpu.clone() }
+    }
+
+    /// The context the buffer belongs to.
+    #[cfg_attr(not(all(feature = "external-memory", target_os = "linux")), allow(dead_code))]
+    pub(crate) fn owner(&self) -> &Gpu {
+        &self._owner
+    }
+}
+
 impl<T: Element> Buffer<T> {
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -208,7 +221,7 @@ const FILL_CHUNK_BYTES: usize = 4 << 20;
 impl Gpu {
     /// The padded size of `len` elements of `T`, checked against the device's limit before
     /// anything is allocated.
-    fn checked_size<T: Element>(&self, len: usize) -> Result<u64> {
+    pub(crate) fn checked_size<T: Element>(&self, len: usize) -> Result<u64> {
         let limit = self.inner.limits.max_buffer_size;
         match padded_bytes::<T>(len) {
             Some(bytes) if bytes <= limit => Ok(bytes),
@@ -234,7 +247,7 @@ impl Gpu {
         if let Some(message) = error {
             return Err(self.wgpu_error(|| format!("creating a buffer of {bytes} bytes"), message));
         }
-        Ok(Buffer { raw, len, gpu_id: self.inner.id, id: next_id(), _t: PhantomData, _owner: self.clone() })
+        Ok(Buffer::wrap(self, raw, len))
     }
 
     /// A buffer holding a copy of `data`.

@@ -166,6 +166,10 @@ pub enum Error {
     /// a failure of the runtime's plumbing.
     #[error("GPU error: {0}")]
     Gpu(String),
+    /// GPU memory cannot be shared with another API here (exportable buffers): not Vulkan, an
+    /// extension missing, or the driver refused.
+    #[error("cannot share GPU memory with another API: {0}")]
+    ExternalMemory(String),
 }
 
 /// "kernels `a::b`, `c::d`" (at most 8 named), or what a submission without kernels held.

@@ -8,6 +8,8 @@ mod context;
 mod disk;
 mod error;
 mod grid;
+#[cfg(all(feature = "external-memory", target_os = "linux"))]
+mod interop;
 mod kernel;
 mod options;
 mod pipeline;
@@ -27,6 +29,8 @@ pub use disk::{PipelineCacheFile, cache_dir, write_atomically};
 pub use error::{Error, Result};
 pub use grid::{Grid, dispatch_1d};
 pub use half::f16;
+#[cfg(all(feature = "external-memory", target_os = "linux"))]
+pub use interop::{ExportableBuffer, MemoryInfo};
 pub use kernel::{
     BindingDef, BindingKind, CoopConfig, CoopScalar, FileSource, GridKind, KernelDef, KernelSource, OverrideDef,
     ResourceDef, ResourceKind, SampleKind, TextureAccess, TextureDim, VariantDef,

@@ -68,4 +68,7 @@ pub enum Error {
     /// The GPU runtime failed.
     #[error("GPU: {0}")]
     Gpu(#[from] kernels::Error),
+    /// NCCL or the CUDA driver under it failed, or cannot be loaded.
+    #[error("NCCL: {0}")]
+    Nccl(String),
 }

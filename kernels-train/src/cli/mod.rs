@@ -68,7 +68,7 @@ impl From<Error> for Failure {
             Error::Save(_) => exit::SAVE_FAILED,
             Error::Busy(_) => exit::BUSY,
             Error::Diverged(_) => exit::DIVERGED,
-            Error::Gpu(_) => exit::FAILED,
+            Error::Gpu(_) | Error::Nccl(_) => exit::FAILED,
             Error::Dist(_) => exit::RANKS,
         };
         Failure { code, message: e.to_string() }

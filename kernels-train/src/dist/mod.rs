@@ -13,6 +13,8 @@
 pub mod launch;
 #[cfg(all(feature = "mpi", unix))]
 pub mod mpi;
+#[cfg(all(feature = "nccl", target_os = "linux"))]
+pub mod nccl;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod tcp;
 
