@@ -945,18 +945,37 @@ impl Halves {
 
     /// Records folding max |x| into `scales[slot]` (cleared before) and splitting `x` (`rows ×
     /// cols` f32, row-major) by that word into the halves.
-    pub fn split(&mut self, rec: impl Record + Copy, x: &Buffer<f32>, scales: &mut Buffer<u32>, slot: usize) -> Result<()> {
+    pub fn split(
+        &mut self,
+        rec: impl Record + Copy,
+        x: &Buffer<f32>,
+        scales: &mut Buffer<u32>,
+        slot: usize,
+    ) -> Result<()> {
         self.check(x, scales, slot)?;
-        let p = crate::precise::precise_absmax::AbsParams::new(u32_of(self.rows * self.cols, "rows·cols")?, u32_of(slot, "slot")?);
+        let p = crate::precise::precise_absmax::AbsParams::new(
+            u32_of(self.rows * self.cols, "rows·cols")?,
+            u32_of(slot, "slot")?,
+        );
         crate::precise::precise_absmax(rec, x, scales, p)?;
         self.split_scaled(rec, x, scales, slot)
     }
 
     /// Records splitting `x` by the scale word `scales[slot]`, which must hold the bits of
     /// max |x| over its finite values (as `precise_absmax` leaves them).
-    pub fn split_scaled(&mut self, rec: impl Record + Copy, x: &Buffer<f32>, scales: &Buffer<u32>, slot: usize) -> Result<()> {
+    pub fn split_scaled(
+        &mut self,
+        rec: impl Record + Copy,
+        x: &Buffer<f32>,
+        scales: &Buffer<u32>,
+        slot: usize,
+    ) -> Result<()> {
         self.check(x, scales, slot)?;
-        let p = crate::precise::HalvesParams::new(u32_of(self.rows, "rows")?, u32_of(self.cols, "cols")?, u32_of(slot, "slot")?);
+        let p = crate::precise::HalvesParams::new(
+            u32_of(self.rows, "rows")?,
+            u32_of(self.cols, "cols")?,
+            u32_of(slot, "slot")?,
+        );
         crate::precise::precise_split(rec, x, scales, &mut self.hi, &mut self.lo, p)
     }
 

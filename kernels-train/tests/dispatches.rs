@@ -33,8 +33,9 @@ const MAX_MIXED_TENSOR_CORES: usize = 898;
 
 /// The f32 step on the split core in its portable form (`ModelOptions::split_products`), counted
 /// on any adapter: the same products, plans and halves as the tensor-core f32 step, so the
-/// count differs from MAX_F32_TENSOR_CORES only by what the adapter's attention path records.
-const MAX_F32_SPLIT: usize = 0;
+/// count differs from MAX_F32_TENSOR_CORES only by what the adapter's attention path records
+/// (measured on lavapipe, fast attention: 1784, the figure computed above).
+const MAX_F32_SPLIT: usize = 1784;
 
 fn gpt2_small() -> ModelConfig {
     ModelConfig::new(768, 12, 12, 12, 1024)
@@ -73,7 +74,10 @@ fn a_gpt2_small_step_stays_within_its_dispatch_budget() {
     assert!(f32 <= max_f32, "f32: {f32} dispatches, over the budget of {max_f32} (tensor cores: {tensor_cores})");
     if gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
         let split = count(&gpu, Precision::F32, true).unwrap();
-        assert!(split <= MAX_F32_SPLIT, "f32 on the split core: {split} dispatches, over the budget of {MAX_F32_SPLIT}");
+        assert!(
+            split <= MAX_F32_SPLIT,
+            "f32 on the split core: {split} dispatches, over the budget of {MAX_F32_SPLIT}"
+        );
         if tensor_cores {
             assert_eq!(split, f32, "the f32 step runs the split core on tensor cores");
         }

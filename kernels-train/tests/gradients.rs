@@ -99,7 +99,7 @@ fn the_split_step_with_weights_split_once_matches_float64_and_the_sgemm() {
     let t = TrainConfig { batch, steps: 3, lr: 1e-2, min_lr: 1e-2, warmup: 0, ..TrainConfig::default() };
     let mut split = Model::with_options(&gpu, &cfg, batch, &weights, None, options(true)).unwrap();
     let mut sgemm = Model::with_options(&gpu, &cfg, batch, &weights, None, options(false)).unwrap();
-    let mut last = None;
+    let mut last: Option<f32> = None;
     for step in 0..3u64 {
         let mut losses = [0.0f32; 2];
         for (model, loss) in [&mut split, &mut sgemm].into_iter().zip(&mut losses) {

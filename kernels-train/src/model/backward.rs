@@ -4,11 +4,11 @@ use super::products::{Half, Operand, Plans, Prep, backward, preps};
 use super::{Attention, B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
+use kernels::Batch;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq, rope_qk_backward};
 use kernels::backward_ffn::ffn_swiglu_backward;
 use kernels::embedding::embed_backward;
 use kernels::norm::{rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_dgamma_reduce};
-use kernels::Batch;
 
 /// Records the backward of the linear layers over the step's rows: input and weight gradients
 /// of one layer together ([`backward`]).

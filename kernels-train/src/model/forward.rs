@@ -4,12 +4,12 @@ use super::B;
 use super::products::{Kept, Operand, Plans, Prep, forward, forward_residual, preps};
 use super::{Attention, Model, fast_params};
 use crate::Error;
+use kernels::Batch;
 use kernels::attention::{attention_decode, attention_forward};
 use kernels::embedding::embed_lookup;
 use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::rmsnorm_forward;
 use kernels::rope::rope_qk;
-use kernels::Batch;
 
 impl Model {
     /// Records the forward pass of `batch` sequences of `seq` tokens (seq ≤ seq_len) up to the

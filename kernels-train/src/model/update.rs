@@ -114,9 +114,8 @@ impl Model {
                     adamw_update_absmax(b, w, g, m, v, &opt.stats, &mut h.scales, a)?;
                 }
                 None => {
-                    let a = kernels::optimizer::adamw_update::Params::new(
-                        n, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2,
-                    );
+                    let a =
+                        kernels::optimizer::adamw_update::Params::new(n, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2);
                     adamw_update(b, w, g, m, v, &opt.stats, a)?;
                 }
             }
