@@ -1238,12 +1238,9 @@ fn record_split(
     };
     let sa = HalvesParams::new(u32_of(a.rows, "rows")?, u32_of(a.cols, "cols")?, 0);
     precise_split(rec, xa, &ws.amax, &mut ws.a_hi, &mut ws.a_lo, sa)?;
-    match (xb, prepared) {
-        (Some(xb), _) => {
-            let sb = HalvesParams::new(u32_of(b.rows, "rows")?, u32_of(b.cols, "cols")?, 1);
-            precise_split(rec, xb, &ws.amax, &mut ws.b_hi, &mut ws.b_lo, sb)?;
-        }
-        (None, _) => {}
+    if let Some(xb) = xb {
+        let sb = HalvesParams::new(u32_of(b.rows, "rows")?, u32_of(b.cols, "cols")?, 1);
+        precise_split(rec, xb, &ws.amax, &mut ws.b_hi, &mut ws.b_lo, sb)?;
     }
     if let (Epilogue::Residual, Some(r)) = (g.epilogue, residual) {
         crate::infrastructure::copy(rec, r, c, u32_of(g.m * g.n, "m·n")?)?;
