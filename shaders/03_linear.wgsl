@@ -449,8 +449,9 @@ fn gemm16_residual(
 // --- KERNEL: precise_take_scale ---
 // Readies the scale words of a split-core product whose B operand was split ahead of it
 // (`gemm::Halves`): amax[0] = 0, for `precise_absmax` to fold A's largest magnitude into, and
-// amax[1] = scales[slot], B's word as its halves were made with. One dispatch in place of the
-// clear, B's max and B's split of a product that splits both operands.
+// amax[1] = scales[slot], B's word as its halves were made with. Overwrites amax[0] and
+// amax[1]; `scales` is read only. One dispatch where a product that splits both operands
+// records the clear, B's max and B's split.
 // @grid workgroups(1)
 // @requires len(scales) >= slot + 1
 // @requires len(amax) >= 2

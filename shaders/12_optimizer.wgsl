@@ -503,8 +503,9 @@ fn adamw_8bit_update(
 // over i < n with p_i finite), as `precise_absmax` folds it (the bits of non-negative floats
 // order like the floats). So f32 training on tensor cores, which keeps each weight's scaled f16
 // halves (`gemm::Halves`), splits the new weight right after its update by a word this pass
-// already wrote, without a separate max pass over the weight. The word must be cleared (or
-// hold a smaller value) before. Grid and element walk as `adamw_update`; the workgroup's
+// already wrote, without a separate max pass over the weight. Updates `p`, `m`, `v` in place and
+// overwrites `g` as `adamw_update` does; raises amax[h.slot] (an atomic max, the other words
+// untouched), which must be cleared (or hold a smaller value) before. Grid and element walk as `adamw_update`; the workgroup's
 // maximum meets in one workgroup atomic, then one global atomicMax per workgroup.
 // @grid workgroups(ceil_div(h.n, EW_CHUNK))
 // @requires len(p) >= h.n
