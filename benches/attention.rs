@@ -1,7 +1,7 @@
 //! Attention forward + backward at GPT-2 small's training shape (batch 8, 12 heads, head dim 64)
 //! at sequence 1024 and 4096, in FLOP/s: causal forward 2·B·H·S²·Dh (QKᵀ and P·V over the
 //! lower triangle), backward 2.5× that (the usual count, recomputation not counted), the same
-//! convention as `bench/sdpa_baseline.py` (PyTorch's `scaled_dot_product_attention`). Five
+//! convention as `scripts/device/sdpa_baseline.py` (PyTorch's `scaled_dot_product_attention`). Five
 //! paths: `streaming`, `fast` (f32, materialised P), `fast16` (the fast path with f16 operands
 //! on tensor cores), `flash` (the fused f32 kernels) and `flash16` (the fused f16 kernels on
 //! tensor cores, mixed precision's); a path whose workspace or kernels do not fit the adapter is
@@ -190,7 +190,7 @@ fn main() {
             report("fast", parts[..3].iter().sum(), parts[3..].iter().sum(), false, detail(&names, &parts));
             drop(ws);
             if let Some([q16, k16, v16, d_o16]) = &t.half {
-                let tc = kernels::ops::on_tensor_cores(&gpu, &kernels::linear16::attention_scores16::KERNEL);
+                let tc = kernels::ops::on_tensor_cores(&gpu, &kernels::attention::attention_scores_f16::KERNEL);
                 let mut ws = kernels::fast_attention::Workspace16::new(&gpu, &p).unwrap();
                 let names = ["scores", "softmax", "P·V", "Δ", "Pᵀ·dO", "dP", "dS", "dS·K", "dSᵀ·Q"];
                 let parts = time(&gpu, reps, 9, &mut |bt| {

@@ -1,9 +1,9 @@
 //! Memory-bound kernels in bytes moved per second: the whole-array sum, cross-entropy
 //! (forward and backward in one pass), RMSNorm, SwiGLU, AdamW (f32 and mixed precision), the
 //! embedding lookup and the casts, at GPT-2-small training sizes; the fused f16-output kernels
-//! (`kernels::fused`) beside the kernels or kernel pairs they replace. Bytes count each input read once and each output written
+//! (the f16-output kernels `norm::rmsnorm_f16`, `activation::swiglu_f16`, `optimizer::adamw_mixed`, `cast::cast_f16x4`, …) beside the kernels or kernel pairs they replace. Bytes count each input read once and each output written
 //! once. GPU time from timestamps, median of the repeats. Compare with the device's copy
-//! bandwidth and PyTorch eager (`bench/torch_baselines.py`, same sizes).
+//! bandwidth and PyTorch eager (`scripts/device/torch_baselines.py`, same sizes).
 //! `cargo bench --bench memory` (smaller sizes on a CPU adapter); `KERNELS_BENCH_JSON=path`.
 
 use kernels::{Batch, Buffer, Gpu};
@@ -95,7 +95,7 @@ fn main() {
         let t = time(&gpu, reps, 1, &mut |b| kernels::norm::rmsnorm_forward(b, &x, &g, &mut y, &mut r, p).unwrap());
         rows_out.push(("rmsnorm_forward 8192×768".into(), (8 * rows * d + 4 * rows) as u64, t));
     }
-    // The fused f16-output norms at the same shape (kernels::fused), beside the pair they
+    // The fused f16-output norms at the same shape (`norm::rmsnorm_f16`, `norm::residual_rmsnorm_f16`), beside the pair they
     // replace (rmsnorm_forward's f32 output, then the cast to the f16x4 operand). Bytes: x read
     // (and for the residual form res read and x written), the f16 rows written, rrms; γ once.
     {
@@ -113,25 +113,25 @@ fn main() {
             kernels::ops::cast_f16x4(b, &y, &mut y16, rows, d).unwrap();
         });
         rows_out.push(("rmsnorm_forward + cast_f16x4 8192×768".into(), (14 * rows * d + 4 * rows) as u64, t));
-        let p = kernels::fused::rmsnorm_f16::NormParams::new(rows as u32, d as u32, 1e-5);
-        let t = time(&gpu, reps, 1, &mut |b| kernels::fused::rmsnorm_f16(b, &x, &g, &mut y16, &mut r, p).unwrap());
+        let p = kernels::norm::rmsnorm_f16::NormParams::new(rows as u32, d as u32, 1e-5);
+        let t = time(&gpu, reps, 1, &mut |b| kernels::norm::rmsnorm_f16(b, &x, &g, &mut y16, &mut r, p).unwrap());
         rows_out.push((
-            "fused::rmsnorm_f16 8192×768".into(),
+            "norm::rmsnorm_f16 8192×768".into(),
             (4 * rows * d + 8 * rows * cq + 4 * rows + 4 * d) as u64,
             t,
         ));
         // x drifts by the small residual each repeat: the values stay finite over the repeats.
-        let p = kernels::fused::residual_rmsnorm_f16::NormParams::new(rows as u32, d as u32, 1e-5);
+        let p = kernels::norm::residual_rmsnorm_f16::NormParams::new(rows as u32, d as u32, 1e-5);
         let t = time(&gpu, reps, 1, &mut |b| {
-            kernels::fused::residual_rmsnorm_f16(b, &mut x, &res, &g, &mut y16, &mut r, p).unwrap()
+            kernels::norm::residual_rmsnorm_f16(b, &mut x, &res, &g, &mut y16, &mut r, p).unwrap()
         });
         rows_out.push((
-            "fused::residual_rmsnorm_f16 8192×768".into(),
+            "norm::residual_rmsnorm_f16 8192×768".into(),
             (12 * rows * d + 8 * rows * cq + 4 * rows + 4 * d) as u64,
             t,
         ));
     }
-    // SwiGLU 8192 × 3072: the f32 combine, the combine + cast pair, and fused::swiglu_f16.
+    // SwiGLU 8192 × 3072: the f32 combine, the combine + cast pair, and activation::swiglu_f16.
     {
         let (rows, f) = (8192 / div, 3072);
         let n = rows * f;
@@ -147,9 +147,9 @@ fn main() {
             kernels::ops::cast_f16x4(b, &a, &mut a16, rows, f).unwrap();
         });
         rows_out.push(("swiglu_combine + cast_f16x4 8192×3072".into(), 18 * n as u64, t));
-        let p = kernels::fused::swiglu_f16::RowsParams::new(rows as u32, f as u32);
-        let t = time(&gpu, reps, 1, &mut |b| kernels::fused::swiglu_f16(b, &gate, &up, &mut a16, p).unwrap());
-        rows_out.push(("fused::swiglu_f16 8192×3072".into(), 10 * n as u64, t));
+        let p = kernels::activation::swiglu_f16::RowsParams::new(rows as u32, f as u32);
+        let t = time(&gpu, reps, 1, &mut |b| kernels::activation::swiglu_f16(b, &gate, &up, &mut a16, p).unwrap());
+        rows_out.push(("activation::swiglu_f16 8192×3072".into(), 10 * n as u64, t));
     }
     // AdamW over 124M values (one tensor): reads p, g, m, v; writes p, m, v and zeroes g.
     {
@@ -166,7 +166,7 @@ fn main() {
         rows_out.push(("adamw_update 124M".into(), 32 * n as u64, t));
     }
     // The mixed-precision AdamW over 124M values (one [n/768, 768] tensor): reads p, g, m, v;
-    // writes p, m, v, the f16 copy, and zeroes g: 34 bytes a value (fused::adamw_mixed).
+    // writes p, m, v, the f16 copy, and zeroes g: 34 bytes a value (optimizer::adamw_mixed).
     {
         let cols = 768;
         let rows = 124_000_000 / div / cols;
@@ -180,11 +180,11 @@ fn main() {
         let state = gpu.upload(&[1.0f32, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]).unwrap();
         let (r32, c32) = (rows as u32, cols as u32);
         let (l1, l2) = (0.9f64.ln() as f32, 0.95f64.ln() as f32);
-        let h = kernels::fused::adamw_mixed::AdamParams::new(r32, c32, 1e-4, 0.9, 0.95, 1e-8, 0.1, 7, l1, l2);
+        let h = kernels::optimizer::adamw_mixed::AdamParams::new(r32, c32, 1e-4, 0.9, 0.95, 1e-8, 0.1, 7, l1, l2);
         let t = time(&gpu, reps, 1, &mut |b| {
-            kernels::fused::adamw_mixed(b, &mut p, &mut g, &mut m, &mut v, &mut p16, &state, h).unwrap()
+            kernels::optimizer::adamw_mixed(b, &mut p, &mut g, &mut m, &mut v, &mut p16, &state, h).unwrap()
         });
-        rows_out.push(("fused::adamw_mixed 124M".into(), 34 * n as u64, t));
+        rows_out.push(("optimizer::adamw_mixed 124M".into(), 34 * n as u64, t));
     }
     // Embedding lookup: 8192 rows of 768 from a 50304 × 768 table.
     {
@@ -212,9 +212,9 @@ fn main() {
         // The f16x4-row casts of the products' operands, [n/1024, 1024].
         let (rows, cols) = (n / 1024, 1024);
         let mut h4 = gpu.zeros::<kernels::ops::F16x4>(n / 4).unwrap();
-        let p = kernels::fused::cast_f16x4::RowsParams::new(rows as u32, cols as u32);
-        let t = time(&gpu, reps, 1, &mut |b| kernels::fused::cast_f16x4(b, &x, &mut h4, p).unwrap());
-        rows_out.push(("fused::cast_f16x4 64M".into(), 6 * n as u64, t));
+        let p = kernels::cast::cast_f16x4::RowsParams::new(rows as u32, cols as u32);
+        let t = time(&gpu, reps, 1, &mut |b| kernels::cast::cast_f16x4(b, &x, &mut h4, p).unwrap());
+        rows_out.push(("cast::cast_f16x4 64M".into(), 6 * n as u64, t));
     }
     println!("\n| kernel | bytes | time | GB/s |");
     println!("|---|---|---|---|");

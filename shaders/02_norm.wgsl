@@ -1,5 +1,7 @@
 // RMSNorm over the rows of a row-major `[rows, d]` matrix (rows = B·S tokens, d the model
-// width): y = x · rrms · γ with rrms = 1 / sqrt(mean(x²) + eps), and its backward.
+// width): y = x · rrms · γ with rrms = 1 / sqrt(mean(x²) + eps), and its backward. Every
+// precision is here: f32 (`rmsnorm_forward`), f16 γ (`rmsnorm_forward_w16`), and the f16 outputs of
+// mixed precision (`rmsnorm_f16`, `residual_rmsnorm_f16`: their row walk is `lib/norm16.wgsl`).
 //
 // The forward kernels run one workgroup of 256 invocations per two rows; they save `rrms` per
 // row for the backward. Each invocation takes the rows' columns tid + k·256 in chunks of 8
@@ -261,6 +263,122 @@ fn rmsnorm_forward_w16(
     @builtin(local_invocation_index) tid: u32,
 ) {
     rmsnorm_rows(wid, nwg, tid);
+}
+
+// --- KERNEL: rmsnorm_f16 ---
+// RMSNorm forward with an f16 output: `y[r, j] = f16(x[r, j] · rrms[r] · gamma[j])` with
+// `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)` (the math of `norm::rmsnorm_forward`, f32
+// arithmetic, then rounded as `cast_f16x4` rounds), for the `[rows, d]` row-major f32
+// x. `y` is `[rows, ⌈d/4⌉]` vec4<f16> (f16x4 row layout, padding columns written as 0): the
+// operand of the f16 products, so no separate cast is needed. Overwrites `y[0 .. rows·⌈d/4⌉]`
+// and `rrms[0 .. rows]` (saved for `norm::rmsnorm_backward`, which takes x, gamma and rrms as
+// before). Needs SHADER_F16. One workgroup of 256 per 4 rows (grid `workgroups(⌈rows/4⌉)`),
+// 64 invocations per row, each on vec4 columns lane + 64·k (lib/norm16.wgsl).
+// @grid workgroups(ceil_div(p.rows, NORM_ROWS))
+// @requires len(x) >= p.rows * p.d
+// @requires len(gamma) >= p.d
+// @requires len(y) >= p.rows * ceil_div(p.d, 4)
+// @requires len(rrms) >= p.rows
+struct NormParams {
+    rows: u32,
+    d: u32,
+    eps: f32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> gamma: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read_write> rrms: array<f32>;
+@group(0) @binding(4) var<uniform> p: NormParams;
+//#include "lib/f16x4.wgsl"
+//#include "lib/norm16.wgsl"
+
+// The input of row `base` at columns c..c+3 (zeros at columns ≥ lim).
+fn first4(base: u32, c: u32, lim: u32) -> vec4<f32> {
+    return load_x4(base, c, lim);
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    norm16_rows(wid, nwg, tid);
+}
+
+// --- KERNEL: residual_rmsnorm_f16 ---
+// The residual add and the next RMSNorm in one pass: `x[r, j] + res[r, j]` (one f32 addition)
+// stored back into the residual stream x, then `rmsnorm_f16` of that sum:
+// `y[r, j] = f16(x[r, j] · rrms[r] · gamma[j])`, `rrms[r] = 1 / sqrt(Σ_j x[r, j]² / d + eps)`.
+// Shapes: x, res `[rows, d]` row-major f32; y `[rows, ⌈d/4⌉]` vec4<f16> (f16x4 row layout,
+// padding columns written as 0). Updates `x[0 .. rows·d]` in place; overwrites
+// `y[0 .. rows·⌈d/4⌉]` and `rrms[0 .. rows]` (rrms and the new x are what
+// `norm::rmsnorm_backward` takes). `res` must not be `x` (the borrow rules of the generated
+// function see to that). Needs SHADER_F16. One workgroup of 256 per 4 rows (grid
+// `workgroups(⌈rows/4⌉)`), as `rmsnorm_f16`.
+// @grid workgroups(ceil_div(p.rows, NORM_ROWS))
+// @requires len(x) >= p.rows * p.d
+// @requires len(res) >= p.rows * p.d
+// @requires len(gamma) >= p.d
+// @requires len(y) >= p.rows * ceil_div(p.d, 4)
+// @requires len(rrms) >= p.rows
+struct NormParams {
+    rows: u32,
+    d: u32,
+    eps: f32,
+}
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read> res: array<f32>;
+@group(0) @binding(2) var<storage, read> gamma: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read_write> rrms: array<f32>;
+@group(0) @binding(5) var<uniform> p: NormParams;
+//#include "lib/f16x4.wgsl"
+//#include "lib/norm16.wgsl"
+
+// x[i..i+4] + res[i..i+4], stored back to x.
+fn add4(i: u32) -> vec4<f32> {
+    let s = vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]) + vec4<f32>(res[i], res[i + 1u], res[i + 2u], res[i + 3u]);
+    x[i] = s.x;
+    x[i + 1u] = s.y;
+    x[i + 2u] = s.z;
+    x[i + 3u] = s.w;
+    return s;
+}
+
+// x + res of row `base` at columns c..c+3 below lim, written back to x (zeros at columns ≥ lim).
+fn first4(base: u32, c: u32, lim: u32) -> vec4<f32> {
+    if (c + 3u < lim && p.d % 4u == 0u) {
+        // base + c is a multiple of 4 here, written as 4·q (as in `load_x4`).
+        return add4(4u * ((base + c) / 4u));
+    }
+    if (c + 3u < lim) {
+        return add4(base + c);
+    }
+    let i = base + c;
+    var s = vec4<f32>(0.0);
+    if (c < lim) {
+        s.x = x[i] + res[i];
+        x[i] = s.x;
+    }
+    if (c + 1u < lim) {
+        s.y = x[i + 1u] + res[i + 1u];
+        x[i + 1u] = s.y;
+    }
+    if (c + 2u < lim) {
+        s.z = x[i + 2u] + res[i + 2u];
+        x[i + 2u] = s.z;
+    }
+    return s;
+}
+
+@compute @workgroup_size(WG)
+fn residual_rmsnorm_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    norm16_rows(wid, nwg, tid);
 }
 
 // --- KERNEL: rmsnorm_backward ---

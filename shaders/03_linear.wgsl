@@ -1,5 +1,7 @@
 // Matrix products of the trainer: Y = X·W, Y = X·W + R, Y (+)= X·Wᵀ, Y (+)= Xᵀ·B, and f16-weight
-// forms. All matrices are row-major f32 (the `_w16` forms read W as f16), sums are f32.
+// forms. All matrices are row-major f32 (the `_w16` forms read W as f16), sums are f32. After them:
+// `gemm16` (f16 operands, `lib/gemm16.wgsl`) and the f32-accurate products on tensor cores
+// (`precise_*`, `*_pres*`: scaled, split into two f16 halves, `lib/precise.wgsl`).
 //
 // One scheme for every product, written once in `lib/tiled_product.wgsl`: 256 invocations per
 // 128×64 output tile, 8×4 outputs per invocation in registers, the contraction staged through
@@ -444,6 +446,309 @@ fn gemm16_residual(
 //#else
     g16_run(flat_wg(wid, nwg), tid);
 //#endif
+}
+
+// --- KERNEL: precise_clear ---
+// Clears the scale bits of the precise products: overwrites amax[0 .. n] with 0 (before
+// `precise_absmax` folds operands into them). One workgroup.
+// @grid workgroups(1)
+// @requires len(amax) >= n
+@group(0) @binding(0) var<storage, read_write> amax: array<u32>;
+@group(0) @binding(1) var<uniform> n: u32;
+
+//#include "lib/precise.wgsl"
+
+@compute @workgroup_size(64)
+fn precise_clear(@builtin(local_invocation_index) tid: u32) {
+    for (var i = tid; i < n; i += 64u) {
+        amax[i] = 0u;
+    }
+}
+
+// --- KERNEL: precise_absmax ---
+// Accumulates max |x| over x[0 .. p.n] into amax[p.slot] (as bits; the bits of non-negative
+// floats order like the floats): amax[p.slot] = max(amax[p.slot], bits of max |x_i|) over the
+// finite x_i (NaN and ±Inf left out). Clear it first (`precise_clear`). Order-independent, so
+// deterministic. Grid: one workgroup per 4096 values (16 per invocation, a tree in workgroup
+// memory, one atomic per workgroup), 1-D (2-D past the device's limit).
+// @grid workgroups(ceil_div(p.n, ABS_CHUNK))
+// @requires len(x) >= p.n
+// @requires len(amax) >= p.slot + 1
+struct AbsParams {
+    n: u32,
+    slot: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> amax: array<atomic<u32>>;
+@group(0) @binding(2) var<uniform> p: AbsParams;
+const ABS_CHUNK: u32 = 4096u;
+var<workgroup> abs_tree: array<u32, WG>;
+
+// The bits of max |v| over the lanes of v at element indices first … first+3 that lie below n
+// and are finite (0 if none).
+fn abs_bits(first: u32) -> u32 {
+    let idx = vec4<u32>(first) + LANE4;
+    let at = min(idx, vec4<u32>(max(p.n, 1u) - 1u));
+    let bits = bitcast<vec4<u32>>(vec4<f32>(x[at.x], x[at.y], x[at.z], x[at.w])) & vec4<u32>(0x7fffffffu);
+    let b = select(vec4<u32>(0u), bits, (idx < vec4<u32>(p.n)) & (bits < vec4<u32>(0x7f800000u)));
+    return max(max(b.x, b.y), max(b.z, b.w));
+}
+
+//#include "lib/precise.wgsl"
+
+@compute @workgroup_size(WG)
+fn precise_absmax(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let w = flat_wg(wid, nwg);
+    if (w >= (p.n + ABS_CHUNK - 1u) / ABS_CHUNK) {
+        return;
+    }
+    let base = w * ABS_CHUNK + 4u * tid;
+    let m = max(max(abs_bits(base), abs_bits(base + 4u * WG)), max(abs_bits(base + 8u * WG), abs_bits(base + 12u * WG)));
+    abs_tree[tid] = m;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (tid < s) {
+            abs_tree[tid] = max(abs_tree[tid], abs_tree[tid + s]);
+        }
+        workgroupBarrier();
+    }
+    if (tid == 0u && abs_tree[0] != 0u) {
+        atomicMax(&amax[p.slot], abs_tree[0]);
+    }
+}
+
+// --- KERNEL: precise_split ---
+// One operand of a precise product, scaled and split (the file header): `src` [rows, cols] f32
+// row-major to `hi` and `lo` in the f16x4 row layout ([rows, ⌈cols/4⌉] vec4<f16>, rows padded
+// with zeros), hi = f16(x·2^e), lo = f16((x·2^e − hi)·2¹¹), e = scale_exp(amax[p.slot]).
+// Overwrites hi and lo. Grid: one invocation per destination vec4, 1-D (2-D past the limit).
+// @grid threads(p.rows * ceil_div(p.cols, 4))
+// @requires len(src) >= p.rows * p.cols
+// @requires len(amax) >= p.slot + 1
+// @requires len(hi) >= p.rows * ceil_div(p.cols, 4)
+// @requires len(lo) >= p.rows * ceil_div(p.cols, 4)
+struct HalvesParams {
+    rows: u32,
+    cols: u32,
+    slot: u32,
+}
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read> amax: array<u32>;
+@group(0) @binding(2) var<storage, read_write> hi: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read_write> lo: array<vec4<f16>>;
+@group(0) @binding(4) var<uniform> p: HalvesParams;
+
+//#include "lib/precise.wgsl"
+
+@compute @workgroup_size(WG)
+fn precise_split(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    let cq = (p.cols + 3u) / 4u;
+    if (i >= p.rows * cq) {
+        return;
+    }
+    let r = i / cq;
+    let c = (i % cq) * 4u;
+    let at = vec4<u32>(r * p.cols) + min(vec4<u32>(c) + LANE4, vec4<u32>(max(p.cols, 1u) - 1u));
+    let inside = (vec4<u32>(c) + LANE4) < vec4<u32>(p.cols);
+    let v = select(vec4<f32>(0.0), vec4<f32>(src[at.x], src[at.y], src[at.z], src[at.w]), inside);
+    let scaled = ldexp(v, vec4<i32>(scale_exp(amax[p.slot])));
+    let xs = select(clamp(scaled, vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX)), scaled, nan4(scaled));
+    let h = vec4<f16>(round_half(xs));
+    hi[i] = h;
+    lo[i] = vec4<f16>((xs - vec4<f32>(h)) * LO_SCALE);
+}
+
+// --- KERNEL: matmul_t_pres ---
+// Y = X · Wᵀ to f32 accuracy over the f32 range (the file header): from X [M, K] and W [N, K]
+// split by `precise_split` (a_hi/a_lo of X with amax[0], b_hi/b_lo of W with amax[1], f16x4
+// rows), Y [M, N] f32 row-major. Overwrites `y`, or accumulates into it (Y += X·Wᵀ) with the
+// override ACC = true (elements past M·N untouched). Grid: one workgroup per 128×128 output
+// block, 1-D (row-major), 2-D past the device's limit. Overrides M_C, N_C, K_C: the shape
+// compiled in (0 = the uniform's; `kernels::ops` sets both), and ACC.
+// @grid workgroups(ceil_div(p.n, PB_BN) * ceil_div(p.m, PB_BM))
+// @requires len(a_hi) >= p.m * ceil_div(p.k, 4)
+// @requires len(a_lo) >= p.m * ceil_div(p.k, 4)
+// @requires len(b_hi) >= p.n * ceil_div(p.k, 4)
+// @requires len(b_lo) >= p.n * ceil_div(p.k, 4)
+// @requires len(amax) >= 2
+// @requires len(y) >= p.m * p.n
+@group(0) @binding(0) var<storage, read> a_hi: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> a_lo: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> b_hi: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read> b_lo: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read> amax: array<u32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<uniform> p: Params;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+// true: Y += the product (accumulate) instead of Y = the product.
+override ACC: bool = false;
+const A_KC: bool = true;
+const B_KC: bool = true;
+
+//#include "lib/precise.wgsl"
+//#include "lib/pres_gemm.wgsl"
+
+@compute @workgroup_size(PB_WG)
+fn matmul_t_pres(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+//#if coop
+    pres_gemm(flat_wg(wid, nwg), tid, sg, nsg);
+//#else
+    pres_gemm(flat_wg(wid, nwg), tid, 0u, 1u);
+//#endif
+}
+
+// --- KERNEL: matmul_pres ---
+// Y = X · W to f32 accuracy over the f32 range (input gradients dX = dY·W): from X [M, K] and
+// W [K, N] split by `precise_split` (X with amax[0], W with amax[1]), Y [M, N] f32. Overwrites
+// `y`, or accumulates into it with ACC = true (elements past M·N untouched). Grid and overrides
+// as `matmul_t_pres`.
+// @grid workgroups(ceil_div(p.n, PB_BN) * ceil_div(p.m, PB_BM))
+// @requires len(a_hi) >= p.m * ceil_div(p.k, 4)
+// @requires len(a_lo) >= p.m * ceil_div(p.k, 4)
+// @requires len(b_hi) >= p.k * ceil_div(p.n, 4)
+// @requires len(b_lo) >= p.k * ceil_div(p.n, 4)
+// @requires len(amax) >= 2
+// @requires len(y) >= p.m * p.n
+@group(0) @binding(0) var<storage, read> a_hi: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> a_lo: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> b_hi: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read> b_lo: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read> amax: array<u32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<uniform> p: Params;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+// true: Y += the product (accumulate) instead of Y = the product.
+override ACC: bool = false;
+const A_KC: bool = true;
+const B_KC: bool = false;
+
+//#include "lib/precise.wgsl"
+//#include "lib/pres_gemm.wgsl"
+
+@compute @workgroup_size(PB_WG)
+fn matmul_pres(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+//#if coop
+    pres_gemm(flat_wg(wid, nwg), tid, sg, nsg);
+//#else
+    pres_gemm(flat_wg(wid, nwg), tid, 0u, 1u);
+//#endif
+}
+
+// --- KERNEL: matmul_at_pres_split ---
+// One part of a weight gradient Xᵀ · B to f32 accuracy over the f32 range, split along the
+// contraction: part s sums rows [s·p.chunk, min((s+1)·p.chunk, M)) of X [M, K] and B [M, N]
+// (split by `precise_split`: X with amax[0], B with amax[1]) into parts[s] [K, N]. Overwrites
+// `parts` (the first parts·K·N elements); add them with `linear::matmul_parts_add`
+// (`ops::weight_grad_precise`). Grid: one workgroup per (128×128 block of the K×N output,
+// part), 1-D, 2-D past the device's limit. Overrides M_C (tokens), N_C, K_C as `matmul_t_pres`.
+// @grid workgroups(ceil_div(p.n, PB_BN) * ceil_div(p.k, PB_BM) * p.parts)
+// @requires p.parts >= 1
+// @requires p.chunk * p.parts >= p.m
+// @requires len(a_hi) >= p.m * ceil_div(p.k, 4)
+// @requires len(a_lo) >= p.m * ceil_div(p.k, 4)
+// @requires len(b_hi) >= p.m * ceil_div(p.n, 4)
+// @requires len(b_lo) >= p.m * ceil_div(p.n, 4)
+// @requires len(amax) >= 2
+// @requires len(parts) >= p.parts * p.k * p.n
+struct SplitParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    parts: u32,
+    chunk: u32,
+}
+@group(0) @binding(0) var<storage, read> a_hi: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> a_lo: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> b_hi: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read> b_lo: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read> amax: array<u32>;
+@group(0) @binding(5) var<storage, read_write> parts: array<f32>;
+@group(0) @binding(6) var<uniform> p: SplitParams;
+override M_C: u32 = 0u;
+override N_C: u32 = 0u;
+override K_C: u32 = 0u;
+const A_KC: bool = false;
+const B_KC: bool = false;
+var<private> part_base: u32;
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        parts[part_base + row * dim_n + col] = v;
+    }
+}
+
+//#if coop
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = part_base + row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(c, &parts[at], ld);
+}
+//#endif
+
+//#include "lib/precise.wgsl"
+
+@compute @workgroup_size(PB_WG)
+fn matmul_at_pres_split(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let tokens = select(p.m, M_C, M_C != 0u);
+    let n = select(p.n, N_C, N_C != 0u);
+    let k = select(p.k, K_C, K_C != 0u);
+    dim_m = k;
+    dim_n = n;
+    a_q = (k + 3u) / 4u;
+    b_q = (n + 3u) / 4u;
+    let per_part = ((n + PB_BN - 1u) / PB_BN) * ((k + PB_BM - 1u) / PB_BM);
+    let w = flat_wg(wid, nwg);
+    let part = w / max(per_part, 1u);
+    if (part >= p.parts) {
+        return;
+    }
+    let blk = pb_block(w % max(per_part, 1u), k, n);
+    let begin = min(part * p.chunk, tokens);
+    let end = min(begin + p.chunk, tokens);
+    k_end = end;
+    part_base = part * k * n;
+    let nk = (end - begin + PB_BK - 1u) / PB_BK;
+    let fs = pb_factors();
+//#if coop
+    if (blk.x + PB_BM <= k && blk.y + PB_BN <= n && n % 4u == 0u && PC_GROUPS % nsg == 0u) {
+        pc_block(tid, sg, nsg, blk.x, blk.y, begin, nk, fs);
+        return;
+    }
+//#endif
+    pf_block(tid, blk.x, blk.y, begin, nk, fs);
 }
 
 // --- KERNEL: precise_take_scale ---

@@ -6,9 +6,9 @@
 //     y[2i+1] = x[2i] sin θ_i + x[2i+1] cos θ_i
 // One invocation per pair; grid `threads(B·S·heads·Dh/2)` (the 2-D fallback past the device's
 // workgroup limit is recovered by `flat_id`). The inverse rotation for the backward pass is
-// `rope_q_backward` / `rope_k_backward` in `10_backward_attention.wgsl`.
+// `rope_q_backward` / `rope_k_backward` / `rope_qk_backward`, below.
 //
-// The angles (and their accuracy) are in `lib/rope.wgsl`, shared with the backward.
+// The angles (and their accuracy) are in `lib/rope.wgsl`.
 //#include "lib/rope.wgsl"
 
 // --- KERNEL: rope_q ---
@@ -109,5 +109,107 @@ fn rope_qk(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
         let y = rope_rotate(vec2<f32>(k[r.at], k[r.at + 1u]), r.cs);
         k[r.at] = y.x;
         k[r.at + 1u] = y.y;
+    }
+}
+
+// --- KERNEL: rope_q_backward ---
+// Backward of `rope_q`, in place: `dq` `[B, S, H, Dh]` (Dh even) holds dL/d(rotated q) and
+// becomes dL/d(q before rotation) — the transpose, i.e. inverse, rotation by −θ_i with the same
+// θ_i = (s + p.pos_offset) · p.base^(−2i/Dh):
+//     g[2i] = y0 cos θ + y1 sin θ,   g[2i+1] = −y0 sin θ + y1 cos θ.
+// Grid `threads(B·S·H·Dh/2)`, one invocation per pair. Overwrites `dq` (in place).
+// @grid threads(p.batch * p.seq * p.heads * (p.head_dim / 2))
+// @requires p.head_dim % 2 == 0
+// @requires p.head_dim >= 2
+// @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    head_dim: u32,
+    pos_offset: u32,
+    base: f32,
+}
+@group(0) @binding(0) var<storage, read_write> dq: array<f32>;
+@group(0) @binding(1) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn rope_q_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = flat_id(gid, nwg);
+    if (idx < p.batch * p.seq * p.heads * (p.head_dim / 2u)) {
+        let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
+        let x = rope_rotate_back(vec2<f32>(dq[r.at], dq[r.at + 1u]), r.cs);
+        dq[r.at] = x.x;
+        dq[r.at + 1u] = x.y;
+    }
+}
+
+// --- KERNEL: rope_k_backward ---
+// Backward of `rope_k`, in place: `dk` `[B, S, Hkv, Dh]` (Dh even), the inverse rotation as
+// `rope_q_backward` with the key/value head count. Grid `threads(B·S·Hkv·Dh/2)`.
+// Overwrites `dk` (in place).
+// @grid threads(p.batch * p.seq * p.kv_heads * (p.head_dim / 2))
+// @requires p.head_dim % 2 == 0
+// @requires p.head_dim >= 2
+// @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    pos_offset: u32,
+    base: f32,
+}
+@group(0) @binding(0) var<storage, read_write> dk: array<f32>;
+@group(0) @binding(1) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn rope_k_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = flat_id(gid, nwg);
+    if (idx < p.batch * p.seq * p.kv_heads * (p.head_dim / 2u)) {
+        let r = rope_pair(idx, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
+        let x = rope_rotate_back(vec2<f32>(dk[r.at], dk[r.at + 1u]), r.cs);
+        dk[r.at] = x.x;
+        dk[r.at + 1u] = x.y;
+    }
+}
+
+// --- KERNEL: rope_qk_backward ---
+// `rope_q_backward` on `dq` and `rope_k_backward` on `dk` in one dispatch (the same inverse
+// rotation and arithmetic: the same bits): invocations below B·S·H·Dh/2 take the query pairs,
+// the next B·S·Hkv·Dh/2 the key pairs. Overwrites `dq` and `dk` (in place).
+// @grid threads(p.batch * p.seq * (p.heads + p.kv_heads) * (p.head_dim / 2))
+// @requires p.head_dim % 2 == 0
+// @requires p.head_dim >= 2
+// @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    pos_offset: u32,
+    base: f32,
+}
+@group(0) @binding(0) var<storage, read_write> dq: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dk: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn rope_qk_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = flat_id(gid, nwg);
+    let nq = p.batch * p.seq * p.heads * (p.head_dim / 2u);
+    let nk = p.batch * p.seq * p.kv_heads * (p.head_dim / 2u);
+    if (idx < nq) {
+        let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
+        let x = rope_rotate_back(vec2<f32>(dq[r.at], dq[r.at + 1u]), r.cs);
+        dq[r.at] = x.x;
+        dq[r.at + 1u] = x.y;
+    } else if (idx - nq < nk) {
+        let r = rope_pair(idx - nq, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
+        let x = rope_rotate_back(vec2<f32>(dk[r.at], dk[r.at + 1u]), r.cs);
+        dk[r.at] = x.x;
+        dk[r.at + 1u] = x.y;
     }
 }

@@ -3,7 +3,8 @@
 // workspace: the small-memory path) and the fast path `attention_fast_scores` →
 // `attention_fast_softmax` → `attention_fast_pv`, batched GEMMs over a materialised probability
 // workspace `[B, H, S, S]` (described in the file preamble below; `kernels::fast_attention`
-// records the sequence).
+// records the sequence), whose f16-operand form runs its products on tensor cores
+// (`attention_scores_f16`, `attention_pv_f16`: `lib/attention_f16.wgsl`).
 //
 // Layouts (row-major, batch first): Q and O `[B, S, H, Dh]`, K and V `[B, S, Hkv, Dh]`,
 // log-sum-exp `lse [B, H, S]`. H is a multiple of Hkv; query head h reads kv head
@@ -493,6 +494,267 @@ fn attention_fast_pv(
     let sb = ft_slot_r(tid, n0, dh, kv_stride, kend);
     ft_product(tid, sa, sb, ct.y * seq * seq, b * seq * kv_stride + kvh * dh, kend);
     ft_store(tid, m0, n0, seq, dh, b * seq * q_stride + h * dh, q_stride, p.alpha);
+}
+
+// --- KERNEL: attention_scores_f16 ---
+// The causal scores S = scale · Q·Kᵀ of every (b, h) on tensor cores, into the probability
+// workspace of `kernels::fast_attention` (f32, for the softmax). `q` `[B, S, H, Dh]` and `k`
+// `[B, S, Hkv, Dh]` f16 (Dh % 4 == 0, so rows are whole vec4s), read in place; head h reads kv
+// head h / (H / Hkv); `probs` `[B, H, S, S]` f32. Only lower-triangle 64×64 tiles are computed
+// (fully masked tiles are skipped); a diagonal tile is written whole (the softmax then replaces
+// its entries above the diagonal). Overwrites `probs[b, h, s, j]` for j in
+// the tiles up to the diagonal (j < min(S, 64·(⌊s/64⌋+1))). Grid: one workgroup per (b, h,
+// lower-triangle tile), 1-D, 2-D past the device's limit. Needs SHADER_F16; tensor cores for
+// full tiles with S % 4 == 0.
+// @grid workgroups(p.batch * p.heads * (ceil_div(p.seq, ATT_T) * (ceil_div(p.seq, ATT_T) + 1) / 2))
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+struct ScoreParams {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+}
+@group(0) @binding(0) var<storage, read> q: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> probs: array<f32>;
+@group(0) @binding(3) var<uniform> p: ScoreParams;
+const BM: u32 = ATT_T;
+const BN: u32 = ATT_T;
+const WGS: u32 = ATT_WG;
+const A_KC: bool = true;
+const B_KC: bool = true;
+// Bases and row strides (in vec4s) of the (b, h) slices of Q and K, and P's first element.
+var<private> a_base: u32;
+var<private> a_stride: u32;
+var<private> b_base: u32;
+var<private> b_stride: u32;
+var<private> p_base: u32;
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    let qd = kc / 4u;
+    let ok = row < dim_m && qd < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(q[select(0u, a_base + row * a_stride + qd, ok)]), ok);
+}
+
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let qd = kc / 4u;
+    let ok = col < dim_n && qd < dim_aq;
+    return select(vec4<f32>(0.0), vec4<f32>(k[select(0u, b_base + col * b_stride + qd, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        probs[p_base + row * dim_n + col] = p.scale * v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    let qd = kc / 4u;
+    let ok = row < dim_m && qd < dim_aq;
+    return select(vec4<f16>(0.0h), q[select(0u, a_base + row * a_stride + qd, ok)], ok);
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let qd = kc / 4u;
+    let ok = col < dim_n && qd < dim_aq;
+    return select(vec4<f16>(0.0h), k[select(0u, b_base + col * b_stride + qd, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = p_base + row * dim_n + col;
+    let ld = dim_n;
+    coopStoreT(p.scale * c, &probs[at], ld);
+}
+//#endif
+
+//#include "lib/attention_f16.wgsl"
+
+@compute @workgroup_size(WGS)
+fn attention_scores_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let seq = p.seq;
+    let nt = (seq + ATT_T - 1u) / ATT_T;
+    let ntri = nt * (nt + 1u) / 2u;
+    let w = flat_wg(wid, nwg);
+    if (w >= p.batch * p.heads * ntri) {
+        return;
+    }
+    let bh = w / ntri;
+    let ij = triangle(w - bh * ntri);
+    let h = bh % p.heads;
+    let bb = bh / p.heads;
+    let kvh = h / (p.heads / p.kv_heads);
+    let dq = p.head_dim / 4u;
+    dim_m = seq;
+    dim_n = seq;
+    dim_aq = dq;
+    a_stride = p.heads * dq;
+    b_stride = p.kv_heads * dq;
+    a_base = bb * seq * a_stride + h * dq;
+    b_base = bb * seq * b_stride + kvh * dq;
+    p_base = bh * seq * seq;
+    let m0 = ij.x * ATT_T;
+    let n0 = ij.y * ATT_T;
+//#if coop
+    if (m0 + ATT_T <= seq && seq % 4u == 0u) {
+        cm_block(tid, sg, nsg, m0, n0, 0u, dq * 4u);
+        return;
+    }
+//#endif
+    fb_block(tid, m0, n0, 0u, dq * 4u);
+}
+
+// --- KERNEL: attention_pv_f16 ---
+// Y = alpha · P·X per (b, h) over the causal part on tensor cores: O = P·V (alpha 1) and the
+// backward's dQ = scale · dS·K. `probs` `[B, H, S, S]` f32 (P, or dS, with the fast path's row
+// contract; rounded to f16 as it is read: the fused cast), `x` `[B, S, Hkv, Dh]` f16 (V, or K;
+// Dh % 4 == 0), `y` `[B, S, H, Dh]` f32 (O, or dQ); head h reads kv head h / (H / Hkv).
+// Y[b,s,h,:] = alpha Σ_j P[b,h,s,j] X[b,j,kvh,:] over j < min(S, 64·(⌊s/64⌋+1)): key tiles past
+// the diagonal are skipped. Overwrites `y` (the first B·S·H·Dh elements). Grid: one workgroup
+// per (query tile, b, h, 64-column slice of Dh), 1-D (longest contractions first), 2-D past the
+// device's limit. Needs SHADER_F16; tensor cores for full 64×64 output tiles.
+// @grid workgroups(ceil_div(p.seq, ATT_T) * p.batch * p.heads * ceil_div(p.head_dim, ATT_T))
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+// @requires len(x) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(y) >= p.batch * p.seq * p.heads * p.head_dim
+struct AttParams {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    alpha: f32,
+}
+@group(0) @binding(0) var<storage, read> probs: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: AttParams;
+const BM: u32 = ATT_T;
+const BN: u32 = ATT_T;
+const WGS: u32 = ATT_WG;
+const A_KC: bool = true;
+const B_KC: bool = false;
+var<private> p_base: u32;
+var<private> kend: u32;
+var<private> b_base: u32;
+var<private> b_stride: u32;
+var<private> y_base: u32;
+var<private> y_stride: u32;
+
+// A(row, kc) = P[s = row, j = kc … kc+3].
+fn raw_a(row: u32, kc: u32) -> vec4<f32> {
+    let ok = in4(kc, kend) & vec4<bool>(row < dim_m);
+    let at = idx4(p_base + min(row, dim_m - 1u) * dim_m, kc, kend);
+    return select(vec4<f32>(0.0), vec4<f32>(probs[at.x], probs[at.y], probs[at.z], probs[at.w]), ok);
+}
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    return as_f16(raw_a(row, kc));
+}
+
+// B(kc, col) = X[b, j = kc, kvh, col … col+3].
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let qd = col / 4u;
+    let ok = kc < kend && qd < dim_bq;
+    return select(vec4<f32>(0.0), vec4<f32>(x[select(0u, b_base + kc * b_stride + qd, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        y[y_base + row * y_stride + col] = p.alpha * v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(f16_clamp(raw_a(row, kc)));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let qd = col / 4u;
+    let ok = kc < kend && qd < dim_bq;
+    return select(vec4<f16>(0.0h), x[select(0u, b_base + kc * b_stride + qd, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = y_base + row * y_stride + col;
+    let ld = y_stride;
+    coopStoreT(p.alpha * c, &y[at], ld);
+}
+//#endif
+
+//#include "lib/attention_f16.wgsl"
+
+@compute @workgroup_size(WGS)
+fn attention_pv_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let seq = p.seq;
+    let dh = p.head_dim;
+    let nt = (seq + ATT_T - 1u) / ATT_T;
+    let ncol = (dh + ATT_T - 1u) / ATT_T;
+    let per_tile = p.batch * p.heads * ncol;
+    let w = flat_wg(wid, nwg);
+    if (w >= nt * per_tile) {
+        return;
+    }
+    let it = nt - 1u - w / per_tile;
+    let rest = w % per_tile;
+    let bh = rest / ncol;
+    let ct = rest % ncol;
+    let h = bh % p.heads;
+    let bb = bh / p.heads;
+    let kvh = h / (p.heads / p.kv_heads);
+    dim_m = seq;
+    dim_n = dh;
+    dim_bq = dh / 4u;
+    p_base = bh * seq * seq;
+    b_stride = p.kv_heads * dim_bq;
+    b_base = bb * seq * b_stride + kvh * dim_bq;
+    y_stride = p.heads * dh;
+    y_base = bb * seq * y_stride + h * dh;
+    let m0 = it * ATT_T;
+    let n0 = ct * ATT_T;
+    // Causal: keys before the end of the query tile.
+    let ke = min(seq, m0 + ATT_T);
+    kend = ke;
+//#if coop
+    if (m0 + ATT_T <= seq && n0 + ATT_T <= dh) {
+        cm_block(tid, sg, nsg, m0, n0, 0u, ke);
+        return;
+    }
+//#endif
+    fb_block(tid, m0, n0, 0u, ke);
 }
 
 // --- KERNEL: flash_forward ---

@@ -1,4 +1,5 @@
-// Activations of the feed-forward block: GELU (tanh approximation) and the SwiGLU combine.
+// Activations of the feed-forward block: GELU (tanh approximation) and the SwiGLU combine, in
+// f32 and (`swiglu_f16`) with an f16 output for mixed precision (`lib/f16x4.wgsl`).
 //
 // Element-wise, 1-D, 8 elements per invocation through `lib/elementwise.wgsl` (enough loads in
 // flight to cover the memory latency, the 2-D grid fallback, a guarded tail); the functions and
@@ -99,4 +100,87 @@ fn swiglu_combine(
     @builtin(local_invocation_index) tid: u32,
 ) {
     elementwise(wid, nwg, tid, p.n);
+}
+
+// --- KERNEL: swiglu_f16 ---
+// The SwiGLU combine with an f16 output: `out[r, j] = f16(silu(gate[r, j]) · up[r, j])`,
+// silu(z) = z·σ(z) (the f32 math of `activation::swiglu_combine`, then rounded as
+// `cast_f16x4` rounds). gate, up `[rows, cols]` row-major f32; `out` `[rows,
+// ⌈cols/4⌉]` vec4<f16> (f16x4 row layout, padding columns written as 0), the operand of the down
+// projection. Overwrites `out[0 .. rows·⌈cols/4⌉]`. Needs SHADER_F16. Grid: one workgroup per
+// 1024 output vec4s, 4 per invocation (vec4 e = 1024·w + tid + 256·k, k = 0..3, all loads
+// first), 1-D (2-D past the device's limit).
+// @grid workgroups(ceil_div(p.rows * ceil_div(p.cols, 4), VEC_CHUNK))
+// @requires len(gate) >= p.rows * p.cols
+// @requires len(up) >= p.rows * p.cols
+// @requires len(out) >= p.rows * ceil_div(p.cols, 4)
+struct RowsParams {
+    rows: u32,
+    cols: u32,
+}
+@group(0) @binding(0) var<storage, read> gate: array<f32>;
+@group(0) @binding(1) var<storage, read> up: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f16>>;
+@group(0) @binding(3) var<uniform> p: RowsParams;
+//#include "lib/f16x4.wgsl"
+//#include "lib/activations.wgsl"
+//#include "lib/vec4_rows.wgsl"
+
+// silu(g)·u, component-wise (`activation::swiglu_combine`'s expression).
+fn swiglu4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
+    let s = vec4<f32>(sigmoid(g.x), sigmoid(g.y), sigmoid(g.z), sigmoid(g.w));
+    return g * s * u;
+}
+
+fn gate4(i: u32) -> vec4<f32> {
+    return vec4<f32>(gate[i], gate[i + 1u], gate[i + 2u], gate[i + 3u]);
+}
+
+fn up4(i: u32) -> vec4<f32> {
+    return vec4<f32>(up[i], up[i + 1u], up[i + 2u], up[i + 3u]);
+}
+
+fn v4_four(e: vec4<u32>) {
+    let i = 4u * e;
+    let g0 = gate4(i.x);
+    let g1 = gate4(i.y);
+    let g2 = gate4(i.z);
+    let g3 = gate4(i.w);
+    let u0 = up4(i.x);
+    let u1 = up4(i.y);
+    let u2 = up4(i.z);
+    let u3 = up4(i.w);
+    out[e.x] = to_f16x4(swiglu4(g0, u0));
+    out[e.y] = to_f16x4(swiglu4(g1, u1));
+    out[e.z] = to_f16x4(swiglu4(g2, u2));
+    out[e.w] = to_f16x4(swiglu4(g3, u3));
+}
+
+fn v4_one(e: u32, i: u32, n: u32) {
+    var g = vec4<f32>(0.0);
+    var u = vec4<f32>(0.0);
+    g.x = gate[i];
+    u.x = up[i];
+    if (n > 1u) {
+        g.y = gate[i + 1u];
+        u.y = up[i + 1u];
+    }
+    if (n > 2u) {
+        g.z = gate[i + 2u];
+        u.z = up[i + 2u];
+    }
+    if (n > 3u) {
+        g.w = gate[i + 3u];
+        u.w = up[i + 3u];
+    }
+    out[e] = to_f16x4(select(vec4<f32>(0.0), swiglu4(g, u), below4(0u, n)));
+}
+
+@compute @workgroup_size(WG)
+fn swiglu_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    vec4_rows(wid, nwg, tid, p.rows, p.cols);
 }

@@ -1,7 +1,9 @@
-// Casts between f32 and f16 (for f16 copies of the f32 master weights, and back).
+// Casts between f32 and f16: flat (`cast_f32_to_f16`, `cast_f16_to_f32`: f16 copies of the f32
+// master weights, and back) and to the f16x4 row layout of the f16 products (`cast_f16x4`, and
+// `cast_grad_f16x4` for gradients, with the overflow check of loss scaling). All need SHADER_F16.
 //
-// Element-wise, 1-D, 8 elements per invocation, through `lib/elementwise.wgsl` (loads in flight
-// to cover the memory latency, the 2-D grid fallback, a guarded tail). Both need SHADER_F16.
+// The flat casts are element-wise, 1-D, 8 elements per invocation, through `lib/elementwise.wgsl`
+// (loads in flight to cover the memory latency, the 2-D grid fallback, a guarded tail).
 //#include "lib/elementwise.wgsl"
 
 // The largest finite f16.
@@ -100,4 +102,125 @@ fn cast_f16_to_f32(
     @builtin(local_invocation_index) tid: u32,
 ) {
     elementwise(wid, nwg, tid, p.n);
+}
+
+// --- KERNEL: cast_f16x4 ---
+// An f32 matrix `src` [rows, cols] (row-major) to the f16x4 row layout: `dst` [rows, ⌈cols/4⌉]
+// vec4<f16>, dst[r][c] = f16(src[r, c]) with every row padded by zeros to a multiple of 4 —
+// bit for bit what `ops::to_f16x4` writes on the host (round to nearest, beyond ±65504 →
+// ±65504, NaN stays NaN), with 4 vec4s per invocation and all loads issued first. Overwrites `dst` (the
+// first rows·⌈cols/4⌉ vec4s). Needs SHADER_F16. Grid: one workgroup per 1024 vec4s of `dst`, 1-D
+// (2-D past the device's limit).
+// @grid workgroups(ceil_div(p.rows * ceil_div(p.cols, 4), VEC_CHUNK))
+// @requires len(src) >= p.rows * p.cols
+// @requires len(dst) >= p.rows * ceil_div(p.cols, 4)
+struct RowsParams {
+    rows: u32,
+    cols: u32,
+}
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f16>>;
+@group(0) @binding(2) var<uniform> p: RowsParams;
+//#include "lib/f16x4.wgsl"
+//#include "lib/vec4_rows.wgsl"
+
+fn src4(i: u32) -> vec4<f32> {
+    return vec4<f32>(src[i], src[i + 1u], src[i + 2u], src[i + 3u]);
+}
+
+fn v4_four(e: vec4<u32>) {
+    let i = 4u * e;
+    let a0 = src4(i.x);
+    let a1 = src4(i.y);
+    let a2 = src4(i.z);
+    let a3 = src4(i.w);
+    dst[e.x] = to_f16x4(a0);
+    dst[e.y] = to_f16x4(a1);
+    dst[e.z] = to_f16x4(a2);
+    dst[e.w] = to_f16x4(a3);
+}
+
+fn v4_one(e: u32, i: u32, n: u32) {
+    var a = vec4<f32>(0.0);
+    a.x = src[i];
+    if (n > 1u) {
+        a.y = src[i + 1u];
+    }
+    if (n > 2u) {
+        a.z = src[i + 2u];
+    }
+    if (n > 3u) {
+        a.w = src[i + 3u];
+    }
+    dst[e] = to_f16x4(a);
+}
+
+@compute @workgroup_size(WG)
+fn cast_f16x4(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    vec4_rows(wid, nwg, tid, p.rows, p.cols);
+}
+
+// --- KERNEL: cast_grad_f16x4 ---
+// A gradient `src` [rows, cols] (f32, row-major) to the f16x4 row layout (`dst` [rows,
+// ⌈cols/4⌉] vec4<f16>, rows zero-padded to a multiple of 4), as `cast::cast_f16x4` does
+// (values beyond ±65504 clamped, NaN kept), and the overflow check of loss scaling: any value
+// that is NaN, ±Inf or beyond ±65504 sets `flag[0]` to 1 (never clears it). Overwrites `dst`.
+// Grid: one invocation per destination vec4, 1-D (2-D past the device's limit).
+// @grid threads(p.rows * ceil_div(p.cols, 4))
+// @requires len(src) >= p.rows * p.cols
+// @requires len(dst) >= p.rows * ceil_div(p.cols, 4)
+// @requires len(flag) >= 1
+struct CastParams {
+    rows: u32,
+    cols: u32,
+}
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(3) var<uniform> p: CastParams;
+
+const F16_LIMIT: f32 = 65504.0;
+const LANES: vec4<u32> = vec4<u32>(0u, 1u, 2u, 3u);
+
+// Which lanes hold NaN or ±Inf (from the bits: comparisons of NaN may be folded away).
+fn not_finite4(v: vec4<f32>) -> vec4<bool> {
+    let e = bitcast<vec4<u32>>(v) & vec4<u32>(0x7f800000u);
+    return e == vec4<u32>(0x7f800000u);
+}
+
+// The element indices of four consecutive columns c..c+3 of row `r` (clamped into the row) and
+// which of them lie inside it.
+fn row4(r: u32, c: u32, cols: u32) -> vec4<u32> {
+    return vec4<u32>(r * cols) + min(vec4<u32>(c) + LANES, vec4<u32>(max(cols, 1u) - 1u));
+}
+
+fn inside4(c: u32, cols: u32) -> vec4<bool> {
+    return (vec4<u32>(c) + LANES) < vec4<u32>(cols);
+}
+
+// Values clamped to ±65504 (NaN passes through as NaN: select on the bits).
+fn clamp16(v: vec4<f32>) -> vec4<f32> {
+    let nan = not_finite4(v) & ((bitcast<vec4<u32>>(v) & vec4<u32>(0x007fffffu)) != vec4<u32>(0u));
+    return select(clamp(v, vec4<f32>(-F16_LIMIT), vec4<f32>(F16_LIMIT)), v, nan);
+}
+
+@compute @workgroup_size(WG)
+fn cast_grad_f16x4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    let cq = (p.cols + 3u) / 4u;
+    if (i >= p.rows * cq) {
+        return;
+    }
+    let r = i / cq;
+    let c = (i % cq) * 4u;
+    let at = row4(r, c, p.cols);
+    let v = select(vec4<f32>(0.0), vec4<f32>(src[at.x], src[at.y], src[at.z], src[at.w]), inside4(c, p.cols));
+    if (any(not_finite4(v) | (abs(v) > vec4<f32>(F16_LIMIT)))) {
+        atomicOr(&flag[0], 1u);
+    }
+    dst[i] = vec4<f16>(clamp16(v));
 }

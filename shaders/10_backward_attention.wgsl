@@ -1,5 +1,6 @@
-// Backward of causal grouped-query attention (`attention_forward` in 05_attention.wgsl) and of
-// RoPE (`rope_q` / `rope_k` in 04_rope.wgsl).
+// Backward of causal grouped-query attention (`attention_forward` in 05_attention.wgsl): the
+// streaming kernels, the fast path's (f32, and `attention_ptx_f16` / `attention_ds_f16` of its
+// f16-operand form) and the flash kernels. RoPE's backward is beside its forward (04_rope.wgsl).
 //
 // Layouts as the forward: Q, O, dO, dQ `[B, S, H, Dh]`; K, V, dK, dV `[B, S, Hkv, Dh]`;
 // lse and Δ `[B, H, S]`; query head h uses kv head h / (H / Hkv); causal; 1 ≤ Dh ≤ 256.
@@ -53,9 +54,6 @@ fn dq_bk(dh: u32, bq: u32) -> u32 {
 fn dkv_b(dh: u32) -> u32 {
     return min(DKV_B_MAX, DKV_TILE_FLOATS / dh);
 }
-
-// The RoPE angles, exactly those of the forward.
-//#include "lib/rope.wgsl"
 
 // The fast path's tiles, the row contract of P and its products.
 //#include "lib/attention_tiles.wgsl"
@@ -417,108 +415,6 @@ fn attention_backward_dkdv(
     }
 }
 
-// --- KERNEL: rope_q_backward ---
-// Backward of `rope_q`, in place: `dq` `[B, S, H, Dh]` (Dh even) holds dL/d(rotated q) and
-// becomes dL/d(q before rotation) — the transpose, i.e. inverse, rotation by −θ_i with the same
-// θ_i = (s + p.pos_offset) · p.base^(−2i/Dh):
-//     g[2i] = y0 cos θ + y1 sin θ,   g[2i+1] = −y0 sin θ + y1 cos θ.
-// Grid `threads(B·S·H·Dh/2)`, one invocation per pair. Overwrites `dq` (in place).
-// @grid threads(p.batch * p.seq * p.heads * (p.head_dim / 2))
-// @requires p.head_dim % 2 == 0
-// @requires p.head_dim >= 2
-// @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
-struct Params {
-    batch: u32,
-    seq: u32,
-    heads: u32,
-    head_dim: u32,
-    pos_offset: u32,
-    base: f32,
-}
-@group(0) @binding(0) var<storage, read_write> dq: array<f32>;
-@group(0) @binding(1) var<uniform> p: Params;
-
-@compute @workgroup_size(WG)
-fn rope_q_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = flat_id(gid, nwg);
-    if (idx < p.batch * p.seq * p.heads * (p.head_dim / 2u)) {
-        let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
-        let x = rope_rotate_back(vec2<f32>(dq[r.at], dq[r.at + 1u]), r.cs);
-        dq[r.at] = x.x;
-        dq[r.at + 1u] = x.y;
-    }
-}
-
-// --- KERNEL: rope_k_backward ---
-// Backward of `rope_k`, in place: `dk` `[B, S, Hkv, Dh]` (Dh even), the inverse rotation as
-// `rope_q_backward` with the key/value head count. Grid `threads(B·S·Hkv·Dh/2)`.
-// Overwrites `dk` (in place).
-// @grid threads(p.batch * p.seq * p.kv_heads * (p.head_dim / 2))
-// @requires p.head_dim % 2 == 0
-// @requires p.head_dim >= 2
-// @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
-struct Params {
-    batch: u32,
-    seq: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    pos_offset: u32,
-    base: f32,
-}
-@group(0) @binding(0) var<storage, read_write> dk: array<f32>;
-@group(0) @binding(1) var<uniform> p: Params;
-
-@compute @workgroup_size(WG)
-fn rope_k_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = flat_id(gid, nwg);
-    if (idx < p.batch * p.seq * p.kv_heads * (p.head_dim / 2u)) {
-        let r = rope_pair(idx, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
-        let x = rope_rotate_back(vec2<f32>(dk[r.at], dk[r.at + 1u]), r.cs);
-        dk[r.at] = x.x;
-        dk[r.at + 1u] = x.y;
-    }
-}
-
-// --- KERNEL: rope_qk_backward ---
-// `rope_q_backward` on `dq` and `rope_k_backward` on `dk` in one dispatch (the same inverse
-// rotation and arithmetic: the same bits): invocations below B·S·H·Dh/2 take the query pairs,
-// the next B·S·Hkv·Dh/2 the key pairs. Overwrites `dq` and `dk` (in place).
-// @grid threads(p.batch * p.seq * (p.heads + p.kv_heads) * (p.head_dim / 2))
-// @requires p.head_dim % 2 == 0
-// @requires p.head_dim >= 2
-// @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
-// @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
-struct Params {
-    batch: u32,
-    seq: u32,
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    pos_offset: u32,
-    base: f32,
-}
-@group(0) @binding(0) var<storage, read_write> dq: array<f32>;
-@group(0) @binding(1) var<storage, read_write> dk: array<f32>;
-@group(0) @binding(2) var<uniform> p: Params;
-
-@compute @workgroup_size(WG)
-fn rope_qk_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = flat_id(gid, nwg);
-    let nq = p.batch * p.seq * p.heads * (p.head_dim / 2u);
-    let nk = p.batch * p.seq * p.kv_heads * (p.head_dim / 2u);
-    if (idx < nq) {
-        let r = rope_pair(idx, p.seq, p.heads, p.head_dim, p.pos_offset, p.base);
-        let x = rope_rotate_back(vec2<f32>(dq[r.at], dq[r.at + 1u]), r.cs);
-        dq[r.at] = x.x;
-        dq[r.at + 1u] = x.y;
-    } else if (idx - nq < nk) {
-        let r = rope_pair(idx - nq, p.seq, p.kv_heads, p.head_dim, p.pos_offset, p.base);
-        let x = rope_rotate_back(vec2<f32>(dk[r.at], dk[r.at + 1u]), r.cs);
-        dk[r.at] = x.x;
-        dk[r.at + 1u] = x.y;
-    }
-}
-
 // --- KERNEL: attention_fast_delta ---
 // Fast path, backward step 1: Δ = rowsum(dO ⊙ O). `o`, `d_o` `[B, S, H, Dh]`, `delta`
 // `[B, H, S]`: Δ[b,h,s] = Σ_d dO[b,s,h,d]·O[b,s,h,d], one fixed FMA chain over d.
@@ -716,6 +612,222 @@ fn attention_fast_ds(
                 }
             }
         }
+    }
+}
+
+// --- KERNEL: attention_ptx_f16 ---
+// Y = alpha · Σ_{heads g of the kv group} P_gᵀ·X_g on tensor cores: the backward's dV = Σ_g
+// P_gᵀ·dO_g (alpha 1) and dK = scale · Σ_g dS_gᵀ·Q_g. `probs` `[B, H, S, S]` f32 (P or dS, the fast
+// path's row contract; rounded to f16 as read), `x` `[B, S, H, Dh]` f16 (dO or Q; Dh % 4 == 0),
+// `y` `[B, S, Hkv, Dh]` f32 (dV or dK): Y[b,j,kvh,:] = alpha Σ_g Σ_{s ≥ 64·⌊j/64⌋} P[b,h_g,s,j]
+// X[b,s,h_g,:] with h_g = kvh·(H/Hkv) + g. The contraction runs over (g, s) — heads in order, then
+// queries from the key tile's first row (earlier queries do not see the key tile: those tiles are
+// skipped), each head's range padded to a multiple of 32 with zeros — as one fixed chain, so the
+// bits repeat and no atomics are needed. Overwrites `y` (the first B·S·Hkv·Dh elements). Grid:
+// one workgroup per (key tile, b, kv head, 64-column slice of Dh), 1-D (longest contractions
+// first), 2-D past the device's limit. Needs SHADER_F16; tensor cores for full 64×64 output tiles.
+// @grid workgroups(ceil_div(p.seq, ATT_T) * p.batch * p.kv_heads * ceil_div(p.head_dim, ATT_T))
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+// @requires len(x) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(y) >= p.batch * p.seq * p.kv_heads * p.head_dim
+struct AttParams {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    alpha: f32,
+}
+@group(0) @binding(0) var<storage, read> probs: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: AttParams;
+const BM: u32 = ATT_T;
+const BN: u32 = ATT_T;
+const WGS: u32 = ATT_WG;
+const A_KC: bool = false;
+const B_KC: bool = false;
+// The key tile's first query, each head's padded query span, the group's first head, and bases.
+var<private> r_first: u32;
+var<private> span: u32;
+var<private> p_base: u32;
+var<private> b_base: u32;
+var<private> b_stride: u32;
+var<private> y_base: u32;
+var<private> y_stride: u32;
+
+// A(row, kc) = P[b, h_g, s, j = row … row+3] with (g, s) from kc.
+fn raw_a(row: u32, kc: u32) -> vec4<f32> {
+    let g = kc / span;
+    let s = r_first + kc % span;
+    let ok = in4(row, dim_m) & vec4<bool>(s < dim_m);
+    let at = idx4(p_base + g * dim_m * dim_m + min(s, dim_m - 1u) * dim_m, row, dim_m);
+    return select(vec4<f32>(0.0), vec4<f32>(probs[at.x], probs[at.y], probs[at.z], probs[at.w]), ok);
+}
+
+fn load_a(row: u32, kc: u32) -> vec4<f32> {
+    return as_f16(raw_a(row, kc));
+}
+
+// B(kc, col) = X[b, s, h_g, col … col+3].
+fn load_b(col: u32, kc: u32) -> vec4<f32> {
+    let g = kc / span;
+    let s = r_first + kc % span;
+    let qd = col / 4u;
+    let ok = s < dim_m && qd < dim_bq;
+    return select(vec4<f32>(0.0), vec4<f32>(x[select(0u, b_base + g * dim_bq + s * b_stride + qd, ok)]), ok);
+}
+
+fn store_out(row: u32, col: u32, v: f32) {
+    if (row < dim_m && col < dim_n) {
+        y[y_base + row * y_stride + col] = p.alpha * v;
+    }
+}
+
+//#if coop
+const_assert CM_BYTES + FB_BYTES <= WG_MEMORY_MAX;
+
+// The tensor-core path's loads: the same elements as f16.
+fn load_a16(row: u32, kc: u32) -> vec4<f16> {
+    return vec4<f16>(f16_clamp(raw_a(row, kc)));
+}
+
+fn load_b16(col: u32, kc: u32) -> vec4<f16> {
+    let g = kc / span;
+    let s = r_first + kc % span;
+    let qd = col / 4u;
+    let ok = s < dim_m && qd < dim_bq;
+    return select(vec4<f16>(0.0h), x[select(0u, b_base + g * dim_bq + s * b_stride + qd, ok)], ok);
+}
+
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = y_base + row * y_stride + col;
+    let ld = y_stride;
+    coopStoreT(p.alpha * c, &y[at], ld);
+}
+//#endif
+
+//#include "lib/attention_f16.wgsl"
+
+@compute @workgroup_size(WGS)
+fn attention_ptx_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let seq = p.seq;
+    let dh = p.head_dim;
+    let nt = (seq + ATT_T - 1u) / ATT_T;
+    let ncol = (dh + ATT_T - 1u) / ATT_T;
+    let per_tile = p.batch * p.kv_heads * ncol;
+    let w = flat_wg(wid, nwg);
+    if (w >= nt * per_tile) {
+        return;
+    }
+    let jt = w / per_tile;
+    let rest = w % per_tile;
+    let bkv = rest / ncol;
+    let ct = rest % ncol;
+    let kvh = bkv % p.kv_heads;
+    let bb = bkv / p.kv_heads;
+    let group = p.heads / p.kv_heads;
+    let h0 = kvh * group;
+    dim_m = seq;
+    dim_n = dh;
+    dim_bq = dh / 4u;
+    let r0 = jt * ATT_T;
+    r_first = r0;
+    let sp = (seq - r0 + 31u) / 32u * 32u;
+    span = sp;
+    p_base = (bb * p.heads + h0) * seq * seq;
+    b_stride = p.heads * dim_bq;
+    b_base = bb * seq * b_stride + h0 * dim_bq;
+    y_stride = p.kv_heads * dh;
+    y_base = bb * seq * y_stride + kvh * dh;
+    let n0 = ct * ATT_T;
+//#if coop
+    if (r0 + ATT_T <= seq && n0 + ATT_T <= dh) {
+        cm_block(tid, sg, nsg, r0, n0, 0u, group * sp);
+        return;
+    }
+//#endif
+    fb_block(tid, r0, n0, 0u, group * sp);
+}
+
+// --- KERNEL: attention_ds_f16 ---
+// dS = P ⊙ (dP − Δ), over dP: `probs` `[B, H, S, S]` holding P (as
+// `attention_fast_softmax` left it), `ds` `[B, H, S, S]` holding dP = dO·Vᵀ (as
+// `attention::attention_scores_f16` writes it with scale 1: the tiles up to the diagonal, diagonal
+// tiles whole), `delta` `[B, H, S]` (Δ = rowsum(dO ⊙ O), `attention_fast_delta`). Row (b, h, s):
+// ds[j] ← P[j]·(dP[j] − Δ) for j ≤ s, 0 for s < j < min(S, 64·(⌊s/64⌋+1)) (written as 0 whatever
+// dP holds there, so the products read zeros past the diagonal). The products round dS to f16
+// (clamping it to ±65504) as they load it, so the overflow check of loss scaling is made here:
+// any dS that is NaN, ±Inf or beyond ±65504 sets `flag[0]` to 1 (never clears it), as
+// `cast::cast_grad_f16x4` does for the gradients it casts. Overwrites those entries of `ds`;
+// `probs` is only read. Grid: one workgroup per row, `workgroups(B·H·S)`, 1-D (2-D past the
+// device's limit); the row strided over the 256 invocations.
+// @grid workgroups(p.batch * p.heads * p.seq)
+// @requires len(probs) >= p.batch * p.heads * p.seq * p.seq
+// @requires len(ds) >= p.batch * p.heads * p.seq * p.seq
+// @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(flag) >= 1
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+}
+@group(0) @binding(0) var<storage, read> probs: array<f32>;
+@group(0) @binding(1) var<storage, read> delta: array<f32>;
+@group(0) @binding(2) var<storage, read_write> ds: array<f32>;
+@group(0) @binding(3) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+// The step of the f16-operand backward (`fast_attention::backward16`) between its tensor-core
+// products (`attention::attention_scores_f16` for dP, then `attention_ptx_f16` and
+// `attention::attention_pv_f16` over dS): P, dP and dS keep the fast path's row contract
+// (`lib/attention_tiles.wgsl`); the products read the zeros past the diagonal in a row's tile.
+
+// The causal tile of the fast path (64 keys).
+const TILE: u32 = 64u;
+// The largest finite f16.
+const F16_MAX: f32 = 65504.0;
+
+@compute @workgroup_size(WG)
+fn attention_ds_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let seq = p.seq;
+    let w = flat_wg(wid, nwg);
+    if (w >= p.batch * p.heads * seq) {
+        return;
+    }
+    // Row w = (b·H + h)·S + s: Δ's index too.
+    let s = w % seq;
+    let base = w * seq;
+    let tile_end = min(seq, (s / TILE + 1u) * TILE);
+    let dr = delta[w];
+    var bad = false;
+    for (var j = tid; j < tile_end; j += WG) {
+        var v = 0.0;
+        if (j <= s) {
+            v = probs[base + j] * (ds[base + j] - dr);
+        }
+        ds[base + j] = v;
+        // NaN and ±Inf have the exponent bits all ones (`v != v` may be folded away); NaN fails
+        // the comparison, so both tests are needed.
+        bad = bad || !is_finite(v) || abs(v) > F16_MAX;
+    }
+    if (bad) {
+        atomicOr(&flag[0], 1u);
     }
 }
 

@@ -1,5 +1,6 @@
 // The optimizer step, entirely on the GPU (no readback): global gradient-norm clipping, then
-// AdamW (f32 state or 8-bit state) on every parameter tensor. Each tensor is its own buffer.
+// AdamW (f32 state, 8-bit state, or f32 masters with an f16 copy: `adamw_mixed`) on every
+// parameter tensor, and the loss scaler of mixed precision (below). Each tensor is its own buffer.
 //
 // One step over T tensors, recorded in one batch:
 //   1. for each tensor k: `reduce_norm_sq(g_k, partials, bad, {n_k, offset_k})`, with
@@ -50,6 +51,37 @@ const_assert QCHUNK == QBLOCKS_PER_WG * QBLOCK;
 // `adamw_update` is element-wise: 8 elements per invocation, 2048 per workgroup (EW_CHUNK);
 // EW_LO / EW_HI are also the offsets of the other kernels' unrolled loads.
 //#include "lib/elementwise.wgsl"
+
+// Mixed-precision training: dynamic loss scaling. Everything stays on the GPU: the overflow check, the skip and the scale's growth are
+// decided by kernels, never by a read-back inside a step.
+//
+// One mixed-precision step, recorded in one batch:
+//   1. forward with f16 operands (the weights' f16 copies, activations written in f16 by
+//      `fused`'s norms and SwiGLU), the loss in f32;
+//   2. `scale_by_state(dlogits, state)`: the loss gradient times the loss scale S = state[0];
+//   3. backward: every gradient operand cast to f16 by `cast_grad_f16x4`, which raises
+//      `flag[0]` when a value is NaN, ±Inf or beyond the f16 range (±65504);
+//   4. `optimizer::reduce_norm_sq` + `finalize_grad_stats` over the scaled gradients;
+//   5. `scaler_update(stats, flag, state)`: decides skip or not, this step's gradient factor
+//      (clip / S), the next S, and clears `flag`;
+//   6. `optimizer::adamw_mixed` on every tensor: AdamW on the f32 master, the f16 copy rewritten in
+//      the same pass, the gradient zeroed.
+//
+// `state` (f32, SCALER_STATE = 8 values):
+//   state[0] = S, the loss scale the next backward pass uses,
+//   state[1] = clean steps since S last changed (exact below 2²⁴),
+//   state[2] = steps skipped so far (exact below 2²⁴),
+//   state[3] = 1 when the last step was skipped, else 0,
+//   state[4] = the last step's gradient factor clip / S_used (0 when skipped),
+//   state[5..8] unused (0).
+// The rule (PyTorch's GradScaler, with the skip decided on the GPU): a step whose scaled
+// gradients hold a NaN or ±Inf (stats[3] > 0, a non-finite norm) or whose gradient casts
+// overflowed f16 (flag[0] ≠ 0) is skipped — weights and moments unchanged — and S halves (not
+// below MIN_SCALE); otherwise, after `growth_interval` clean steps in a row, S doubles (not above
+// MAX_SCALE) and the count restarts.
+
+const MIN_SCALE: f32 = 5.9604645e-8; // 2⁻²⁴
+const MAX_SCALE: f32 = 16777216.0; // 2²⁴
 
 // --- KERNEL: reduce_norm_sq ---
 // Partial sums of squares of one gradient tensor `g` (n values): workgroup b writes
@@ -210,6 +242,75 @@ fn finalize_grad_stats(@builtin(local_invocation_index) tid: u32) {
     }
 }
 
+// --- KERNEL: scale_by_state ---
+// Multiplies `x[0..p.n]` by the loss scale `state[0]` in place (the loss gradient, before the
+// backward pass). Elements past n are untouched. Grid: one invocation per element, 1-D (2-D past
+// the device's limit).
+// @grid threads(p.n)
+// @requires len(x) >= p.n
+// @requires len(state) >= 1
+struct ScaleParams {
+    n: u32,
+}
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read> state: array<f32>;
+@group(0) @binding(2) var<uniform> p: ScaleParams;
+
+@compute @workgroup_size(WG)
+fn scale_by_state(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i < p.n) {
+        x[i] = x[i] * state[0];
+    }
+}
+
+// --- KERNEL: scaler_update ---
+// The loss scaler's step (the rule and `state`'s layout are in the file header): reads the
+// gradient statistics `stats` of `optimizer::finalize_grad_stats` (of the scaled gradients) and
+// the cast overflow flag `flag[0]`; updates `state[0..5]` in place and clears `flag[0]`.
+// `p.max_norm` is the clip of the unscaled gradients' global norm (≤ 0: off). One invocation.
+// @grid workgroups(1)
+// @requires len(stats) >= 4
+// @requires len(flag) >= 1
+// @requires len(state) >= 5
+struct ScalerParams {
+    growth_interval: u32,
+    max_norm: f32,
+}
+@group(0) @binding(0) var<storage, read> stats: array<f32>;
+@group(0) @binding(1) var<storage, read_write> flag: array<u32>;
+@group(0) @binding(2) var<storage, read_write> state: array<f32>;
+@group(0) @binding(3) var<uniform> p: ScalerParams;
+
+@compute @workgroup_size(1)
+fn scaler_update() {
+    let s = state[0];
+    let norm = stats[2];
+    let bad = stats[3] > 0.0 || flag[0] != 0u || !is_finite(norm);
+    flag[0] = 0u;
+    if (bad) {
+        state[0] = max(s * 0.5, MIN_SCALE);
+        state[1] = 0.0;
+        state[2] = state[2] + 1.0;
+        state[3] = 1.0;
+        state[4] = 0.0;
+        return;
+    }
+    var clip = 1.0;
+    if (p.max_norm > 0.0) {
+        clip = min(1.0, p.max_norm / (norm / s + 1e-6));
+    }
+    state[3] = 0.0;
+    state[4] = clip / s;
+    let clean = state[1] + 1.0;
+    if (clean >= f32(p.growth_interval)) {
+        state[0] = min(s * 2.0, MAX_SCALE);
+        state[1] = 0.0;
+    } else {
+        state[1] = clean;
+    }
+}
+
 // --- KERNEL: adamw_update ---
 // One AdamW step of one tensor with f32 state (the update is in the file header): parameters
 // `p`, gradient `g`, first and second moments `m`, `v`, n values each, the clip scale from
@@ -288,6 +389,174 @@ fn adamw_update(
     @builtin(local_invocation_index) tid: u32,
 ) {
     elementwise(wid, nwg, tid, h.n);
+}
+
+// --- KERNEL: adamw_mixed ---
+// One AdamW step of one tensor [rows, cols] with f32 master weights `p` and moments `m`, `v`,
+// and its f16 copy `p16` (f16x4 row layout, [rows, ⌈cols/4⌉] vec4<f16>) rewritten in the same
+// pass from the new master, at memory speed, with the bias correction of the effective step.
+// The gradient `g` (scaled by the loss scale) is multiplied by
+// `state[4]` = clip / S (the loss scaler's state, `optimizer::scaler_update`, run before this in
+// the same step); when `state[3]` ≠ 0 the step is skipped (p, m, v unchanged; p16 rewritten from
+// p). Otherwise the update is `optimizer::adamw_update`'s formula (decoupled weight decay) with
+// the bias corrections 1 − β^t of the effective step t = `h.step` − `state[2]` (at least 1):
+// `h.step` is the 1-based number of this step counting skipped ones, `state[2]` the steps the
+// scaler has skipped so far, so a skipped step does not advance Adam's step count (as PyTorch's
+// GradScaler skips `optimizer.step()`); the learning rate `h.lr` is the caller's (its schedule
+// follows `h.step`). 1 − β^t = −expm1(t·ln β) from `h.ln_beta1` = ln β1 and `h.ln_beta2` = ln β2
+// (computed on the host in f64; −∞ for β = 0): a series for |t·ln β| < 0.5, where 1 − exp would
+// cancel, 1 − exp otherwise; within a few f32 ulps of the exact value. Updates `p`, `m`, `v` in
+// place, overwrites `p16` and zeroes `g` in every case. Grid: one workgroup per 1024 vec4s of
+// `p16`, 4 per invocation, 1-D (2-D past the device's limit).
+// @grid workgroups(ceil_div(h.rows * ceil_div(h.cols, 4), VEC_CHUNK))
+// @requires len(p) >= h.rows * h.cols
+// @requires len(g) >= h.rows * h.cols
+// @requires len(m) >= h.rows * h.cols
+// @requires len(v) >= h.rows * h.cols
+// @requires len(p16) >= h.rows * ceil_div(h.cols, 4)
+// @requires len(state) >= 5
+struct AdamParams {
+    rows: u32,
+    cols: u32,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    weight_decay: f32,
+    // The 1-based number of this step, skipped steps included.
+    step: u32,
+    // ln β1 and ln β2 (host, f64 rounded to f32).
+    ln_beta1: f32,
+    ln_beta2: f32,
+}
+@group(0) @binding(0) var<storage, read_write> p: array<f32>;
+@group(0) @binding(1) var<storage, read_write> g: array<f32>;
+@group(0) @binding(2) var<storage, read_write> m: array<f32>;
+@group(0) @binding(3) var<storage, read_write> v: array<f32>;
+@group(0) @binding(4) var<storage, read_write> p16: array<vec4<f16>>;
+@group(0) @binding(5) var<storage, read> state: array<f32>;
+@group(0) @binding(6) var<uniform> h: AdamParams;
+//#include "lib/f16x4.wgsl"
+//#include "lib/adam.wgsl"
+//#include "lib/vec4_rows.wgsl"
+
+// 1 − β^t = −expm1(t·ln β) for t ≥ 1, ln β ≤ 0.
+fn one_minus_pow(ln_b: f32, t: f32) -> f32 {
+    let z = t * ln_b;
+    if (z > -0.5) {
+        // −expm1(z) by its Taylor series to z⁸ (the next term is below 1.1e-8 relative).
+        let s = 1.0 + z * (0.5 + z * (1.0 / 6.0 + z * (1.0 / 24.0 + z * (1.0 / 120.0 + z * (1.0 / 720.0 + z * (1.0 / 5040.0 + z * (1.0 / 40320.0)))))));
+        return -z * s;
+    }
+    return 1.0 - exp(z);
+}
+
+// This step's gradient factor, skip and bias corrections, read once per invocation.
+struct StepInfo {
+    skip: bool,
+    factor: f32,
+    bias1: f32,
+    bias2: f32,
+}
+
+fn step_info() -> StepInfo {
+    let t = max(f32(h.step) - state[2], 1.0);
+    return StepInfo(state[3] != 0.0, state[4], one_minus_pow(h.ln_beta1, t), one_minus_pow(h.ln_beta2, t));
+}
+
+fn load4(i: u32) -> array<vec4<f32>, 4> {
+    return array<vec4<f32>, 4>(
+        vec4<f32>(g[i], g[i + 1u], g[i + 2u], g[i + 3u]),
+        vec4<f32>(m[i], m[i + 1u], m[i + 2u], m[i + 3u]),
+        vec4<f32>(v[i], v[i + 1u], v[i + 2u], v[i + 3u]),
+        vec4<f32>(p[i], p[i + 1u], p[i + 2u], p[i + 3u]),
+    );
+}
+
+// Stores one whole vec4 (elements i..i+3) and returns the new master.
+fn step4(i: u32, a: array<vec4<f32>, 4>, s: StepInfo) -> vec4<f32> {
+    g[i] = 0.0;
+    g[i + 1u] = 0.0;
+    g[i + 2u] = 0.0;
+    g[i + 3u] = 0.0;
+    if (s.skip) {
+        return a[3];
+    }
+    let r = adam4_bias(a[0], a[1], a[2], a[3], s.factor, s.bias1, s.bias2);
+    m[i] = r.m.x;
+    m[i + 1u] = r.m.y;
+    m[i + 2u] = r.m.z;
+    m[i + 3u] = r.m.w;
+    v[i] = r.v.x;
+    v[i + 1u] = r.v.y;
+    v[i + 2u] = r.v.z;
+    v[i + 3u] = r.v.w;
+    p[i] = r.p.x;
+    p[i + 1u] = r.p.y;
+    p[i + 2u] = r.p.z;
+    p[i + 3u] = r.p.w;
+    return r.p;
+}
+
+fn v4_four(e: vec4<u32>) {
+    let s = step_info();
+    let i = 4u * e;
+    let a0 = load4(i.x);
+    let a1 = load4(i.y);
+    let a2 = load4(i.z);
+    let a3 = load4(i.w);
+    p16[e.x] = to_f16x4(step4(i.x, a0, s));
+    p16[e.y] = to_f16x4(step4(i.y, a1, s));
+    p16[e.z] = to_f16x4(step4(i.z, a2, s));
+    p16[e.w] = to_f16x4(step4(i.w, a3, s));
+}
+
+// Element i of g, m, v, p (as a column of a[]) when k < n, else zeros.
+fn load1(i: u32, k: u32, n: u32) -> vec4<f32> {
+    if (k < n) {
+        return vec4<f32>(g[i + k], m[i + k], v[i + k], p[i + k]);
+    }
+    return vec4<f32>(0.0);
+}
+
+// Stores the new m, v, p of element i + k when k < n, and zeroes its gradient.
+fn store1(i: u32, k: u32, n: u32, skip: bool, mv: vec2<f32>, w: f32) {
+    if (k < n) {
+        g[i + k] = 0.0;
+        if (!skip) {
+            m[i + k] = mv.x;
+            v[i + k] = mv.y;
+            p[i + k] = w;
+        }
+    }
+}
+
+fn v4_one(e: u32, i: u32, n: u32) {
+    let s = step_info();
+    let c0 = load1(i, 0u, n);
+    let c1 = load1(i, 1u, n);
+    let c2 = load1(i, 2u, n);
+    let c3 = load1(i, 3u, n);
+    let gv = vec4<f32>(c0.x, c1.x, c2.x, c3.x);
+    let mv = vec4<f32>(c0.y, c1.y, c2.y, c3.y);
+    let vv = vec4<f32>(c0.z, c1.z, c2.z, c3.z);
+    let pv = vec4<f32>(c0.w, c1.w, c2.w, c3.w);
+    let r = adam4_bias(gv, mv, vv, pv, s.factor, s.bias1, s.bias2);
+    store1(i, 0u, n, s.skip, vec2<f32>(r.m.x, r.v.x), r.p.x);
+    store1(i, 1u, n, s.skip, vec2<f32>(r.m.y, r.v.y), r.p.y);
+    store1(i, 2u, n, s.skip, vec2<f32>(r.m.z, r.v.z), r.p.z);
+    store1(i, 3u, n, s.skip, vec2<f32>(r.m.w, r.v.w), r.p.w);
+    let w = select(r.p, pv, s.skip);
+    p16[e] = to_f16x4(select(vec4<f32>(0.0), w, below4(0u, n)));
+}
+
+@compute @workgroup_size(WG)
+fn adamw_mixed(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    vec4_rows(wid, nwg, tid, h.rows, h.cols);
 }
 
 // --- KERNEL: adamw_8bit_update ---

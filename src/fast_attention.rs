@@ -17,13 +17,14 @@
 //! **f16 operands on tensor cores** ([`forward16`], [`backward16`], workspace [`Workspace16`]):
 //! the same computation with Q, K, V and dO given as f16 (`Buffer<`[`F16x4`]`>`, the f16x4 row
 //! layout of `kernels::ops`: `[B, S, H, Dh]` / `[B, S, Hkv, Dh]` as rows of Dh halves,
-//! Dh % 4 == 0) and all six batched products on `linear16`'s tensor-core kernels (f16 operands,
+//! Dh % 4 == 0) and all six batched products on the tensor-core kernels `attention::attention_scores_f16`, `attention::attention_pv_f16` and
+//! `backward_attention::attention_ptx_f16` (f16 operands,
 //! f32 sums; their portable bodies where the adapter has no cooperative matrices):
-//! S = scale·Q·Kᵀ and dP = dO·Vᵀ (`attention_scores16`), O = P·V and dQ = scale·dS·K
-//! (`attention_pv16`), dV = Σ_g P_gᵀ·dO_g and dK = scale·Σ_g dS_gᵀ·Q_g (`attention_ptx16`).
+//! S = scale·Q·Kᵀ and dP = dO·Vᵀ (`attention_scores_f16`), O = P·V and dQ = scale·dS·K
+//! (`attention_pv_f16`), dV = Σ_g P_gᵀ·dO_g and dK = scale·Σ_g dS_gᵀ·Q_g (`attention_ptx_f16`).
 //! P and dS stay f32 in their workspaces and are rounded to f16 as the products load them; the
 //! softmax, lse, Δ = rowsum(dO ⊙ O) (from the f32 dO and O) and dS = P ⊙ (dP − Δ)
-//! (`attention16::attention16_ds`, which also raises a loss-scaling overflow flag when a dS is
+//! (`backward_attention::attention_ds_f16`, which also raises a loss-scaling overflow flag when a dS is
 //! beyond f16's range) are f32 arithmetic. The backward needs a second S×S workspace for dP (then
 //! dS), and leaves P intact.
 //!
@@ -45,9 +46,10 @@
 //! ```
 
 use crate::attention::{attention_fast_pv, attention_fast_scores, attention_fast_softmax};
-use crate::attention16::attention16_ds;
+use crate::attention::{attention_pv_f16, attention_scores_f16};
+use crate::backward_attention::attention_ds_f16;
+use crate::backward_attention::attention_ptx_f16;
 use crate::backward_attention::{attention_fast_delta, attention_fast_ds, attention_fast_ptx};
-use crate::linear16::{attention_ptx16, attention_pv16, attention_scores16};
 use crate::ops::F16x4;
 use crate::{Buffer, Error, Gpu, Record, Result};
 
@@ -317,9 +319,9 @@ pub(crate) fn check_flag(what: &str, flag: &Buffer<u32>) -> Result<()> {
 /// [`forward`] with f16 operands on tensor cores: O `[B, S, H, Dh]` f32 and lse `[B, H, S]`
 /// (both overwritten) from `q` `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]` in the f16x4 row
 /// layout (`ops::cast_f16x4` of the f32 tensors as `[rows, Dh]` matrices; Dh % 4 == 0). S =
-/// scale·Q·Kᵀ with f32 sums (`linear16::attention_scores16`), the f32 softmax
+/// scale·Q·Kᵀ with f32 sums (`attention::attention_scores_f16`), the f32 softmax
 /// (`attention_fast_softmax`), O = P·V with P rounded to f16 as it is read
-/// (`linear16::attention_pv16`). `probs` (at least [`Params::probs_len`] floats) is left holding
+/// (`attention::attention_pv_f16`). `probs` (at least [`Params::probs_len`] floats) is left holding
 /// P with [`forward`]'s row contract, for [`backward16`].
 ///
 /// Records three dispatches into `rec`; every size is checked before anything is recorded (a
@@ -347,26 +349,26 @@ pub fn forward16(
         return Ok(());
     }
     let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
-    attention_scores16(rec, q, k, probs, attention_scores16::ScoreParams::new(b, s, h, hkv, dh, p.scale))?;
+    attention_scores_f16(rec, q, k, probs, attention_scores_f16::ScoreParams::new(b, s, h, hkv, dh, p.scale))?;
     attention_fast_softmax(rec, probs, lse, attention_fast_softmax::Params::new(b, s, h))?;
-    attention_pv16(rec, probs, v, o, attention_pv16::AttParams::new(b, s, h, hkv, dh, 1.0))
+    attention_pv_f16(rec, probs, v, o, attention_pv_f16::AttParams::new(b, s, h, hkv, dh, 1.0))
 }
 
 /// [`backward`] with f16 operands on tensor cores: dQ `[B, S, H, Dh]`, dK and dV
 /// `[B, S, Hkv, Dh]` f32, all OVERWRITTEN (dK/dV summed over each kv group's query heads in a
 /// fixed order), from the f16 operands of [`forward16`] (`q`, `k`, `v`), its f32 output `o`,
 /// the upstream gradient both as f32 (`d_o`, for Δ) and as f16 (`d_o16`, the same values cast
-/// by `ops::cast_f16x4` or `mixed::cast_grad_f16x4`: the products' operand), and `probs` as
+/// by `ops::cast_f16x4` or `cast::cast_grad_f16x4`: the products' operand), and `probs` as
 /// [`forward16`] left it (only read: P survives, unlike [`backward`]).
 ///
 /// Six dispatches: Δ = rowsum(dO ⊙ O) (`attention_fast_delta`, f32, into `delta`, at least
-/// B·H·S floats), dV = Σ_g P_gᵀ·dO_g (`attention_ptx16`), dP = dO·Vᵀ (`attention_scores16`,
+/// B·H·S floats), dV = Σ_g P_gᵀ·dO_g (`attention_ptx_f16`), dP = dO·Vᵀ (`attention_scores_f16`,
 /// scale 1, into `ds`, at least [`Params::probs_len`] floats), dS = P ⊙ (dP − Δ) in place of dP
-/// (`attention16::attention16_ds`, f32), dQ = scale·dS·K (`attention_pv16`) and
-/// dK = scale·Σ_g dS_gᵀ·Q_g (`attention_ptx16`); P and dS are rounded to f16 as the products read
+/// (`backward_attention::attention_ds_f16`, f32), dQ = scale·dS·K (`attention_pv_f16`) and
+/// dK = scale·Σ_g dS_gᵀ·Q_g (`attention_ptx_f16`); P and dS are rounded to f16 as the products read
 /// them. `flag` (at least 1 element) is the overflow check of loss scaling: `flag[0]` is set to 1
 /// (never cleared) when a dS value is NaN, ±Inf or beyond ±65504 — where its f16 rounding would
-/// clamp it — as `mixed::cast_grad_f16x4` does for the gradients it casts (the trainer passes the
+/// clamp it — as `cast::cast_grad_f16x4` does for the gradients it casts (the trainer passes the
 /// loss scaler's flag; other callers a scratch `Buffer<u32>` to read or ignore). Every size is
 /// checked before anything is recorded. Needs `SHADER_F16`.
 #[allow(clippy::too_many_arguments)]
@@ -406,12 +408,12 @@ pub fn backward16(
         return Ok(());
     }
     let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
-    let att = |alpha: f32| attention_pv16::AttParams::new(b, s, h, hkv, dh, alpha);
-    let attt = |alpha: f32| attention_ptx16::AttParams::new(b, s, h, hkv, dh, alpha);
+    let att = |alpha: f32| attention_pv_f16::AttParams::new(b, s, h, hkv, dh, alpha);
+    let attt = |alpha: f32| attention_ptx_f16::AttParams::new(b, s, h, hkv, dh, alpha);
     attention_fast_delta(rec, o, d_o, delta, attention_fast_delta::Params::new(b, s, h, dh))?;
-    attention_ptx16(rec, probs, d_o16, dv, attt(1.0))?;
-    attention_scores16(rec, d_o16, v, ds, attention_scores16::ScoreParams::new(b, s, h, hkv, dh, 1.0))?;
-    attention16_ds(rec, probs, delta, ds, flag, attention16_ds::Params::new(b, s, h))?;
-    attention_pv16(rec, ds, k, dq, att(p.scale))?;
-    attention_ptx16(rec, ds, q, dk, attt(p.scale))
+    attention_ptx_f16(rec, probs, d_o16, dv, attt(1.0))?;
+    attention_scores_f16(rec, d_o16, v, ds, attention_scores_f16::ScoreParams::new(b, s, h, hkv, dh, 1.0))?;
+    attention_ds_f16(rec, probs, delta, ds, flag, attention_ds_f16::Params::new(b, s, h))?;
+    attention_pv_f16(rec, ds, k, dq, att(p.scale))?;
+    attention_ptx_f16(rec, ds, q, dk, attt(p.scale))
 }

@@ -23,7 +23,7 @@
 //! them (f16 operands, f32 sums; P and dS rounded to f16 for their products), and as f32 FMAs
 //! on the same f16 operands, rounding at the same places, where it has not (lavapipe). Scores,
 //! softmax, lse, Δ and dS stay f32 in both; `backward16` raises the loss-scaling overflow flag
-//! for a dS beyond f16's range, as the fast path's `attention16_ds` does.
+//! for a dS beyond f16's range, as the fast path's `attention_ds_f16` does.
 //!
 //! **Workgroup memory.** The kernels stage 64-row blocks: the f32 form and the f16 form's
 //! portable variant need up to 29 KiB (lavapipe offers 32 KiB), the tensor-core variant 37 KiB
@@ -266,11 +266,11 @@ pub fn forward16(
 /// [`backward`] with f16 operands: dQ `[B, S, H, Dh]`, dK and dV `[B, S, Hkv, Dh]` f32, all
 /// OVERWRITTEN, from the f16 operands of [`forward16`] (`q`, `k`, `v`), its f32 outputs `o` and
 /// `lse`, the upstream gradient both as f32 (`d_o`, for Δ) and as f16 (`d_o16`, the same values
-/// cast by `ops::cast_f16x4` or `mixed::cast_grad_f16x4`: the products' operand). `delta` is
+/// cast by `ops::cast_f16x4` or `cast::cast_grad_f16x4`: the products' operand). `delta` is
 /// scratch of at least B·H·S floats (left holding Δ = rowsum(dO ⊙ O), from the f32 dO and O).
 /// `flag` (at least 1 element) is the overflow check of loss scaling: `flag[0]` is set to 1
 /// (never cleared) when a dS is NaN, ±Inf or beyond ±65504 — where its f16 rounding would clamp
-/// it — as `mixed::cast_grad_f16x4` does for the gradients it casts. Records three dispatches
+/// it — as `cast::cast_grad_f16x4` does for the gradients it casts. Records three dispatches
 /// (Δ, dK/dV, dQ); every size is checked before anything is recorded. Needs `SHADER_F16`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward16(

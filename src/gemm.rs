@@ -390,7 +390,7 @@ pub enum Core {
         config: F16Config,
     },
     /// f32 operands scaled and split into hi + lo f16 halves, three products on tensor cores
-    /// (`precise::*`).
+    /// (`linear::precise_*`, `linear::*_pres*`).
     Split,
 }
 
@@ -463,7 +463,7 @@ impl GemmPlan {
                     return unsupported("both operands transposed: no f32 core has this orientation");
                 }
                 let split = precision == Precision::F32
-                    && crate::ops::on_tensor_cores(gpu, &crate::precise::matmul_t_pres::KERNEL);
+                    && crate::ops::on_tensor_cores(gpu, &crate::linear::matmul_t_pres::KERNEL);
                 if split {
                     plan.make_split();
                 } else if b == Elem::Split {
@@ -940,7 +940,7 @@ impl Halves {
     /// maxima into them).
     pub fn clear_scales(rec: impl Record + Copy, scales: &mut Buffer<u32>) -> Result<()> {
         let n = u32_of(scales.len(), "scale words")?;
-        crate::precise::precise_clear(rec, scales, n)
+        crate::linear::precise_clear(rec, scales, n)
     }
 
     /// Records folding max |x| into `scales[slot]` (cleared before) and splitting `x` (`rows ×
@@ -953,11 +953,11 @@ impl Halves {
         slot: usize,
     ) -> Result<()> {
         self.check(x, scales, slot)?;
-        let p = crate::precise::precise_absmax::AbsParams::new(
+        let p = crate::linear::precise_absmax::AbsParams::new(
             u32_of(self.rows * self.cols, "rows·cols")?,
             u32_of(slot, "slot")?,
         );
-        crate::precise::precise_absmax(rec, x, scales, p)?;
+        crate::linear::precise_absmax(rec, x, scales, p)?;
         self.split_scaled(rec, x, scales, slot)
     }
 
@@ -971,12 +971,12 @@ impl Halves {
         slot: usize,
     ) -> Result<()> {
         self.check(x, scales, slot)?;
-        let p = crate::precise::HalvesParams::new(
+        let p = crate::linear::HalvesParams::new(
             u32_of(self.rows, "rows")?,
             u32_of(self.cols, "cols")?,
             u32_of(slot, "slot")?,
         );
-        crate::precise::precise_split(rec, x, scales, &mut self.hi, &mut self.lo, p)
+        crate::linear::precise_split(rec, x, scales, &mut self.hi, &mut self.lo, p)
     }
 
     fn check(&self, x: &Buffer<f32>, scales: &Buffer<u32>, slot: usize) -> Result<()> {
@@ -1210,8 +1210,8 @@ fn record_split(
     c: &mut Buffer<f32>,
     ws: &mut GemmWorkspace,
 ) -> Result<()> {
-    use crate::precise::{HalvesParams, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax};
-    use crate::precise::{precise_clear, precise_split};
+    use crate::linear::{HalvesParams, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax};
+    use crate::linear::{precise_clear, precise_split};
     let g = plan.gemm;
     let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
     let xa = f32_of(&a)?;
@@ -1226,13 +1226,13 @@ fn record_split(
         None => precise_clear(rec, &mut ws.amax, 2)?,
     }
     let len = u32_of(a.rows * a.cols, "operand elements")?;
-    precise_absmax(rec, xa, &mut ws.amax, crate::precise::precise_absmax::AbsParams::new(len, 0))?;
+    precise_absmax(rec, xa, &mut ws.amax, crate::linear::precise_absmax::AbsParams::new(len, 0))?;
     let xb = match prepared {
         Some(_) => None,
         None => {
             let xb = f32_of(&b)?;
             let len = u32_of(b.rows * b.cols, "operand elements")?;
-            precise_absmax(rec, xb, &mut ws.amax, crate::precise::precise_absmax::AbsParams::new(len, 1))?;
+            precise_absmax(rec, xb, &mut ws.amax, crate::linear::precise_absmax::AbsParams::new(len, 1))?;
             Some(xb)
         }
     };

@@ -31,12 +31,7 @@ kernel_files! {
     cast: "shaders/08_cast.wgsl",
     backward_ffn: "shaders/09_backward_ffn.wgsl",
     backward_attention: "shaders/10_backward_attention.wgsl",
-    linear16: "shaders/11_linear16.wgsl",
     optimizer: "shaders/12_optimizer.wgsl",
-    mixed: "shaders/13_mixed.wgsl",
-    fused: "shaders/14_fused.wgsl",
-    attention16: "shaders/15_attention16.wgsl",
-    precise: "shaders/16_precise.wgsl",
 }
 
 /// The guide's pages (`docs/guide/`) as doc tests: their Rust examples compile (and run where

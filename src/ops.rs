@@ -155,7 +155,7 @@ pub fn f16x4_len(rows: usize, cols: usize) -> usize {
     rows * cols.div_ceil(4)
 }
 
-/// A row-major f32 matrix `[rows, cols]` in the f16x4 row layout, as `fused::cast_f16x4`
+/// A row-major f32 matrix `[rows, cols]` in the f16x4 row layout, as `cast::cast_f16x4`
 /// writes it: round to nearest f16, values beyond ±65504 clamped, NaN kept, rows zero-padded.
 /// For uploading f16 operands.
 pub fn to_f16x4(values: &[f32], rows: usize, cols: usize) -> Vec<F16x4> {
@@ -176,7 +176,7 @@ fn to_u32(v: usize, what: &str) -> Result<u32> {
 }
 
 /// Records a cast of `src` `[rows, cols]` f32 into `dst` in the f16x4 row layout (at least
-/// [`f16x4_len`]`(rows, cols)` elements): `fused::cast_f16x4`, bit for bit what [`to_f16x4`]
+/// [`f16x4_len`]`(rows, cols)` elements): `cast::cast_f16x4`, bit for bit what [`to_f16x4`]
 /// writes on the host. Needs SHADER_F16.
 pub fn cast_f16x4(
     rec: impl Record,
@@ -185,8 +185,8 @@ pub fn cast_f16x4(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
-    let p = crate::fused::cast_f16x4::RowsParams::new(to_u32(rows, "rows")?, to_u32(cols, "cols")?);
-    crate::fused::cast_f16x4(rec, src, dst, p)
+    let p = crate::cast::cast_f16x4::RowsParams::new(to_u32(rows, "rows")?, to_u32(cols, "cols")?);
+    crate::cast::cast_f16x4(rec, src, dst, p)
 }
 
 /// Whether `kernel` runs its tensor-core (cooperative-matrix) variant on `gpu`: the adapter

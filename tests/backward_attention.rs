@@ -9,8 +9,8 @@ mod reference;
 
 use common::{TAIL, assert_close, central_differences, check_tail, gpu, poisoned, rel_err, rng, same_bits, uniform};
 use kernels::attention::attention_forward;
-use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq, rope_k_backward, rope_q_backward};
-use kernels::rope::{rope_k, rope_q};
+use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
+use kernels::rope::{rope_k, rope_k_backward, rope_q, rope_q_backward};
 use kernels::{Buffer, Error, Gpu};
 use reference::{Inputs, Shape, inputs, shape};
 

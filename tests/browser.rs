@@ -236,11 +236,14 @@ fn every_check_passes_in_headless_chromium() {
         "optimizer::reduce_norm_sq + finalize_grad_stats (NaN, ±Inf)",
         "optimizer::adamw_update p (NaN, ±Inf gradients skipped)",
         "optimizer::adamw_8bit_update p (NaN, ±Inf gradients skipped)",
-        "precise::precise_absmax (NaN, ±Inf left out)",
+        "linear::precise_absmax (NaN, ±Inf left out)",
         "activation::gelu_inplace (NaN)",
     ];
-    if !kernels::attention16::attention16_ds::KERNEL.needs_f16() {
-        non_finite.extend(["attention16::attention16_ds (NaN) flag", "attention16::attention16_ds (+Inf) flag"]);
+    if !kernels::backward_attention::attention_ds_f16::KERNEL.needs_f16() {
+        non_finite.extend([
+            "backward_attention::attention_ds_f16 (NaN) flag",
+            "backward_attention::attention_ds_f16 (+Inf) flag",
+        ]);
     }
     for check in non_finite {
         assert!(text("pass", &format!("pass {check}:")), "{check}:\n{listing}");

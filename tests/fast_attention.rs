@@ -388,7 +388,7 @@ fn fast_scores_past_65535_workgroups() {
 // ---- The f16-operand path (`forward16` / `backward16`) ----
 
 /// `x` rounded to f16's 11 significant bits the way the f16 products round the f32 P and dS as
-/// they load them (`round_f16` of shaders/11_linear16.wgsl: to nearest even on the f32 bits;
+/// they load them (`round_f16` of shaders/lib/attention_f16.wgsl: to nearest even on the f32 bits;
 /// the portable bodies lavapipe runs). On tensor cores values below 2⁻¹⁴ keep fewer bits (true
 /// f16 subnormals): at most 2⁻²⁵ apart, far below the bounds used here.
 fn r16(x: f64) -> f64 {

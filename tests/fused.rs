@@ -1,4 +1,4 @@
-//! `kernels::fused` (shaders/14_fused.wgsl) against float64 references on fresh random inputs,
+//! The fused f16-output kernels (`norm::rmsnorm_f16`, `norm::residual_rmsnorm_f16`, `activation::swiglu_f16`, `optimizer::adamw_mixed`, `cast::cast_f16x4`; `shaders/lib/f16x4.wgsl`) against float64 references on fresh random inputs,
 //! outputs poisoned first (NaN, and a NaN tail that must survive), row lengths that are not
 //! multiples of 4 or of the workgroup's 256 columns, rows wider than the 1024 columns kept in
 //! registers, and the 2-D grid fallback.
@@ -15,8 +15,11 @@ mod common;
 mod reference;
 
 use common::{Rounded, TAIL, assert_within, gpu, gpu_with, has_f16, rng, uniform};
-use kernels::fused::{adamw_mixed, cast_f16x4, residual_rmsnorm_f16, rmsnorm_f16, swiglu_f16};
+use kernels::activation::swiglu_f16;
+use kernels::cast::cast_f16x4;
+use kernels::norm::{residual_rmsnorm_f16, rmsnorm_f16};
 use kernels::ops::{self, F16x4};
+use kernels::optimizer::adamw_mixed;
 use kernels::{Gpu, GpuOptions, f16};
 use rand::Rng;
 
@@ -99,10 +102,10 @@ fn norm_case(gpu: &Gpu, rng: &mut rand::rngs::StdRng, rows: usize, d: usize, res
     let mut rrms = common::poisoned(gpu, rows);
     if residual {
         let rb = gpu.upload(&res).unwrap();
-        let p = kernels::fused::residual_rmsnorm_f16::NormParams::new(rows as u32, d as u32, eps);
+        let p = kernels::norm::residual_rmsnorm_f16::NormParams::new(rows as u32, d as u32, eps);
         residual_rmsnorm_f16(gpu, &mut xb, &rb, &gb, &mut y, &mut rrms, p).unwrap();
     } else {
-        let p = kernels::fused::rmsnorm_f16::NormParams::new(rows as u32, d as u32, eps);
+        let p = kernels::norm::rmsnorm_f16::NormParams::new(rows as u32, d as u32, eps);
         rmsnorm_f16(gpu, &xb, &gb, &mut y, &mut rrms, p).unwrap();
     }
     // The input the norm saw: x + res in f32 (one correctly rounded addition), written back.
@@ -173,7 +176,7 @@ fn swiglu_case(gpu: &Gpu, gate: &[f32], up: &[f32], rows: usize, cols: usize) {
     let gb = gpu.upload(gate).unwrap();
     let ub = gpu.upload(up).unwrap();
     let mut out = poisoned16(gpu, rows, cols);
-    let p = kernels::fused::swiglu_f16::RowsParams::new(rows as u32, cols as u32);
+    let p = kernels::activation::swiglu_f16::RowsParams::new(rows as u32, cols as u32);
     swiglu_f16(gpu, &gb, &ub, &mut out, p).unwrap();
     let want = reference::swiglu(&reference::widen(gate), &reference::widen(up));
     check16(&format!("swiglu_f16 ({rows}, {cols})"), &out.read(gpu).unwrap(), &want, rows, cols);
@@ -220,11 +223,11 @@ fn swiglu_f16_on_the_2d_grid() {
     }
 }
 
-/// `fused::cast_f16x4` of v ([rows, cols]) into a poisoned buffer.
+/// `cast::cast_f16x4` of v ([rows, cols]) into a poisoned buffer.
 fn cast(gpu: &Gpu, v: &[f32], rows: usize, cols: usize) -> Vec<F16x4> {
     let src = gpu.upload(v).unwrap();
     let mut a = poisoned16(gpu, rows, cols);
-    cast_f16x4(gpu, &src, &mut a, kernels::fused::cast_f16x4::RowsParams::new(rows as u32, cols as u32)).unwrap();
+    cast_f16x4(gpu, &src, &mut a, kernels::cast::cast_f16x4::RowsParams::new(rows as u32, cols as u32)).unwrap();
     a.read(gpu).unwrap()
 }
 
@@ -244,7 +247,7 @@ fn cast_f16x4_is_bitwise_the_host_cast() {
             None => GpuOptions::from_env(),
         };
         let Some(gpu) = gpu_with(options) else { return };
-        if !has_f16(&gpu, "fused::cast_f16x4") {
+        if !has_f16(&gpu, "cast::cast_f16x4") {
             return;
         }
         let mut rng = rng("fused_cast_f16x4");
@@ -290,8 +293,8 @@ struct Hyper {
     wd: f32,
 }
 
-fn adam_params(rows: usize, cols: usize, h: &Hyper, step: u32) -> kernels::fused::adamw_mixed::AdamParams {
-    kernels::fused::adamw_mixed::AdamParams::new(
+fn adam_params(rows: usize, cols: usize, h: &Hyper, step: u32) -> kernels::optimizer::adamw_mixed::AdamParams {
+    kernels::optimizer::adamw_mixed::AdamParams::new(
         rows as u32,
         cols as u32,
         h.lr,
@@ -371,7 +374,7 @@ impl Tensor {
         }
     }
 
-    fn step(&mut self, gpu: &Gpu, state: &kernels::Buffer<f32>, a: kernels::fused::adamw_mixed::AdamParams) {
+    fn step(&mut self, gpu: &Gpu, state: &kernels::Buffer<f32>, a: kernels::optimizer::adamw_mixed::AdamParams) {
         adamw_mixed(gpu, &mut self.p, &mut self.g, &mut self.m, &mut self.v, &mut self.p16, state, a).unwrap();
     }
 
@@ -447,7 +450,7 @@ const HYPER: Hyper = Hyper { lr: 1e-2, b1: 0.9, b2: 0.95, eps: 1e-8, wd: 0.1 };
 #[test]
 fn adamw_mixed_matches_a_float64_reference_at_the_effective_step() {
     let Some(gpu) = gpu() else { return };
-    if !has_f16(&gpu, "fused::adamw_mixed") {
+    if !has_f16(&gpu, "optimizer::adamw_mixed") {
         return;
     }
     // β2 = 0.999 at t = 1: 1 − β2^t = 0.001, where computing it as 1 − exp would lose digits.
@@ -466,7 +469,7 @@ fn adamw_mixed_matches_a_float64_reference_at_the_effective_step() {
 #[test]
 fn adamw_mixed_on_the_2d_grid() {
     let Some(gpu) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else { return };
-    if !has_f16(&gpu, "fused::adamw_mixed on the 2-D grid") {
+    if !has_f16(&gpu, "optimizer::adamw_mixed on the 2-D grid") {
         return;
     }
     // 6 workgroups of 1024 vec4s: padded rows (160 × 33 vec4s) and whole ones (64 × 96).
@@ -474,13 +477,13 @@ fn adamw_mixed_on_the_2d_grid() {
     adam_case(&gpu, (64, 384), &HYPER, (4, 1), false, "fused_adamw_2d_whole");
 }
 
-/// Three steps through the loss scaler on the GPU (`mixed::scaler_update`, clipping off): a clean
+/// Three steps through the loss scaler on the GPU (`optimizer::scaler_update`, clipping off): a clean
 /// one, one whose gradient cast overflowed (skipped: nothing changes, Adam's step count does not
 /// advance), a clean one that must use the bias correction of t = 2, not 3.
 #[test]
 fn a_step_the_scaler_skips_does_not_advance_the_bias_correction() {
     let Some(gpu) = gpu() else { return };
-    if !has_f16(&gpu, "fused::adamw_mixed after a skip") {
+    if !has_f16(&gpu, "optimizer::adamw_mixed after a skip") {
         return;
     }
     let mut rng = rng("fused_adamw_scaler_skip");
@@ -492,7 +495,7 @@ fn a_step_the_scaler_skips_does_not_advance_the_bias_correction() {
     let mut t = Tensor::new(&gpu, &p, &zeros, &zeros, &zeros, rows, cols);
     let mut state = gpu.upload(&[1024.0f32, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]).unwrap();
     let stats = gpu.upload(&[1.0f32, 1.0, 1.0, 0.0]).unwrap();
-    let sp = kernels::mixed::scaler_update::ScalerParams::new(1000, 0.0);
+    let sp = kernels::optimizer::scaler_update::ScalerParams::new(1000, 0.0);
     // The reference's master and moments, with the bounds of the GPU's rounding so far.
     let zero = Rounded::exact(0.0);
     let mut want: Vec<[Rounded; 3]> = p.iter().map(|&x| [Rounded::exact(x as f64), zero, zero]).collect();
@@ -501,7 +504,7 @@ fn a_step_the_scaler_skips_does_not_advance_the_bias_correction() {
         let g = uniform(&mut rng, n, -1000.0, 1000.0);
         t.g.write(&gpu, &with_tail(&g)).unwrap();
         let mut flag = gpu.upload(&[overflow as u32]).unwrap();
-        kernels::mixed::scaler_update(&gpu, &stats, &mut flag, &mut state, sp).unwrap();
+        kernels::optimizer::scaler_update(&gpu, &stats, &mut flag, &mut state, sp).unwrap();
         t.step(&gpu, &state, adam_params(rows, cols, &h, step));
         let what = format!("step {step} (overflow {overflow})");
         let got = t.read(&gpu, rows, cols, &what);

@@ -270,7 +270,7 @@ fn prepared_halves_match_the_product_that_splits_itself() {
         }
     }
     let g = Gemm::new(64, 64, 64).elems(Elem::F32, Elem::Split).b_t(true);
-    let split_on_tc = ops::on_tensor_cores(&gpu, &kernels::precise::matmul_t_pres::KERNEL);
+    let split_on_tc = ops::on_tensor_cores(&gpu, &kernels::linear::matmul_t_pres::KERNEL);
     match g.plan(&gpu) {
         Ok(p) => assert!(split_on_tc && p.core() == Core::Split, "{}", p.describe()),
         Err(e) => assert!(!split_on_tc && e.to_string().contains("split core only"), "{e}"),
@@ -293,7 +293,7 @@ fn prepared_halves_match_the_product_that_splits_itself() {
 fn the_plan_follows_the_adapter_and_the_operands() {
     let Some(gpu) = gpu() else { return };
     let tc = tensor_cores(&gpu);
-    let split_on_tc = ops::on_tensor_cores(&gpu, &kernels::precise::matmul_t_pres::KERNEL);
+    let split_on_tc = ops::on_tensor_cores(&gpu, &kernels::linear::matmul_t_pres::KERNEL);
     let f32_plan = Gemm::new(64, 64, 64).b_t(true).plan(&gpu).unwrap();
     assert_eq!(f32_plan.core(), if split_on_tc { Core::Split } else { Core::Simt }, "{}", f32_plan.describe());
     if has_f16(&gpu) {

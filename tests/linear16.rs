@@ -1,4 +1,4 @@
-//! The fast attention path's tensor-core products (`shaders/11_linear16.wgsl`) and the f16x4
+//! The fast attention path's tensor-core products (`shaders/lib/attention_f16.wgsl`: `attention::attention_scores_f16`, `attention::attention_pv_f16`, `backward_attention::attention_ptx_f16`) and the f16x4
 //! cast against float64 references on fresh random, non-symmetric inputs, whatever variant the
 //! adapter picks:
 //! on lavapipe and in CI the portable variants (f32 FMAs), on an adapter with cooperative
@@ -14,7 +14,8 @@ mod common;
 mod reference;
 
 use common::{gpu, gpu_with, rng, uniform};
-use kernels::linear16::{self, attention_ptx16, attention_pv16, attention_scores16};
+use kernels::attention::{attention_pv_f16, attention_scores_f16};
+use kernels::backward_attention::attention_ptx_f16;
 use kernels::ops::{self, F16x4};
 use kernels::{Buffer, Error, Gpu, GpuOptions, KernelDef, f16};
 use rand::rngs::StdRng;
@@ -137,12 +138,12 @@ fn check_attention(gpu: &Gpu, a: Att, rng: &mut StdRng) {
     let scale = 0.125f32;
     let (b, s, h, hkv, d, _) = att_params(a, scale);
     let mut out = poisoned(gpu, nprob);
-    attention_scores16(
+    attention_scores_f16(
         gpu,
         &qb,
         &kvb,
         &mut out,
-        linear16::attention_scores16::ScoreParams::new(b, s, h, hkv, d, scale),
+        kernels::attention::attention_scores_f16::ScoreParams::new(b, s, h, hkv, d, scale),
     )
     .unwrap();
     let got = read(gpu, "scores", &out, nprob);
@@ -160,7 +161,7 @@ fn check_attention(gpu: &Gpu, a: Att, rng: &mut StdRng) {
             }
         }
     }
-    check(&format!("attention_scores16 {what}"), &g, &Product { value: w_val, scale: w_scale }, 1e-4);
+    check(&format!("attention_scores_f16 {what}"), &g, &Product { value: w_val, scale: w_scale }, 1e-4);
 
     // P·V (and dS·K): P entries past each row's tile end must not be read.
     for (row, chunk) in probs.chunks_mut(sq).enumerate() {
@@ -172,9 +173,14 @@ fn check_attention(gpu: &Gpu, a: Att, rng: &mut StdRng) {
     let alpha = 0.75f32;
     let ny = a.b * sq * a.h * a.d;
     let mut y = poisoned(gpu, ny);
-    let pp = linear16::attention_pv16::AttParams::new(b, s, h, hkv, d, alpha);
-    attention_pv16(gpu, &pb, &kvb, &mut y, pp).unwrap();
-    check(&format!("attention_pv16 {what}"), &read(gpu, "pv", &y, ny), &reference::pv(&pr, &kv, a, alpha as f64), 1e-4);
+    let pp = kernels::attention::attention_pv_f16::AttParams::new(b, s, h, hkv, d, alpha);
+    attention_pv_f16(gpu, &pb, &kvb, &mut y, pp).unwrap();
+    check(
+        &format!("attention_pv_f16 {what}"),
+        &read(gpu, "pv", &y, ny),
+        &reference::pv(&pr, &kv, a, alpha as f64),
+        1e-4,
+    );
 
     // Pᵀ·dO (and dSᵀ·Q): entries of queries before each key tile must not be read either.
     let mut probs = uniform(rng, nprob, -1.0, 1.0);
@@ -190,10 +196,10 @@ fn check_attention(gpu: &Gpu, a: Att, rng: &mut StdRng) {
     let pb = gpu.upload(&probs).unwrap();
     let nkv = a.b * sq * a.hkv * a.d;
     let mut y = poisoned(gpu, nkv);
-    let pp = linear16::attention_ptx16::AttParams::new(b, s, h, hkv, d, alpha);
-    attention_ptx16(gpu, &pb, &qb, &mut y, pp).unwrap();
+    let pp = kernels::backward_attention::attention_ptx_f16::AttParams::new(b, s, h, hkv, d, alpha);
+    attention_ptx_f16(gpu, &pb, &qb, &mut y, pp).unwrap();
     check(
-        &format!("attention_ptx16 {what}"),
+        &format!("attention_ptx_f16 {what}"),
         &read(gpu, "ptx", &y, nkv),
         &reference::ptx(&pr, &q, a, alpha as f64),
         1e-4,
@@ -206,7 +212,7 @@ fn attention_products_vs_reference() {
     if !has_f16(&gpu) {
         return;
     }
-    for k in [&attention_scores16::KERNEL, &attention_pv16::KERNEL, &attention_ptx16::KERNEL] {
+    for k in [&attention_scores_f16::KERNEL, &attention_pv_f16::KERNEL, &attention_ptx_f16::KERNEL] {
         variant(&gpu, k);
     }
     let mut rng = rng("attention16");
@@ -279,11 +285,11 @@ fn misuse_is_an_error() {
     let w = gpu.zeros::<F16x4>(10).unwrap();
     let mut y = gpu.zeros::<f32>(10).unwrap();
     let mut probs = gpu.zeros::<f32>(64).unwrap();
-    let p = linear16::attention_scores16::ScoreParams::new(1, 4, 1, 1, 6, 1.0);
-    let e = attention_scores16(&gpu, &x, &w, &mut probs, p).unwrap_err();
+    let p = kernels::attention::attention_scores_f16::ScoreParams::new(1, 4, 1, 1, 6, 1.0);
+    let e = attention_scores_f16(&gpu, &x, &w, &mut probs, p).unwrap_err();
     assert!(e.to_string().contains("head_dim % 4"), "{e}");
-    let p = linear16::attention_pv16::AttParams::new(1, 4, 3, 2, 4, 1.0);
-    let e = attention_pv16(&gpu, &probs, &x, &mut y, p).unwrap_err();
+    let p = kernels::attention::attention_pv_f16::AttParams::new(1, 4, 3, 2, 4, 1.0);
+    let e = attention_pv_f16(&gpu, &probs, &x, &mut y, p).unwrap_err();
     assert!(e.to_string().contains("heads % p.kv_heads"), "{e}");
     let src = gpu.zeros::<f32>(5).unwrap();
     let mut dst = gpu.zeros::<F16x4>(1).unwrap();

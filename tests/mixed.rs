@@ -1,13 +1,14 @@
-//! `kernels::mixed` (shaders/13_mixed.wgsl): the loss-scaling and mixed-precision optimizer
-//! kernels against float64 references (or exact expectations where the arithmetic is exact), on
+//! The loss-scaling kernels (`optimizer::scale_by_state`, `optimizer::scaler_update`,
+//! `cast::cast_grad_f16x4`) against float64 references (or exact expectations where the arithmetic is exact), on
 //! fresh random inputs, outputs poisoned first, rows that are not a multiple of 4, and the 2-D
 //! grid fallback.
 
 mod common;
 
 use common::{gpu, gpu_with, rng, uniform};
-use kernels::mixed::{cast_grad_f16x4, scale_by_state, scaler_update};
+use kernels::cast::cast_grad_f16x4;
 use kernels::ops::{self, F16x4};
+use kernels::optimizer::{scale_by_state, scaler_update};
 use kernels::{Gpu, GpuOptions, f16};
 
 /// Poisoned elements past each output, which must survive.
@@ -39,7 +40,7 @@ fn cast_case(gpu: &Gpu, v: &[f32], rows: usize, cols: usize) -> (Vec<F16x4>, u32
     let len = ops::f16x4_len(rows, cols);
     let mut dst = gpu.upload(&vec![nan16(); len + TAIL]).unwrap();
     let mut flag = gpu.upload(&[0u32, 7u32]).unwrap();
-    let p = kernels::mixed::cast_grad_f16x4::CastParams::new(rows as u32, cols as u32);
+    let p = kernels::cast::cast_grad_f16x4::CastParams::new(rows as u32, cols as u32);
     cast_grad_f16x4(gpu, &src, &mut dst, &mut flag, p).unwrap();
     let got = dst.read(gpu).unwrap();
     assert!(got[len..].iter().all(|g| g.iter().all(|h| h.is_nan())), "({rows}, {cols}): wrote past the output");
@@ -104,7 +105,8 @@ fn scale_by_state_multiplies_by_the_scale() {
             buf.extend([f32::NAN; TAIL]);
             let mut xb = gpu.upload(&buf).unwrap();
             let state = gpu.upload(&[4096.0f32, 0.0, 0.0, 0.0]).unwrap();
-            scale_by_state(&gpu, &mut xb, &state, kernels::mixed::scale_by_state::ScaleParams::new(n as u32)).unwrap();
+            scale_by_state(&gpu, &mut xb, &state, kernels::optimizer::scale_by_state::ScaleParams::new(n as u32))
+                .unwrap();
             let got = xb.read(&gpu).unwrap();
             for (i, (g, w)) in got.iter().zip(&x).enumerate() {
                 // A power of two: exact.
@@ -120,7 +122,7 @@ fn scaler_step(gpu: &Gpu, stats: [f32; 4], flag: u32, state: [f32; 8], interval:
     let stats = gpu.upload(&stats).unwrap();
     let mut flag = gpu.upload(&[flag]).unwrap();
     let mut st = gpu.upload(&state).unwrap();
-    let p = kernels::mixed::scaler_update::ScalerParams::new(interval, clip);
+    let p = kernels::optimizer::scaler_update::ScalerParams::new(interval, clip);
     scaler_update(gpu, &stats, &mut flag, &mut st, p).unwrap();
     let s = st.read(gpu).unwrap();
     (s.try_into().unwrap(), flag.read(gpu).unwrap()[0])

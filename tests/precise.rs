@@ -1,4 +1,4 @@
-//! The f32-accurate products over the f32 range (`shaders/16_precise.wgsl`, `kernels::precise`,
+//! The f32-accurate products over the f32 range (`linear::precise_*`, `linear::*_pres*`, `shaders/lib/precise.wgsl`,
 //! the scaled split core of `kernels::gemm`) against float64 references on fresh random,
 //! non-symmetric inputs, whatever variant the adapter picks: on lavapipe the portable variants
 //! (f32 FMAs on the same scaled hi/lo halves), on an adapter with cooperative matrices the
@@ -13,8 +13,8 @@ mod reference;
 
 use common::{gpu, gpu_with, has_f16, rng, uniform};
 use kernels::gemm::{self, Core, Epilogue, Gemm, GemmWorkspace, Mat, Precision};
+use kernels::linear::{self, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax, precise_clear};
 use kernels::ops::{self, F16x4};
-use kernels::precise::{self, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax, precise_clear};
 use kernels::{Buffer, Error, Gpu, GpuOptions, KernelDef, f16};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -310,7 +310,7 @@ fn split_pass_scales_and_splits() {
     let xb = gpu.upload(&x).unwrap();
     let mut amax: Buffer<u32> = gpu.filled(2 + TAIL, u32::MAX).unwrap();
     precise_clear(&gpu, &mut amax, 2).unwrap();
-    precise_absmax(&gpu, &xb, &mut amax, precise::AbsParams::new((rows * cols) as u32, 1)).unwrap();
+    precise_absmax(&gpu, &xb, &mut amax, linear::AbsParams::new((rows * cols) as u32, 1)).unwrap();
     let bits = amax.read(&gpu).unwrap();
     assert!(bits[2..].iter().all(|&b| b == u32::MAX), "precise_clear wrote past its n");
     assert_eq!(bits[0], 0, "slot 0 cleared and left alone");
@@ -321,8 +321,8 @@ fn split_pass_scales_and_splits() {
     let sentinel = [f16::from_f32(7.0); 4];
     let mut hi: Buffer<F16x4> = gpu.filled(rows * cq + TAIL, sentinel).unwrap();
     let mut lo: Buffer<F16x4> = gpu.filled(rows * cq + TAIL, sentinel).unwrap();
-    let sp = precise::HalvesParams::new(rows as u32, cols as u32, 1);
-    precise::precise_split(&gpu, &xb, &amax, &mut hi, &mut lo, sp).unwrap();
+    let sp = linear::HalvesParams::new(rows as u32, cols as u32, 1);
+    linear::precise_split(&gpu, &xb, &amax, &mut hi, &mut lo, sp).unwrap();
     let (hi, lo) = (hi.read(&gpu).unwrap(), lo.read(&gpu).unwrap());
     assert!(hi[rows * cq..].iter().chain(&lo[rows * cq..]).all(|v| *v == sentinel), "wrote past the halves");
     // The scale: max·2^e in [2¹⁴, 2¹⁵).
@@ -401,7 +401,7 @@ fn parts_and_the_2d_grid() {
     let chunk = 96;
     let (hi_a, lo_a, hi_b, lo_b, amax) = split_by_hand(&gpu, &x, (rows, k2), &b, (rows, n2));
     let mut parts = poisoned(&gpu, 2 * k2 * n2);
-    let sp = precise::SplitParams::new(rows as u32, n2 as u32, k2 as u32, 2, chunk as u32);
+    let sp = linear::SplitParams::new(rows as u32, n2 as u32, k2 as u32, 2, chunk as u32);
     matmul_at_pres_split(&gpu, &hi_a, &lo_a, &hi_b, &lo_b, &amax, &mut parts, sp, Default::default()).unwrap();
     let got = read(&gpu, "parts", &parts, 2 * k2 * n2);
     for s in 0..2 {
@@ -418,15 +418,15 @@ fn split_by_hand(gpu: &Gpu, a: &[f32], (ar, ac): (usize, usize), b: &[f32], (br,
     let (ab, bb) = (gpu.upload(a).unwrap(), gpu.upload(b).unwrap());
     let mut amax = gpu.zeros::<u32>(2).unwrap();
     precise_clear(gpu, &mut amax, 2).unwrap();
-    let abs = precise::AbsParams::new;
+    let abs = linear::AbsParams::new;
     precise_absmax(gpu, &ab, &mut amax, abs((ar * ac) as u32, 0)).unwrap();
     precise_absmax(gpu, &bb, &mut amax, abs((br * bc) as u32, 1)).unwrap();
     let half = |len: usize| gpu.zeros::<F16x4>(len).unwrap();
     let (mut ha, mut la) = (half(ops::f16x4_len(ar, ac)), half(ops::f16x4_len(ar, ac)));
     let (mut hb, mut lb) = (half(ops::f16x4_len(br, bc)), half(ops::f16x4_len(br, bc)));
-    let sp = precise::HalvesParams::new;
-    precise::precise_split(gpu, &ab, &amax, &mut ha, &mut la, sp(ar as u32, ac as u32, 0)).unwrap();
-    precise::precise_split(gpu, &bb, &amax, &mut hb, &mut lb, sp(br as u32, bc as u32, 1)).unwrap();
+    let sp = linear::HalvesParams::new;
+    linear::precise_split(gpu, &ab, &amax, &mut ha, &mut la, sp(ar as u32, ac as u32, 0)).unwrap();
+    linear::precise_split(gpu, &bb, &amax, &mut hb, &mut lb, sp(br as u32, bc as u32, 1)).unwrap();
     (ha, la, hb, lb, amax)
 }
 
@@ -457,7 +457,7 @@ fn precise_entries_follow_the_path() {
     // The kernels directly on halves split by hand.
     let (ha, la, hb, lb, amax) = split_by_hand(&gpu, &x, (m, k), &wt, (n, k));
     let mut y = poisoned(&gpu, m * n);
-    let p = precise::Params::new(m as u32, n as u32, k as u32);
+    let p = linear::Params::new(m as u32, n as u32, k as u32);
     matmul_t_pres(&gpu, &ha, &la, &hb, &lb, &amax, &mut y, p, Default::default()).unwrap();
     check("matmul_t_pres", &read(&gpu, "t", &y, m * n), &reference::matmul_t(&x, &wt, m, n, k), F32_LEVEL);
     let (ha, la, hb, lb, amax) = split_by_hand(&gpu, &x, (m, k), &w, (k, n));
@@ -496,11 +496,11 @@ fn absmax_over_chunks_and_the_2d_grid() {
         x[(at + 2000) % n] = f32::NEG_INFINITY;
         let xb = gpu.upload(&x).unwrap();
         let mut amax: Buffer<u32> = gpu.upload(&[7u32, 2.0f32.to_bits()]).unwrap();
-        precise_absmax(&gpu, &xb, &mut amax, precise::AbsParams::new(n as u32, 1)).unwrap();
+        precise_absmax(&gpu, &xb, &mut amax, linear::AbsParams::new(n as u32, 1)).unwrap();
         assert_eq!(amax.read(&gpu).unwrap(), vec![7, 3.5f32.to_bits()], "max at {at}");
         // A smaller maximum leaves the slot as it was.
         let small = gpu.upload(&uniform(&mut rng, n, -1.0, 1.0)).unwrap();
-        precise_absmax(&gpu, &small, &mut amax, precise::AbsParams::new(n as u32, 1)).unwrap();
+        precise_absmax(&gpu, &small, &mut amax, linear::AbsParams::new(n as u32, 1)).unwrap();
         assert_eq!(amax.read(&gpu).unwrap()[1], 3.5f32.to_bits(), "max kept");
     }
 }

@@ -9,8 +9,7 @@ mod reference;
 
 use common::{TAIL, assert_close, gpu, rel_err, rng, uniform};
 use kernels::Error;
-use kernels::backward_attention::{rope_k_backward, rope_q_backward, rope_qk_backward};
-use kernels::rope::{rope_k, rope_q, rope_qk};
+use kernels::rope::{rope_k, rope_k_backward, rope_q, rope_q_backward, rope_qk, rope_qk_backward};
 
 const BASE: f32 = 10_000.0;
 /// (batch, seq, heads, head_dim)

@@ -4,7 +4,7 @@
 use crate::disk::{DiskCache, PipelineCacheFile};
 use crate::error::{Error, Result};
 use crate::kernel::{CoopConfig, CoopScalar};
-use crate::options::{GpuOptions, describe, preference};
+use crate::options::{GpuOptions, describe, pick};
 use crate::pipeline::PipelineCache;
 use crate::variant::Capabilities;
 use std::mem::ManuallyDrop;
@@ -370,13 +370,12 @@ impl Gpu {
             .into_iter()
             .collect();
         let available: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
-        let mut candidates: Vec<(wgpu::AdapterInfo, wgpu::Adapter)> = adapters
+        let (infos, mut candidates): (Vec<wgpu::AdapterInfo>, Vec<Option<wgpu::Adapter>>) = adapters
             .into_iter()
-            .map(|a| (a.get_info(), a))
+            .map(|a| (a.get_info(), Some(a)))
             .filter(|(info, _)| options.adapter.as_ref().is_none_or(|f| f.matches(info)))
-            .collect();
-        candidates.sort_by_key(|(info, _)| preference(info));
-        let Some((_, adapter)) = candidates.into_iter().next() else {
+            .unzip();
+        let Some(adapter) = pick(&infos, options.adapter_index.as_ref())?.and_then(|k| candidates[k].take()) else {
             return Err(Error::NoAdapter { wanted: options.adapter.as_ref().map(ToString::to_string), available });
         };
         Self::open_adapter(Some(instance), adapter, &options).await

@@ -12,6 +12,17 @@ pub enum Error {
         /// What exists.
         available: Vec<String>,
     },
+    /// The adapter index asked for ([`GpuOptions::adapter_index`](crate::GpuOptions::adapter_index)
+    /// or `KERNELS_ADAPTER_INDEX`) is past the adapters that match.
+    #[error("adapter index {index} ({source_of}) is out of range: {} adapter{} match{}", matching.len(), if matching.len() == 1 { "" } else { "s" }, if matching.is_empty() { String::new() } else { format!(", indexed from 0 in the order they are tried: {}", matching.iter().enumerate().map(|(k, a)| format!("{k}: {a}")).collect::<Vec<_>>().join(", ")) })]
+    AdapterIndex {
+        /// The index asked for.
+        index: usize,
+        /// Where it came from: `KERNELS_ADAPTER_INDEX=…` or `GpuOptions::adapter_index(…)`.
+        source_of: String,
+        /// The adapters that match the filter, in the order indices count them.
+        matching: Vec<String>,
+    },
     /// The device could not be created.
     #[error("cannot open the GPU device: {0}")]
     Device(String),

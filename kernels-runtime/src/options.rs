@@ -18,6 +18,9 @@ pub const DEFAULT_PIPELINE_CACHE_CAPACITY: usize = 512;
 pub struct GpuOptions {
     /// The adapter to pick ([`GpuOptions::adapter`]); `None` picks the most capable one.
     pub adapter: Option<AdapterFilter>,
+    /// Which of the adapters that pass [`GpuOptions::adapter`] to open, counted from 0 in the
+    /// order they are tried ([`GpuOptions::adapter_index`]); `None` opens the first.
+    pub adapter_index: Option<AdapterIndex>,
     /// Use subgroup operations where the adapter has them. With `false`, kernels run their
     /// tree-reduction variants (and kernels that have none report `SUBGROUP` as missing).
     pub subgroups: bool,
@@ -80,6 +83,7 @@ impl GpuOptions {
         let off = var("KERNELS_PIPELINE_CACHE").is_some_and(|v| v.trim() == "0");
         GpuOptions {
             adapter: None,
+            adapter_index: None,
             subgroups: true,
             without: wgpu::Features::empty(),
             max_workgroups_per_dimension: None,
@@ -98,6 +102,9 @@ impl GpuOptions {
         let off = |name: &str| var(name).is_some_and(|v| v.trim() == "0");
         let mut options = GpuOptions {
             adapter: var("KERNELS_ADAPTER").filter(|s| !s.trim().is_empty()).map(|s| AdapterFilter::parse(&s, true)),
+            adapter_index: var("KERNELS_ADAPTER_INDEX")
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| AdapterIndex::parse(&s)),
             subgroups: !off("KERNELS_SUBGROUPS"),
             cooperative_matrix: !off("KERNELS_COOPERATIVE_MATRIX"),
             ..GpuOptions::defaults_from(&var)
@@ -126,10 +133,20 @@ impl GpuOptions {
     }
 
     /// Picks the adapter: a backend (`vulkan`, `metal`, `dx12`, `gl`, `webgpu`), a part of the
-    /// adapter's name (case-insensitive), or both as `backend:name`. A word that names a backend
+    /// adapter's name (case-insensitive) or its whole PCI bus id (`0000:41:00.0`, where the
+    /// backend reports one), or both as `backend:name`. A word that names a backend
     /// is the backend.
     pub fn adapter(mut self, wanted: &str) -> Self {
         self.adapter = Some(AdapterFilter::parse(wanted, false));
+        self
+    }
+
+    /// Opens the `index`-th of the adapters that pass [`GpuOptions::adapter`], counted from 0
+    /// in the order they are tried (best kind first, then by PCI bus id where the backend
+    /// reports one, then as the backend lists them): how one process per GPU picks its own
+    /// among identical GPUs, which have one name. Overrides `KERNELS_ADAPTER_INDEX`.
+    pub fn adapter_index(mut self, index: usize) -> Self {
+        self.adapter_index = Some(AdapterIndex { index: Ok(index), from_env: false });
         self
     }
 
@@ -254,7 +271,10 @@ impl AdapterFilter {
     /// Whether this adapter passes.
     pub fn matches(&self, info: &wgpu::AdapterInfo) -> bool {
         self.backend.is_none_or(|b| b == info.backend)
-            && self.name.as_deref().is_none_or(|n| info.name.to_lowercase().contains(n))
+            && self.name.as_deref().is_none_or(|n| {
+                info.name.to_lowercase().contains(n)
+                    || (!info.device_pci_bus_id.is_empty() && info.device_pci_bus_id.to_lowercase() == n)
+            })
     }
 }
 
@@ -267,6 +287,65 @@ impl std::fmt::Display for AdapterFilter {
         } else {
             write!(f, "GpuOptions::adapter({:?})", self.text)
         }
+    }
+}
+
+/// An adapter index asked for, and where ([`GpuOptions::adapter_index`] or
+/// `KERNELS_ADAPTER_INDEX`); text that is not a number is kept to be refused when the GPU opens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterIndex {
+    index: Result<usize, String>,
+    from_env: bool,
+}
+
+impl AdapterIndex {
+    fn parse(text: &str) -> AdapterIndex {
+        AdapterIndex { index: text.trim().parse().map_err(|_| text.trim().to_string()), from_env: true }
+    }
+
+    /// The index, or the text that is not one.
+    pub fn index(&self) -> Result<usize, &str> {
+        self.index.as_ref().copied().map_err(String::as_str)
+    }
+}
+
+impl std::fmt::Display for AdapterIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = match &self.index {
+            Ok(i) => i.to_string(),
+            Err(t) => format!("{t:?}"),
+        };
+        if self.from_env {
+            write!(f, "KERNELS_ADAPTER_INDEX={text}")
+        } else {
+            write!(f, "GpuOptions::adapter_index({text})")
+        }
+    }
+}
+
+/// Which of `candidates` (adapter infos that passed the filter) to open: sorted into the order
+/// they are tried (best kind first, then by PCI bus id, stably), then the `index`-th (the first
+/// without one). `Ok(None)`: there is none.
+pub(crate) fn pick(
+    candidates: &[wgpu::AdapterInfo],
+    index: Option<&AdapterIndex>,
+) -> Result<Option<usize>, crate::Error> {
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&candidates[a], &candidates[b]);
+        preference(x).cmp(&preference(y)).then_with(|| x.device_pci_bus_id.cmp(&y.device_pci_bus_id))
+    });
+    let Some(wanted) = index else { return Ok(order.first().copied()) };
+    let matching = || order.iter().map(|&k| describe(&candidates[k])).collect::<Vec<_>>();
+    let k = wanted.index().map_err(|text| crate::Error::AdapterIndex {
+        index: usize::MAX,
+        source_of: format!("{wanted}: not a number: {text:?}"),
+        matching: matching(),
+    })?;
+    match order.get(k) {
+        Some(&i) => Ok(Some(i)),
+        None if order.is_empty() => Ok(None),
+        None => Err(crate::Error::AdapterIndex { index: k, source_of: wanted.to_string(), matching: matching() }),
     }
 }
 
@@ -285,7 +364,11 @@ pub(crate) fn preference(info: &wgpu::AdapterInfo) -> (u8, bool) {
 
 /// `name (backend)`, for the list of adapters in an error.
 pub(crate) fn describe(info: &wgpu::AdapterInfo) -> String {
-    format!("{} ({})", info.name, info.backend.to_str())
+    if info.device_pci_bus_id.is_empty() {
+        format!("{} ({})", info.name, info.backend.to_str())
+    } else {
+        format!("{} ({}, PCI {})", info.name, info.backend.to_str(), info.device_pci_bus_id)
+    }
 }
 
 #[cfg(test)]
@@ -321,7 +404,51 @@ mod tests {
         assert!(!parse("gl:llvm").matches(&lavapipe));
         assert!(!parse("nvidia").matches(&lavapipe));
         assert!(!parse("gl").matches(&lavapipe));
+        let h200 = gpu("NVIDIA H200", "0000:41:00.0", wgpu::DeviceType::DiscreteGpu);
+        assert!(parse("0000:41:00.0").matches(&h200));
+        assert!(parse("vulkan:0000:41:00.0").matches(&h200));
+        assert!(!parse("0000:c1:00.0").matches(&h200));
         assert!(parse("gl").matches(&info("llvmpipe", wgpu::Backend::Gl)));
+    }
+
+    fn gpu(name: &str, bus: &str, kind: wgpu::DeviceType) -> wgpu::AdapterInfo {
+        let mut i = wgpu::AdapterInfo::new(kind, wgpu::Backend::Vulkan);
+        i.name = name.into();
+        i.device_pci_bus_id = bus.into();
+        i
+    }
+
+    #[test]
+    fn identical_adapters_are_told_apart_by_index_in_bus_order() {
+        let cpu = gpu("llvmpipe", "", wgpu::DeviceType::Cpu);
+        let h1 = gpu("NVIDIA H200", "0000:c1:00.0", wgpu::DeviceType::DiscreteGpu);
+        let h0 = gpu("NVIDIA H200", "0000:41:00.0", wgpu::DeviceType::DiscreteGpu);
+        let found = [cpu, h1, h0];
+        let at = |i: usize| AdapterIndex { index: Ok(i), from_env: false };
+        // Discrete GPUs first, by PCI bus id; the CPU adapter last.
+        assert_eq!(pick(&found, None).unwrap(), Some(2));
+        assert_eq!(pick(&found, Some(&at(0))).unwrap(), Some(2));
+        assert_eq!(pick(&found, Some(&at(1))).unwrap(), Some(1));
+        assert_eq!(pick(&found, Some(&at(2))).unwrap(), Some(0));
+        let e = pick(&found, Some(&at(3))).unwrap_err().to_string();
+        assert!(e.contains("adapter index 3 (GpuOptions::adapter_index(3)) is out of range: 3 adapters match"), "{e}");
+        assert!(e.contains("0: NVIDIA H200 (vulkan, PCI 0000:41:00.0), 1: NVIDIA H200 (vulkan, PCI 0000:c1:00.0), 2: llvmpipe (vulkan)"), "{e}");
+        // No adapter at all is the no-adapter error's to report.
+        assert_eq!(pick(&[], Some(&at(1))).unwrap(), None);
+    }
+
+    #[test]
+    fn the_index_comes_from_the_environment_and_bad_text_is_refused() {
+        let env = |value: &'static str| move |name: &str| (name == "KERNELS_ADAPTER_INDEX").then(|| value.to_string());
+        let o = GpuOptions::from_lookup(env(" 1 "));
+        assert_eq!(o.adapter_index.as_ref().and_then(|i| i.index().ok()), Some(1));
+        assert_eq!(o.adapter_index.as_ref().unwrap().to_string(), "KERNELS_ADAPTER_INDEX=1");
+        assert_eq!(GpuOptions::from_lookup(env("")).adapter_index, None);
+        assert_eq!(GpuOptions::from_lookup(env("1")).adapter_index(0).adapter_index.unwrap().index(), Ok(0));
+        let bad = GpuOptions::from_lookup(env("first"));
+        let e =
+            pick(&[gpu("llvmpipe", "", wgpu::DeviceType::Cpu)], bad.adapter_index.as_ref()).unwrap_err().to_string();
+        assert!(e.contains("KERNELS_ADAPTER_INDEX=\"first\": not a number"), "{e}");
     }
 
     #[test]

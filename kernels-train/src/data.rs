@@ -275,6 +275,47 @@ impl Corpus {
         self.train.windows(&train_starts(self.train_len(), seed, step, batch, seq_len), seq_len)
     }
 
+    /// Rank `part` of `parts`'s share of training batch `step` in a data-parallel run of
+    /// `batch` sequences per rank: sequences `part · batch … (part + 1) · batch − 1` of the
+    /// global batch of `parts · batch` ([`Corpus::train_batch`]). The ranks read disjoint parts,
+    /// fixed by the seed, the step and the rank, and together the tokens one process reads with
+    /// the whole batch; part 0 of 1 is [`Corpus::train_batch`].
+    pub fn train_batch_part(
+        &self,
+        seed: u64,
+        step: u64,
+        batch: usize,
+        seq_len: usize,
+        part: usize,
+        parts: usize,
+    ) -> Result<(Vec<u32>, Vec<u32>), Error> {
+        if part >= parts {
+            return Err(Error::Config(format!("part {part} of a batch in {parts} parts")));
+        }
+        let mut starts = train_starts(self.train_len(), seed, step, (part + 1) * batch, seq_len);
+        self.train.windows(&starts.split_off(part * batch), seq_len)
+    }
+
+    /// Rank `part` of `parts`'s share of validation batch `k` of `count` in a data-parallel run
+    /// of `batch` sequences per rank: sequences `part · batch … (part + 1) · batch − 1` of the
+    /// batch of `parts · batch` ([`Corpus::validation_batch`]).
+    pub fn validation_batch_part(
+        &self,
+        k: usize,
+        count: usize,
+        batch: usize,
+        seq_len: usize,
+        part: usize,
+        parts: usize,
+    ) -> Result<(Vec<u32>, Vec<u32>), Error> {
+        if part >= parts {
+            return Err(Error::Config(format!("part {part} of a batch in {parts} parts")));
+        }
+        let mut starts = validation_starts(self.validation_len(), k, count, parts * batch, seq_len);
+        starts.truncate((part + 1) * batch);
+        self.val.windows(&starts.split_off(part * batch), seq_len)
+    }
+
     /// Validation batch `k` of `count`: windows spread evenly over the validation part
     /// ([`validation_starts`]).
     pub fn validation_batch(
@@ -327,6 +368,33 @@ mod tests {
         let huge = usize::MAX / 3;
         let (vx, vy) = c.validation_batch(huge - 1, huge, 4, 32).unwrap();
         assert_eq!((vx.len(), vy.len()), (128, 128));
+    }
+
+    #[test]
+    fn the_parts_of_a_global_batch_are_disjoint_and_make_it_whole() {
+        let c = Corpus::built_in();
+        for parts in [1, 2, 3] {
+            let mut x = Vec::new();
+            let mut y = Vec::new();
+            for part in 0..parts {
+                let (px, py) = c.train_batch_part(11, 6, 2, 16, part, parts).unwrap();
+                assert_eq!(px.len(), 2 * 16);
+                x.extend(px);
+                y.extend(py);
+            }
+            assert_eq!((x, y), c.train_batch(11, 6, 2 * parts, 16).unwrap(), "{parts} parts");
+        }
+        for parts in [1, 2, 4] {
+            let mut x = Vec::new();
+            for part in 0..parts {
+                x.extend(c.validation_batch_part(3, 5, 2, 16, part, parts).unwrap().0);
+            }
+            assert_eq!(x, c.validation_batch(3, 5, 2 * parts, 16).unwrap().0, "{parts} parts");
+        }
+        let (a, _) = c.train_batch_part(11, 6, 2, 16, 0, 2).unwrap();
+        let (b, _) = c.train_batch_part(11, 6, 2, 16, 1, 2).unwrap();
+        assert_ne!(a, b);
+        assert!(c.train_batch_part(11, 6, 2, 16, 2, 2).is_err());
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod data;
+pub mod dist;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod eval;
 #[cfg(not(target_arch = "wasm32"))]
@@ -60,6 +61,10 @@ pub enum Error {
     /// The training state holds NaN or infinite values (so it is not written over a checkpoint).
     #[error("the training diverged: {0}")]
     Diverged(String),
+    /// A data-parallel run cannot go on: another rank died, hangs or disagrees, or the
+    /// launcher's settings are wrong ([`dist`]).
+    #[error("data-parallel run: {0}")]
+    Dist(String),
     /// The GPU runtime failed.
     #[error("GPU: {0}")]
     Gpu(#[from] kernels::Error),

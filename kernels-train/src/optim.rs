@@ -1,7 +1,7 @@
 //! Which optimizer a run updates its weights with, and the host form of the 8-bit one's state.
 //!
 //! - [`OptimizerKind::AdamW`]: AdamW with f32 moments (`kernels::optimizer::adamw_update`, or
-//!   `kernels::fused::adamw_mixed` in mixed precision): 8 bytes of state per parameter.
+//!   `kernels::optimizer::adamw_mixed` in mixed precision): 8 bytes of state per parameter.
 //! - [`OptimizerKind::AdamW8bit`]: the same update with both moments stored as 8-bit codes in
 //!   blocks of 256 values, each block with an f32 absmax scale for m and one for √v
 //!   (`kernels::optimizer::adamw_8bit_update`): 2 bytes and 1/32 of a byte per parameter. f32

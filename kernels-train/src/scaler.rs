@@ -1,12 +1,12 @@
 //! Dynamic loss scaling for mixed precision: the state, its rule (the same as
-//! `kernels::mixed::scaler_update`, which applies it on the GPU inside every step, and as
+//! `kernels::optimizer::scaler_update`, which applies it on the GPU inside every step, and as
 //! PyTorch's GradScaler), and its settings.
 //!
 //! The loss gradient is multiplied by the scale S before the backward pass, so that small
 //! gradients survive the f16 casts of the backward products; the optimizer divides by S again.
 //! A step whose scaled gradients hold a NaN or an infinity, or overflow f16 where they are cast,
 //! is skipped (weights and moments unchanged) and S halves; after `growth_interval` clean steps
-//! in a row S doubles. The state lives in a GPU buffer (`kernels::mixed`'s layout, below) and is
+//! in a row S doubles. The state lives in a GPU buffer (`optimizer::scaler_update`'s layout, below) and is
 //! read back only for logging and checkpoints.
 
 /// The initial loss scale (2¹⁶, PyTorch's default).
@@ -60,7 +60,7 @@ impl ScalerState {
         true
     }
 
-    /// The GPU buffer's values (`kernels::mixed`'s layout).
+    /// The GPU buffer's values (`optimizer::scaler_update`'s layout).
     pub fn to_gpu(&self) -> [f32; STATE_LEN] {
         let mut s = [0.0; STATE_LEN];
         s[0] = self.scale;

@@ -6,6 +6,7 @@ use crate::Error;
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::{ModelConfig, TrainConfig};
 use crate::data::Corpus;
+use crate::dist::{Collective, Rank, Single};
 use crate::model::{Model, ModelOptions, Precision, ScalerState, StateRef, Tensors};
 use crate::optim::Moments8;
 use crate::params;
@@ -51,6 +52,8 @@ pub struct Trainer {
     pub val_history: Vec<(usize, f32)>,
     /// The loss scaler's state as last read (mixed precision; read with the loss).
     pub scaler: Option<ScalerState>,
+    /// The other ranks of a data-parallel run ([`Trainer::join`]); [`Single`] by default.
+    collective: Box<dyn Collective>,
 }
 
 impl Trainer {
@@ -114,6 +117,7 @@ impl Trainer {
             train_history: Vec::new(),
             val_history: Vec::new(),
             scaler,
+            collective: Box::new(Single),
         })
     }
 
@@ -151,15 +155,116 @@ impl Trainer {
             step: ck.step,
             train_history: ck.train_history,
             val_history: ck.val_history,
+            collective: Box::new(Single),
         })
     }
 
-    /// Records and submits the step on the next batch.
+    /// Makes this trainer one rank of a data-parallel run: from here on every step reads this
+    /// rank's part of a global batch of `world · batch` sequences
+    /// ([`Corpus::train_batch_part`]) and averages the gradients with the other ranks before
+    /// clipping; losses are averaged over the ranks, validation is shared among them. Every rank
+    /// must make the same calls in the same order. Checks that the ranks start from the same
+    /// state ([`Trainer::check_replicas`]).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn join(&mut self, collective: Box<dyn Collective>) -> Result<(), Error> {
+        self.collective = collective;
+        let r = self.rank();
+        // The settings that decide what every step computes must be the same on every rank.
+        let settings = format!("{:?} {:?} {} {}", self.model.cfg, self.train, self.corpus.train_len(), self.step);
+        let mut root = settings.clone().into_bytes();
+        self.collective.broadcast(0, &mut root)?;
+        let differs = self.ranks_where(root != settings.as_bytes())?;
+        if !differs.is_empty() {
+            return Err(Error::Dist(format!(
+                "rank(s) {} were started with other settings, data or checkpoint than rank 0 (rank 0: {}; {r}: {settings})",
+                list(&differs),
+                String::from_utf8_lossy(&root)
+            )));
+        }
+        self.check_replicas()
+    }
+
+    /// This process's rank ([`Rank::SINGLE`] unless [`Trainer::join`]ed).
+    pub fn rank(&self) -> Rank {
+        self.collective.rank()
+    }
+
+    /// The collective the ranks exchange through ([`Single`] in one process).
+    pub fn collective(&mut self) -> &mut dyn Collective {
+        &mut *self.collective
+    }
+
+    /// The ranks (in order) where `mine` is true on that rank.
+    fn ranks_where(&mut self, mine: bool) -> Result<Vec<usize>, Error> {
+        let r = self.rank();
+        if r.world == 1 {
+            return Ok(if mine { vec![0] } else { Vec::new() });
+        }
+        let mut flags = vec![0.0; r.world];
+        flags[r.rank] = f64::from(u8::from(mine));
+        self.collective.sum_f64(&mut flags)?;
+        Ok(flags.iter().enumerate().filter(|(_, f)| **f > 0.0).map(|(k, _)| k).collect())
+    }
+
+    /// Whether `ok` holds on every rank (a collective call: every rank must make it).
+    pub fn all_ranks(&mut self, ok: bool) -> Result<bool, Error> {
+        Ok(self.ranks_where(!ok)?.is_empty())
+    }
+
+    /// Checks that every rank holds the same weights (a CRC-32 of their bits, rank 0's
+    /// broadcast to the others); an [`Error::Dist`] naming the ranks that differ otherwise. One
+    /// process always passes. A collective call.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn check_replicas(&mut self) -> Result<(), Error> {
+        if self.rank().world == 1 {
+            return Ok(());
+        }
+        let mut crc = crc32fast::Hasher::new();
+        for w in self.model.weights()?.iter() {
+            crc.update(bytemuck::cast_slice(w));
+        }
+        let mine = crc.finalize().to_le_bytes().to_vec();
+        let mut root = mine.clone();
+        self.collective.broadcast(0, &mut root)?;
+        let differs = self.ranks_where(root != mine)?;
+        if differs.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Dist(format!(
+            "at step {} the weights of rank(s) {} differ from rank 0's: the ranks no longer train one model (a rank's GPU computes differently, or its memory was corrupted); the last checkpoint is rank 0's",
+            self.step,
+            list(&differs)
+        )))
+    }
+
+    /// Records and submits the step on the next batch (this rank's part of it).
     fn submit_step(&mut self) -> Result<(), Error> {
-        let (x, y) = self.corpus.train_batch(self.train.seed, self.step, self.train.batch, self.model.cfg.seq_len)?;
-        self.model.train_step(&x, &y, self.train.batch, &self.train, self.step)?;
+        let r = self.rank();
+        let (batch, seq) = (self.train.batch, self.model.cfg.seq_len);
+        let (x, y) = self.corpus.train_batch_part(self.train.seed, self.step, batch, seq, r.rank, r.world)?;
+        #[cfg(not(target_arch = "wasm32"))]
+        if r.world > 1 {
+            let step = self.step;
+            self.model
+                .train_step_averaged(&x, &y, batch, &self.train, step, &mut *self.collective)
+                .map_err(|e| at_step(e, step + 1))?;
+            self.step += 1;
+            return Ok(());
+        }
+        self.model.train_step(&x, &y, batch, &self.train, self.step)?;
         self.step += 1;
         Ok(())
+    }
+
+    /// The mean of `value` over the ranks (`value` itself in one process).
+    fn mean_over_ranks(&mut self, value: f64) -> Result<f64, Error> {
+        let world = self.rank().world;
+        if world == 1 {
+            return Ok(value);
+        }
+        let mut v = [value];
+        self.collective.sum_f64(&mut v).map_err(|e| at_step(e, self.step))?;
+        Ok(v[0] / world as f64)
     }
 
     fn record_loss(&mut self, loss: f32) -> f32 {
@@ -174,7 +279,7 @@ impl Trainer {
         if !read_loss {
             return Ok(None);
         }
-        let loss = self.model.read_loss()?;
+        let loss = self.mean_over_ranks(self.model.read_loss()? as f64)? as f32;
         self.scaler = self.model.scaler_state()?;
         Ok(Some(self.record_loss(loss)))
     }
@@ -185,7 +290,8 @@ impl Trainer {
         if !read_loss {
             return Ok(None);
         }
-        let loss = self.model.read_loss_async().await?;
+        let loss = self.model.read_loss_async().await? as f64;
+        let loss = self.mean_over_ranks(loss)? as f32;
         self.scaler = self.model.scaler_state_async().await?;
         Ok(Some(self.record_loss(loss)))
     }
@@ -196,15 +302,26 @@ impl Trainer {
         loss
     }
 
-    /// The mean loss over `batches` batches of the held-out text.
+    /// The mean loss over `batches` batches of the held-out text (in a data-parallel run, each
+    /// rank evaluates its part of every batch of `world · batch` sequences
+    /// ([`Corpus::validation_batch_part`]), and the mean is shared).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn validate(&mut self, batches: usize) -> Result<f32, Error> {
         let batches = batches.max(1);
+        let r = self.rank();
         let mut total = 0.0;
         for k in 0..batches {
-            let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len)?;
+            let (x, y) = self.corpus.validation_batch_part(
+                k,
+                batches,
+                self.train.batch,
+                self.model.cfg.seq_len,
+                r.rank,
+                r.world,
+            )?;
             total += self.model.eval_loss(&x, &y, self.train.batch)? as f64;
         }
+        let total = self.mean_over_ranks(total)?;
         Ok(self.record_validation(total, batches))
     }
 
@@ -217,11 +334,20 @@ impl Trainer {
     /// [`Trainer::validate`] without blocking.
     pub async fn validate_async(&mut self, batches: usize) -> Result<f32, Error> {
         let batches = batches.max(1);
+        let r = self.rank();
         let mut total = 0.0;
         for k in 0..batches {
-            let (x, y) = self.corpus.validation_batch(k, batches, self.train.batch, self.model.cfg.seq_len)?;
+            let (x, y) = self.corpus.validation_batch_part(
+                k,
+                batches,
+                self.train.batch,
+                self.model.cfg.seq_len,
+                r.rank,
+                r.world,
+            )?;
             total += self.model.eval_loss_async(&x, &y, self.train.batch).await? as f64;
         }
+        let total = self.mean_over_ranks(total)?;
         Ok(self.record_validation(total, batches))
     }
 
@@ -296,9 +422,14 @@ impl Trainer {
     }
 
     /// Writes a checkpoint (atomically and durably); a diverged state is refused
-    /// ([`Trainer::divergence`], [`Error::Diverged`]) and `path` left as it was.
+    /// ([`Trainer::divergence`], [`Error::Diverged`]) and `path` left as it was. In a
+    /// data-parallel run rank 0 alone writes (the ranks hold the same state); the others return
+    /// at once.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn save(&mut self, path: &Path) -> Result<(), Error> {
+        if !self.rank().writes() {
+            return Ok(());
+        }
         let ck = self.checkpoint()?;
         if let Some(why) = self.divergence(&ck)? {
             return Err(Error::Diverged(format!("{why}; {} not written", path.display())));
@@ -350,6 +481,20 @@ impl Trainer {
         seed: u64,
     ) -> Result<String, Error> {
         generate_async(&mut self.model, self.corpus.tokenizer(), prompt, n, temperature, top_k, seed).await
+    }
+}
+
+/// Ranks as a list for a message: `1, 3`.
+#[cfg(not(target_arch = "wasm32"))]
+fn list(ranks: &[usize]) -> String {
+    ranks.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// `e` with the step it happened at, where it is about the other ranks.
+fn at_step(e: Error, step: u64) -> Error {
+    match e {
+        Error::Dist(m) => Error::Dist(format!("step {step}: {m}")),
+        e => e,
     }
 }
 

@@ -286,7 +286,7 @@ fn attention_kernels(m: &ModelConfig, precision: Precision, path: Attention) -> 
 #[test]
 fn mixed_attention_runs_on_the_f16_kernels() {
     // On the fast path, mixed precision runs attention's six products through the f16 kernels
-    // (`linear16::attention_*16`, dS through `attention16::attention16_ds`), f32 precision
+    // (`attention::attention_scores_f16`, `attention::attention_pv_f16`, `backward_attention::attention_ptx_f16`, dS through `backward_attention::attention_ds_f16`), f32 precision
     // through the f32 ones; on the flash path the f16 flash kernels and the f32 ones; a head dim
     // that is not a multiple of 4 keeps mixed precision on the f32 kernels. Read from the
     // dispatches of one profiled step.
@@ -301,12 +301,12 @@ fn mixed_attention_runs_on_the_f16_kernels() {
     // Pᵀ·dO and dSᵀ·Q; the softmax and Δ stay f32.
     let m = ModelConfig::new(32, 2, 4, 2, 16);
     let f16_kernels = s(&[
-        ("attention16::attention16_ds", 2),
+        ("backward_attention::attention_ds_f16", 2),
         ("attention::attention_fast_softmax", 2),
         ("backward_attention::attention_fast_delta", 2),
-        ("linear16::attention_ptx16", 4),
-        ("linear16::attention_pv16", 4),
-        ("linear16::attention_scores16", 4),
+        ("backward_attention::attention_ptx_f16", 4),
+        ("attention::attention_pv_f16", 4),
+        ("attention::attention_scores_f16", 4),
     ]);
     assert_eq!(attention_kernels(&m, Precision::Mixed, Attention::Fast), f16_kernels);
     let f32_kernels = s(&[

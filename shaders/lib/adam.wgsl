@@ -1,5 +1,5 @@
 // The AdamW update of four elements, shared by `optimizer::adamw_update` (12_optimizer.wgsl) and
-// `fused::adamw_mixed` (14_fused.wgsl, which computes the bias corrections itself), so both take
+// `optimizer::adamw_mixed` (12_optimizer.wgsl, which computes the bias corrections itself), so both take
 // exactly the same step.
 //
 // Provides `AdamStep`, `adam4` and `adam4_bias`. Hook: a uniform `h` with fields `lr`, `beta1`,

@@ -1,4 +1,4 @@
-// The row walk of `fused::rmsnorm_f16` and `fused::residual_rmsnorm_f16` (14_fused.wgsl).
+// The row walk of `norm::rmsnorm_f16` and `norm::residual_rmsnorm_f16` (02_norm.wgsl).
 //
 // A workgroup of WG = 256 invocations takes NORM_ROWS = 4 consecutive rows, NORM_LANES = 64
 // invocations per row. Lane l of a row takes the row's vec4 columns l + 64·k (columns

@@ -1,5 +1,5 @@
 // The body of the precise products that write Y [M, N] (`matmul_t_pres`, `matmul_pres`, in
-// 16_precise.wgsl): its store hooks (Y = or += the product, with the override ACC) and the
+// 03_linear.wgsl): its store hooks (Y = or += the product, with the override ACC) and the
 // block dispatch, written once. The including kernel declares `y`, `p` (m, n, k), the overrides
 // M_C, N_C, K_C, ACC, and B_KC (true: B stored [N, K], rows of k; false: [K, N], rows of n).
 

@@ -1,4 +1,4 @@
-// The walk of the f16x4-row kernels of 14_fused.wgsl over the vec4s of a `[rows, cols]` matrix
+// The walk of the f16x4-row kernels (`lib/f16x4.wgsl`) over the vec4s of a `[rows, cols]` matrix
 // (cq = ⌈cols/4⌉ vec4s per row, the f16x4 row layout; f32 inputs plain row-major).
 //
 // Workgroup w owns the VEC_CHUNK = 1024 vec4s [1024·w, 1024·(w+1)); invocation tid takes

@@ -1,4 +1,4 @@
-//! Float64 CPU references of the tensor-core products in `shaders/11_linear16.wgsl`, with the
+//! Float64 CPU references of the tensor-core products in `shaders/lib/attention_f16.wgsl`, with the
 //! scale of each output for the error metric: every result is (value, Σ|a||b|) per output, so a
 //! test can check max |c − Σab| / Σ|a||b|, the metric of the products'
 //! accuracy requirement (cuBLAS fp16→fp32's is in BENCHMARKS.md). Inputs are the values the GPU multiplies (already rounded to f16 where the

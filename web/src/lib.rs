@@ -343,7 +343,7 @@ fn planted(rng: &mut Rng, n: usize, count: usize, k: usize) -> usize {
 /// The kernels whose docs say what NaN and ±Inf do, given them (compilers may fold a `v != v`
 /// test away; the kernels test the bits, and this checks that the browser agrees): the
 /// gradient norm leaves them out and counts them, both AdamW forms skip their elements and
-/// zero every gradient, the split products' absmax leaves them out, attention16's dS flags
+/// zero every gradient, the split products' absmax leaves them out, the f16 fast path's dS (`attention_ds_f16`) flags
 /// them (and values beyond f16's range) for the loss scaler.
 async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> {
     use kernels::optimizer::{adamw_8bit_update, adamw_update, finalize_grad_stats, reduce_norm_sq};
@@ -431,11 +431,11 @@ async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> 
         x[at] = s;
     }
     let mut amax = gpu.upload(&[0u32, 7])?;
-    kernels::precise::precise_absmax(gpu, &gpu.upload(&x)?, &mut amax, kernels::precise::AbsParams::new(N as u32, 0))?;
+    kernels::linear::precise_absmax(gpu, &gpu.upload(&x)?, &mut amax, kernels::linear::AbsParams::new(N as u32, 0))?;
     let got = read(gpu, &amax).await?;
     r.check(
         got == [2.5f32.to_bits(), 7],
-        "precise::precise_absmax (NaN, ±Inf left out)",
+        "linear::precise_absmax (NaN, ±Inf left out)",
         format!("slot 0 = {} (want 2.5), slot 1 = {} (untouched: 7)", f32::from_bits(got[0]), got[1]),
     );
 
@@ -449,11 +449,11 @@ async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> 
         format!("gelu(NaN, -1e4, 1e4, 0.5) = {got:?}"),
     );
 
-    // attention16's dS: P·(dP − Δ) up to the diagonal, 0 past it in its tile; the flag set by
+    // the f16 fast path's dS (`attention_ds_f16`): P·(dP − Δ) up to the diagonal, 0 past it in its tile; the flag set by
     // any NaN, ±Inf or |dS| > 65504, and left clear otherwise.
-    let kernel = &kernels::attention16::attention16_ds::KERNEL;
+    let kernel = &kernels::backward_attention::attention_ds_f16::KERNEL;
     if gpu.variant_for(kernel).is_err() {
-        r.line(Status::NeedsF16, "attention16::attention16_ds (NaN, ±Inf)", "not runnable here");
+        r.line(Status::NeedsF16, "backward_attention::attention_ds_f16 (NaN, ±Inf)", "not runnable here");
         return Ok(());
     }
     let seq = 12usize;
@@ -464,7 +464,7 @@ async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> 
     // Where the value is planted, P = 0.5: dP = 1e6 then gives |dS| ≈ 5e5, beyond f16 whatever
     // Δ is (a random P could be small enough to bring it back into range).
     probs[at] = 0.5;
-    let params = kernels::attention16::attention16_ds::Params::new(1, seq as u32, 1);
+    let params = kernels::backward_attention::attention_ds_f16::Params::new(1, seq as u32, 1);
     for (label, planted_value) in
         [("clean", None), ("NaN", Some(f32::NAN)), ("+Inf", Some(f32::INFINITY)), ("beyond f16", Some(1e6))]
     {
@@ -474,7 +474,7 @@ async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> 
         }
         let mut ds = gpu.upload(&dp)?;
         let mut flag = gpu.upload(&[0u32])?;
-        kernels::attention16::attention16_ds(
+        kernels::backward_attention::attention_ds_f16(
             gpu,
             &gpu.upload(&probs)?,
             &gpu.upload(&delta)?,
@@ -483,7 +483,7 @@ async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> 
             params,
         )?;
         let flagged = read(gpu, &flag).await?[0] != 0;
-        let name = format!("attention16::attention16_ds ({label})");
+        let name = format!("backward_attention::attention_ds_f16 ({label})");
         r.check(flagged == planted_value.is_some(), &format!("{name} flag"), format!("flag {}", flagged as u32));
         if planted_value.is_none() {
             let want: Vec<f64> = (0..seq * seq)

@@ -122,6 +122,19 @@ pub struct Args {
     /// No progress bar (for logs).
     #[arg(long)]
     pub quiet: bool,
+    /// Data-parallel runs (one process per GPU, started by torchrun, mpirun or srun): how the
+    /// ranks exchange gradients. `auto`: MPI under mpirun in a trainer built with the `mpi`
+    /// feature, else TCP through rank 0 at MASTER_ADDR:MASTER_PORT.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub collective: CollectiveArg,
+    /// Data-parallel runs: seconds a rank waits for the others (to connect, or in any exchange)
+    /// before it ends the run; a rank that dies is seen at once over TCP, and this bounds a hang.
+    #[arg(long, default_value_t = 300.0, allow_negative_numbers = true)]
+    pub collective_timeout: f64,
+    /// Data-parallel runs: check that every rank holds the same weights every N steps (and at
+    /// the end).
+    #[arg(long, default_value_t = 100)]
+    pub check_weights_every: usize,
     /// Attention path: `fast` (batched products over materialised probabilities, a
     /// [batch, heads, seq, seq] workspace per layer), `flash` (fused kernels, no workspace),
     /// `streaming` (no workspace, the least workgroup memory, slower), or `auto` (fast when its
@@ -268,6 +281,37 @@ pub fn train_config(a: &Args) -> TrainConfig {
     }
 }
 
+/// How the ranks of a data-parallel run exchange gradients.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum CollectiveArg {
+    /// MPI under mpirun (with the `mpi` feature), TCP otherwise.
+    Auto,
+    /// Host-staged through rank 0 over TCP (MASTER_ADDR, MASTER_PORT).
+    Tcp,
+    /// Host-staged through MPI (a trainer built with the `mpi` feature, under mpirun).
+    Mpi,
+}
+
+impl CollectiveArg {
+    /// The implementation asked for.
+    pub fn kind(self) -> crate::dist::CollectiveKind {
+        match self {
+            CollectiveArg::Auto => crate::dist::CollectiveKind::Auto,
+            CollectiveArg::Tcp => crate::dist::CollectiveKind::Tcp,
+            CollectiveArg::Mpi => crate::dist::CollectiveKind::Mpi,
+        }
+    }
+}
+
+/// `--collective-timeout` as a duration.
+pub fn collective_timeout(a: &Args) -> Result<Duration, String> {
+    let s = a.collective_timeout;
+    if !(s.is_finite() && s > 0.0 && s <= 1e6) {
+        return Err(format!("--collective-timeout {s} must be a number of seconds above 0 (and at most 1000000)"));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
 /// Checks the flags that need more than their type; every message names the flag.
 pub(super) fn check(a: &Args) -> Result<(), String> {
     for (flag, value) in [
@@ -276,6 +320,7 @@ pub(super) fn check(a: &Args) -> Result<(), String> {
         ("--eval-batches", Some(a.eval_batches)),
         ("--checkpoint-every", a.checkpoint_every),
         ("--shard-tokens", Some(a.shard_tokens)),
+        ("--check-weights-every", Some(a.check_weights_every)),
     ] {
         if value == Some(0) {
             return Err(format!("{flag} must be at least 1"));
@@ -288,6 +333,7 @@ pub(super) fn check(a: &Args) -> Result<(), String> {
         ));
     }
     checkpoint_interval(a)?;
+    collective_timeout(a)?;
     if !(a.temperature.is_finite() && a.temperature >= 0.0) {
         return Err(format!("--temperature {} must be 0 (greedy) or more, and finite", a.temperature));
     }

@@ -5,8 +5,9 @@
 //! Exit codes ([`exit`]): 0 done; 1 a GPU or other run-time failure; 2 a usage mistake (a flag,
 //! the data, a `--checkpoint` that cannot be used); 3 the loss diverged (the last good
 //! checkpoint is kept); 4 a checkpoint could not be written (the message says where the state
-//! went); 5 a damaged checkpoint; 6 another run holds the checkpoint; 128 + N stopped by signal
-//! N after saving (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
+//! went); 5 a damaged checkpoint; 6 another run holds the checkpoint; 7 a data-parallel run
+//! lost a rank (the last checkpoint is kept); 128 + N stopped by signal N after saving (130
+//! Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 
 mod args;
 mod generate;
@@ -18,12 +19,13 @@ mod signals;
 mod train;
 
 pub use crate::checkpoint::curve_path;
-pub use args::{Args, AttentionArg, PrecisionArg, Preset, model_config, train_config};
+pub use args::{Args, AttentionArg, CollectiveArg, PrecisionArg, Preset, model_config, train_config};
 pub use signals::{SIGHUP, SIGINT, SIGTERM, Stop};
 
 use crate::Error;
 use crate::checkpoint::Destination;
 use crate::data::Corpus;
+use crate::dist::Rank;
 use crate::tokenizer::{Tokenizer, TokenizerChoice};
 use crate::trainer::Trainer;
 use clap::Parser;
@@ -42,6 +44,9 @@ pub mod exit {
     pub const CORRUPT: i32 = 5;
     /// Another run holds the checkpoint's lock.
     pub const BUSY: i32 = 6;
+    /// A data-parallel run ended because another rank died, hangs or disagrees (or the
+    /// launcher's settings are wrong); the last checkpoint is kept.
+    pub const RANKS: i32 = 7;
     /// Stopped by a signal after saving: 128 + the signal's number.
     pub const SIGNALLED: i32 = 128;
 }
@@ -64,6 +69,7 @@ impl From<Error> for Failure {
             Error::Busy(_) => exit::BUSY,
             Error::Diverged(_) => exit::DIVERGED,
             Error::Gpu(_) => exit::FAILED,
+            Error::Dist(_) => exit::RANKS,
         };
         Failure { code, message: e.to_string() }
     }
@@ -79,7 +85,24 @@ fn usage(message: String) -> Failure {
 /// writing no checkpoint, since nothing has been trained.
 pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     args::check(&args).map_err(usage)?;
-    let say = Say(args.quiet);
+    let launch = crate::dist::launch::from_env()?;
+    let rank = launch.as_ref().map_or(Rank::SINGLE, |l| l.rank);
+    let _ = RANK.set(rank);
+    if rank.world > 1
+        && (args.export_hf.is_some()
+            || args.export_gguf.is_some()
+            || args.tokenize_to.is_some()
+            || args.eval.is_some()
+            || args.generate.is_some()
+            || args.profile)
+    {
+        return Err(usage(format!(
+            "this process is {rank} (from {}'s environment): only training runs on several processes; run --export, --tokenize-to, --eval, --generate and --profile as one process",
+            launch.as_ref().map_or("the launcher", |l| l.launcher.name())
+        )));
+    }
+    // Rank 0 speaks for the run; the others say only what goes wrong.
+    let say = Say(args.quiet || !rank.writes());
     if args.export_hf.is_some() || args.export_gguf.is_some() {
         return interop::export(&args, &say);
     }
@@ -92,9 +115,30 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     if let Some(prompt) = &args.generate {
         return generate::run(&args, prompt, &say);
     }
+    // The ranks meet first, so that a rank that cannot start is seen by the others before
+    // they tokenize and build pipelines.
+    let collective = {
+        let stop = stop.clone();
+        let interrupt: crate::dist::Interrupt = Box::new(move || {
+            stop.requested().map(|s| {
+                format!("stopped by {} (how a launcher ends a job when one of its ranks died)", signals::name(s))
+            })
+        });
+        let timeout = args::collective_timeout(&args).map_err(usage)?;
+        crate::dist::connect(launch.as_ref(), args.collective.kind(), timeout, Some(interrupt))?
+    };
+    if rank.world > 1 {
+        say.line(format!(
+            "data-parallel: {} ranks ({}), {} sequences a step in all",
+            rank.world,
+            launch.as_ref().map_or("", |l| l.launcher.name()),
+            rank.world * train_config(&args).batch
+        ));
+    }
     // Where the run writes is checked (and locked) before anything else: a path that cannot
-    // take a checkpoint fails in a second, not after the run. --profile writes nothing.
-    let dest = if args.profile { None } else { Some(destination(&args, &say)?) };
+    // take a checkpoint fails in a second, not after the run. --profile writes nothing, nor
+    // does a rank other than 0.
+    let dest = if args.profile || !rank.writes() { None } else { Some(destination(&args, &say)?) };
     let data = input::Input::open(args.data.as_deref())?;
     let val = args.val_data.as_deref().map(|p| input::Input::open(Some(p))).transpose()?;
     not_stopped(stop, &args, "before training")?;
@@ -104,7 +148,7 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
         None => train::prepare(&args, data, val, dest.as_ref(), stop, &say)?,
     };
     not_stopped(stop, &args, "before training")?;
-    let gpu = kernels::Gpu::new().map_err(Error::from)?;
+    let gpu = open_gpu(rank)?;
     say.line(format!("adapter: {}", gpu.report()));
     let trainer = match setup {
         Setup::New(cfg, corpus) => Trainer::new(&gpu, &cfg, &train_config(&args), corpus)?,
@@ -116,14 +160,39 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
         }
         Setup::Import(cfg, corpus, params) => Trainer::from_weights(&gpu, &cfg, &train_config(&args), corpus, &params)?,
     };
+    let mut trainer = trainer;
+    trainer.join(collective)?;
     train::describe(&trainer, &say);
     not_stopped(stop, &args, "before training")?;
     let warm = gpu.warm_up(kernels::all_kernels()).map_err(Error::from)?;
     say.line(format!("pipelines: {} built in {:.2} s", warm.built, warm.seconds));
-    match dest {
-        None => profile::run(trainer),
-        Some(dest) => train::run(&args, trainer, &dest, stop, &say),
+    if args.profile {
+        return profile::run(trainer);
     }
+    train::run(&args, trainer, dest.as_ref(), stop, &say)
+}
+
+/// This process's rank, once known (for the prefix of its messages).
+static RANK: std::sync::OnceLock<Rank> = std::sync::OnceLock::new();
+
+/// The GPU of this rank: `KERNELS_*` as always; in a run of several processes on a machine,
+/// local rank k opens the k-th matching adapter unless `KERNELS_ADAPTER_INDEX` says which.
+fn open_gpu(rank: Rank) -> Result<kernels::Gpu, Failure> {
+    let mut options = kernels::GpuOptions::from_env();
+    let chosen = rank.world > 1 && options.adapter_index.is_none();
+    if chosen {
+        options = options.adapter_index(rank.local_rank);
+    }
+    kernels::Gpu::with_options_blocking(options).map_err(|e| match e {
+        kernels::Error::AdapterIndex { .. } if chosen => Failure {
+            code: exit::USAGE,
+            message: format!(
+                "{e}: local rank {} opens the adapter of its index; start at most as many processes on a machine as it has GPUs, or set KERNELS_ADAPTER_INDEX (e.g. 0) to have the ranks share one",
+                rank.local_rank
+            ),
+        },
+        e => Error::from(e).into(),
+    })
 }
 
 /// What a run trains, ready for the GPU: a new model's shape and its corpus, a checkpoint and
@@ -293,7 +362,10 @@ pub fn main() {
         crate::note(format!("warning: {e}; Ctrl-C, SIGTERM and SIGHUP will not save a checkpoint"));
     }
     if let Err(f) = run(args, &stop) {
-        crate::note(format!("error: {}", f.message));
+        match RANK.get().filter(|r| r.world > 1) {
+            Some(r) => crate::note(format!("error: rank {}: {}", r.rank, f.message)),
+            None => crate::note(format!("error: {}", f.message)),
+        }
         std::process::exit(f.code);
     }
 }

@@ -11,7 +11,7 @@ pub fn class_of(qualified: &str) -> &'static str {
     let (module, kernel) = qualified.split_once("::").unwrap_or(("", qualified));
     if kernel.contains("attention") || kernel.starts_with("flash_") {
         "attention"
-    } else if matches!(module, "linear" | "linear16" | "precise")
+    } else if matches!(module, "linear")
         && (kernel.starts_with("matmul") || kernel.starts_with("gemm"))
         && kernel != "matmul_parts_add"
     {
@@ -68,17 +68,17 @@ mod tests {
         assert_eq!(class_of("linear::matmul_t"), "products");
         assert_eq!(class_of("linear::gemm16"), "products");
         assert_eq!(class_of("linear::gemm16_residual"), "products");
-        assert_eq!(class_of("precise::matmul_t_pres"), "products");
-        assert_eq!(class_of("precise::matmul_at_pres_split"), "products");
-        assert_eq!(class_of("precise::precise_split"), "memory-bound");
+        assert_eq!(class_of("linear::matmul_t_pres"), "products");
+        assert_eq!(class_of("linear::matmul_at_pres_split"), "products");
+        assert_eq!(class_of("linear::precise_split"), "memory-bound");
         assert_eq!(class_of("linear::matmul_parts_add"), "memory-bound");
-        assert_eq!(class_of("fused::cast_f16x4"), "memory-bound");
+        assert_eq!(class_of("cast::cast_f16x4"), "memory-bound");
         assert_eq!(class_of("attention::attention_fast_scores"), "attention");
         assert_eq!(class_of("backward_attention::attention_backward_dq"), "attention");
-        assert_eq!(class_of("linear16::attention_scores16"), "attention");
+        assert_eq!(class_of("attention::attention_scores_f16"), "attention");
         assert_eq!(class_of("attention::flash_forward16"), "attention");
         assert_eq!(class_of("backward_attention::flash_backward_dkdv"), "attention");
         assert_eq!(class_of("norm::rmsnorm_forward"), "memory-bound");
-        assert_eq!(class_of("fused::adamw_mixed"), "memory-bound");
+        assert_eq!(class_of("optimizer::adamw_mixed"), "memory-bound");
     }
 }

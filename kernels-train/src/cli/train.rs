@@ -132,7 +132,11 @@ pub(super) fn describe(trainer: &Trainer, say: &Say) {
 /// The checkpoint's state as this run knows it: the step of the last good checkpoint at the
 /// destination (the resumed one, or the last save), if any.
 struct Saves<'a> {
-    dest: &'a Destination,
+    /// Rank 0's destination; `None` on the other ranks of a data-parallel run, which write
+    /// nothing.
+    dest: Option<&'a Destination>,
+    /// The checkpoint's path (rank 0 writes it).
+    path: &'a std::path::Path,
     good: Option<u64>,
     /// Step and time of the last save (or of the start).
     last: (u64, Instant),
@@ -146,22 +150,28 @@ impl Saves<'_> {
     /// with a message that says what is where; a failed write is an [`Error::Save`].
     fn save(&mut self, trainer: &mut Trainer, say: &Say) -> Result<(), Error> {
         self.last = (trainer.step, Instant::now());
+        let Some(dest) = self.dest else {
+            // Another rank: rank 0 writes the state every rank holds.
+            self.good = Some(trainer.step);
+            self.saved = Some(trainer.step);
+            return Ok(());
+        };
         let ck = trainer.checkpoint()?;
         if let Some(why) = trainer.divergence(&ck)? {
             return Err(self.diverged(&ck, why));
         }
-        self.dest.save(&ck)?;
+        dest.save(&ck)?;
         self.good = Some(trainer.step);
         self.saved = Some(trainer.step);
         let cfg = &trainer.model.cfg;
         let title = format!("{} layers × {} wide, {} steps", cfg.layers, cfg.dim, trainer.step);
         // The curve is the log's; a log that cannot be read leaves the checkpoint's history.
-        let logged = metrics::read(&metrics::metrics_path(self.dest.path())).map(|r| metrics::curves(&r));
+        let logged = metrics::read(&metrics::metrics_path(dest.path())).map(|r| metrics::curves(&r));
         let (train, val) = match logged {
             Ok((t, v)) if !t.is_empty() || !v.is_empty() => (t, v),
             _ => (trainer.train_history.clone(), trainer.val_history.clone()),
         };
-        if let Err(e) = self.dest.write_curve(&loss_svg(&train, &val, &title)) {
+        if let Err(e) = dest.write_curve(&loss_svg(&train, &val, &title)) {
             say.line(format!("warning: the loss curve was not written: {e}"));
         }
         Ok(())
@@ -170,16 +180,17 @@ impl Saves<'_> {
     /// Writes a diverged state beside the checkpoint (never over it); the error says what is
     /// where.
     fn diverged(&self, ck: &crate::checkpoint::Checkpoint, why: String) -> Error {
-        let record = match self.dest.save_diverged(ck) {
-            Ok(to) => format!("the diverged state is in {} (to inspect, not to resume)", to.display()),
-            Err(e) => format!("the diverged state was not kept either ({e})"),
+        let record = match self.dest.map(|d| d.save_diverged(ck)) {
+            Some(Ok(to)) => format!("the diverged state is in {} (to inspect, not to resume)", to.display()),
+            Some(Err(e)) => format!("the diverged state was not kept either ({e})"),
+            None => "rank 0 keeps the diverged state".to_string(),
         };
         Error::Diverged(format!("{why} (try a lower --lr); {}; {record}", self.kept()))
     }
 
     /// What the checkpoint path holds now.
     fn kept(&self) -> String {
-        let path = self.dest.path().display();
+        let path = self.path.display();
         match self.good {
             Some(step) => format!("the last good checkpoint, {path} (step {step}), is kept"),
             None => format!("no checkpoint of this run was saved ({path} is as it was)"),
@@ -189,7 +200,7 @@ impl Saves<'_> {
     /// A save that had to succeed failed: the state goes to the temporary directory instead,
     /// if it can, and the message says where everything is.
     fn rescue(&self, trainer: &mut Trainer, e: Error) -> Failure {
-        let stem = self.dest.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem = self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let to: PathBuf =
             std::env::temp_dir().join(format!("{stem}.step{}.rescue-{}.safetensors", trainer.step, std::process::id()));
         let message = match trainer.save(&to) {
@@ -197,7 +208,7 @@ impl Saves<'_> {
                 "{e}. The run's state (step {}) was written to {} instead: move it to {} and pass --resume; {}",
                 trainer.step,
                 to.display(),
-                self.dest.path().display(),
+                self.path.display(),
                 self.kept()
             ),
             Err(e2) => format!(
@@ -216,13 +227,61 @@ impl Saves<'_> {
 /// sample. A signal in `stop` ends the run after the current step, with a checkpoint and exit
 /// code 128 + the signal; a loss that becomes NaN or infinite ends it with the diverged state
 /// beside the checkpoint, never over it (exit code 3).
+///
+/// In a data-parallel run every rank runs this loop in step; rank 0 alone writes (checkpoints,
+/// the metrics log, the loss curve, the sample) and decides when to save, a signal on any rank
+/// stops every rank after the same step, and the weights are checked identical every
+/// `--check-weights-every` steps. A rank that dies or hangs ends the others with an error that
+/// says so and which checkpoint is kept.
 pub(super) fn run(
     args: &Args,
-    mut trainer: Trainer,
-    dest: &Destination,
+    trainer: Trainer,
+    dest: Option<&Destination>,
     stop: &Stop,
     say: &Say,
 ) -> Result<(), Failure> {
+    let resumed = args.resume.then_some(trainer.step);
+    let mut saves =
+        Saves { dest, path: &args.checkpoint, good: resumed, last: (trainer.step, Instant::now()), saved: None };
+    train_loop(args, trainer, &mut saves, stop, say).map_err(|mut f| {
+        if f.code == exit::RANKS {
+            f.message = format!("{}; {}", f.message, saves.kept());
+        }
+        f
+    })
+}
+
+/// What every rank learns at the start of a step: a stop asked for on any rank (this rank's
+/// signal first), and whether rank 0 saves after the step (`due` there).
+fn agree(trainer: &mut Trainer, local: Option<i32>, due: bool) -> Result<(Option<i32>, bool), Error> {
+    let r = trainer.rank();
+    if r.world == 1 {
+        return Ok((local, due));
+    }
+    let mut v = vec![0.0; 66];
+    if let Some(s) = local {
+        v[s.clamp(0, 64) as usize] = 1.0;
+    }
+    v[65] = f64::from(u8::from(due && r.writes()));
+    let step = trainer.step;
+    trainer.collective().sum_f64(&mut v).map_err(|e| match e {
+        Error::Dist(m) => Error::Dist(format!("step {step}: {m}")),
+        e => e,
+    })?;
+    Ok((local.or_else(|| v[..65].iter().position(|&n| n > 0.0).map(|s| s as i32)), v[65] > 0.0))
+}
+
+/// Whether rank 0's save went well enough to go on (every rank learns it): a failed periodic
+/// write is a warning there, anything else ends every rank.
+fn save_agreed(trainer: &mut Trainer, fatal: bool) -> Result<(), Error> {
+    let step = trainer.step;
+    if trainer.all_ranks(!fatal)? || fatal {
+        return Ok(());
+    }
+    Err(Error::Dist(format!("rank 0 ended at step {step} while saving the checkpoint (its message says why)")))
+}
+
+fn train_loop(args: &Args, mut trainer: Trainer, saves: &mut Saves, stop: &Stop, say: &Say) -> Result<(), Failure> {
     let train = trainer.train.clone();
     let cfg = trainer.model.cfg.clone();
     let total = train.steps as u64;
@@ -234,30 +293,63 @@ pub(super) fn run(
     if let Some(signal) = stop.requested() {
         return Err(stopped_before_training(signal, args, "before the first step"));
     }
+    let rank = trainer.rank();
     let history = (&trainer.train_history, &trainer.val_history);
-    let (mut metrics_log, warning) =
-        metrics::Log::open(&metrics::metrics_path(dest.path()), trainer.step, Some(history));
-    if let Some(w) = warning {
-        say.line(format!("warning: {w}"));
-    }
-    let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(total) };
+    let mut metrics_log = saves.dest.map(|dest| {
+        let (log, warning) = metrics::Log::open(&metrics::metrics_path(dest.path()), trainer.step, Some(history));
+        if let Some(w) = warning {
+            say.line(format!("warning: {w}"));
+        }
+        log
+    });
+    let append = |log: &mut Option<metrics::Log>, record: &metrics::Record| log.as_mut().and_then(|l| l.append(record));
+    let bar = if args.quiet || !rank.writes() { ProgressBar::hidden() } else { ProgressBar::new(total) };
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps | {msg} | ETA {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_position(trainer.step.min(total));
-    let tokens_per_step = (train.batch * cfg.seq_len) as f64;
+    let tokens_per_step = (rank.world * train.batch * cfg.seq_len) as f64;
     let mut last_loss = trainer.train_history.last().map(|h| h.1);
     let mut last_val = trainer.val_history.last().map(|h| h.1);
     let started = Instant::now();
     let first_step = trainer.step;
-    let resumed = args.resume.then_some(trainer.step);
-    let mut saves = Saves { dest, good: resumed, last: (trainer.step, started), saved: None };
+    saves.last = (trainer.step, started);
     let mut stopped_by = None;
+    let mut due = false;
     while trainer.step < total {
-        if let Some(signal) = stop.requested() {
+        // Whether to save after the last step and whether to stop are agreed by every rank.
+        let (signal, save_now) = agree(&mut trainer, stop.requested(), due)?;
+        if save_now && trainer.step < total {
+            let fatal = match saves.save(&mut trainer, say) {
+                Ok(()) => false,
+                Err(e @ Error::Save(_)) => {
+                    bar.suspend(|| {
+                        crate::note(format!(
+                            "warning: no periodic checkpoint at step {}: {e}; training goes on and tries again at the next one ({})",
+                            trainer.step,
+                            saves.kept()
+                        ))
+                    });
+                    false
+                }
+                Err(e) => {
+                    bar.abandon();
+                    let _ = save_agreed(&mut trainer, true);
+                    return Err(e.into());
+                }
+            };
+            save_agreed(&mut trainer, fatal)?;
+        }
+        if let Some(signal) = signal {
             stopped_by = Some(signal);
             break;
+        }
+        if rank.world > 1
+            && trainer.step > first_step
+            && (trainer.step - first_step).is_multiple_of(args.check_weights_every as u64)
+        {
+            trainer.check_replicas()?;
         }
         let log = (trainer.step + 1).is_multiple_of(args.log_every as u64) || trainer.step + 1 == total;
         let mut record = metrics::Record {
@@ -272,7 +364,7 @@ pub(super) fn run(
                 // run, so the state is whole; keep it before stopping.
                 bar.abandon();
                 let kept = match saves.save(&mut trainer, say) {
-                    Ok(()) => format!("the state of step {} is saved in {}", trainer.step, dest.path().display()),
+                    Ok(()) => format!("the state of step {} is saved in {}", trainer.step, saves.path.display()),
                     Err(e2) => format!("saving the state failed too ({e2})"),
                 };
                 return Err(Failure { code: exit::USAGE, message: format!("{e}; {kept}") });
@@ -284,7 +376,7 @@ pub(super) fn run(
             record.loss = Some(l);
             if !l.is_finite() {
                 bar.abandon();
-                metrics_log.append(&record);
+                append(&mut metrics_log, &record);
                 let ck = trainer.checkpoint()?;
                 return Err(saves.diverged(&ck, format!("the loss became {l} at step {}", trainer.step)).into());
             }
@@ -301,8 +393,10 @@ pub(super) fn run(
                 last_val.unwrap_or(f32::NAN),
                 trainer.scaling_note()
             );
-            // Printed even when the bar is hidden (not a terminal, or --quiet).
-            bar.suspend(|| crate::note(&line));
+            // Printed even when the bar is hidden (not a terminal, or --quiet), by rank 0.
+            if rank.writes() {
+                bar.suspend(|| crate::note(&line));
+            }
         }
         let elapsed = started.elapsed().as_secs_f64().max(1e-9);
         let tps = (trainer.step - first_step) as f64 * tokens_per_step / elapsed;
@@ -312,28 +406,14 @@ pub(super) fn run(
             record.loss_scale = trainer.scaler.map(|s| s.scale);
             record.grad_norm = trainer.model.read_grad_norm().ok().flatten();
             record.skipped = trainer.scaler.map(|s| s.skipped);
-            if let Some(w) = metrics_log.append(&record) {
+            if let Some(w) = append(&mut metrics_log, &record) {
                 bar.suspend(|| crate::note(format!("warning: {w}")));
             }
         }
-        let due = every_steps.is_some_and(|n| trainer.step - saves.last.0 >= n)
+        // Rank 0's clock decides; the save happens at the top of the next step, once every
+        // rank knows (the last step's save is the final one below).
+        due = every_steps.is_some_and(|n| trainer.step - saves.last.0 >= n)
             || every_time.is_some_and(|t| saves.last.1.elapsed() >= t);
-        if due && trainer.step < total {
-            match saves.save(&mut trainer, say) {
-                Ok(()) => {}
-                Err(e @ Error::Save(_)) => bar.suspend(|| {
-                    crate::note(format!(
-                        "warning: no periodic checkpoint at step {}: {e}; training goes on and tries again at the next one ({})",
-                        trainer.step,
-                        saves.kept()
-                    ))
-                }),
-                Err(e) => {
-                    bar.abandon();
-                    return Err(e.into());
-                }
-            }
-        }
         bar.set_message(format!(
             "loss {} | val {} | {:.0} tokens/s{}",
             last_loss.map_or("-".into(), |l| format!("{l:.3}")),
@@ -349,8 +429,13 @@ pub(super) fn run(
     {
         return Err(stopped_before_training(signal, args, "before the first step"));
     }
+    if rank.world > 1 {
+        trainer.check_replicas()?;
+    }
     if saves.saved != Some(trainer.step) {
-        match saves.save(&mut trainer, say) {
+        let saved = saves.save(&mut trainer, say);
+        save_agreed(&mut trainer, saved.is_err())?;
+        match saved {
             Ok(()) => {}
             Err(e @ Error::Save(_)) => return Err(saves.rescue(&mut trainer, e)),
             Err(e) => return Err(e.into()),
@@ -359,9 +444,9 @@ pub(super) fn run(
     let elapsed = started.elapsed().as_secs_f64();
     say.line(format!(
         "saved {} (step {}) and {}; {:.1} s, {:.0} tokens/s{}",
-        dest.path().display(),
+        saves.path.display(),
         trainer.step,
-        crate::checkpoint::curve_path(dest.path()).display(),
+        crate::checkpoint::curve_path(saves.path).display(),
         elapsed,
         (trainer.step - first_step) as f64 * tokens_per_step / elapsed.max(1e-9),
         trainer.scaling_note()
@@ -375,6 +460,9 @@ pub(super) fn run(
                 trainer.step
             ),
         });
+    }
+    if !rank.writes() {
+        return Ok(());
     }
     let sample = trainer.sample(args.sample_tokens.min(400), args.temperature, args.top_k, args.seed)?;
     super::output(format!("--- sample ---\n{sample}\n--------------"))

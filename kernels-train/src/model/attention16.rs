@@ -9,8 +9,8 @@
 //! are cast to f16 by `ops::cast_f16x4` into buffers shared by the layers, once before each
 //! layer's forward and again before its backward (the same f32 values, so the same halves: the
 //! layers keep only their f32 Q, K, V); the upstream gradient dO is cast by
-//! `mixed::cast_grad_f16x4`, which raises the loss scaler's overflow flag; so does a dS beyond
-//! f16's range (`attention16::attention16_ds`, or the flash backward itself). The softmax, lse, Δ and
+//! `cast::cast_grad_f16x4`, which raises the loss scaler's overflow flag; so does a dS beyond
+//! f16's range (`backward_attention::attention_ds_f16`, or the flash backward itself). The softmax, lse, Δ and
 //! dS stay f32. The fast path's backward writes dP, then dS, into one more `[B, H, S, S]`
 //! workspace (shared by the layers; the P of each layer stays in its own); flash attention has
 //! no workspace.
@@ -106,8 +106,8 @@ impl Attention16 {
             .ok_or_else(|| Error::Config("internal: f16 attention without mixed precision's buffers".into()))?;
         self.cast_qkv(b, q, k, v, &p)?;
         let rows = p.batch * p.seq;
-        let cp = kernels::mixed::cast_grad_f16x4::CastParams::new(rows, p.heads * p.head_dim);
-        kernels::mixed::cast_grad_f16x4(b, d_o, &mut self.d_o, &mut h.flag, cp)?;
+        let cp = kernels::cast::cast_grad_f16x4::CastParams::new(rows, p.heads * p.head_dim);
+        kernels::cast::cast_grad_f16x4(b, d_o, &mut self.d_o, &mut h.flag, cp)?;
         let (q16, k16, v16, d_o16) = (&self.q, &self.k, &self.v, &self.d_o);
         let flag = &mut h.flag;
         let ds =
@@ -152,8 +152,8 @@ impl Attention16 {
             .ok_or_else(|| Error::Config("internal: f16 attention without mixed precision's buffers".into()))?;
         self.cast_qkv(b, q, k, v, &p)?;
         let rows = p.batch * p.seq;
-        let cp = kernels::mixed::cast_grad_f16x4::CastParams::new(rows, p.heads * p.head_dim);
-        kernels::mixed::cast_grad_f16x4(b, d_o, &mut self.d_o, &mut h.flag, cp)?;
+        let cp = kernels::cast::cast_grad_f16x4::CastParams::new(rows, p.heads * p.head_dim);
+        kernels::cast::cast_grad_f16x4(b, d_o, &mut self.d_o, &mut h.flag, cp)?;
         let (q16, k16, v16, d_o16) = (&self.q, &self.k, &self.v, &self.d_o);
         let flag = &mut h.flag;
         flash_attention::backward16(b, q16, k16, v16, o, d_o, d_o16, lse, delta, flag, dq, dk, dv, p)?;

@@ -5,10 +5,11 @@ use super::{Attention, B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
 use kernels::Batch;
-use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq, rope_qk_backward};
+use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
 use kernels::backward_ffn::ffn_swiglu_backward;
 use kernels::embedding::embed_backward;
 use kernels::norm::{rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_dgamma_reduce};
+use kernels::rope::rope_qk_backward;
 
 /// Records the backward of the linear layers over the step's rows: input and weight gradients
 /// of one layer together ([`backward`]).
@@ -58,8 +59,8 @@ impl Model {
 
         // Mixed precision: the loss gradient times the loss scale (undone by the optimizer).
         if let Some(h) = half.as_ref() {
-            let sp = kernels::mixed::scale_by_state::ScaleParams::new(rows * v);
-            kernels::mixed::scale_by_state(b, &mut acts.logits, &h.state, sp)?;
+            let sp = kernels::optimizer::scale_by_state::ScaleParams::new(rows * v);
+            kernels::optimizer::scale_by_state(b, &mut acts.logits, &h.state, sp)?;
         }
         let mut lin = Linear { plans, half, rows: rows as usize };
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf.
@@ -121,7 +122,7 @@ impl Model {
                     attention_backward_dkdv(b, &y.q, &y.k, &y.v, &s.datt, &y.lse, &s.delta, &mut s.dk, &mut s.dv, kp)?;
                 }
             }
-            let rp = kernels::backward_attention::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
+            let rp = kernels::rope::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
             rope_qk_backward(b, &mut s.dq, &mut s.dk, rp)?;
             let h1 = y.h1.operand();
             lin.backward(b, &s.dq, (&w.wq, pw.wq, &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;

@@ -45,7 +45,7 @@ impl Model {
         };
         embed_lookup(b, ids, &p.embedding, &mut first.x_in, kernels::embedding::embed_lookup::Params::new(rows, d, v))?;
         // Mixed precision: whether the last residual branch's `+ resid` is still to be added (by
-        // the next norm, `fused::residual_rmsnorm_f16`), resid being the previous layer's x_mid.
+        // the next norm, `norm::residual_rmsnorm_f16`), resid being the previous layer's x_mid.
         let mut pending = false;
         for (l, w) in p.layers.iter().enumerate() {
             let (done, rest) = acts.layers.split_at_mut(l);
@@ -113,8 +113,8 @@ impl Model {
             // x_mid = x_in + att·Woᵀ (the attention backward reads att in f32; mixed precision
             // keeps its f16 copy too, for Wo's products).
             if let Some(att16) = &mut layer.att16 {
-                let cp = kernels::fused::cast_f16x4::RowsParams::new(rows, hq);
-                kernels::fused::cast_f16x4(b, &layer.att, att16, cp)?;
+                let cp = kernels::cast::cast_f16x4::RowsParams::new(rows, hq);
+                kernels::cast::cast_f16x4(b, &layer.att, att16, cp)?;
             }
             let att = layer.att16.as_ref().map_or(Operand::F32(&layer.att), Operand::F16);
             let wo = (&w.wo, pw.wo);
@@ -130,8 +130,8 @@ impl Model {
                     kernels::activation::swiglu_combine(b, &layer.g, &layer.u, a, sw)?;
                 }
                 Kept::F16(a16) => {
-                    let sw = kernels::fused::swiglu_f16::RowsParams::new(rows, f);
-                    kernels::fused::swiglu_f16(b, &layer.g, &layer.u, a16, sw)?;
+                    let sw = kernels::activation::swiglu_f16::RowsParams::new(rows, f);
+                    kernels::activation::swiglu_f16(b, &layer.g, &layer.u, a16, sw)?;
                 }
             }
             // The layer's output x_mid + a·W2ᵀ is the next layer's input (or the final one's).
@@ -167,7 +167,7 @@ impl Model {
 
 /// The residual branch `out = resid + x·wᵀ`. f32 `x`: one product with the residual epilogue
 /// (returns false). f16 `x` (mixed precision): only `out = x·wᵀ`, and returns true: the
-/// next norm (`fused::residual_rmsnorm_f16`) adds `resid` — the same one f32 addition as the
+/// next norm (`norm::residual_rmsnorm_f16`) adds `resid` — the same one f32 addition as the
 /// residual epilogue's (`r + v`), so the same bits, without the product's read of `resid`.
 fn residual_forward(
     b: &Batch<'_>,
@@ -191,9 +191,9 @@ fn residual_forward(
 }
 
 /// RMSNorm of `x` [rows, d] into the kept activation `y`, its reciprocal RMS into `rrms`. f32:
-/// `norm::rmsnorm_forward`. f16 (mixed precision): `fused::rmsnorm_f16`, or with `res` (a
+/// `norm::rmsnorm_forward`. f16 (mixed precision): `norm::rmsnorm_f16`, or with `res` (a
 /// residual branch's pending `+ resid`, see [`residual_forward`])
-/// `fused::residual_rmsnorm_f16`, which first adds `res` into `x` in place.
+/// `norm::residual_rmsnorm_f16`, which first adds `res` into `x` in place.
 fn norm_into(
     b: &Batch<'_>,
     x: &mut B,
@@ -208,12 +208,12 @@ fn norm_into(
             rmsnorm_forward(b, x, gamma, y, rrms, kernels::norm::rmsnorm_forward::Params::new(rows, d, eps))?
         }
         (Kept::F16(y), None) => {
-            let p = kernels::fused::rmsnorm_f16::NormParams::new(rows, d, eps);
-            kernels::fused::rmsnorm_f16(b, x, gamma, y, rrms, p)?
+            let p = kernels::norm::rmsnorm_f16::NormParams::new(rows, d, eps);
+            kernels::norm::rmsnorm_f16(b, x, gamma, y, rrms, p)?
         }
         (Kept::F16(y), Some(res)) => {
-            let p = kernels::fused::residual_rmsnorm_f16::NormParams::new(rows, d, eps);
-            kernels::fused::residual_rmsnorm_f16(b, x, res, gamma, y, rrms, p)?
+            let p = kernels::norm::residual_rmsnorm_f16::NormParams::new(rows, d, eps);
+            kernels::norm::residual_rmsnorm_f16(b, x, res, gamma, y, rrms, p)?
         }
         (Kept::F32(_), Some(_)) => {
             return Err(Error::Config("internal: a pending residual add before an f32 norm".into()));

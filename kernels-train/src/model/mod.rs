@@ -244,6 +244,40 @@ impl Model {
         Ok(())
     }
 
+    /// [`Model::train_step`] as one rank of a data-parallel run: forward, loss and backward are
+    /// submitted, `c` averages the gradients over the ranks (and, in mixed precision, the loss
+    /// scaler's overflow flags: one rank's overflow skips the step on all), then clipping (on
+    /// the global norm: that of the averaged gradients) and AdamW run as in a single-GPU step.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn train_step_averaged(
+        &mut self,
+        tokens: &[u32],
+        targets: &[u32],
+        batch: usize,
+        t: &TrainConfig,
+        step: u64,
+        c: &mut dyn crate::dist::Collective,
+    ) -> Result<(), Error> {
+        self.load_tokens(tokens, targets, batch)?;
+        let gpu = self.gpu.clone();
+        let b = gpu.batch();
+        self.record_forward(&b, batch, self.cfg.seq_len, None)?;
+        self.record_loss(&b, batch * self.cfg.seq_len)?;
+        self.record_backward(&b, batch)?;
+        b.submit()?;
+        let grads: Vec<&B> = self.grads.iter().collect();
+        c.average_gradients(&gpu, &grads)?;
+        if let Some(h) = &mut self.half {
+            let mut raised = [h.flag.read(&gpu)?.first().map_or(0.0, |&f| f64::from(u32::from(f != 0)))];
+            c.sum_f64(&mut raised)?;
+            h.flag.write(&gpu, &[u32::from(raised[0] > 0.0)])?;
+        }
+        let b = gpu.batch();
+        self.record_update(&b, t, step)?;
+        b.submit()?;
+        Ok(())
+    }
+
     /// Records everything of one training step into `b`: forward, loss, backward, clipping and
     /// AdamW (the tokens already loaded).
     fn record_step(&mut self, b: &kernels::Batch<'_>, batch: usize, t: &TrainConfig, step: u64) -> Result<(), Error> {

@@ -259,9 +259,9 @@ fn activation<'a>(x: &Operand<'a>, (m, k): (usize, usize)) -> Mat<'a> {
 /// Mixed precision's buffers.
 pub(super) struct Half {
     /// dY's f16 copy in the backward: each output gradient is cast here once
-    /// (`kernels::mixed::cast_grad_f16x4`) and feeds both its input and its weight gradient.
+    /// (`kernels::cast::cast_grad_f16x4`) and feeds both its input and its weight gradient.
     pub x16: Buffer<F16x4>,
-    /// Set by the gradient casts when a value overflows f16 (`kernels::mixed::cast_grad_f16x4`).
+    /// Set by the gradient casts when a value overflows f16 (`kernels::cast::cast_grad_f16x4`).
     pub flag: Buffer<u32>,
     /// The loss scaler's state (`crate::scaler::STATE_LEN` floats).
     pub state: B,
@@ -274,7 +274,7 @@ pub(super) enum Kept {
     /// f32 `[rows, cols]` (f32 precision).
     F32(B),
     /// Only the f16 copy, in the f16x4 row layout (mixed precision: written directly by
-    /// `kernels::fused`'s RMSNorm and SwiGLU; nothing reads the f32 values).
+    /// `norm::rmsnorm_f16` and `activation::swiglu_f16`; nothing reads the f32 values).
     F16(Buffer<F16x4>),
 }
 
@@ -352,7 +352,7 @@ pub(super) fn forward_residual(
 /// gradient `dw += dyᵀ·x`.
 ///
 /// f32 `x`: W as its prepared halves in the split mode ([`Prepared`]), else the f32 weight.
-/// f16 `x` (mixed precision): dY is cast to f16 once, by `kernels::mixed::cast_grad_f16x4` (which
+/// f16 `x` (mixed precision): dY is cast to f16 once, by `kernels::cast::cast_grad_f16x4` (which
 /// raises the loss scaler's overflow flag), into [`Half::x16`]; that copy is the f16 operand of
 /// both products, with W's and X's kept f16 copies.
 #[allow(clippy::too_many_arguments)]
@@ -380,8 +380,8 @@ pub(super) fn backward(
         Operand::F16(x) => {
             let wb = weight(&Operand::F16(x), w, prep, (out, inp))?;
             let h = half.as_mut().ok_or_else(missing)?;
-            let cp = kernels::mixed::cast_grad_f16x4::CastParams::new(u(rows)?, u(out)?);
-            kernels::mixed::cast_grad_f16x4(b, dy, &mut h.x16, &mut h.flag, cp)?;
+            let cp = kernels::cast::cast_grad_f16x4::CastParams::new(u(rows)?, u(out)?);
+            kernels::cast::cast_grad_f16x4(b, dy, &mut h.x16, &mut h.flag, cp)?;
             plans.run(b, (Mat::f16(&h.x16, rows, out), wb), e, residual, dx)?;
             let (dyt, xs) = (Mat::f16(&h.x16, rows, out).t(), Mat::f16(x, rows, inp));
             plans.run(b, (dyt, xs), Epilogue::Accumulate, None, dw)?;

@@ -59,12 +59,12 @@ impl Model {
         if let (Some(h), Some(w16)) = (half.as_mut(), w16.as_mut()) {
             // Mixed precision: the scaler decides skip or not and this step's gradient factor
             // (clip / loss scale), then AdamW updates the masters and rewrites the f16 copies.
-            // `fused::adamw_mixed` takes Adam's step count as this step's number less the steps
+            // `optimizer::adamw_mixed` takes Adam's step count as this step's number less the steps
             // the scaler has skipped (its state on the GPU), so a skipped step does not advance
             // the bias correction, as PyTorch's GradScaler skips `optimizer.step()`; the learning
             // rate follows the step number, skipped steps included (PyTorch's scheduler steps).
-            let sp = kernels::mixed::scaler_update::ScalerParams::new(h.growth_interval, t.clip);
-            kernels::mixed::scaler_update(b, &opt.stats, &mut h.flag, &mut h.state, sp)?;
+            let sp = kernels::optimizer::scaler_update::ScalerParams::new(h.growth_interval, t.clip);
+            kernels::optimizer::scaler_update(b, &opt.stats, &mut h.flag, &mut h.state, sp)?;
             let number = u32::try_from(step + 1).ok().filter(|&n| n < 1 << 24).ok_or_else(|| {
                 Error::Config(format!("mixed precision counts steps below 2^24; this is step {}", step + 1))
             })?;
@@ -73,7 +73,7 @@ impl Model {
             for (((((w, g), m), v), w16), p) in tensors.zip(w16.iter_mut()).zip(layout.iter()) {
                 let wd = if p.decays() { t.weight_decay } else { 0.0 };
                 let (rows, cols) = rows_cols(&p.shape);
-                let a = kernels::fused::adamw_mixed::AdamParams::new(
+                let a = kernels::optimizer::adamw_mixed::AdamParams::new(
                     rows as u32,
                     cols as u32,
                     lr,
@@ -85,7 +85,7 @@ impl Model {
                     ln1,
                     ln2,
                 );
-                kernels::fused::adamw_mixed(b, w, g, m, v, w16, &h.state, a)?;
+                kernels::optimizer::adamw_mixed(b, w, g, m, v, w16, &h.state, a)?;
             }
             return Ok(());
         }

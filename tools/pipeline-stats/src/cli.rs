@@ -225,9 +225,9 @@ mod tests {
 
     #[test]
     fn all_and_list_with_filters() {
-        let a = args("--all --filter linear16::,precise:: --filter attention -o M_C=8192").unwrap();
+        let a = args("--all --filter attention::,linear::precise_ --filter attention -o M_C=8192").unwrap();
         assert_eq!(a.subject, Subject::All);
-        assert_eq!(a.filters, vec!["linear16::", "precise::", "attention"]);
+        assert_eq!(a.filters, vec!["attention::", "linear::precise_", "attention"]);
         assert_eq!(args("--list --filter attention --json").unwrap().subject, Subject::List);
     }
 

@@ -11,7 +11,7 @@ struct Run {
     stderr: String,
 }
 
-/// The binary cargo built, or, where only the packed binaries were carried (bench/pack.sh:
+/// The binary cargo built, or, where only the packed binaries were carried (scripts/device/pack.sh:
 /// `tests/pipeline-stats.cli` beside `pipeline-stats`), the one next to the tests folder.
 fn binary() -> std::path::PathBuf {
     let built = std::path::PathBuf::from(env!("CARGO_BIN_EXE_pipeline-stats"));
