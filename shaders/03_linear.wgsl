@@ -750,3 +750,22 @@ fn matmul_at_pres_split(
 //#endif
     pf_block(tid, blk.x, blk.y, begin, nk, fs);
 }
+
+// --- KERNEL: precise_take_scale ---
+// Readies the scale words of a split-core product whose B operand was split ahead of it
+// (`gemm::Halves`): amax[0] = 0, for `precise_absmax` to fold A's largest magnitude into, and
+// amax[1] = scales[slot], B's word as its halves were made with. Overwrites amax[0] and
+// amax[1]; `scales` is read only. One dispatch where a product that splits both operands
+// records the clear, B's max and B's split.
+// @grid workgroups(1)
+// @requires len(scales) >= slot + 1
+// @requires len(amax) >= 2
+@group(0) @binding(0) var<storage, read> scales: array<u32>;
+@group(0) @binding(1) var<storage, read_write> amax: array<u32>;
+@group(0) @binding(2) var<uniform> slot: u32;
+
+@compute @workgroup_size(1)
+fn precise_take_scale() {
+    amax[0] = 0u;
+    amax[1] = scales[slot];
+}

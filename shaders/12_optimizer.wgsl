@@ -765,3 +765,109 @@ fn adamw_8bit_update(
         qscale[2u * (b0 + tid) + 1u] = r_max[tid];
     }
 }
+
+// --- KERNEL: adamw_update_absmax ---
+// `adamw_update` (the same step, bit for bit) that also folds the largest finite magnitude of
+// the updated parameters into a scale word: amax[h.slot] = max(amax[h.slot], bits of max |p_i|
+// over i < n with p_i finite), as `precise_absmax` folds it (the bits of non-negative floats
+// order like the floats). So f32 training on tensor cores, which keeps each weight's scaled f16
+// halves (`gemm::Halves`), splits the new weight right after its update by a word this pass
+// already wrote, without a separate max pass over the weight. Updates `p`, `m`, `v` in place and
+// overwrites `g` as `adamw_update` does; raises amax[h.slot] (an atomic max, the other words
+// untouched), which must be cleared (or hold a smaller value) before. Grid and element walk as `adamw_update`; the workgroup's
+// maximum meets in one workgroup atomic, then one global atomicMax per workgroup.
+// @grid workgroups(ceil_div(h.n, EW_CHUNK))
+// @requires len(p) >= h.n
+// @requires len(g) >= h.n
+// @requires len(m) >= h.n
+// @requires len(v) >= h.n
+// @requires len(stats) >= 2
+// @requires len(amax) >= h.slot + 1
+struct AbsmaxParams {
+    n: u32,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    weight_decay: f32,
+    bias1: f32,
+    bias2: f32,
+    // The scale word of this tensor in `amax`.
+    slot: u32,
+}
+@group(0) @binding(0) var<storage, read_write> p: array<f32>;
+@group(0) @binding(1) var<storage, read_write> g: array<f32>;
+@group(0) @binding(2) var<storage, read_write> m: array<f32>;
+@group(0) @binding(3) var<storage, read_write> v: array<f32>;
+@group(0) @binding(4) var<storage, read> stats: array<f32>;
+@group(0) @binding(5) var<storage, read_write> amax: array<atomic<u32>>;
+@group(0) @binding(6) var<uniform> h: AbsmaxParams;
+//#include "lib/adam.wgsl"
+
+// This invocation's largest finite |p| (as bits) over the elements it wrote or kept.
+var<private> top: u32 = 0u;
+var<workgroup> wg_top: atomic<u32>;
+
+fn note(w: f32) {
+    let b = bitcast<u32>(w) & 0x7fffffffu;
+    if (b < 0x7f800000u) {
+        top = max(top, b);
+    }
+}
+
+// Element i's stores: g zeroed; m, v, p updated where its gradient x is finite (else p kept,
+// and noted as it stands).
+fn put1(i: u32, x: f32, mi: f32, vi: f32, w: f32, old: f32) {
+    g[i] = 0.0;
+    if (is_finite(x)) {
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = w;
+        note(w);
+    } else {
+        note(old);
+    }
+}
+
+fn put4(i: vec4<u32>, x: vec4<f32>, r: AdamStep, old: vec4<f32>) {
+    put1(i.x, x.x, r.m.x, r.v.x, r.p.x, old.x);
+    put1(i.y, x.y, r.m.y, r.v.y, r.p.y, old.y);
+    put1(i.z, x.z, r.m.z, r.v.z, r.p.z, old.z);
+    put1(i.w, x.w, r.m.w, r.v.w, r.p.w, old.w);
+}
+
+fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
+    let clip = stats[1];
+    let xa = vec4<f32>(g[lo.x], g[lo.y], g[lo.z], g[lo.w]);
+    let xb = vec4<f32>(g[hi.x], g[hi.y], g[hi.z], g[hi.w]);
+    let ma = vec4<f32>(m[lo.x], m[lo.y], m[lo.z], m[lo.w]);
+    let mb = vec4<f32>(m[hi.x], m[hi.y], m[hi.z], m[hi.w]);
+    let va = vec4<f32>(v[lo.x], v[lo.y], v[lo.z], v[lo.w]);
+    let vb = vec4<f32>(v[hi.x], v[hi.y], v[hi.z], v[hi.w]);
+    let wa = vec4<f32>(p[lo.x], p[lo.y], p[lo.z], p[lo.w]);
+    let wb = vec4<f32>(p[hi.x], p[hi.y], p[hi.z], p[hi.w]);
+    put4(lo, xa, adam4(xa, ma, va, wa, clip), wa);
+    put4(hi, xb, adam4(xb, mb, vb, wb, clip), wb);
+}
+
+fn ew_one(j: u32) {
+    let x = g[j];
+    let w = p[j];
+    let r = adam4(vec4<f32>(x), vec4<f32>(m[j]), vec4<f32>(v[j]), vec4<f32>(w), stats[1]);
+    put1(j, x, r.m.x, r.v.x, r.p.x, w);
+}
+
+@compute @workgroup_size(WG)
+fn adamw_update_absmax(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    elementwise(wid, nwg, tid, h.n);
+    atomicMax(&wg_top, top);
+    workgroupBarrier();
+    let t = atomicLoad(&wg_top);
+    if (tid == 0u && t != 0u) {
+        atomicMax(&amax[h.slot], t);
+    }
+}

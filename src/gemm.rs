@@ -39,6 +39,9 @@ pub enum Elem {
     F32,
     /// f16 in the f16x4 row layout ([`F16x4`]: rows padded to a multiple of 4 elements).
     F16,
+    /// An f32 matrix already scaled and split into its f16 halves ([`Halves`]): the B operand of
+    /// an f32 product on the split core, which then takes the halves instead of splitting B.
+    Split,
 }
 
 /// An operand's buffer.
@@ -48,6 +51,15 @@ pub enum Data<'a> {
     F32(&'a Buffer<f32>),
     /// f16 in the f16x4 row layout.
     F16(&'a Buffer<F16x4>),
+    /// An f32 matrix's prepared halves and the buffer of scale words holding its scale at `slot`.
+    Split {
+        /// The halves.
+        halves: &'a Halves,
+        /// Scale words ([`Halves::split`] wrote this operand's at `slot`).
+        scales: &'a Buffer<u32>,
+        /// The operand's word in `scales`.
+        slot: usize,
+    },
 }
 
 /// An operand of a product: a `rows × cols` matrix as stored, used as it is or transposed
@@ -75,6 +87,13 @@ impl<'a> Mat<'a> {
         Mat { data: Data::F16(buffer), rows, cols, transposed: false }
     }
 
+    /// An f32 `rows × cols` matrix by its prepared halves ([`Halves::split`]), its scale word at
+    /// `slot` of `scales`: the B operand of an f32 product on the split core, which reads the
+    /// halves instead of splitting the matrix again (the same bits as splitting it itself).
+    pub fn split(halves: &'a Halves, scales: &'a Buffer<u32>, slot: usize) -> Self {
+        Mat { data: Data::Split { halves, scales, slot }, rows: halves.rows, cols: halves.cols, transposed: false }
+    }
+
     /// The transpose (no data moves: the product reads the matrix the other way).
     pub fn t(self) -> Self {
         Mat { transposed: !self.transposed, ..self }
@@ -85,6 +104,7 @@ impl<'a> Mat<'a> {
         match self.data {
             Data::F32(_) => Elem::F32,
             Data::F16(_) => Elem::F16,
+            Data::Split { .. } => Elem::Split,
         }
     }
 
@@ -96,7 +116,7 @@ impl<'a> Mat<'a> {
     fn stored_len(&self) -> usize {
         match self.data {
             Data::F32(_) => self.rows * self.cols,
-            Data::F16(_) => f16x4_len(self.rows, self.cols),
+            Data::F16(_) | Data::Split { .. } => f16x4_len(self.rows, self.cols),
         }
     }
 
@@ -104,6 +124,7 @@ impl<'a> Mat<'a> {
         match self.data {
             Data::F32(b) => b.len(),
             Data::F16(b) => b.len(),
+            Data::Split { halves, .. } => halves.hi.len(),
         }
     }
 }
@@ -228,8 +249,10 @@ impl Gemm {
     /// the same halves) where there are no tensor cores. For tests and comparisons; an error for
     /// f16 operands or both operands transposed.
     pub fn plan_split(self, gpu: &Gpu) -> Result<GemmPlan> {
-        let mut plan = GemmPlan::new(gpu, Gemm { precision: Precision::F32Simt, ..self }, None)?;
-        plan.gemm.precision = self.precision;
+        // The SIMT plan of the same f32 product checks the shape and orientation.
+        let b = if self.b == Elem::Split { Elem::F32 } else { self.b };
+        let mut plan = GemmPlan::new(gpu, Gemm { precision: Precision::F32Simt, b, ..self }, None)?;
+        plan.gemm = self;
         plan.make_split();
         Ok(plan)
     }
@@ -433,8 +456,8 @@ impl GemmPlan {
                 if forced.is_some() {
                     return unsupported("an f16 block shape for a product that does not run on the f16 core");
                 }
-                if a != Elem::F32 || b != Elem::F32 {
-                    return unsupported("f32 precision takes f32 operands");
+                if a != Elem::F32 || !matches!(b, Elem::F32 | Elem::Split) {
+                    return unsupported("f32 precision takes f32 operands (B may be an f32 matrix's prepared halves)");
                 }
                 if a_t && b_t {
                     return unsupported("both operands transposed: no f32 core has this orientation");
@@ -443,6 +466,11 @@ impl GemmPlan {
                     && crate::ops::on_tensor_cores(gpu, &crate::linear::matmul_t_pres::KERNEL);
                 if split {
                     plan.make_split();
+                } else if b == Elem::Split {
+                    return unsupported(
+                        "prepared halves (Elem::Split) are read by the split core only, which this adapter does not \
+                         run for this product (Gemm::plan_split makes its portable form)",
+                    );
                 } else {
                     plan.core = Core::Simt;
                     if a_t {
@@ -519,7 +547,9 @@ impl GemmPlan {
                 1 + usize::from(self.parts > 1) + usize::from(self.parts > 1 && e != Epilogue::Accumulate)
             }
             Core::Split => {
-                let base = 6 + usize::from(self.gemm.a_t);
+                // The clear, each operand's max and split, the product; with B's halves prepared,
+                // `precise_take_scale` (A's word cleared, B's taken), A's max and split, the product.
+                let base = if self.gemm.b == Elem::Split { 4 } else { 6 } + usize::from(self.gemm.a_t);
                 base + usize::from(e == Epilogue::Residual) + usize::from(self.gemm.a_t && e == Epilogue::Store)
             }
             Core::Simt => {
@@ -867,6 +897,99 @@ pub mod autotune {
     }
 }
 
+// ---- Operands split ahead ----
+
+/// An f32 matrix's scaled f16 halves made once and read by many products: the B operand of the
+/// split core ([`Mat::split`]), e.g. a weight split when the optimizer writes it and read by its
+/// forward and input-gradient products, each of which then skips B's max and split passes. The
+/// halves are what the product would make itself (the same kernels, the same scale), so its
+/// result is the same bits.
+///
+/// The scale word lives outside, in a `Buffer<u32>` of one word per operand shared by any
+/// number of them: [`Halves::clear_scales`] zeroes the words (one dispatch for all), then
+/// [`Halves::split`] folds the matrix's largest magnitude into its word and splits it (two
+/// dispatches), or [`Halves::split_scaled`] only splits, when the word already holds the bits of
+/// the matrix's largest finite magnitude (folded in by whoever wrote the matrix).
+#[derive(Debug)]
+pub struct Halves {
+    hi: Buffer<F16x4>,
+    lo: Buffer<F16x4>,
+    rows: usize,
+    cols: usize,
+}
+
+impl Halves {
+    /// Halves for an f32 `rows × cols` matrix (f16x4 rows, zeros until split).
+    pub fn new(gpu: &Gpu, rows: usize, cols: usize) -> Result<Halves> {
+        u32_of(rows * cols, "rows·cols")?;
+        let len = f16x4_len(rows, cols).max(1);
+        Ok(Halves { hi: gpu.zeros(len)?, lo: gpu.zeros(len)?, rows, cols })
+    }
+
+    /// Rows of the matrix.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns of the matrix.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Records zeroing every scale word of `scales` (before [`Halves::split`] or a kernel folds
+    /// maxima into them).
+    pub fn clear_scales(rec: impl Record + Copy, scales: &mut Buffer<u32>) -> Result<()> {
+        let n = u32_of(scales.len(), "scale words")?;
+        crate::linear::precise_clear(rec, scales, n)
+    }
+
+    /// Records folding max |x| into `scales[slot]` (cleared before) and splitting `x` (`rows ×
+    /// cols` f32, row-major) by that word into the halves.
+    pub fn split(
+        &mut self,
+        rec: impl Record + Copy,
+        x: &Buffer<f32>,
+        scales: &mut Buffer<u32>,
+        slot: usize,
+    ) -> Result<()> {
+        self.check(x, scales, slot)?;
+        let p = crate::linear::precise_absmax::AbsParams::new(
+            u32_of(self.rows * self.cols, "rows·cols")?,
+            u32_of(slot, "slot")?,
+        );
+        crate::linear::precise_absmax(rec, x, scales, p)?;
+        self.split_scaled(rec, x, scales, slot)
+    }
+
+    /// Records splitting `x` by the scale word `scales[slot]`, which must hold the bits of
+    /// max |x| over its finite values (as `precise_absmax` leaves them).
+    pub fn split_scaled(
+        &mut self,
+        rec: impl Record + Copy,
+        x: &Buffer<f32>,
+        scales: &Buffer<u32>,
+        slot: usize,
+    ) -> Result<()> {
+        self.check(x, scales, slot)?;
+        let p = crate::linear::HalvesParams::new(
+            u32_of(self.rows, "rows")?,
+            u32_of(self.cols, "cols")?,
+            u32_of(slot, "slot")?,
+        );
+        crate::linear::precise_split(rec, x, scales, &mut self.hi, &mut self.lo, p)
+    }
+
+    fn check(&self, x: &Buffer<f32>, scales: &Buffer<u32>, slot: usize) -> Result<()> {
+        if x.len() < self.rows * self.cols {
+            return Err(len_error("the split matrix", self.rows * self.cols, x.len()));
+        }
+        if slot >= scales.len() {
+            return Err(len_error("the scale word's slot", slot + 1, scales.len()));
+        }
+        Ok(())
+    }
+}
+
 // ---- The workspace ----
 
 /// Scratch for products: split parts and temporaries, and the split core's operand halves.
@@ -950,6 +1073,11 @@ pub fn gemm(
             return Err(len_error(what, mat.stored_len(), mat.buffer_len()));
         }
     }
+    if let Data::Split { scales, slot, .. } = b.data
+        && slot >= scales.len()
+    {
+        return Err(len_error("B's scale word's slot", slot + 1, scales.len()));
+    }
     let (m, n) = (g.m, g.n);
     if c.len() < m * n {
         return Err(len_error("C", m * n, c.len()));
@@ -989,7 +1117,7 @@ pub fn gemm(
 fn f16_of<'a>(mat: &Mat<'a>) -> Result<&'a Buffer<F16x4>> {
     match mat.data {
         Data::F16(b) => Ok(b),
-        Data::F32(_) => {
+        Data::F32(_) | Data::Split { .. } => {
             Err(Error::BadArguments { kernel: "gemm".into(), detail: "an f32 operand on the f16 core".into() })
         }
     }
@@ -1001,6 +1129,10 @@ fn f32_of<'a>(mat: &Mat<'a>) -> Result<&'a Buffer<f32>> {
         Data::F16(_) => {
             Err(Error::BadArguments { kernel: "gemm".into(), detail: "an f16 operand on an f32 core".into() })
         }
+        Data::Split { .. } => Err(Error::BadArguments {
+            kernel: "gemm".into(),
+            detail: "prepared halves where this core reads the f32 matrix".into(),
+        }),
     }
 }
 
@@ -1082,33 +1214,54 @@ fn record_split(
     use crate::linear::{precise_clear, precise_split};
     let g = plan.gemm;
     let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
-    let (xa, xb) = (f32_of(&a)?, f32_of(&b)?);
-    // Scale and split both operands into the workspace's halves.
-    precise_clear(rec, &mut ws.amax, 2)?;
-    for (x, mat, slot) in [(xa, &a, 0u32), (xb, &b, 1u32)] {
-        let len = u32_of(mat.rows * mat.cols, "operand elements")?;
-        precise_absmax(rec, x, &mut ws.amax, crate::linear::precise_absmax::AbsParams::new(len, slot))?;
+    let xa = f32_of(&a)?;
+    // Scale and split A (and B, unless it comes split) into the workspace's halves; amax[0] is
+    // A's scale word, amax[1] B's.
+    let prepared = match b.data {
+        Data::Split { halves, scales, slot } => Some((halves, scales, slot)),
+        _ => None,
+    };
+    match prepared {
+        Some((_, scales, slot)) => crate::linear::precise_take_scale(rec, scales, &mut ws.amax, u32_of(slot, "slot")?)?,
+        None => precise_clear(rec, &mut ws.amax, 2)?,
     }
+    let len = u32_of(a.rows * a.cols, "operand elements")?;
+    precise_absmax(rec, xa, &mut ws.amax, crate::linear::precise_absmax::AbsParams::new(len, 0))?;
+    let xb = match prepared {
+        Some(_) => None,
+        None => {
+            let xb = f32_of(&b)?;
+            let len = u32_of(b.rows * b.cols, "operand elements")?;
+            precise_absmax(rec, xb, &mut ws.amax, crate::linear::precise_absmax::AbsParams::new(len, 1))?;
+            Some(xb)
+        }
+    };
     let sa = HalvesParams::new(u32_of(a.rows, "rows")?, u32_of(a.cols, "cols")?, 0);
     precise_split(rec, xa, &ws.amax, &mut ws.a_hi, &mut ws.a_lo, sa)?;
-    let sb = HalvesParams::new(u32_of(b.rows, "rows")?, u32_of(b.cols, "cols")?, 1);
-    precise_split(rec, xb, &ws.amax, &mut ws.b_hi, &mut ws.b_lo, sb)?;
+    if let Some(xb) = xb {
+        let sb = HalvesParams::new(u32_of(b.rows, "rows")?, u32_of(b.cols, "cols")?, 1);
+        precise_split(rec, xb, &ws.amax, &mut ws.b_hi, &mut ws.b_lo, sb)?;
+    }
     if let (Epilogue::Residual, Some(r)) = (g.epilogue, residual) {
         crate::infrastructure::copy(rec, r, c, u32_of(g.m * g.n, "m·n")?)?;
     }
     let acc = g.epilogue != Epilogue::Store;
     let shape = |d: u32| (d != 0).then_some(d);
-    let w = &mut *ws;
+    let GemmWorkspace { scratch, a_hi, a_lo, b_hi: ws_hi, b_lo: ws_lo, amax, .. } = &mut *ws;
+    let (b_hi, b_lo): (&Buffer<F16x4>, &Buffer<F16x4>) = match prepared {
+        Some((h, ..)) => (&h.hi, &h.lo),
+        None => (ws_hi, ws_lo),
+    };
     match (g.a_t, g.b_t) {
         (false, true) => {
             let o = matmul_t_pres::Overrides { M_C: shape(m), N_C: shape(n), K_C: shape(k), ACC: Some(acc) };
             let p = matmul_t_pres::Params::new(m, n, k);
-            matmul_t_pres(rec, &w.a_hi, &w.a_lo, &w.b_hi, &w.b_lo, &w.amax, c, p, o)
+            matmul_t_pres(rec, a_hi, a_lo, b_hi, b_lo, amax, c, p, o)
         }
         (false, false) => {
             let o = matmul_pres::Overrides { M_C: shape(m), N_C: shape(n), K_C: shape(k), ACC: Some(acc) };
             let p = matmul_pres::Params::new(m, n, k);
-            matmul_pres(rec, &w.a_hi, &w.a_lo, &w.b_hi, &w.b_lo, &w.amax, c, p, o)
+            matmul_pres(rec, a_hi, a_lo, b_hi, b_lo, amax, c, p, o)
         }
         (true, false) => {
             // C [m, n] = Aᵀ·B over k rows: the kernel's (tokens, n, k) = (k, n, m).
@@ -1120,7 +1273,7 @@ fn record_split(
                 u32_of(plan.chunk, "chunk")?,
             );
             let o = matmul_at_pres_split::Overrides { M_C: shape(k), N_C: shape(n), K_C: shape(m) };
-            matmul_at_pres_split(rec, &w.a_hi, &w.a_lo, &w.b_hi, &w.b_lo, &w.amax, &mut w.scratch, sp, o)?;
+            matmul_at_pres_split(rec, a_hi, a_lo, b_hi, b_lo, amax, scratch, sp, o)?;
             if g.epilogue == Epilogue::Store {
                 crate::infrastructure::fill_zero(rec, c, u32_of(g.m * g.n, "m·n")?)?;
             }
@@ -1128,7 +1281,7 @@ fn record_split(
                 u32_of(g.m * g.n, "m·n")?,
                 u32_of(plan.parts, "parts")?,
             );
-            crate::linear::matmul_parts_add(rec, &w.scratch, c, ap)
+            crate::linear::matmul_parts_add(rec, scratch, c, ap)
         }
         (true, true) => unreachable!("refused by the plan"),
     }

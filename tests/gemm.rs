@@ -11,7 +11,7 @@
 mod common;
 
 use common::{TAIL, check_tail, gpu, gpu_with, rng, uniform};
-use kernels::gemm::{self, Core, Elem, Epilogue, F16Config, Gemm, GemmPlan, GemmWorkspace, Mat, Precision};
+use kernels::gemm::{self, Core, Elem, Epilogue, F16Config, Gemm, GemmPlan, GemmWorkspace, Halves, Mat, Precision};
 use kernels::ops::{self, F16x4};
 use kernels::{Buffer, Gpu, GpuOptions};
 use rand::rngs::StdRng;
@@ -34,7 +34,10 @@ impl Operand {
     fn new(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize, elem: Elem) -> Operand {
         let raw = uniform(rng, rows * cols, -1.0, 1.0);
         match elem {
-            Elem::F32 => Operand { f32: Some(gpu.upload(&raw).unwrap()), f16: None, values: raw, rows, cols },
+            // Prepared halves are made from the f32 matrix by `check_plan`.
+            Elem::F32 | Elem::Split => {
+                Operand { f32: Some(gpu.upload(&raw).unwrap()), f16: None, values: raw, rows, cols }
+            }
             Elem::F16 => {
                 let values = round16(&raw);
                 let buf = gpu.upload(&ops::to_f16x4(&values, rows, cols)).unwrap();
@@ -75,8 +78,39 @@ fn check_plan(gpu: &Gpu, rng: &mut StdRng, plan: &GemmPlan, what: &str) {
     let rb = gpu.upload(&r).unwrap();
     let mut ws = GemmWorkspace::new(gpu, &[plan]).unwrap();
     let residual = (g.epilogue == Epilogue::Residual).then_some(&rb);
-    gemm::gemm(gpu, plan, a.mat(g.a_t), b.mat(g.b_t), residual, &mut c, &mut ws).unwrap();
-    let got = c.read(gpu).unwrap();
+    let got = if g.b == Elem::Split {
+        // B's halves made ahead, its scale word at slot 2 of four (the others then set to a
+        // magnitude that would show if the product read them), against the plan that splits B
+        // itself on the same operands: the same bits.
+        let bf = b.f32.as_ref().unwrap();
+        let mut halves = Halves::new(gpu, b.rows, b.cols).unwrap();
+        let mut scales = gpu.filled(4, u32::MAX).unwrap();
+        Halves::clear_scales(gpu, &mut scales).unwrap();
+        halves.split(gpu, bf, &mut scales, 2).unwrap();
+        let mut words = scales.read(gpu).unwrap();
+        for (i, w) in words.iter_mut().enumerate() {
+            if i != 2 {
+                *w = 0x7e00_0000;
+            }
+        }
+        scales.write(gpu, &words).unwrap();
+        let bm = Mat::split(&halves, &scales, 2);
+        let bm = if g.b_t { bm.t() } else { bm };
+        gemm::gemm(gpu, plan, a.mat(g.a_t), bm, residual, &mut c, &mut ws).unwrap();
+        let got = c.read(gpu).unwrap();
+        let itself = Gemm { b: Elem::F32, ..g }.plan_split(gpu).unwrap();
+        assert_eq!(itself.dispatches(), plan.dispatches() + 2, "prepared halves skip B's max and split");
+        let mut c2 = gpu.upload(&init).unwrap();
+        let mut ws2 = GemmWorkspace::new(gpu, &[&itself]).unwrap();
+        gemm::gemm(gpu, &itself, a.mat(g.a_t), b.mat(g.b_t), residual, &mut c2, &mut ws2).unwrap();
+        let want = c2.read(gpu).unwrap();
+        let same = got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
+        assert!(same, "{m}×{n}×{k}: prepared halves give other bits than the product that splits B itself");
+        got
+    } else {
+        gemm::gemm(gpu, plan, a.mat(g.a_t), b.mat(g.b_t), residual, &mut c, &mut ws).unwrap();
+        c.read(gpu).unwrap()
+    };
     let what = format!("{what} {} ({m}×{n}×{k}, a_t {} b_t {}, {:?})", plan.describe(), g.a_t, g.b_t, g.epilogue);
     check_tail(&what, &got, m * n);
     let gamma = (k + plan.parts() + 3) as f64 * 2f64.powi(-24);
@@ -214,6 +248,45 @@ fn f32_products_match_float64() {
     let split = g.plan_split(&gpu).unwrap();
     assert!(split.parts() > 1, "{}", split.describe());
     check_plan(&gpu, &mut rng, &split, "weight gradient");
+}
+
+/// B split ahead of its products (a weight's halves, made once a step) through the split core:
+/// every orientation and epilogue, against float64 and bit for bit against the product that
+/// splits B itself. Where the adapter runs f32 products on the SIMT core, a plan for prepared
+/// halves is refused (only the split core reads them).
+#[test]
+fn prepared_halves_match_the_product_that_splits_itself() {
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let mut rng = rng("gemm_prepared");
+    for &(m, n, k) in SHAPES {
+        for (a_t, b_t) in [(false, true), (false, false), (true, false)] {
+            for e in EPILOGUES {
+                let g = Gemm::new(m, n, k).elems(Elem::F32, Elem::Split).a_t(a_t).b_t(b_t).epilogue(e);
+                check_plan(&gpu, &mut rng, &g.plan_split(&gpu).unwrap(), "prepared B");
+            }
+        }
+    }
+    let g = Gemm::new(64, 64, 64).elems(Elem::F32, Elem::Split).b_t(true);
+    let split_on_tc = ops::on_tensor_cores(&gpu, &kernels::linear::matmul_t_pres::KERNEL);
+    match g.plan(&gpu) {
+        Ok(p) => assert!(split_on_tc && p.core() == Core::Split, "{}", p.describe()),
+        Err(e) => assert!(!split_on_tc && e.to_string().contains("split core only"), "{e}"),
+    }
+    assert!(g.precision(Precision::F32Simt).plan(&gpu).is_err(), "the SIMT core reads no halves");
+    // A scale slot past the scale words is an error before anything is recorded.
+    let plan = g.plan_split(&gpu).unwrap();
+    let (x, w) = (gpu.zeros::<f32>(64 * 64).unwrap(), gpu.zeros::<f32>(64 * 64).unwrap());
+    let mut halves = Halves::new(&gpu, 64, 64).unwrap();
+    let mut scales = gpu.zeros::<u32>(1).unwrap();
+    assert!(halves.split(&gpu, &w, &mut scales, 1).is_err());
+    halves.split(&gpu, &w, &mut scales, 0).unwrap();
+    let (mut y, mut ws) = (gpu.zeros::<f32>(64 * 64).unwrap(), GemmWorkspace::new(&gpu, &[&plan]).unwrap());
+    let bad = Mat::split(&halves, &scales, 1).t();
+    let e = gemm::gemm(&gpu, &plan, Mat::f32(&x, 64, 64), bad, None, &mut y, &mut ws).unwrap_err();
+    assert!(e.to_string().contains("slot"), "{e}");
 }
 
 #[test]

@@ -10,7 +10,9 @@ mod reference;
 
 use common::{assert_close, gpu, gpu_with, rel_err, rng, uniform};
 use kernels::infrastructure::axpy;
-use kernels::optimizer::{adamw_8bit_update, adamw_update, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4};
+use kernels::optimizer::{
+    adamw_8bit_update, adamw_update, adamw_update_absmax, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4,
+};
 use kernels::{Batch, Buffer, Error, Gpu, GpuOptions};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -820,4 +822,56 @@ fn chunked_updates_on_a_2d_grid() {
     assert_eq!(a.vq.read(&gpu).unwrap(), b.vq.read(&gpu).unwrap(), "8-bit v codes");
     assert_eq!(bits(a.qscale.read(&gpu).unwrap()), bits(b.qscale.read(&gpu).unwrap()), "8-bit scales");
     assert!(a.qscale.read(&gpu).unwrap().iter().all(|&s| s > 0.0), "every block updated");
+}
+
+/// `adamw_update_absmax` takes `adamw_update`'s step bit for bit (parameters, moments, zeroed
+/// gradients) and folds the largest finite |p| of the updated tensor into its scale word: an
+/// element whose gradient is not finite keeps its parameter, which counts as it stands (planted
+/// here as the largest), and the neighbouring words are untouched. Over tensors of one element
+/// to many workgroups, with NaN/±Inf gradients planted.
+#[test]
+fn adamw_with_the_max_of_the_new_weights() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("adamw_absmax");
+    let h = hyper();
+    let (gs, planted) = step_grads(&mut rng, &LENS, 1.0, true);
+    let stats = gpu.upload(&[1.0f32, 0.7, 1.0, 0.0]).unwrap();
+    for (t, &n) in LENS.iter().enumerate() {
+        let mut p0 = uniform(&mut rng, n, -2.0, 2.0);
+        if let Some(&(_, i)) = planted.iter().find(|&&(k, _)| k == t) {
+            p0[i] = -1e6;
+        }
+        let m0 = uniform(&mut rng, n, -0.1, 0.1);
+        let v0: Vec<f32> = uniform(&mut rng, n, 0.0, 0.01);
+        let up = |x: &[f32]| gpu.upload(x).unwrap();
+        let mut a = State32 { p: up(&p0), g: up(&gs[t]), m: up(&m0), v: up(&v0) };
+        let mut b = State32 { p: up(&p0), g: up(&gs[t]), m: up(&m0), v: up(&v0) };
+        let mut amax = gpu.upload(&[7u32, 0, 7]).unwrap();
+        let ap = adamw_params(&h, n, 3);
+        adamw_update(&gpu, &mut a.p, &mut a.g, &mut a.m, &mut a.v, &stats, ap).unwrap();
+        let bp = adamw_update_absmax::AbsmaxParams::new(
+            ap.n,
+            ap.lr,
+            ap.beta1,
+            ap.beta2,
+            ap.eps,
+            ap.weight_decay,
+            ap.bias1,
+            ap.bias2,
+            1,
+        );
+        adamw_update_absmax(&gpu, &mut b.p, &mut b.g, &mut b.m, &mut b.v, &stats, &mut amax, bp).unwrap();
+        let bits = |x: &Buffer<f32>| x.read(&gpu).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        for (what, x, y) in [("p", &a.p, &b.p), ("g", &a.g, &b.g), ("m", &a.m, &b.m), ("v", &a.v, &b.v)] {
+            assert_eq!(bits(x), bits(y), "n = {n}: {what} differs from adamw_update's");
+        }
+        let p = b.p.read(&gpu).unwrap();
+        let want = p.iter().filter(|x| x.is_finite()).map(|x| x.abs().to_bits()).max().unwrap_or(0);
+        let got = amax.read(&gpu).unwrap();
+        eprintln!("n = {n}: max |p| = {}", f32::from_bits(got[1]));
+        assert_eq!(got, vec![7, want, 7], "n = {n}: the scale word (max |p| = {})", f32::from_bits(want));
+        if planted.iter().any(|&(k, _)| k == t) {
+            assert_eq!(f32::from_bits(got[1]), 1e6, "n = {n}: a kept parameter counts as it stands");
+        }
+    }
 }

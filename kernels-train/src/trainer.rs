@@ -26,6 +26,7 @@ pub fn model_options(train: &TrainConfig, scaler: Option<ScalerState>) -> ModelO
         scaler,
         growth_interval: train.loss_scale_interval,
         optimizer: train.optimizer,
+        split_products: false,
     }
 }
 

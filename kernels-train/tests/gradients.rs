@@ -1,14 +1,16 @@
 //! One step of the GPU model against the float64 CPU model: the loss, and every parameter's
 //! gradient (the reference by central differences of the float64 loss), on a tiny
 //! configuration with grouped-query attention, random weights large enough that every
-//! nonlinearity matters, and random bytes.
+//! nonlinearity matters, and random bytes. The f32 step on the scaled split (the products'
+//! split core, its portable form here) is checked the same way, and over a few training steps
+//! against the SGEMM's step.
 
 mod common;
 #[path = "reference/model.rs"]
 mod reference;
 
-use kernels_train::config::ModelConfig;
-use kernels_train::model::{Attention, Model};
+use kernels_train::config::{ModelConfig, TrainConfig};
+use kernels_train::model::{Attention, Model, ModelOptions, Precision};
 use kernels_train::params;
 use kernels_train::rng::Rng;
 
@@ -45,5 +47,72 @@ fn loss_and_every_gradient_match_float64() {
             assert!(den > 0.0, "{name}: the reference gradient is zero");
             assert!(rel < 1e-4, "{path:?} {name}: relative error {rel:e}");
         }
+    }
+}
+
+/// The f32 step through the scaled split, where every weight's halves are made once per step
+/// (when the model is built, then after each update) and read by its forward and input-gradient
+/// products: the loss and every gradient against float64 within the SGEMM's bounds (the split
+/// is f32-accurate), then three training steps beside the SGEMM model from the same weights.
+/// Each step's loss must match the SGEMM's within LOSS_TOLERANCE, while the loss moves by more
+/// than ten times that from step to step: halves left stale after an update (a forward on the
+/// previous step's weights) would differ from the SGEMM's by that move, and fail.
+#[test]
+fn the_split_step_with_weights_split_once_matches_float64_and_the_sgemm() {
+    const LOSS_TOLERANCE: f32 = 1e-4;
+    let Some(gpu) = common::gpu() else { return };
+    if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
+        assert!(std::env::var("CI").is_err(), "CI's adapter (lavapipe) has SHADER_F16");
+        eprintln!("SKIPPED: the split core reads f16 halves; no SHADER_F16");
+        return;
+    }
+    let mut cfg = ModelConfig::new(16, 2, 4, 2, 8);
+    cfg.ffn_hidden = 24;
+    let batch = 2;
+    let mut rng = Rng::new(common::seed("split gradients"));
+    let weights = params::layout(&cfg).map(|p| {
+        (0..p.elements())
+            .map(|_| if p.decays() { (rng.normal() * 0.3) as f32 } else { 1.0 + (rng.normal() * 0.2) as f32 })
+            .collect::<Vec<f32>>()
+    });
+    let mut bytes = |n: usize| (0..n).map(|_| rng.below(256) as u32).collect::<Vec<u32>>();
+    let (tokens, targets) = (bytes(batch * cfg.seq_len), bytes(batch * cfg.seq_len));
+    let w64: Vec<Vec<f64>> = weights.iter().map(|w| w.iter().map(|&x| x as f64).collect()).collect();
+    let loss_ref = reference::loss(&cfg, &w64, &tokens, &targets, batch);
+    let grads_ref = reference::gradients(&cfg, &w64, &tokens, &targets, batch, 1e-5);
+    let options = |split_products| ModelOptions {
+        attention: Attention::Streaming,
+        precision: Precision::F32,
+        split_products,
+        ..ModelOptions::default()
+    };
+    let mut split = Model::with_options(&gpu, &cfg, batch, &weights, None, options(true)).unwrap();
+    let loss = split.forward_backward(&tokens, &targets, batch).unwrap() as f64;
+    assert!((loss - loss_ref).abs() <= 1e-5 * loss_ref.abs(), "split: loss {loss} vs {loss_ref}");
+    for ((name, _), (g, r)) in params::shapes(&cfg).iter().zip(split.gradients().unwrap().iter().zip(&grads_ref)) {
+        let num: f64 = g.iter().zip(r).map(|(&a, &b)| (a as f64 - b).powi(2)).sum::<f64>().sqrt();
+        let den: f64 = r.iter().map(|b| b * b).sum::<f64>().sqrt();
+        eprintln!("split {name:40} |g| {den:.3e} rel {:.2e}", num / den);
+        assert!(den > 0.0 && num / den < 1e-4, "split {name}: relative error {:e}", num / den);
+    }
+
+    let t = TrainConfig { batch, steps: 3, lr: 1e-2, min_lr: 1e-2, warmup: 0, ..TrainConfig::default() };
+    let mut split = Model::with_options(&gpu, &cfg, batch, &weights, None, options(true)).unwrap();
+    let mut sgemm = Model::with_options(&gpu, &cfg, batch, &weights, None, options(false)).unwrap();
+    let mut last: Option<f32> = None;
+    for step in 0..3u64 {
+        let mut losses = [0.0f32; 2];
+        for (model, loss) in [&mut split, &mut sgemm].into_iter().zip(&mut losses) {
+            model.train_step(&tokens, &targets, batch, &t, step).unwrap();
+            *loss = model.read_loss().unwrap();
+        }
+        let [a, b] = losses;
+        eprintln!("step {step}: split {a:.6}, SGEMM {b:.6} (difference {:.2e})", (a - b).abs());
+        assert!((a - b).abs() <= LOSS_TOLERANCE, "step {step}: the split step's loss {a} against the SGEMM's {b}");
+        if let Some(prev) = last {
+            let moved = (b - prev).abs();
+            assert!(moved > 10.0 * LOSS_TOLERANCE, "step {step}: the loss moved by {moved} only");
+        }
+        last = Some(b);
     }
 }

@@ -1,7 +1,7 @@
 //! Allocation: every buffer the model needs, sized once for batches of up to `batch` sequences.
 
 use super::attention16::Attention16;
-use super::products::{Half, Kept, Plans, Products, rows_cols, scratch_bound};
+use super::products::{Half, Kept, Plans, Prepared, Products, rows_cols, scratch_bound};
 use super::{Attention, B, Model, ModelOptions, Precision, StateRef, Tensors, fast_params};
 use crate::Error;
 use crate::config::ModelConfig;
@@ -196,7 +196,7 @@ impl Model {
         state: Option<StateRef<'_>>,
         options: ModelOptions,
     ) -> Result<Model, Error> {
-        let ModelOptions { attention, precision, scaler, growth_interval, optimizer } = options;
+        let ModelOptions { attention, precision, scaler, growth_interval, optimizer, split_products } = options;
         Model::check_fits(gpu, cfg, batch, attention)?;
         let eight = optimizer == OptimizerKind::AdamW8bit;
         // The mixed path's update is fused with the f16 copies' refresh and keeps f32 moments.
@@ -232,6 +232,7 @@ impl Model {
             Precision::Mixed => Products::Half,
             // f32: the scaled-split products where they run on tensor cores (f32-accurate over
             // the f32 range, faster than the SGEMM there), else the SGEMM.
+            _ if split_products => Products::Split,
             _ if kernels::gemm::Gemm::new(1, 1, 1).plan(gpu)?.core() == kernels::gemm::Core::Split => Products::Split,
             _ => Products::Sgemm,
         };
@@ -326,6 +327,7 @@ impl Model {
             })
             .collect();
         let plans = Plans::new(gpu, products, rows, &shapes)?;
+        let halves = if products == Products::Split { Some(Prepared::new(gpu, &layout)?) } else { None };
         let norm_block = kernels::norm::NORM_BLOCK as usize;
         let scratch = Scratch {
             dx: z(rows * d)?,
@@ -386,6 +388,7 @@ impl Model {
             w16,
             half,
             plans,
+            halves,
             gpu: gpu.clone(),
             layout,
             params,
@@ -399,7 +402,18 @@ impl Model {
             cache: Vec::new(),
         };
         model.refresh_f16()?;
+        model.refresh_halves()?;
         Ok(model)
+    }
+
+    /// The split mode: makes every weight matrix's halves from the f32 masters before the first
+    /// forward (the update remakes them each step after that).
+    fn refresh_halves(&mut self) -> Result<(), Error> {
+        let Some(h) = &mut self.halves else { return Ok(()) };
+        let b = self.gpu.batch();
+        h.record(&b, &self.params)?;
+        b.submit()?;
+        Ok(())
     }
 
     /// Mixed precision: writes the weights' f16 copies from the f32 masters (the optimizer keeps

@@ -1,16 +1,15 @@
 //! The backward pass: every parameter's gradient, accumulated (+=) into the gradient buffers.
 
-use super::products::{Half, Operand, Plans, backward};
+use super::products::{Half, Operand, Plans, Prep, backward, preps};
 use super::{Attention, B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
+use kernels::Batch;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
 use kernels::backward_ffn::ffn_swiglu_backward;
 use kernels::embedding::embed_backward;
 use kernels::norm::{rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_dgamma_reduce};
-use kernels::ops::F16x4;
 use kernels::rope::rope_qk_backward;
-use kernels::{Batch, Buffer};
 
 /// Records the backward of the linear layers over the step's rows: input and weight gradients
 /// of one layer together ([`backward`]).
@@ -21,14 +20,14 @@ struct Linear<'a> {
 }
 
 impl Linear<'_> {
-    /// For the weight `w` of shape [out, in] (f16 copy `w16`) and its input `x` [rows, in], from
+    /// For the weight `w` of shape [out, in] (as the products read it: `prep`) and its input `x` [rows, in], from
     /// `dy` [rows, out]: `dx = dy·w` (+ `residual`) and `dw += dyᵀ·x`.
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &mut self,
         b: &Batch<'_>,
         dy: &B,
-        (w, w16, shape): (&B, Option<&Buffer<F16x4>>, &Param),
+        (w, prep, shape): (&B, Prep<'_>, &Param),
         x: Operand<'_>,
         dw: &mut B,
         residual: Option<&B>,
@@ -38,7 +37,7 @@ impl Linear<'_> {
             return Err(Error::Config(format!("`{}` is not a matrix: no linear backward", shape.name)));
         };
         let dims = (self.rows, out, inp);
-        backward(b, self.plans, dy, w, w16, x, dw, self.half, residual, dx, dims)
+        backward(b, self.plans, dy, w, prep, x, dw, self.half, residual, dx, dims)
     }
 }
 
@@ -46,9 +45,8 @@ impl Model {
     /// Records the backward pass of a full batch (after `record_forward` and `record_loss`),
     /// accumulating every parameter's gradient (+=).
     pub(super) fn record_backward(&mut self, b: &Batch<'_>, batch: usize) -> Result<(), Error> {
-        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, half, w16, plans, attention, .. } = self;
-        let w16 = w16.as_ref().map(|w| w.as_ref());
-        let w16 = w16.as_ref();
+        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, half, w16, halves, plans, attention, .. } = self;
+        let pv = preps(p, w16.as_ref(), halves.as_ref());
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
         let (h, hkv, dh) = (c.heads as u32, c.kv_heads as u32, c.head_dim() as u32);
         let rows = (batch * c.seq_len) as u32;
@@ -66,7 +64,7 @@ impl Model {
         }
         let mut lin = Linear { plans, half, rows: rows as usize };
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf.
-        let e = (&p.embedding, w16.map(|w| w.embedding), &layout.embedding);
+        let e = (&p.embedding, pv.embedding, &layout.embedding);
         lin.backward(b, &acts.logits, e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;
         // Final norm: dx = ∂/∂x_final.
         rmsnorm_backward(b, &acts.xf, &p.final_norm, &acts.rrms_f, &s.ma, &mut s.dx, &mut s.norm_partials, nb)?;
@@ -74,22 +72,22 @@ impl Model {
 
         for l in (0..c.layers).rev() {
             let (y, w, gl, shape) = (&mut acts.layers[l], &p.layers[l], &mut g.layers[l], &layout.layers[l]);
-            let h16 = w16.map(|w| &w.layers[l]);
+            let pw = &pv.layers[l];
             // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, g = h2·W1ᵀ, u = h2·W3ᵀ.
-            let w2 = (&w.w2, h16.map(|h| h.w2), &shape.w2);
+            let w2 = (&w.w2, pw.w2, &shape.w2);
             lin.backward(b, &s.dx, w2, y.a.operand(), &mut gl.w2, None, &mut s.da)?;
             let sb = kernels::backward_ffn::ffn_swiglu_backward::Params::new(rows * f);
             ffn_swiglu_backward(b, &y.g, &y.u, &s.da, &mut s.dg, &mut s.du, sb)?;
             let h2 = y.h2.operand();
-            lin.backward(b, &s.dg, (&w.w1, h16.map(|h| h.w1), &shape.w1), h2, &mut gl.w1, None, &mut s.ma)?;
-            let w3 = (&w.w3, h16.map(|h| h.w3), &shape.w3);
+            lin.backward(b, &s.dg, (&w.w1, pw.w1, &shape.w1), h2, &mut gl.w1, None, &mut s.ma)?;
+            let w3 = (&w.w3, pw.w3, &shape.w3);
             lin.backward(b, &s.du, w3, h2, &mut gl.w3, Some(&s.ma), &mut s.mb)?;
             // dx += the norm's input gradient (the residual stream's two paths meet here).
             rmsnorm_backward_acc(b, &y.x_mid, &w.ffn_norm, &y.rrms2, &s.mb, &mut s.dx, &mut s.norm_partials, nba)?;
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.ffn_norm, nr)?;
             // Attention: x_mid = x_in + att·Woᵀ.
             let att = y.att16.as_ref().map_or(Operand::F32(&y.att), Operand::F16);
-            let wo = (&w.wo, h16.map(|h| h.wo), &shape.wo);
+            let wo = (&w.wo, pw.wo, &shape.wo);
             lin.backward(b, &s.dx, wo, att, &mut gl.wo, None, &mut s.datt)?;
             match (&mut y.probs, &mut s.fast_delta, s.att16.as_mut()) {
                 // Mixed precision: f16 operands on tensor cores (`attention16`).
@@ -127,9 +125,9 @@ impl Model {
             let rp = kernels::rope::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
             rope_qk_backward(b, &mut s.dq, &mut s.dk, rp)?;
             let h1 = y.h1.operand();
-            lin.backward(b, &s.dq, (&w.wq, h16.map(|h| h.wq), &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
-            lin.backward(b, &s.dk, (&w.wk, h16.map(|h| h.wk), &shape.wk), h1, &mut gl.wk, Some(&s.ma), &mut s.mb)?;
-            lin.backward(b, &s.dv, (&w.wv, h16.map(|h| h.wv), &shape.wv), h1, &mut gl.wv, Some(&s.mb), &mut s.ma)?;
+            lin.backward(b, &s.dq, (&w.wq, pw.wq, &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
+            lin.backward(b, &s.dk, (&w.wk, pw.wk, &shape.wk), h1, &mut gl.wk, Some(&s.ma), &mut s.mb)?;
+            lin.backward(b, &s.dv, (&w.wv, pw.wv, &shape.wv), h1, &mut gl.wv, Some(&s.mb), &mut s.ma)?;
             rmsnorm_backward_acc(b, &y.x_in, &w.attn_norm, &y.rrms1, &s.ma, &mut s.dx, &mut s.norm_partials, nba)?;
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.attn_norm, nr)?;
         }

@@ -1,16 +1,15 @@
 //! The forward pass (embedding → blocks → final norm → tied head) and the loss.
 
 use super::B;
-use super::products::{Kept, Operand, Plans, forward, forward_residual};
+use super::products::{Kept, Operand, Plans, Prep, forward, forward_residual, preps};
 use super::{Attention, Model, fast_params};
 use crate::Error;
+use kernels::Batch;
 use kernels::attention::{attention_decode, attention_forward};
 use kernels::embedding::embed_lookup;
 use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::rmsnorm_forward;
-use kernels::ops::F16x4;
 use kernels::rope::rope_qk;
-use kernels::{Batch, Buffer};
 
 impl Model {
     /// Records the forward pass of `batch` sequences of `seq` tokens (seq ≤ seq_len) up to the
@@ -28,10 +27,9 @@ impl Model {
         if at.is_none() {
             self.cache.clear();
         }
-        let Model { cfg: c, params: p, acts, ids, w16, s, plans, attention, .. } = self;
+        let Model { cfg: c, params: p, acts, ids, w16, halves, s, plans, attention, .. } = self;
         let split = &*plans;
-        let w16 = w16.as_ref().map(|w| w.as_ref());
-        let w16 = w16.as_ref();
+        let pv = preps(p, w16.as_ref(), halves.as_ref());
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
         let (h, hkv, dh) = (c.heads as u32, c.kv_heads as u32, c.head_dim() as u32);
         let (hq, kv) = (h * dh, hkv * dh);
@@ -53,18 +51,18 @@ impl Model {
             let (done, rest) = acts.layers.split_at_mut(l);
             let (this, next) = rest.split_at_mut(1);
             let layer = &mut this[0];
-            let h16 = w16.map(|w| &w.layers[l]);
+            let pw = &pv.layers[l];
             // Every linear layer's input is written once in its kept form (in mixed precision
             // its f16 copy only, by the fused norm or SwiGLU) and read by the products here and
             // by the weight gradients.
             let res = if pending { done.last().map(|prev| &prev.x_mid) } else { None };
             norm_into(b, &mut layer.x_in, res, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
             let h1 = layer.h1.operand();
-            forward(b, split, h1, &w.wq, h16.map(|h| h.wq), &mut layer.q, mm(hq, d))?;
+            forward(b, split, h1, &w.wq, pw.wq, &mut layer.q, mm(hq, d))?;
             // Generation writes the new token's key and value beside the cache, then into it.
             let (k, v) = if at.is_some() { (&mut s.dk, &mut s.dv) } else { (&mut layer.k, &mut layer.v) };
-            forward(b, split, h1, &w.wk, h16.map(|h| h.wk), k, mm(kv, d))?;
-            forward(b, split, h1, &w.wv, h16.map(|h| h.wv), v, mm(kv, d))?;
+            forward(b, split, h1, &w.wk, pw.wk, k, mm(kv, d))?;
+            forward(b, split, h1, &w.wv, pw.wv, v, mm(kv, d))?;
             let pos = at.unwrap_or(0) as u32;
             rope_qk(b, &mut layer.q, k, kernels::rope::rope_qk::Params::new(bt, sq, h, hkv, dh, pos, base))?;
             if let Some(t) = at {
@@ -119,13 +117,13 @@ impl Model {
                 kernels::cast::cast_f16x4(b, &layer.att, att16, cp)?;
             }
             let att = layer.att16.as_ref().map_or(Operand::F32(&layer.att), Operand::F16);
-            let wo = (&w.wo, h16.map(|h| h.wo));
+            let wo = (&w.wo, pw.wo);
             pending = residual_forward(b, split, att, wo, &layer.x_in, &mut layer.x_mid, mm(d, hq))?;
             let res = if pending { Some(&layer.x_in) } else { None };
             norm_into(b, &mut layer.x_mid, res, &w.ffn_norm, &mut layer.h2, &mut layer.rrms2, norm)?;
             let h2 = layer.h2.operand();
-            forward(b, split, h2, &w.w1, h16.map(|h| h.w1), &mut layer.g, mm(f, d))?;
-            forward(b, split, h2, &w.w3, h16.map(|h| h.w3), &mut layer.u, mm(f, d))?;
+            forward(b, split, h2, &w.w1, pw.w1, &mut layer.g, mm(f, d))?;
+            forward(b, split, h2, &w.w3, pw.w3, &mut layer.u, mm(f, d))?;
             match &mut layer.a {
                 Kept::F32(a) => {
                     let sw = kernels::activation::swiglu_combine::Params::new(rows * f);
@@ -141,13 +139,12 @@ impl Model {
                 Some(n) => &mut n.x_in,
                 None => &mut acts.xf,
             };
-            let w2 = (&w.w2, h16.map(|h| h.w2));
+            let w2 = (&w.w2, pw.w2);
             pending = residual_forward(b, split, layer.a.operand(), w2, &layer.x_mid, out, mm(d, f))?;
         }
         let res = if pending { acts.layers.last().map(|last| &last.x_mid) } else { None };
         norm_into(b, &mut acts.xf, res, &p.final_norm, &mut acts.hf, &mut acts.rrms_f, norm)?;
-        let e16 = w16.map(|w| w.embedding);
-        forward(b, split, acts.hf.operand(), &p.embedding, e16, &mut acts.logits, mm(v, d))?;
+        forward(b, split, acts.hf.operand(), &p.embedding, pv.embedding, &mut acts.logits, mm(v, d))?;
         Ok(())
     }
 
@@ -176,18 +173,18 @@ fn residual_forward(
     b: &Batch<'_>,
     split: &Plans,
     x: Operand<'_>,
-    (w, w16): (&B, Option<&Buffer<F16x4>>),
+    (w, prep): (&B, Prep<'_>),
     resid: &B,
     out: &mut B,
     (m, n, k): (u32, u32, u32),
 ) -> Result<bool, Error> {
     match x {
         Operand::F32(x) => {
-            forward_residual(b, split, x, w, resid, out, (m, n, k))?;
+            forward_residual(b, split, x, w, prep, resid, out, (m, n, k))?;
             Ok(false)
         }
         Operand::F16(_) => {
-            forward(b, split, x, w, w16, out, (m, n, k))?;
+            forward(b, split, x, w, prep, out, (m, n, k))?;
             Ok(true)
         }
     }

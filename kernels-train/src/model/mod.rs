@@ -48,6 +48,11 @@ pub struct ModelOptions {
     /// The optimizer ([`OptimizerKind::AdamW8bit`] resolves [`Precision::Auto`] to f32 and
     /// refuses [`Precision::Mixed`]).
     pub optimizer: OptimizerKind,
+    /// f32 precision: run the products through the scaled split (`kernels::gemm`'s split core)
+    /// even where the adapter has no tensor cores, in its portable form (f32 FMAs on the same
+    /// halves). Where tensor cores run, f32 takes the split anyway; elsewhere this is for tests
+    /// of the split step against the SGEMM's, not for speed.
+    pub split_products: bool,
 }
 
 /// Optimizer state to start a model from ([`Model::with_state`]).
@@ -67,6 +72,7 @@ impl Default for ModelOptions {
             scaler: None,
             growth_interval: crate::scaler::DEFAULT_GROWTH_INTERVAL,
             optimizer: OptimizerKind::AdamW,
+            split_products: false,
         }
     }
 }
@@ -163,6 +169,9 @@ pub struct Model {
     half: Option<Half>,
     /// The products' plans and their shared workspace.
     plans: products::Plans,
+    /// The split mode (f32 on the split core): every weight matrix's halves, made when the
+    /// optimizer writes the weights.
+    halves: Option<products::Prepared>,
     /// Names, shapes and kinds of the tensors below.
     layout: ModelWeights<Param>,
     params: ModelWeights<B>,

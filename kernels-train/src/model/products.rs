@@ -15,7 +15,8 @@
 
 use super::B;
 use crate::Error;
-use kernels::gemm::{self, Elem, Epilogue, Gemm, GemmPlan, GemmWorkspace, Mat, Precision};
+use crate::params::{ModelWeights, Param};
+use kernels::gemm::{self, Elem, Epilogue, Gemm, GemmPlan, GemmWorkspace, Halves, Mat, Precision};
 use kernels::ops::{F16x4, f16x4_len};
 use kernels::{Batch, Buffer, Gpu, Record};
 use std::cell::RefCell;
@@ -63,7 +64,9 @@ impl Plans {
         if let Some(p) = self.plans.borrow().get(&g) {
             return Ok(p.clone());
         }
-        let p = g.plan(gpu)?;
+        // The split mode runs on the split core on any adapter (its portable form where there
+        // are no tensor cores), which is how lavapipe tests it.
+        let p = if self.mode == Products::Split { g.plan_split(gpu)? } else { g.plan(gpu)? };
         self.plans.borrow_mut().insert(g, p.clone());
         Ok(p)
     }
@@ -108,15 +111,20 @@ fn step_products(mode: Products, rows: usize, out: usize, inp: usize) -> Vec<Gem
         Products::Sgemm => (Elem::F32, Precision::F32Simt),
     };
     let g = |m, n, k| Gemm::new(m, n, k).elems(e, e).precision(precision);
+    // The split mode's weight operands come split ([`Prepared`]).
+    let w = |m, n, k| {
+        let g = g(m, n, k);
+        if mode == Products::Split { g.elems(Elem::F32, Elem::Split) } else { g }
+    };
     let mut v = vec![
-        g(rows, out, inp).b_t(true),
-        g(rows, inp, out),
-        g(rows, inp, out).epilogue(Epilogue::Residual),
+        w(rows, out, inp).b_t(true),
+        w(rows, inp, out),
+        w(rows, inp, out).epilogue(Epilogue::Residual),
         g(out, inp, rows).a_t(true).epilogue(Epilogue::Accumulate),
     ];
     // f32 residual branches (mixed precision adds the residual in the next norm instead).
     if mode != Products::Half {
-        v.push(g(rows, out, inp).b_t(true).epilogue(Epilogue::Residual));
+        v.push(w(rows, out, inp).b_t(true).epilogue(Epilogue::Residual));
     }
     v.dedup();
     v
@@ -129,11 +137,123 @@ pub(super) fn scratch_bound(gpu: &Gpu, rows: usize, out: usize, inp: usize) -> u
     [Products::Sgemm, Products::Split, Products::Half]
         .into_iter()
         .filter(|&m| m != Products::Half || f16)
-        .flat_map(|m| step_products(m, rows, out, inp))
-        .filter_map(|g| g.plan(gpu).ok())
+        .flat_map(|m| step_products(m, rows, out, inp).into_iter().map(move |g| (m, g)))
+        .filter_map(|(m, g)| if m == Products::Split { g.plan_split(gpu).ok() } else { g.plan(gpu).ok() })
         .map(|p| p.scratch_len())
         .max()
         .unwrap_or(0)
+}
+
+/// The split mode's weight operands: every weight matrix scaled and split into its f16 halves
+/// once per step, right after the optimizer writes it (and when the model is built), and read
+/// by each product that takes the weight as its B operand (the forward `x·wᵀ` and the input
+/// gradient `dy·w`), which then skip the weight's max and split passes. The products' results
+/// are the bits they would have splitting the weight themselves (`kernels::gemm::Halves`).
+pub(super) struct Prepared {
+    /// One scale word per tensor (in layout order; vectors' words unused).
+    pub scales: Buffer<u32>,
+    /// Each matrix's halves with its word's slot; `None` for vectors (no product reads them).
+    halves: ModelWeights<Option<(usize, Halves)>>,
+    /// Whether tensor i (layout order) is a matrix with halves.
+    matrices: Vec<bool>,
+}
+
+impl Prepared {
+    /// Halves for every matrix of `layout` (zeros until [`Prepared::record`]).
+    pub fn new(gpu: &Gpu, layout: &ModelWeights<Param>) -> Result<Prepared, Error> {
+        let mut slot = 0;
+        let halves = layout.as_ref().try_map(|p| {
+            let here = slot;
+            slot += 1;
+            match p.shape[..] {
+                [out, inp] => Halves::new(gpu, out, inp).map(|h| Some((here, h))),
+                _ => Ok(None),
+            }
+        })?;
+        let matrices = halves.iter().map(|h| h.is_some()).collect();
+        Ok(Prepared { scales: gpu.zeros(slot.max(1))?, halves, matrices })
+    }
+
+    /// Records making every matrix's halves from `params`: one clear of the scale words, then a
+    /// max and a split per matrix.
+    pub fn record(&mut self, b: &Batch<'_>, params: &ModelWeights<B>) -> Result<(), Error> {
+        self.clear(b)?;
+        for (w, h) in params.iter().zip(self.halves.iter_mut()) {
+            if let Some((slot, h)) = h {
+                h.split(b, w, &mut self.scales, *slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records zeroing the scale words (before an update folds the new weights' maxima in).
+    pub fn clear(&mut self, b: &Batch<'_>) -> Result<(), Error> {
+        Ok(Halves::clear_scales(b, &mut self.scales)?)
+    }
+
+    /// The scale word of tensor `i` (layout order) when it is a matrix with halves.
+    pub fn slot(&self, i: usize) -> Option<usize> {
+        self.matrices.get(i).copied().unwrap_or(false).then_some(i)
+    }
+
+    /// Records splitting every matrix of `params` by the scale word its update folded its
+    /// largest magnitude into (`optimizer::adamw_update_absmax`, after [`Prepared::clear`]).
+    pub fn split_scaled(&mut self, b: &Batch<'_>, params: &ModelWeights<B>) -> Result<(), Error> {
+        for (w, h) in params.iter().zip(self.halves.iter_mut()) {
+            if let Some((slot, h)) = h {
+                h.split_scaled(b, w, &self.scales, *slot)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A weight as the products read it beside its f32 master: its f16 copy (mixed precision), its
+/// prepared halves (the split mode) or nothing more (the SGEMM).
+#[derive(Clone, Copy)]
+pub(super) enum Prep<'a> {
+    /// The f32 master only.
+    Plain,
+    /// The f16 copy.
+    F16(&'a Buffer<F16x4>),
+    /// The halves and the scale words with the weight's slot.
+    Split(&'a Halves, &'a Buffer<u32>, usize),
+}
+
+/// Every tensor's [`Prep`]: from `w16` (mixed precision), else `prepared` (the split mode), else
+/// plain.
+pub(super) fn preps<'a>(
+    params: &ModelWeights<B>,
+    w16: Option<&'a ModelWeights<Buffer<F16x4>>>,
+    prepared: Option<&'a Prepared>,
+) -> ModelWeights<Prep<'a>> {
+    match (w16, prepared) {
+        (Some(w), _) => w.as_ref().map(Prep::F16),
+        (None, Some(p)) => p.halves.as_ref().map(|h| match h {
+            Some((slot, h)) => Prep::Split(h, &p.scales, *slot),
+            None => Prep::Plain,
+        }),
+        (None, None) => params.as_ref().map(|_| Prep::Plain),
+    }
+}
+
+/// The weight `w` `[n, k]` as a product's B operand beside the activation `x`: f16 `x` takes
+/// the f16 copy, f32 `x` the prepared halves where there are, else `w` itself.
+fn weight<'a>(x: &Operand<'_>, w: &'a B, prep: Prep<'a>, (n, k): (usize, usize)) -> Result<Mat<'a>, Error> {
+    Ok(match (x, prep) {
+        (Operand::F16(_), Prep::F16(w16)) => Mat::f16(w16, n, k),
+        (Operand::F16(_), _) => return Err(missing()),
+        (Operand::F32(_), Prep::Split(h, scales, slot)) => Mat::split(h, scales, slot),
+        (Operand::F32(_), _) => Mat::f32(w, n, k),
+    })
+}
+
+/// An activation `[m, k]` as a product's operand.
+fn activation<'a>(x: &Operand<'a>, (m, k): (usize, usize)) -> Mat<'a> {
+    match *x {
+        Operand::F32(x) => Mat::f32(x, m, k),
+        Operand::F16(x) => Mat::f16(x, m, k),
+    }
 }
 
 /// Mixed precision's buffers.
@@ -194,43 +314,44 @@ fn missing() -> Error {
     Error::Config("internal: a mixed-precision product without its f16 buffers".into())
 }
 
-/// `y = x·wᵀ` for x [m, k], w [n, k]: an f32 `x` with the f32 weight, an f16
-/// `x` with `w16` (the weight's f16 copy).
+/// `y = x·wᵀ` for x [m, k], w [n, k]: an f32 `x` with the f32 weight (or its prepared halves),
+/// an f16 `x` with the weight's f16 copy.
 pub(super) fn forward(
     b: &Batch<'_>,
     plans: &Plans,
     x: Operand<'_>,
     w: &B,
-    w16: Option<&Buffer<F16x4>>,
+    prep: Prep<'_>,
     y: &mut B,
     (m, n, k): (u32, u32, u32),
 ) -> Result<(), Error> {
     let (mu, nu, ku) = (m as usize, n as usize, k as usize);
-    let (xa, wb) = match x {
-        Operand::F32(x) => (Mat::f32(x, mu, ku), Mat::f32(w, nu, ku)),
-        Operand::F16(x) => (Mat::f16(x, mu, ku), Mat::f16(w16.ok_or_else(missing)?, nu, ku)),
-    };
-    plans.run(b, (xa, wb.t()), Epilogue::Store, None, y)
+    let wb = weight(&x, w, prep, (nu, ku))?;
+    plans.run(b, (activation(&x, (mu, ku)), wb.t()), Epilogue::Store, None, y)
 }
 
 /// `y = resid + x·wᵀ` for an f32 `x` [m, k] and w [n, k] (`resid` a different buffer from `y`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn forward_residual(
     b: &Batch<'_>,
     plans: &Plans,
     x: &B,
     w: &B,
+    prep: Prep<'_>,
     resid: &B,
     y: &mut B,
     (m, n, k): (u32, u32, u32),
 ) -> Result<(), Error> {
     let (mu, nu, ku) = (m as usize, n as usize, k as usize);
-    plans.run(b, (Mat::f32(x, mu, ku), Mat::f32(w, nu, ku).t()), Epilogue::Residual, Some(resid), y)
+    let wb = weight(&Operand::F32(x), w, prep, (nu, ku))?;
+    plans.run(b, (Mat::f32(x, mu, ku), wb.t()), Epilogue::Residual, Some(resid), y)
 }
 
 /// The backward of one linear layer `Y = X·Wᵀ` (X [rows, in], W [out, in]) from dY [rows, out]:
 /// the input gradient `dx = dy·w` (+ `residual`, a different buffer from `dx`) and the weight
 /// gradient `dw += dyᵀ·x`.
 ///
+/// f32 `x`: W as its prepared halves in the split mode ([`Prepared`]), else the f32 weight.
 /// f16 `x` (mixed precision): dY is cast to f16 once, by `kernels::cast::cast_grad_f16x4` (which
 /// raises the loss scaler's overflow flag), into [`Half::x16`]; that copy is the f16 operand of
 /// both products, with W's and X's kept f16 copies.
@@ -240,7 +361,7 @@ pub(super) fn backward(
     plans: &Plans,
     dy: &B,
     w: &B,
-    w16: Option<&Buffer<F16x4>>,
+    prep: Prep<'_>,
     x: Operand<'_>,
     dw: &mut B,
     half: &mut Option<Half>,
@@ -252,14 +373,16 @@ pub(super) fn backward(
     let e = if residual.is_some() { Epilogue::Residual } else { Epilogue::Store };
     match x {
         Operand::F32(x) => {
-            plans.run(b, (Mat::f32(dy, rows, out), Mat::f32(w, out, inp)), e, residual, dx)?;
+            let wb = weight(&Operand::F32(x), w, prep, (out, inp))?;
+            plans.run(b, (Mat::f32(dy, rows, out), wb), e, residual, dx)?;
             plans.run(b, (Mat::f32(dy, rows, out).t(), Mat::f32(x, rows, inp)), Epilogue::Accumulate, None, dw)?;
         }
         Operand::F16(x) => {
-            let (h, w16) = (half.as_mut().ok_or_else(missing)?, w16.ok_or_else(missing)?);
+            let wb = weight(&Operand::F16(x), w, prep, (out, inp))?;
+            let h = half.as_mut().ok_or_else(missing)?;
             let cp = kernels::cast::cast_grad_f16x4::CastParams::new(u(rows)?, u(out)?);
             kernels::cast::cast_grad_f16x4(b, dy, &mut h.x16, &mut h.flag, cp)?;
-            plans.run(b, (Mat::f16(&h.x16, rows, out), Mat::f16(w16, out, inp)), e, residual, dx)?;
+            plans.run(b, (Mat::f16(&h.x16, rows, out), wb), e, residual, dx)?;
             let (dyt, xs) = (Mat::f16(&h.x16, rows, out).t(), Mat::f16(x, rows, inp));
             plans.run(b, (dyt, xs), Epilogue::Accumulate, None, dw)?;
         }

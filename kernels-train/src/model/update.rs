@@ -7,12 +7,14 @@ use super::{B, Model};
 use crate::Error;
 use crate::config::TrainConfig;
 use kernels::Batch;
-use kernels::optimizer::{adamw_8bit_update, adamw_update, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4};
+use kernels::optimizer::{
+    adamw_8bit_update, adamw_update, adamw_update_absmax, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4,
+};
 
 impl Model {
     /// Records global-norm clipping and AdamW for step `step` (0-based); zeroes the gradients.
     pub(super) fn record_update(&mut self, b: &Batch<'_>, t: &TrainConfig, step: u64) -> Result<(), Error> {
-        let Model { layout, params, grads, opt, half, w16, .. } = self;
+        let Model { layout, params, grads, opt, half, w16, halves, .. } = self;
         // The gradients' partial sums of squares, four tensors a dispatch (their partials are
         // consecutive, as `reduce_norm_sq4` writes them); the rest one at a time.
         let gs: Vec<&B> = grads.iter().collect();
@@ -47,6 +49,9 @@ impl Model {
                     let h =
                         adamw_8bit_update::Params::new(w.len() as u32, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2);
                     adamw_8bit_update(b, w, g, mq, vq, qs, &opt.stats, h)?;
+                }
+                if let Some(h) = halves {
+                    h.record(b, params)?;
                 }
                 return Ok(());
             }
@@ -84,20 +89,39 @@ impl Model {
             }
             return Ok(());
         }
+        // The split mode: each matrix's update folds its new largest magnitude into its scale
+        // word (cleared first), and its halves for the next step's products are split by it.
+        if let Some(h) = halves.as_mut() {
+            h.clear(b)?;
+        }
         let tensors = params.iter_mut().zip(grads.iter_mut()).zip(m.iter_mut()).zip(v.iter_mut());
-        for ((((w, g), m), v), p) in tensors.zip(layout.iter()) {
+        for (i, ((((w, g), m), v), p)) in tensors.zip(layout.iter()).enumerate() {
             let wd = if p.decays() { t.weight_decay } else { 0.0 };
-            let h = kernels::optimizer::adamw_update::Params::new(
-                w.len() as u32,
-                lr,
-                t.beta1,
-                t.beta2,
-                t.eps,
-                wd,
-                bias1,
-                bias2,
-            );
-            adamw_update(b, w, g, m, v, &opt.stats, h)?;
+            let n = w.len() as u32;
+            match halves.as_mut().and_then(|h| h.slot(i).map(|slot| (h, slot))) {
+                Some((h, slot)) => {
+                    let a = kernels::optimizer::adamw_update_absmax::AbsmaxParams::new(
+                        n,
+                        lr,
+                        t.beta1,
+                        t.beta2,
+                        t.eps,
+                        wd,
+                        bias1,
+                        bias2,
+                        slot as u32,
+                    );
+                    adamw_update_absmax(b, w, g, m, v, &opt.stats, &mut h.scales, a)?;
+                }
+                None => {
+                    let a =
+                        kernels::optimizer::adamw_update::Params::new(n, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2);
+                    adamw_update(b, w, g, m, v, &opt.stats, a)?;
+                }
+            }
+        }
+        if let Some(h) = halves {
+            h.split_scaled(b, params)?;
         }
         Ok(())
     }
