@@ -7,6 +7,7 @@ mod common;
 #[path = "reference/model.rs"]
 mod reference;
 
+use kernels::flash_attention::Backward16Form;
 use kernels_train::checkpoint;
 use kernels_train::config::{ModelConfig, TrainConfig};
 use kernels_train::data::Corpus;
@@ -286,8 +287,9 @@ fn attention_kernels(m: &ModelConfig, precision: Precision, path: Attention) -> 
 #[test]
 fn mixed_attention_runs_on_the_f16_kernels() {
     // On the fast path, mixed precision runs attention's six products through the f16 kernels
-    // (`attention::attention_scores_f16`, `attention::attention_pv_f16`, `backward_attention::attention_ptx_f16`, dS through `backward_attention::attention_ds_f16`), f32 precision
-    // through the f32 ones; on the flash path the f16 flash kernels and the f32 ones; a head dim
+    // (`attention::attention_scores_f16`, `attention::attention_pv_f16`,
+    // `backward_attention::attention_ptx_f16`, dS through `backward_attention::attention_ds_f16`),
+    // f32 precision through the f32 ones; on the flash path the f16 flash kernels and the f32 ones; a head dim
     // that is not a multiple of 4 keeps mixed precision on the f32 kernels. Read from the
     // dispatches of one profiled step.
     let Some(gpu) = common::gpu() else { return };
@@ -296,7 +298,12 @@ fn mixed_attention_runs_on_the_f16_kernels() {
         eprintln!("adapter without timestamps inside passes: mixed_attention_runs_on_the_f16_kernels not run");
         return;
     }
-    let s = |v: &[(&str, usize)]| v.iter().map(|(n, c)| (n.to_string(), *c)).collect::<Vec<_>>();
+    // Sorted by name, as `attention_kernels` reports them.
+    let s = |v: &[(&str, usize)]| {
+        let mut v = v.iter().map(|(n, c)| (n.to_string(), *c)).collect::<Vec<_>>();
+        v.sort();
+        v
+    };
     // Two layers, head dim 8: per layer the forward's scores and P·V, the backward's dP, dS, dS·K,
     // Pᵀ·dO and dSᵀ·Q; the softmax and Δ stay f32.
     let m = ModelConfig::new(32, 2, 4, 2, 16);
@@ -318,12 +325,20 @@ fn mixed_attention_runs_on_the_f16_kernels() {
         ("backward_attention::attention_fast_ptx", 4),
     ]);
     assert_eq!(attention_kernels(&m, Precision::F32, Attention::Fast), f32_kernels);
-    // Flash attention: one forward kernel and three backward dispatches (Δ, dK/dV, dQ) a layer.
+    // Flash attention: one forward kernel and three backward dispatches (Δ, dK/dV, dQ) a layer;
+    // the f16 backward's pair is the resident one where `backward16` picks it.
+    let p16 = kernels::flash_attention::Params::new(1, 16, 4, 2, 8, 1.0);
+    let resident = kernels::flash_attention::backward16_form(&gpu, &p16) == Backward16Form::Resident;
+    let (dkdv16, dq16) = if resident {
+        ("backward_attention::flash_backward_dkdv16_tc", "backward_attention::flash_backward_dq16_tc")
+    } else {
+        ("backward_attention::flash_backward_dkdv16", "backward_attention::flash_backward_dq16")
+    };
     let flash16 = s(&[
         ("attention::flash_forward16", 2),
         ("backward_attention::attention_fast_delta", 2),
-        ("backward_attention::flash_backward_dkdv16", 2),
-        ("backward_attention::flash_backward_dq16", 2),
+        (dkdv16, 2),
+        (dq16, 2),
     ]);
     assert_eq!(attention_kernels(&m, Precision::Mixed, Attention::Flash), flash16);
     let flash32 = s(&[
