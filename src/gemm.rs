@@ -442,7 +442,9 @@ impl GemmPlan {
                         } else {
                             table
                         };
-                        table
+                        // The residual epilogue adds once, so its product runs whole whatever
+                        // the table or the default chose for the shape.
+                        if epilogue == Epilogue::Residual { (table.0, 1) } else { table }
                     }
                 };
                 config.validate(a_t, b_t, tensor_cores)?;

@@ -164,7 +164,8 @@ fn configs(tc: bool) -> Vec<F16Config> {
         F16Config { prefetch: false, group: 2, ..base },
         F16Config { bn: 128, pad: 16, ..base },
         F16Config { tm: 2, tn: 2, ..base },
-        F16Config { wg: 128, ..base },
+        // 128 invocations stage at most 8 vec4s each: a 128-wide block of B.
+        F16Config { wg: 128, bn: base.bn.min(128), ..base },
     ];
     if tc {
         v.extend([
