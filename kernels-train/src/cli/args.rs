@@ -290,6 +290,9 @@ pub enum CollectiveArg {
     Tcp,
     /// Host-staged through MPI (a trainer built with the `mpi` feature, under mpirun).
     Mpi,
+    /// GPU to GPU through NCCL (a trainer built with the `nccl` feature, NVIDIA GPUs); the
+    /// ranks meet over TCP (MASTER_ADDR, MASTER_PORT) first.
+    Nccl,
 }
 
 impl CollectiveArg {
@@ -299,6 +302,7 @@ impl CollectiveArg {
             CollectiveArg::Auto => crate::dist::CollectiveKind::Auto,
             CollectiveArg::Tcp => crate::dist::CollectiveKind::Tcp,
             CollectiveArg::Mpi => crate::dist::CollectiveKind::Mpi,
+            CollectiveArg::Nccl => crate::dist::CollectiveKind::Nccl,
         }
     }
 }

@@ -150,6 +150,7 @@ pub fn run(args: Args, stop: &Stop) -> Result<(), Failure> {
     not_stopped(stop, &args, "before training")?;
     let gpu = open_gpu(rank)?;
     say.line(format!("adapter: {}", gpu.report()));
+    let collective = crate::dist::on_gpu(collective, args.collective.kind(), &gpu)?;
     let trainer = match setup {
         Setup::New(cfg, corpus) => Trainer::new(&gpu, &cfg, &train_config(&args), corpus)?,
         Setup::Resume(ck, corpus) => {

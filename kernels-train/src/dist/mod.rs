@@ -161,6 +161,11 @@ pub fn connect(
     };
     match kind {
         CollectiveKind::Mpi => connect_mpi(launch, timeout, interrupt),
+        CollectiveKind::Nccl if !cfg!(all(feature = "nccl", target_os = "linux")) => Err(Error::Dist(
+            "--collective nccl needs a trainer built with NCCL: `cargo build --release -p kernels-train --features nccl` (Linux, NVIDIA)".into(),
+        )),
+        // Tcp, and Nccl's meeting: the ranks meet over TCP; `on_gpu` moves to NCCL once the
+        // GPU is open.
         _ => {
             let Some(address) = launch.address.clone() else {
                 return Err(Error::Dist(format!(
@@ -195,6 +200,32 @@ fn connect_mpi(_: &Launch, _: std::time::Duration, _: Option<Interrupt>) -> Resu
     ))
 }
 
+/// The collective a run keeps once its GPU is open. For [`CollectiveKind::Nccl`]: rank 0 makes
+/// NCCL's unique id and sends it through `meeting` (the host collective the ranks met with),
+/// every rank joins the communicator on `gpu`, and NCCL carries everything from then on
+/// (gradients GPU to GPU, the host values through small device buffers). Any other kind, and a
+/// run of one process, keep `meeting`.
+pub fn on_gpu(meeting: Box<dyn Collective>, kind: CollectiveKind, gpu: &Gpu) -> Result<Box<dyn Collective>, Error> {
+    if kind != CollectiveKind::Nccl || meeting.rank().world <= 1 {
+        return Ok(meeting);
+    }
+    nccl_on_gpu(meeting, gpu)
+}
+
+#[cfg(all(feature = "nccl", target_os = "linux"))]
+fn nccl_on_gpu(mut meeting: Box<dyn Collective>, gpu: &Gpu) -> Result<Box<dyn Collective>, Error> {
+    let rank = meeting.rank();
+    let mut id = if rank.rank == 0 { nccl::NcclId::new()?.as_bytes().to_vec() } else { Vec::new() };
+    meeting.broadcast(0, &mut id)?;
+    let id = nccl::NcclId::from_bytes(&id)?;
+    Ok(Box::new(nccl::NcclCollective::new(gpu, rank, &id)?))
+}
+
+#[cfg(not(all(feature = "nccl", target_os = "linux")))]
+fn nccl_on_gpu(_: Box<dyn Collective>, _: &Gpu) -> Result<Box<dyn Collective>, Error> {
+    Err(Error::Dist("this trainer was built without NCCL (`--features nccl`)".into()))
+}
+
 /// Which implementation of [`Collective`] a multi-process run uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum CollectiveKind {
@@ -205,6 +236,9 @@ pub enum CollectiveKind {
     Tcp,
     /// Host-staged through MPI (feature `mpi`).
     Mpi,
+    /// GPU to GPU through NCCL (feature `nccl`, NVIDIA): the ranks meet over TCP, then
+    /// [`on_gpu`] joins NCCL's communicator.
+    Nccl,
 }
 
 #[cfg(test)]
