@@ -345,7 +345,7 @@ struct Params {
 //#include "lib/adam.wgsl"
 
 // Element i's stores: g zeroed; m, v, p updated where its gradient x is finite.
-fn put1(i: u32, x: f32, mi: f32, vi: f32, w: f32) {
+fn put1(i: u32, x: f32, mi: f32, vi: f32, w: f32, old: f32) {
     g[i] = 0.0;
     if (is_finite(x)) {
         m[i] = mi;
@@ -353,34 +353,7 @@ fn put1(i: u32, x: f32, mi: f32, vi: f32, w: f32) {
         p[i] = w;
     }
 }
-
-fn put4(i: vec4<u32>, x: vec4<f32>, r: AdamStep) {
-    put1(i.x, x.x, r.m.x, r.v.x, r.p.x);
-    put1(i.y, x.y, r.m.y, r.v.y, r.p.y);
-    put1(i.z, x.z, r.m.z, r.v.z, r.p.z);
-    put1(i.w, x.w, r.m.w, r.v.w, r.p.w);
-}
-
-fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
-    let clip = stats[1];
-    // All 32 loads first, then the stores.
-    let xa = vec4<f32>(g[lo.x], g[lo.y], g[lo.z], g[lo.w]);
-    let xb = vec4<f32>(g[hi.x], g[hi.y], g[hi.z], g[hi.w]);
-    let ma = vec4<f32>(m[lo.x], m[lo.y], m[lo.z], m[lo.w]);
-    let mb = vec4<f32>(m[hi.x], m[hi.y], m[hi.z], m[hi.w]);
-    let va = vec4<f32>(v[lo.x], v[lo.y], v[lo.z], v[lo.w]);
-    let vb = vec4<f32>(v[hi.x], v[hi.y], v[hi.z], v[hi.w]);
-    let wa = vec4<f32>(p[lo.x], p[lo.y], p[lo.z], p[lo.w]);
-    let wb = vec4<f32>(p[hi.x], p[hi.y], p[hi.z], p[hi.w]);
-    put4(lo, xa, adam4(xa, ma, va, wa, clip));
-    put4(hi, xb, adam4(xb, mb, vb, wb, clip));
-}
-
-fn ew_one(j: u32) {
-    let x = g[j];
-    let r = adam4(vec4<f32>(x), vec4<f32>(m[j]), vec4<f32>(v[j]), vec4<f32>(p[j]), stats[1]);
-    put1(j, x, r.m.x, r.v.x, r.p.x);
-}
+//#include "lib/adam_f32.wgsl"
 
 @compute @workgroup_size(WG)
 fn adamw_update(
@@ -829,33 +802,7 @@ fn put1(i: u32, x: f32, mi: f32, vi: f32, w: f32, old: f32) {
     }
 }
 
-fn put4(i: vec4<u32>, x: vec4<f32>, r: AdamStep, old: vec4<f32>) {
-    put1(i.x, x.x, r.m.x, r.v.x, r.p.x, old.x);
-    put1(i.y, x.y, r.m.y, r.v.y, r.p.y, old.y);
-    put1(i.z, x.z, r.m.z, r.v.z, r.p.z, old.z);
-    put1(i.w, x.w, r.m.w, r.v.w, r.p.w, old.w);
-}
-
-fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
-    let clip = stats[1];
-    let xa = vec4<f32>(g[lo.x], g[lo.y], g[lo.z], g[lo.w]);
-    let xb = vec4<f32>(g[hi.x], g[hi.y], g[hi.z], g[hi.w]);
-    let ma = vec4<f32>(m[lo.x], m[lo.y], m[lo.z], m[lo.w]);
-    let mb = vec4<f32>(m[hi.x], m[hi.y], m[hi.z], m[hi.w]);
-    let va = vec4<f32>(v[lo.x], v[lo.y], v[lo.z], v[lo.w]);
-    let vb = vec4<f32>(v[hi.x], v[hi.y], v[hi.z], v[hi.w]);
-    let wa = vec4<f32>(p[lo.x], p[lo.y], p[lo.z], p[lo.w]);
-    let wb = vec4<f32>(p[hi.x], p[hi.y], p[hi.z], p[hi.w]);
-    put4(lo, xa, adam4(xa, ma, va, wa, clip), wa);
-    put4(hi, xb, adam4(xb, mb, vb, wb, clip), wb);
-}
-
-fn ew_one(j: u32) {
-    let x = g[j];
-    let w = p[j];
-    let r = adam4(vec4<f32>(x), vec4<f32>(m[j]), vec4<f32>(v[j]), vec4<f32>(w), stats[1]);
-    put1(j, x, r.m.x, r.v.x, r.p.x, w);
-}
+//#include "lib/adam_f32.wgsl"
 
 @compute @workgroup_size(WG)
 fn adamw_update_absmax(
