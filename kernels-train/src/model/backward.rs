@@ -1,6 +1,6 @@
 //! The backward pass: every parameter's gradient, accumulated (+=) into the gradient buffers.
 
-use super::products::{Half, Operand, Plans, Prep, backward, preps};
+use super::products::{Dy, Half, Operand, Plans, Prep, backward, preps};
 use super::{Attention, B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
@@ -20,13 +20,13 @@ struct Linear<'a> {
 }
 
 impl Linear<'_> {
-    /// For the weight `w` of shape [out, in] (as the products read it: `prep`) and its input `x` [rows, in], from
-    /// `dy` [rows, out]: `dx = dy·w` (+ `residual`) and `dw += dyᵀ·x`.
+    /// For the weight `w` of shape [out, in] (as the products read it: `prep`) and its input `x`
+    /// [rows, in], from `dy` [rows, out]: `dx = dy·w` (+ `residual`) and `dw += dyᵀ·x`.
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &mut self,
         b: &Batch<'_>,
-        dy: &B,
+        dy: Dy<'_>,
         (w, prep, shape): (&B, Prep<'_>, &Param),
         x: Operand<'_>,
         dw: &mut B,
@@ -65,7 +65,7 @@ impl Model {
         let mut lin = Linear { plans, half, rows: rows as usize };
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf.
         let e = (&p.embedding, pv.embedding, &layout.embedding);
-        lin.backward(b, &acts.logits, e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;
+        lin.backward(b, Dy::F32(&acts.logits), e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;
         // Final norm: dx = ∂/∂x_final.
         rmsnorm_backward(b, &acts.xf, &p.final_norm, &acts.rrms_f, &s.ma, &mut s.dx, &mut s.norm_partials, nb)?;
         rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut g.final_norm, nr)?;
@@ -75,20 +75,20 @@ impl Model {
             let pw = &pv.layers[l];
             // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, g = h2·W1ᵀ, u = h2·W3ᵀ.
             let w2 = (&w.w2, pw.w2, &shape.w2);
-            lin.backward(b, &s.dx, w2, y.a.operand(), &mut gl.w2, None, &mut s.da)?;
+            lin.backward(b, Dy::F32(&s.dx), w2, y.a.operand(), &mut gl.w2, None, &mut s.da)?;
             let sb = kernels::backward_ffn::ffn_swiglu_backward::Params::new(rows * f);
             ffn_swiglu_backward(b, &y.g, &y.u, &s.da, &mut s.dg, &mut s.du, sb)?;
             let h2 = y.h2.operand();
-            lin.backward(b, &s.dg, (&w.w1, pw.w1, &shape.w1), h2, &mut gl.w1, None, &mut s.ma)?;
+            lin.backward(b, Dy::F32(&s.dg), (&w.w1, pw.w1, &shape.w1), h2, &mut gl.w1, None, &mut s.ma)?;
             let w3 = (&w.w3, pw.w3, &shape.w3);
-            lin.backward(b, &s.du, w3, h2, &mut gl.w3, Some(&s.ma), &mut s.mb)?;
+            lin.backward(b, Dy::F32(&s.du), w3, h2, &mut gl.w3, Some(&s.ma), &mut s.mb)?;
             // dx += the norm's input gradient (the residual stream's two paths meet here).
             rmsnorm_backward_acc(b, &y.x_mid, &w.ffn_norm, &y.rrms2, &s.mb, &mut s.dx, &mut s.norm_partials, nba)?;
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.ffn_norm, nr)?;
             // Attention: x_mid = x_in + att·Woᵀ.
             let att = y.att16.as_ref().map_or(Operand::F32(&y.att), Operand::F16);
             let wo = (&w.wo, pw.wo, &shape.wo);
-            lin.backward(b, &s.dx, wo, att, &mut gl.wo, None, &mut s.datt)?;
+            lin.backward(b, Dy::F32(&s.dx), wo, att, &mut gl.wo, None, &mut s.datt)?;
             match (&mut y.probs, &mut s.fast_delta, s.att16.as_mut()) {
                 // Mixed precision: f16 operands on tensor cores (`attention16`).
                 (Some(probs), Some(delta), Some(a16)) => {
@@ -125,9 +125,9 @@ impl Model {
             let rp = kernels::rope::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
             rope_qk_backward(b, &mut s.dq, &mut s.dk, rp)?;
             let h1 = y.h1.operand();
-            lin.backward(b, &s.dq, (&w.wq, pw.wq, &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
-            lin.backward(b, &s.dk, (&w.wk, pw.wk, &shape.wk), h1, &mut gl.wk, Some(&s.ma), &mut s.mb)?;
-            lin.backward(b, &s.dv, (&w.wv, pw.wv, &shape.wv), h1, &mut gl.wv, Some(&s.mb), &mut s.ma)?;
+            lin.backward(b, Dy::F32(&s.dq), (&w.wq, pw.wq, &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
+            lin.backward(b, Dy::F32(&s.dk), (&w.wk, pw.wk, &shape.wk), h1, &mut gl.wk, Some(&s.ma), &mut s.mb)?;
+            lin.backward(b, Dy::F32(&s.dv), (&w.wv, pw.wv, &shape.wv), h1, &mut gl.wv, Some(&s.mb), &mut s.ma)?;
             rmsnorm_backward_acc(b, &y.x_in, &w.attn_norm, &y.rrms1, &s.ma, &mut s.dx, &mut s.norm_partials, nba)?;
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.attn_norm, nr)?;
         }

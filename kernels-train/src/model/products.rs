@@ -347,19 +347,31 @@ pub(super) fn forward_residual(
     plans.run(b, (Mat::f32(x, mu, ku), wb.t()), Epilogue::Residual, Some(resid), y)
 }
 
+/// An output gradient dY as a linear layer's backward receives it.
+#[derive(Clone, Copy)]
+pub(super) enum Dy<'a> {
+    /// f32: in mixed precision the backward casts it to f16 itself.
+    F32(&'a B),
+    /// Already in f16 (the f16x4 row layout), written by the kernel that made it, which raised
+    /// the loss scaler's overflow flag for any value beyond f16's range as the cast would
+    /// (mixed precision only).
+    F16(&'a Buffer<F16x4>),
+}
+
 /// The backward of one linear layer `Y = X·Wᵀ` (X [rows, in], W [out, in]) from dY [rows, out]:
 /// the input gradient `dx = dy·w` (+ `residual`, a different buffer from `dx`) and the weight
 /// gradient `dw += dyᵀ·x`.
 ///
-/// f32 `x`: W as its prepared halves in the split mode ([`Prepared`]), else the f32 weight.
-/// f16 `x` (mixed precision): dY is cast to f16 once, by `kernels::cast::cast_grad_f16x4` (which
-/// raises the loss scaler's overflow flag), into [`Half::x16`]; that copy is the f16 operand of
-/// both products, with W's and X's kept f16 copies.
+/// f32 `x`: W as its prepared halves in the split mode ([`Prepared`]), else the f32 weight; dY
+/// must be f32.
+/// f16 `x` (mixed precision): an f32 dY is cast to f16 once, by `kernels::cast::cast_grad_f16x4`
+/// (which raises the loss scaler's overflow flag), into [`Half::x16`]; that copy (or an f16 dY
+/// as given) is the f16 operand of both products, with W's and X's kept f16 copies.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn backward(
     b: &Batch<'_>,
     plans: &Plans,
-    dy: &B,
+    dy: Dy<'_>,
     w: &B,
     prep: Prep<'_>,
     x: Operand<'_>,
@@ -371,19 +383,28 @@ pub(super) fn backward(
 ) -> Result<(), Error> {
     let u = |v: usize| u32::try_from(v).map_err(|_| Error::Config(format!("a product dimension {v} is over u32")));
     let e = if residual.is_some() { Epilogue::Residual } else { Epilogue::Store };
-    match x {
-        Operand::F32(x) => {
+    match (x, dy) {
+        (Operand::F32(x), Dy::F32(dy)) => {
             let wb = weight(&Operand::F32(x), w, prep, (out, inp))?;
             plans.run(b, (Mat::f32(dy, rows, out), wb), e, residual, dx)?;
             plans.run(b, (Mat::f32(dy, rows, out).t(), Mat::f32(x, rows, inp)), Epilogue::Accumulate, None, dw)?;
         }
-        Operand::F16(x) => {
+        (Operand::F32(_), Dy::F16(_)) => {
+            return Err(Error::Config("internal: an f16 output gradient for an f32 linear layer".into()));
+        }
+        (Operand::F16(x), dy) => {
             let wb = weight(&Operand::F16(x), w, prep, (out, inp))?;
             let h = half.as_mut().ok_or_else(missing)?;
-            let cp = kernels::cast::cast_grad_f16x4::CastParams::new(u(rows)?, u(out)?);
-            kernels::cast::cast_grad_f16x4(b, dy, &mut h.x16, &mut h.flag, cp)?;
-            plans.run(b, (Mat::f16(&h.x16, rows, out), wb), e, residual, dx)?;
-            let (dyt, xs) = (Mat::f16(&h.x16, rows, out).t(), Mat::f16(x, rows, inp));
+            let dy16 = match dy {
+                Dy::F16(dy16) => dy16,
+                Dy::F32(dy) => {
+                    let cp = kernels::cast::cast_grad_f16x4::CastParams::new(u(rows)?, u(out)?);
+                    kernels::cast::cast_grad_f16x4(b, dy, &mut h.x16, &mut h.flag, cp)?;
+                    &h.x16
+                }
+            };
+            plans.run(b, (Mat::f16(dy16, rows, out), wb), e, residual, dx)?;
+            let (dyt, xs) = (Mat::f16(dy16, rows, out).t(), Mat::f16(x, rows, inp));
             plans.run(b, (dyt, xs), Epilogue::Accumulate, None, dw)?;
         }
     }
