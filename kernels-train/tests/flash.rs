@@ -8,7 +8,7 @@ mod reference;
 
 use kernels_train::config::{ModelConfig, TrainConfig};
 use kernels_train::data::Corpus;
-use kernels_train::model::{AUTO_ORDER, Attention, Model, Precision};
+use kernels_train::model::{AUTO_ORDER, AUTO_ORDER_MIXED, Attention, Model, Precision};
 use kernels_train::params;
 use kernels_train::rng::Rng;
 use kernels_train::trainer::Trainer;
@@ -99,8 +99,17 @@ fn trains_at_context_2048() {
 fn auto_takes_the_first_path_that_fits() {
     let Some(gpu) = common::gpu() else { return };
     assert_eq!(AUTO_ORDER[0], Attention::Fast);
+    assert_eq!(AUTO_ORDER_MIXED[0], Attention::Flash);
     let small = ModelConfig::new(32, 2, 4, 2, 16);
     assert_eq!(Attention::Auto.resolve(&gpu, &small, 2).unwrap(), Attention::Fast);
+    // Mixed precision takes flash where its f16 form runs (head dim 8 here, a multiple of 4),
+    // the fast path where attention stays f32 (head dim 6).
+    let f16 = gpu.features().contains(kernels::wgpu::Features::SHADER_F16);
+    let mixed = Attention::Auto.resolve_for(&gpu, &small, 2, true).unwrap();
+    assert_eq!(mixed, if f16 { Attention::Flash } else { Attention::Fast });
+    let odd = ModelConfig::new(12, 2, 2, 2, 16);
+    assert_eq!(odd.head_dim(), 6);
+    assert_eq!(Attention::Auto.resolve_for(&gpu, &odd, 2, true).unwrap(), Attention::Fast);
     // P of 64 sequences × 32 heads × 8192² floats per layer is over any binding limit.
     let long = ModelConfig::new(1024, 2, 32, 8, 8192);
     let flash_runs = kernels::flash_attention::Params::new(64, 8192, 32, 8, 32, 0.2).flash_fits(&gpu, false);

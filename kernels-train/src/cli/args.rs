@@ -215,7 +215,8 @@ impl OptimizerArg {
 /// The `--attention` values.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum AttentionArg {
-    /// Fast when it fits.
+    /// Flash in mixed precision, fast in f32, when it fits (`model::AUTO_ORDER_MIXED`,
+    /// `model::AUTO_ORDER`).
     Auto,
     /// Materialised probabilities.
     Fast,

@@ -236,7 +236,7 @@ impl Model {
             _ if kernels::gemm::Gemm::new(1, 1, 1).plan(gpu)?.core() == kernels::gemm::Core::Split => Products::Split,
             _ => Products::Sgemm,
         };
-        let attention = attention.resolve(gpu, cfg, batch)?;
+        let attention = attention.resolve_for(gpu, cfg, batch, precision == Precision::Mixed)?;
         let fast = attention == Attention::Fast;
         let flash = attention == Attention::Flash;
         let layout = params::layout(cfg);

@@ -83,7 +83,8 @@ pub type Tensors = ModelWeights<Vec<f32>>;
 /// How attention runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attention {
-    /// The first path of [`AUTO_ORDER`] that fits (see [`Attention::resolve`]).
+    /// The first path of [`AUTO_ORDER_MIXED`] (mixed precision) or [`AUTO_ORDER`] (f32) that
+    /// fits (see [`Attention::resolve_for`]).
     Auto,
     /// Register-tiled batched products over materialised probabilities
     /// (`kernels::fast_attention`): one `[B, H, S, S]` workspace per layer.
@@ -101,16 +102,30 @@ pub enum Attention {
 /// memory a device has).
 pub const FAST_ATTENTION_BUDGET: u64 = 8 << 30;
 
-/// The paths [`Attention::Auto`] tries, in order: the first that fits is taken ([`Attention::Fast`]
-/// where its workspaces fit the adapter and [`FAST_ATTENTION_BUDGET`], [`Attention::Flash`] where
-/// the adapter's workgroup memory holds its kernels, [`Attention::Streaming`] everywhere). The one
-/// place that decides which path a model gets by default.
+/// The paths [`Attention::Auto`] tries in f32 precision, in order: the first that fits is taken
+/// ([`Attention::Fast`] where its workspaces fit the adapter and [`FAST_ATTENTION_BUDGET`],
+/// [`Attention::Flash`] where the adapter's workgroup memory holds its kernels,
+/// [`Attention::Streaming`] everywhere). The f32 flash kernels run without tensor cores and are
+/// slower than the fast path's products, so the fast path comes first.
 pub const AUTO_ORDER: [Attention; 3] = [Attention::Fast, Attention::Flash, Attention::Streaming];
 
+/// The paths [`Attention::Auto`] tries in mixed precision where attention runs in f16 (head dim a
+/// multiple of 4, the flash kernels' f16 form fitting the adapter): flash first. Its f16 kernels
+/// are as fast as the fast path's f16 products (BENCHMARKS.md §4) and keep no `[B, H, S, S]`
+/// workspace, which frees 12 × 400 MB at gpt2-small's batch of 8. With these two constants,
+/// the one place that decides which path a model gets by default.
+pub const AUTO_ORDER_MIXED: [Attention; 3] = [Attention::Flash, Attention::Fast, Attention::Streaming];
+
 impl Attention {
-    /// The path a model of this shape takes on `gpu`; an explicit path that cannot run there is
-    /// an error naming what to use instead.
+    /// The path a model of this shape takes on `gpu` in f32 precision; an explicit path that
+    /// cannot run there is an error naming what to use instead.
     pub fn resolve(self, gpu: &Gpu, cfg: &ModelConfig, batch: usize) -> Result<Attention, Error> {
+        self.resolve_for(gpu, cfg, batch, false)
+    }
+
+    /// [`Attention::resolve`] for a model in mixed precision (`mixed`) or in f32: they differ
+    /// only in what [`Attention::Auto`] tries first ([`AUTO_ORDER_MIXED`], [`AUTO_ORDER`]).
+    pub fn resolve_for(self, gpu: &Gpu, cfg: &ModelConfig, batch: usize, mixed: bool) -> Result<Attention, Error> {
         let p = fast_params(cfg, batch, cfg.seq_len);
         let total = p.probs_len() as u64 * 4 * cfg.layers as u64;
         let fits = |a: Attention| match a {
@@ -130,7 +145,11 @@ impl Attention {
                 p.flash_check(gpu, false).err().map_or_else(String::new, |e| e.to_string())
             ))),
             Attention::Flash => Ok(Attention::Flash),
-            Attention::Auto => Ok(AUTO_ORDER.into_iter().find(|&a| fits(a)).unwrap_or(Attention::Streaming)),
+            Attention::Auto => {
+                let f16 = mixed && attention16::Attention16::applies(gpu, cfg, batch, true);
+                let order = if f16 { AUTO_ORDER_MIXED } else { AUTO_ORDER };
+                Ok(order.into_iter().find(|&a| fits(a)).unwrap_or(Attention::Streaming))
+            }
         }
     }
 }
