@@ -129,6 +129,46 @@ pub(super) fn describe(trainer: &Trainer, say: &Say) {
     ));
 }
 
+/// The rate of the training steps alone, as PyTorch users time theirs after warm-up: wall time
+/// between the first and the last point where the GPU had finished every step recorded (a step
+/// whose loss is read), less the validations and periodic saves between them, each timed from a
+/// drained GPU so that it holds none of the training's work. The first such point comes after at
+/// least one step, so start-up and first-use costs fall before it.
+#[derive(Default)]
+struct Steady {
+    /// (step, seconds of training) at the first synchronised point after the first step.
+    first: Option<(u64, f64)>,
+    /// The same at the latest one.
+    last: Option<(u64, f64)>,
+    /// Seconds spent in validations and saves so far.
+    paused: f64,
+}
+
+impl Steady {
+    /// A step's loss was read at `step`: every step up to it has run.
+    fn synced(&mut self, step: u64, started: Instant) {
+        let at = (step, started.elapsed().as_secs_f64() - self.paused);
+        self.first.get_or_insert(at);
+        self.last = Some(at);
+    }
+
+    /// Drains the GPU (the training work is counted, not paused) and starts a pause.
+    fn pause(&self, trainer: &Trainer) -> Result<Instant, Error> {
+        trainer.model.gpu().wait()?;
+        Ok(Instant::now())
+    }
+
+    fn resume(&mut self, since: Instant) {
+        self.paused += since.elapsed().as_secs_f64();
+    }
+
+    /// (from step, to step, tokens/s) where at least one step lies between two points.
+    fn rate(&self, tokens_per_step: f64) -> Option<(u64, u64, f64)> {
+        let ((s0, t0), (s1, t1)) = (self.first?, self.last?);
+        (s1 > s0 && t1 > t0).then(|| (s0, s1, (s1 - s0) as f64 * tokens_per_step / (t1 - t0)))
+    }
+}
+
 /// The checkpoint's state as this run knows it: the step of the last good checkpoint at the
 /// destination (the resumed one, or the last save), if any.
 struct Saves<'a> {
@@ -315,12 +355,14 @@ fn train_loop(args: &Args, mut trainer: Trainer, saves: &mut Saves, stop: &Stop,
     let started = Instant::now();
     let first_step = trainer.step;
     saves.last = (trainer.step, started);
+    let mut steady = Steady::default();
     let mut stopped_by = None;
     let mut due = false;
     while trainer.step < total {
         // Whether to save after the last step and whether to stop are agreed by every rank.
         let (signal, save_now) = agree(&mut trainer, stop.requested(), due)?;
         if save_now && trainer.step < total {
+            let paused = steady.pause(&trainer)?;
             let fatal = match saves.save(&mut trainer, say) {
                 Ok(()) => false,
                 Err(e @ Error::Save(_)) => {
@@ -340,6 +382,7 @@ fn train_loop(args: &Args, mut trainer: Trainer, saves: &mut Saves, stop: &Stop,
                 }
             };
             save_agreed(&mut trainer, fatal)?;
+            steady.resume(paused);
         }
         if let Some(signal) = signal {
             stopped_by = Some(signal);
@@ -372,6 +415,7 @@ fn train_loop(args: &Args, mut trainer: Trainer, saves: &mut Saves, stop: &Stop,
             Err(e) => return Err(e.into()),
         };
         if let Some(l) = loss {
+            steady.synced(trainer.step, started);
             last_loss = Some(l);
             record.loss = Some(l);
             if !l.is_finite() {
@@ -383,7 +427,9 @@ fn train_loop(args: &Args, mut trainer: Trainer, saves: &mut Saves, stop: &Stop,
         }
         let validated = trainer.step.is_multiple_of(eval_every) || trainer.step == total;
         if validated {
+            let paused = steady.pause(&trainer)?;
             last_val = Some(trainer.validate(args.eval_batches)?);
+            steady.resume(paused);
             record.val_loss = last_val;
             // No training loss read back yet (it is read every --log-every steps): a dash.
             let train = last_loss.map_or("-".into(), |l| format!("{l:.4}"));
@@ -442,8 +488,11 @@ fn train_loop(args: &Args, mut trainer: Trainer, saves: &mut Saves, stop: &Stop,
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let steady_note = steady.rate(tokens_per_step).map_or(String::new(), |(from, to, tps)| {
+        format!("; steps {from}–{to}: {tps:.0} tokens/s (without the first steps, validation and saves)")
+    });
     say.line(format!(
-        "saved {} (step {}) and {}; {:.1} s, {:.0} tokens/s{}",
+        "saved {} (step {}) and {}; {:.1} s, {:.0} tokens/s{steady_note}{}",
         saves.path.display(),
         trainer.step,
         crate::checkpoint::curve_path(saves.path).display(),
@@ -466,4 +515,20 @@ fn train_loop(args: &Args, mut trainer: Trainer, saves: &mut Saves, stop: &Stop,
     }
     let sample = trainer.sample(args.sample_tokens.min(400), args.temperature, args.top_k, args.seed)?;
     super::output(format!("--- sample ---\n{sample}\n--------------"))
+}
+
+#[cfg(test)]
+mod steady_tests {
+    use super::Steady;
+
+    #[test]
+    fn the_steady_rate_counts_the_steps_between_its_points() {
+        let s = Steady { first: Some((50, 10.0)), last: Some((300, 35.0)), paused: 2.0 };
+        let (from, to, tps) = s.rate(8192.0).unwrap();
+        assert_eq!((from, to), (50, 300));
+        assert!((tps - 250.0 * 8192.0 / 25.0).abs() < 1e-6, "{tps}");
+        // One point (a single logged step) gives no rate.
+        assert!(Steady { first: Some((50, 10.0)), last: Some((50, 10.0)), paused: 0.0 }.rate(1.0).is_none());
+        assert!(Steady::default().rate(1.0).is_none());
+    }
 }
