@@ -95,23 +95,33 @@ tlog = (out / "train.log").read_text() if (out / "train.log").exists() else ""
 runs = dict(re.findall(r"^== (\S+)\n(.*?)(?=^== |\Z)", tlog, re.M | re.S))
 torch_train = {t["impl"]: t for t in torch if t["bench"] == "train"}
 print("\n## Training (GPT-2-small shape)\n")
-for name, goal in [("f32", "pytorch-eager-fp32"), ("mixed", "pytorch-eager-amp-bf16"), ("mixed-8192", "none")]:
+goals = [("f32", "pytorch-eager-fp32"), ("mixed", "pytorch-eager-amp-bf16-fused-adamw"), ("mixed-8192", "none"),
+         ("medium-mixed", "pytorch-eager-amp-bf16-fused-adamw")]
+for name, goal in goals:
     text = runs.get(f"train-{name}", "")
-    tps = re.findall(r"([\d.]+) tokens/s", text)
-    ref = torch_train.get(goal)
-    if tps:
-        ratio = float(tps[-1]) / ref["tokens_per_s"] if ref else float("nan")
-        print(f"- ours --precision {name}: {float(tps[-1]):.0f} tokens/s (wall, whole run); {goal}: "
-              f"{ref['tokens_per_s'] if ref else float('nan'):.0f}; ratio {ratio:.2f} (goal ≥ 1.0)")
+    # The trainer's last line: the whole run's rate, then the steps' own (first logged step to
+    # last, without validation and saves), the one comparable with PyTorch's timed steps.
+    whole = re.findall(r"s, ([\d.]+) tokens/s", text)
+    steady = re.findall(r"steps (\d+)–(\d+): ([\d.]+) tokens/s", text)
+    model = "gpt2-medium" if name.startswith("medium") else "gpt2-small"
+    ref = next((t for t in torch if t["bench"] == "train" and t["impl"] == goal and t.get("model") == model), None)
+    base = ref["tokens_per_s"] if ref else float("nan")
+    if whole:
+        print(f"- ours {name}: {float(whole[-1]):.0f} tokens/s (wall, whole run); {goal} ({model}): {base:.0f}; "
+              f"ratio {float(whole[-1]) / base:.2f}")
+    if steady:
+        a, b, tps = steady[-1]
+        print(f"  steps {a}–{b}: {float(tps):.0f} tokens/s; ratio {float(tps) / base:.2f} (goal ≥ 1.0)")
     skipped = re.findall(r"(\d+) steps skipped", text)
     if skipped:
         print(f"  loss-scaling skips: {skipped[-1]}")
     losses = re.findall(r"train loss\s+([\d.]+)", text)
     if losses:
         print(f"  last logged training loss: {losses[-1]}")
-for t in torch_train.values():
-    print(f"- {t['impl']}: {t['tokens_per_s']:.0f} tokens/s")
-for name in ["f32", "mixed", "f32-flash", "mixed-flash", "mixed-8192"]:
+for t in torch:
+    if t["bench"] == "train":
+        print(f"- {t['impl']} ({t.get('model')}): {t['tokens_per_s']:.0f} tokens/s")
+for name in ["f32", "mixed", "f32-flash", "mixed-fast", "mixed-8192", "medium-mixed"]:
     text = runs.get(f"profile-{name}", "")
     prof = re.search(r"one step \((\w+) precision\): (\d+) dispatches, ([\d.]+) ms .*?, ([\d.]+)% idle", text)
     if prof:

@@ -8,7 +8,8 @@
 #
 # A shorter run picks phases and sizes: PHASES (default "tests train torch sdpa bench", run in
 # that order; sdpa: scripts/device/sdpa_baseline.py, PyTorch's fused attention beside benches/attention.rs), BENCHES (default "gemm memory attention reductions host_overhead"), MIXED_STEPS / TRAIN_STEPS,
-# TORCH_ONLY (scripts/device/torch_baselines.py --only), TORCH_MODELS (its --models), NOCOOP_TESTS=1 (the tests again with
+# MEDIUM_STEPS (gpt2-medium's mixed run, 0 to skip), TORCH_ONLY (scripts/device/torch_baselines.py
+# --only), TORCH_MODELS (its --models), NOCOOP_TESTS=1 (the tests again with
 # KERNELS_COOPERATIVE_MATRIX=0). Three more phases, not in the default: `gemm` (the products'
 # tests on tensor cores, the tuner and the products' bench with its table: GEMM_TESTS,
 # TUNE_BUDGET seconds), `ceiling` (what
@@ -133,16 +134,25 @@ if [[ $PHASES == *" train "* ]]; then
      timeout 120 ./train --preset gpt2-small --precision mixed --profile --checkpoint /tmp/ck/profile-mixed.safetensors
      stamp profile-f32; echo "== profile-f32"
      timeout 120 ./train --preset gpt2-small --precision f32 --profile --checkpoint /tmp/ck/profile-f32.safetensors
-     # Flash attention: a profiled step of each precision at context 1024, and training at
-     # context 8192 (auto: the fast path's workspaces do not fit there).
-     stamp profile-mixed-flash; echo "== profile-mixed-flash"
-     timeout 120 ./train --preset gpt2-small --precision mixed --attention flash --profile --checkpoint /tmp/ck/profile-mixed-flash.safetensors
+     # The other attention path of each precision (auto takes flash in mixed precision, fast
+     # in f32) at context 1024, and training at context 8192 (flash: the fast path's workspaces
+     # do not fit there).
+     stamp profile-mixed-fast; echo "== profile-mixed-fast"
+     timeout 120 ./train --preset gpt2-small --precision mixed --attention fast --profile --checkpoint /tmp/ck/profile-mixed-fast.safetensors
      stamp profile-f32-flash; echo "== profile-f32-flash"
      timeout 120 ./train --preset gpt2-small --precision f32 --attention flash --profile --checkpoint /tmp/ck/profile-f32-flash.safetensors
      stamp train-mixed-8192; echo "== train-mixed-8192"
      timeout 300 ./train --preset gpt2-small --precision mixed --seq-len 8192 --batch 2 --steps "${LONG_STEPS:-30}" --log-every 10 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/mixed-8192.safetensors
      stamp profile-mixed-8192; echo "== profile-mixed-8192"
-     timeout 180 ./train --preset gpt2-small --precision mixed --seq-len 8192 --batch 2 --profile --checkpoint /tmp/ck/profile-mixed-8192.safetensors) > "$OUT/train.log" 2>&1
+     timeout 180 ./train --preset gpt2-small --precision mixed --seq-len 8192 --batch 2 --profile --checkpoint /tmp/ck/profile-mixed-8192.safetensors
+     # gpt2-medium in mixed precision (MEDIUM_STEPS, 0 to skip): whether bigger products move
+     # the ratio to PyTorch.
+     if [ "${MEDIUM_STEPS:-60}" != 0 ]; then
+         stamp train-medium-mixed; echo "== train-medium-mixed"
+         timeout 300 ./train --preset gpt2-medium --precision mixed --steps "${MEDIUM_STEPS:-60}" --log-every 20 --eval-every 100000 --sample-bytes 0 --checkpoint /tmp/ck/medium.safetensors
+         stamp profile-medium-mixed; echo "== profile-medium-mixed"
+         timeout 180 ./train --preset gpt2-medium --precision mixed --profile --checkpoint /tmp/ck/profile-medium.safetensors
+     fi) > "$OUT/train.log" 2>&1
 fi
 save
 cd "$root"
