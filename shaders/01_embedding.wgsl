@@ -27,9 +27,8 @@
 const BWD_PER: u32 = 4u;
 const BWD_COLS: u32 = 1024u;
 const_assert BWD_COLS == WG * BWD_PER;
-// Ids one backward workgroup tests per step: BWD_IDS adjacent ids per invocation (invocation t
-// owns bits 4·(t % 8) .. 4·(t % 8) + 3 of word t / 8), a mask of BWD_WORDS 32-bit words, and a
-// summary word (index BWD_WORDS) whose bit k says that word k has a bit set, so a step without
+// Ids one backward workgroup tests per step: BWD_IDS per invocation, a mask of BWD_WORDS 32-bit
+// words (bit q % 32 of word q / 32 for the step's q-th id), and a summary word (index BWD_WORDS) whose bit k says that word k has a bit set, so a step without
 // a match costs one workgroup-memory read.
 const BWD_IDS: u32 = 4u;
 const BWD_STEP: u32 = 1024u;
@@ -124,7 +123,7 @@ fn bwd_row(row: u32, col0: u32) -> vec4<f32> {
 
 struct BwdSum {
     // Σ dOut[r, col0 + j·WG] over the matching rows, in increasing r (plus zeros, which change
-    // nothing).
+    // nothing but the sign of a zero sum).
     acc: vec4<f32>,
     // How many rows matched (the same in every invocation of the workgroup).
     hits: u32,
@@ -143,18 +142,19 @@ fn bwd_walk(tid: u32, v: u32, col0: u32, r0: u32, r1: u32) -> BwdSum {
     for (var t = 0u; t < steps; t++) {
         let buf = t % 3u;
         let base = r0 + t * BWD_STEP;
-        // This invocation's four ids, loaded together (clamped into the range; the ones past
-        // its end do not match).
-        let first = base + tid * BWD_IDS;
-        let last = r1 - 1u;
-        let r = vec4<u32>(first) + vec4<u32>(0u, 1u, 2u, 3u);
-        let id = vec4<u32>(ids[min(r.x, last)], ids[min(r.y, last)], ids[min(r.z, last)], ids[min(r.w, last)]);
-        let m = (r < vec4<u32>(r1)) & (id == vec4<u32>(v));
-        let nib = select(0u, 1u, m.x) | select(0u, 2u, m.y) | select(0u, 4u, m.z) | select(0u, 8u, m.w);
-        if (nib != 0u) {
-            let word = tid / 8u;
-            atomicOr(&sh_mask[buf][word], nib << (BWD_IDS * (tid % 8u)));
-            atomicOr(&sh_mask[buf][BWD_WORDS], 1u << word);
+        // This invocation's ids: positions q = k·WG + tid of the step (consecutive ids in
+        // consecutive invocations), bit q % 32 of word q / 32.
+        var words_hit = 0u;
+        for (var k = 0u; k < BWD_IDS; k++) {
+            let q = k * WG + tid;
+            let r = base + q;
+            if (r < r1 && ids[r] == v) {
+                atomicOr(&sh_mask[buf][q / 32u], 1u << (q % 32u));
+                words_hit |= 1u << (q / 32u);
+            }
+        }
+        if (words_hit != 0u) {
+            atomicOr(&sh_mask[buf][BWD_WORDS], words_hit);
         }
         workgroupBarrier();
         if (tid < BWD_MASK) {
@@ -168,28 +168,36 @@ fn bwd_walk(tid: u32, v: u32, col0: u32, r0: u32, r1: u32) -> BwdSum {
             hits += countOneBits(bits);
             let row0 = base + k * 32u;
             while (bits != 0u) {
-                // The next four set bits in increasing position; where fewer are left, the
-                // first stands in (a cached load) and adds zero.
+                // The next four set bits in increasing position, their rows loaded before any
+                // is added (where fewer are left, the missing ones are zero).
                 let a = countTrailingZeros(bits);
                 bits &= bits - 1u;
                 let hb = bits != 0u;
-                let b = select(a, countTrailingZeros(bits), hb);
+                let b = countTrailingZeros(bits);
                 bits &= bits - 1u;
                 let hc = bits != 0u;
-                let c = select(a, countTrailingZeros(bits), hc);
+                let c = countTrailingZeros(bits);
                 bits &= bits - 1u;
                 let hd = bits != 0u;
-                let d = select(a, countTrailingZeros(bits), hd);
+                let d = countTrailingZeros(bits);
                 bits &= bits - 1u;
                 let xa = bwd_row(row0 + a, col0);
-                let xb = bwd_row(row0 + b, col0);
-                let xc = bwd_row(row0 + c, col0);
-                let xd = bwd_row(row0 + d, col0);
-                let zero = vec4<f32>(0.0);
+                var xb = vec4<f32>(0.0);
+                var xc = vec4<f32>(0.0);
+                var xd = vec4<f32>(0.0);
+                if (hb) {
+                    xb = bwd_row(row0 + b, col0);
+                }
+                if (hc) {
+                    xc = bwd_row(row0 + c, col0);
+                }
+                if (hd) {
+                    xd = bwd_row(row0 + d, col0);
+                }
                 acc += xa;
-                acc += select(zero, xb, hb);
-                acc += select(zero, xc, hc);
-                acc += select(zero, xd, hd);
+                acc += xb;
+                acc += xc;
+                acc += xd;
             }
         }
     }
@@ -270,7 +278,7 @@ fn embed_lookup_w16(
 // `kernels::embed::backward`, which picks it or the sliced pair).
 // Grid: one workgroup per (vocabulary row v, chunk of BWD_COLS = 1024 columns), w = v·chunks +
 // chunk, 1-D (2-D past the device's limit). Each workgroup walks all ids in steps of 1024 (file
-// header): each invocation tests four adjacent ids and sets their bits in a 1024-bit workgroup
+// header): each invocation tests four ids (WG apart) and sets their bits in a 1024-bit workgroup
 // mask (atomicOr on u32 words: the result does not depend on the order), then every invocation
 // walks the set bits in increasing position, four rows at a time, adding dOut[r, c] for its
 // BWD_PER = 4 columns into registers; the registers are added to `d_table` once at the end.
