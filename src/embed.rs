@@ -11,8 +11,8 @@
 //! `embedding::embed_backward_slices` writes each slice's partial sums and hit counts to the
 //! [`Scratch`], and `embedding::embed_backward_reduce` adds the slices in order into `d_table`.
 //! Both forms are deterministic, bit for bit: a fixed order of summation (increasing row; with
-//! slices, increasing row within a slice, then increasing slice), so the two forms of one shape
-//! may differ in the last bits but each repeats exactly. The form depends on the shape alone,
+//! slices, increasing row within a slice, then increasing slice): the two forms may differ in
+//! the last bits on the same inputs, each repeats exactly. The form depends on the shape alone,
 //! not on the adapter.
 //!
 //! ```no_run
