@@ -1,6 +1,6 @@
 //! Memory-bound kernels in bytes moved per second: the whole-array sum, cross-entropy
 //! (forward and backward in one pass), RMSNorm, SwiGLU, AdamW (f32 and mixed precision), the
-//! embedding lookup and the casts, at GPT-2-small training sizes; the fused f16-output kernels
+//! embedding lookup and backward, the casts, at GPT-2-small training sizes; the fused f16-output kernels
 //! (the f16-output kernels `norm::rmsnorm_f16`, `activation::swiglu_f16`, `optimizer::adamw_mixed`, `cast::cast_f16x4`, …) beside the kernels or kernel pairs they replace. Bytes count each input read once and each output written
 //! once. GPU time from timestamps, median of the repeats. Compare with the device's copy
 //! bandwidth and PyTorch eager (`scripts/device/torch_baselines.py`, same sizes).
@@ -196,6 +196,45 @@ fn main() {
         let p = kernels::embedding::embed_lookup::Params::new(rows as u32, d as u32, vocab as u32);
         let t = time(&gpu, reps, 1, &mut |b| kernels::embedding::embed_lookup(b, &ids, &table, &mut out, p).unwrap());
         rows_out.push(("embed_lookup 8192×768".into(), (8 * rows * d + 4 * rows) as u64, t));
+    }
+    // Embedding backward (`kernels::embed::backward`) at the trainer's shapes, into a table gradient that already holds
+    // values (it accumulates). Bytes tokenizer: 8192 rows of 768 into 256 table rows, ids the
+    // bytes of this repository's README cycled (a text's byte histogram: a few bytes, the space
+    // first, take most rows), at full size on every adapter since the skew is the point; GPT-2's
+    // BPE: 16384 rows into 50304 table rows (both / div), ids a Zipf-like draw. Bytes: dOut and
+    // the ids read once, each table row that occurs read and written.
+    {
+        let text = include_bytes!("../README.md");
+        let zipf = |n: usize, vocab: usize| -> Vec<u32> {
+            // Rank k with probability about ∝ 1/(k+1): (V+1)^u − 1 for u uniform in [0, 1).
+            let top = (vocab as f64 + 1.0).ln();
+            let draw = |u: f32| (((u as f64 + 0.5) * top).exp() as usize).clamp(1, vocab) as u32 - 1;
+            random(n, 11, 1.0).into_iter().map(draw).collect()
+        };
+        let shapes = [
+            (
+                "bytes 8192×768 V=256",
+                8192,
+                768,
+                256,
+                text.iter().cycle().take(8192).map(|&b| b as u32).collect::<Vec<_>>(),
+            ),
+            ("BPE 16384×768 V=50304", 16384 / div, 768, 50304 / div, zipf(16384 / div, 50304 / div)),
+        ];
+        for (name, rows, d, vocab, ids) in shapes {
+            let mut seen = vec![false; vocab];
+            ids.iter().for_each(|&i| seen[i as usize] = true);
+            let distinct = seen.iter().filter(|&&s| s).count();
+            let d_out = gpu.upload(&random(rows * d, 12, 1.0)).unwrap();
+            let ids_b: Buffer<u32> = gpu.upload(&ids).unwrap();
+            let mut d_table = gpu.upload(&random(vocab * d, 13, 1.0)).unwrap();
+            let p = kernels::embed::Params::new(rows as u32, d as u32, vocab as u32);
+            let mut s = kernels::embed::Scratch::new(&gpu, p).unwrap();
+            let t = time(&gpu, reps, p.dispatches(), &mut |b| {
+                kernels::embed::backward(b, &d_out, &ids_b, &mut d_table, &mut s, p).unwrap()
+            });
+            rows_out.push((format!("embed_backward {name}"), (4 * rows * d + 4 * rows + 8 * distinct * d) as u64, t));
+        }
     }
     // Casts of 64M values.
     {

@@ -65,6 +65,7 @@ mod guide {
     mod readme {}
 }
 
+pub mod embed;
 pub mod fast_attention;
 pub mod flash_attention;
 pub mod gemm;

@@ -1,13 +1,15 @@
 //! The embedding kernels (`shaders/01_embedding.wgsl`) against float64 references: lookups with
 //! out-of-range ids, more than 65535 rows, the f16 table, the key-major backward with repeated
-//! ids (accumulation, determinism, more than 65535 workgroups) and a finite-difference check of
-//! the backward against the GPU lookup.
+//! ids (accumulation, determinism, more than 65535 workgroups), the trainer's entry point
+//! `kernels::embed::backward` in both its forms on skewed ids against a per-element rounding
+//! bound, and a finite-difference check of the backward against the GPU lookup.
 
 mod common;
 #[path = "reference/elementwise.rs"]
 mod reference;
 
-use common::{TAIL, assert_close, check_tail, gpu, has_f16, poisoned, rng, uniform};
+use common::{Rounded, TAIL, assert_close, assert_within, check_tail, gpu, has_f16, poisoned, rng, same_bits, uniform};
+use kernels::embed;
 use kernels::embedding::{embed_backward, embed_lookup, embed_lookup_w16};
 use kernels::{Error, Gpu, f16};
 use rand::Rng;
@@ -284,4 +286,165 @@ fn lookup_on_a_2d_grid() {
     let got = out.read(&gpu).unwrap();
     check_tail("embed_lookup on a 2-D grid", &got, rows * dim);
     assert_eq!(&got[..rows * dim], &want[..], "embed_lookup on a 2-D grid");
+}
+
+/// `rows` ids skewed as a tokenizer's are: half of them one hot id, about one in twenty out of
+/// range (vocab, u32::MAX), the rest a Zipf-like draw (rank k about ∝ 1/(k+1)). Ids ≡ 3 (mod 7)
+/// never occur, so their table rows must come back untouched.
+fn skewed_ids(rng: &mut StdRng, rows: usize, vocab: usize) -> Vec<u32> {
+    let never = |id: u32| vocab >= 4 && id % 7 == 3;
+    let mut hot = rng.random_range(0..vocab as u32);
+    if never(hot) {
+        hot -= 1;
+    }
+    let top = (vocab as f64 + 1.0).ln();
+    (0..rows)
+        .map(|_| match rng.random_range(0..40) {
+            0 => vocab as u32,
+            1 => u32::MAX,
+            2..=21 => hot,
+            _ => {
+                let id = ((rng.random::<f64>() * top).exp() as usize).clamp(1, vocab) as u32 - 1;
+                if never(id) { id - 1 } else { id }
+            }
+        })
+        .collect()
+}
+
+/// Runs `embed::backward` with `scratch` on a copy of `d_table0` (NaN tail) and returns the
+/// table (tail checked).
+fn run_embed(
+    gpu: &Gpu,
+    scratch: &mut embed::Scratch,
+    d_out: &[f32],
+    ids: &[u32],
+    d_table0: &[f32],
+    p: embed::Params,
+) -> Vec<f32> {
+    let d_out_b = gpu.upload(d_out).unwrap();
+    let ids_b = gpu.upload(ids).unwrap();
+    let mut padded = d_table0.to_vec();
+    padded.extend([f32::NAN; TAIL]);
+    let mut d_table = gpu.upload(&padded).unwrap();
+    embed::backward(gpu, &d_out_b, &ids_b, &mut d_table, scratch, p).unwrap();
+    let got = d_table.read(gpu).unwrap();
+    check_tail("embed::backward", &got, d_table0.len());
+    got[..d_table0.len()].to_vec()
+}
+
+/// The float64 sum of each element of d_table with its bound: the f32 result of any order of
+/// summing m terms (d_table's value and the m − 1 matching dOut rows; the kernels add slices of
+/// rows, then the slices, then into d_table, never more than m − 1 additions deep) lies within
+/// γ(m − 1)·Σ|terms| of the exact sum, γ(k) = k·u / (1 − k·u), u = 2⁻²⁴, plus m smallest normals
+/// for results flushed to zero.
+fn embed_bound(d_out: &[f32], ids: &[u32], d_table0: &[f32], vocab: usize, dim: usize) -> Vec<Rounded> {
+    let mut sum: Vec<f64> = d_table0.iter().map(|&v| v as f64).collect();
+    let mut abs: Vec<f64> = d_table0.iter().map(|&v| (v as f64).abs()).collect();
+    let mut terms = vec![1usize; vocab];
+    for (r, &id) in ids.iter().enumerate() {
+        if (id as usize) < vocab {
+            let v = id as usize;
+            terms[v] += 1;
+            for c in 0..dim {
+                let x = d_out[r * dim + c] as f64;
+                sum[v * dim + c] += x;
+                abs[v * dim + c] += x.abs();
+            }
+        }
+    }
+    let u = f64::from(f32::EPSILON) / 2.0;
+    (0..vocab * dim)
+        .map(|i| {
+            let k = (terms[i / dim] - 1) as f64;
+            let gamma = k * u / (1.0 - k * u);
+            Rounded { v: sum[i], e: gamma * abs[i] + terms[i / dim] as f64 * f64::from(f32::MIN_POSITIVE) }
+        })
+        .collect()
+}
+
+/// `embed::backward` in both forms: the sliced one (small vocabularies: the bytes tokenizer's
+/// 256 at the trainer's width, ragged slices, a dim not a multiple of 4, two column chunks, one
+/// table row, two slices) and the one-pass one (a GPT-2-sized vocabulary, a single row), on
+/// skewed ids (one id in half the rows, ids ≥ vocab), accumulating into a non-zero table:
+/// every element within its rounding bound, the rows of ids that never occur bit for bit as they
+/// were (-0.0 and NaN among them, which an added zero would change), the same bits from a second
+/// run, and a scratch left dirty by another shape's run changing nothing.
+#[test]
+fn embed_backward_entry_point_on_skewed_ids() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("embed::backward");
+    // (rows, dim, vocab, dispatches): the form each shape must take.
+    let shapes: [(usize, usize, usize, usize); 7] = [
+        (4096, 768, 256, 2),  // 16 slices of 256 rows: the trainer's table at a quarter its rows
+        (1001, 100, 256, 2),  // 4 slices of 251 rows, the last 248; a dim not a multiple of 256
+        (700, 1100, 256, 2),  // two column chunks, the second ragged; 3 slices
+        (2003, 67, 3000, 2),  // 2 slices (3000 of the 4096 workgroups aimed at); dim % 4 = 3
+        (2000, 5, 1, 2),      // one table row, 8 slices
+        (513, 24, 50_304, 1), // GPT-2's vocabulary: one pass
+        (1, 3, 1, 1),         // one row
+    ];
+    // One scratch for all the shapes, so stale partial sums and counts of the previous shape
+    // lie in it.
+    let params = shapes.map(|(r, d, v, _)| embed::Params::new(r as u32, d as u32, v as u32));
+    let mut scratch = embed::Scratch::for_shapes(&gpu, params).unwrap();
+    for (rows, dim, vocab, dispatches) in shapes {
+        let p = embed::Params::new(rows as u32, dim as u32, vocab as u32);
+        let what = format!("embed::backward rows={rows} dim={dim} vocab={vocab}");
+        assert_eq!(p.dispatches(), dispatches, "{what}: slices {:?}", p.slice_rows());
+        assert!(scratch.fits(p), "{what}");
+        let ids = skewed_ids(&mut rng, rows, vocab);
+        let d_out = uniform(&mut rng, rows * dim, -1.0, 1.0);
+        let mut d_table0 = uniform(&mut rng, vocab * dim, -1.0, 1.0);
+        let mut occurs = vec![false; vocab];
+        ids.iter().filter(|&&id| (id as usize) < vocab).for_each(|&id| occurs[id as usize] = true);
+        for v in (0..vocab).filter(|&v| !occurs[v]) {
+            let fill = if v % 2 == 0 { -0.0 } else { f32::NAN };
+            d_table0[v * dim..(v + 1) * dim].fill(fill);
+        }
+        let got = run_embed(&gpu, &mut scratch, &d_out, &ids, &d_table0, p);
+        for v in (0..vocab).filter(|&v| !occurs[v]) {
+            let row = v * dim..(v + 1) * dim;
+            assert!(same_bits(&got[row.clone()], &d_table0[row]), "{what}: row {v} (no id) was written");
+        }
+        let keep: Vec<usize> = (0..vocab * dim).filter(|&i| occurs[i / dim]).collect();
+        let bound = embed_bound(&d_out, &ids, &d_table0, vocab, dim);
+        let got_kept: Vec<f32> = keep.iter().map(|&i| got[i]).collect();
+        let bound_kept: Vec<Rounded> = keep.iter().map(|&i| bound[i]).collect();
+        assert_within(&what, &got_kept, &bound_kept);
+        let again = run_embed(&gpu, &mut scratch, &d_out, &ids, &d_table0, p);
+        assert!(same_bits(&got, &again), "{what}: not deterministic");
+    }
+}
+
+/// The sliced form's row-major cut: a slice boundary inside a step of 1024 ids and inside a
+/// run of equal ids gives the same sums as the one-pass kernel, within both bounds; and a
+/// scratch too small for the shape is an error before anything runs.
+#[test]
+fn embed_backward_slices_against_one_pass() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("embed::backward slices");
+    let (rows, dim, vocab) = (3000usize, 33usize, 40usize);
+    let p = embed::Params::new(rows as u32, dim as u32, vocab as u32);
+    assert!(p.slices() > 2, "slices {}", p.slices());
+    let mut ids = skewed_ids(&mut rng, rows, vocab);
+    // A run of one id across the first slice boundary.
+    let cut = p.slice_rows().unwrap() as usize;
+    ids[cut - 5..cut + 5].fill(1);
+    let d_out = uniform(&mut rng, rows * dim, -1.0, 1.0);
+    let d_table0 = uniform(&mut rng, vocab * dim, -1.0, 1.0);
+    let mut scratch = embed::Scratch::new(&gpu, p).unwrap();
+    let sliced = run_embed(&gpu, &mut scratch, &d_out, &ids, &d_table0, p);
+    let one_pass = run_backward(&gpu, &d_out, &ids, &d_table0, vocab, dim);
+    let bound = embed_bound(&d_out, &ids, &d_table0, vocab, dim);
+    assert_within("sliced", &sliced, &bound);
+    assert_within("one pass", &one_pass[..vocab * dim], &bound);
+
+    // A scratch made for a one-pass shape holds one element.
+    let mut small = embed::Scratch::new(&gpu, embed::Params::new(1, 1, 1)).unwrap();
+    let d_out_b = gpu.upload(&d_out).unwrap();
+    let ids_b = gpu.upload(&ids).unwrap();
+    let mut d_table = gpu.upload(&d_table0).unwrap();
+    let e = embed::backward(&gpu, &d_out_b, &ids_b, &mut d_table, &mut small, p).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "{e:?}");
+    assert!(same_bits(&d_table.read(&gpu).unwrap(), &d_table0), "nothing ran");
 }

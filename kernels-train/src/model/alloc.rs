@@ -65,6 +65,8 @@ pub(super) struct Scratch {
     pub dv: B,
     pub delta: B,
     pub norm_partials: B,
+    /// The embedding backward's slices (`kernels::embed::Scratch`).
+    pub embed: kernels::embed::Scratch,
     pub fast_delta: Option<B>,
     /// Mixed precision on the fast path: attention's f16 operands and dP/dS workspace.
     pub att16: Option<Attention16>,
@@ -342,6 +344,10 @@ impl Model {
             dv: z(rows * kv)?,
             delta: z(batch * cfg.heads * s)?,
             norm_partials: z(rows.div_ceil(norm_block) * d)?,
+            embed: kernels::embed::Scratch::new(
+                gpu,
+                kernels::embed::Params::new(rows as u32, d as u32, cfg.vocab as u32),
+            )?,
             fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
             att16: if (fast || flash) && products == Products::Half && Attention16::applies(gpu, cfg, batch, flash) {
                 Some(Attention16::new(gpu, cfg, batch, fast)?)

@@ -7,7 +7,6 @@ use crate::params::Param;
 use kernels::Batch;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
 use kernels::backward_ffn::ffn_swiglu_backward;
-use kernels::embedding::embed_backward;
 use kernels::norm::{rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_dgamma_reduce};
 use kernels::rope::rope_qk_backward;
 
@@ -131,8 +130,8 @@ impl Model {
             rmsnorm_backward_acc(b, &y.x_in, &w.attn_norm, &y.rrms1, &s.ma, &mut s.dx, &mut s.norm_partials, nba)?;
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.attn_norm, nr)?;
         }
-        let eb = kernels::embedding::embed_backward::Params::new(rows, d, v);
-        embed_backward(b, &s.dx, ids, &mut g.embedding, eb)?;
+        let eb = kernels::embed::Params::new(rows, d, v);
+        kernels::embed::backward(b, &s.dx, ids, &mut g.embedding, &mut s.embed, eb)?;
         Ok(())
     }
 }
