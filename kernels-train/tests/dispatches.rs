@@ -18,7 +18,7 @@ use kernels_train::params;
 /// f32 step's 703, the update takes 140: the gradient norm 30 (four tensors a dispatch, then
 /// the stats) and AdamW one per tensor (110); the forward, the loss and the backward the rest.
 const MAX_F32: usize = 703;
-const MAX_MIXED: usize = 813;
+const MAX_MIXED: usize = 811;
 
 /// The same bounds where tensor cores run the products: the f32 products go through the scaled
 /// split, and the f16 weight gradients split into parts by the adapter's tuning table add their
@@ -29,7 +29,7 @@ const MAX_MIXED: usize = 813;
 /// product records 4 dispatches and not 6. Computed from the 2038 measured on an H200 with
 /// every product splitting both operands: 2038 − 2 × 170 products + 86 = 1784.
 const MAX_F32_TENSOR_CORES: usize = 1784;
-const MAX_MIXED_TENSOR_CORES: usize = 898;
+const MAX_MIXED_TENSOR_CORES: usize = 896;
 
 /// The f32 step on the split core in its portable form (`ModelOptions::split_products`), counted
 /// on any adapter: the same products, plans and halves as the tensor-core f32 step, so the
