@@ -1,5 +1,6 @@
 //! Memory-bound kernels in bytes moved per second: the whole-array sum, cross-entropy
-//! (forward and backward in one pass), RMSNorm, SwiGLU, AdamW (f32 and mixed precision), the
+//! (forward and backward in one pass; and mixed precision's loss head, f16 dlogits × the loss
+//! scale, beside the three kernels it replaces), RMSNorm, SwiGLU, AdamW (f32 and mixed precision), the
 //! embedding lookup and backward, the casts, at GPT-2-small training sizes; the fused f16-output kernels
 //! (the f16-output kernels `norm::rmsnorm_f16`, `activation::swiglu_f16`, `optimizer::adamw_mixed`, `cast::cast_f16x4`, …) beside the kernels or kernel pairs they replace. Bytes count each input read once and each output written
 //! once. GPU time from timestamps, median of the repeats. Compare with the device's copy
@@ -83,6 +84,30 @@ fn main() {
             kernels::loss::cross_entropy(b, &mut logits, &targets, &mut losses, p).unwrap()
         });
         rows_out.push((format!("cross_entropy V={v}"), (8 * rows * v + 8 * rows) as u64, t));
+        // The mixed-precision loss head at the same shape (`loss::cross_entropy_f16`: logits read,
+        // dlogits × S written as f16x4 rows), beside the three kernels it replaces
+        // (cross_entropy, the scale, the gradient cast). The logits are read only, so the
+        // head's repeats see the same values.
+        let cq = v.div_ceil(4);
+        let fresh = gpu.upload(&random(rows * v, 2, 8.0)).unwrap();
+        let mut d16 = gpu.zeros::<kernels::ops::F16x4>(rows * cq).unwrap();
+        let mut flag = gpu.zeros::<u32>(1).unwrap();
+        let state = gpu.upload(&[1024.0f32]).unwrap();
+        let p16 = kernels::loss::cross_entropy_f16::Params::new(rows as u32, v as u32, 0.0, 0.0, 1.0 / rows as f32);
+        let t = time(&gpu, reps, 1, &mut |b| {
+            kernels::loss::cross_entropy_f16(b, &fresh, &targets, &mut losses, &mut d16, &mut flag, &state, p16)
+                .unwrap()
+        });
+        rows_out.push((format!("loss::cross_entropy_f16 V={v}"), (4 * rows * v + 8 * rows * cq + 8 * rows) as u64, t));
+        let sp = kernels::optimizer::scale_by_state::ScaleParams::new((rows * v) as u32);
+        let cp = kernels::cast::cast_grad_f16x4::CastParams::new(rows as u32, v as u32);
+        let t = time(&gpu, reps, 3, &mut |b| {
+            kernels::loss::cross_entropy(b, &mut logits, &targets, &mut losses, p).unwrap();
+            kernels::optimizer::scale_by_state(b, &mut logits, &state, sp).unwrap();
+            kernels::cast::cast_grad_f16x4(b, &logits, &mut d16, &mut flag, cp).unwrap();
+        });
+        let chain = format!("cross_entropy + scale_by_state + cast_grad_f16x4 V={v}");
+        rows_out.push((chain, (22 * rows * v + 8 * rows) as u64, t));
     }
     // RMSNorm forward, 8192 × 768.
     {

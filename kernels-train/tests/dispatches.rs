@@ -18,9 +18,9 @@ use kernels_train::params;
 /// f32 step's 704, the update takes 140: the gradient norm 30 (four tensors a dispatch, then
 /// the stats) and AdamW one per tensor (110); the forward, the loss and the backward the rest.
 /// The mixed step takes flash attention (`AUTO_ORDER_MIXED`): five dispatches a layer fewer than
-/// the fast path's attention.
+/// the fast path's attention; its loss head is one kernel (`loss::cross_entropy_f16`).
 const MAX_F32: usize = 704;
-const MAX_MIXED: usize = 754;
+const MAX_MIXED: usize = 752;
 
 /// The same bounds where tensor cores run the products: the f32 products go through the scaled
 /// split, and the f16 weight gradients split into parts by the adapter's tuning table add their
@@ -32,9 +32,9 @@ const MAX_MIXED: usize = 754;
 /// every product splitting both operands and the embedding backward in one dispatch: 2038 − 2 ×
 /// 170 products + 86 + 1 (the sliced embedding backward's reduce) = 1785.
 const MAX_F32_TENSOR_CORES: usize = 1785;
-/// The mixed step with flash attention measured on an H200 (838), and the sliced embedding
-/// backward's reduce.
-const MAX_MIXED_TENSOR_CORES: usize = 839;
+/// The mixed step with flash attention measured on an H200 (838), with the sliced embedding
+/// backward's reduce (+1) and the one-kernel loss head (−2).
+const MAX_MIXED_TENSOR_CORES: usize = 837;
 
 /// The f32 step on the split core in its portable form (`ModelOptions::split_products`), counted
 /// on any adapter: the same products, plans and halves as the tensor-core f32 step, so the

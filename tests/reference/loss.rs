@@ -44,3 +44,22 @@ pub fn cross_entropy(
 pub fn sum_losses(losses: &[f32], targets: &[u32], v: u32) -> (f64, usize) {
     (losses.iter().map(|&x| x as f64).sum(), targets.iter().filter(|&&t| t < v).count())
 }
+
+/// What the mixed-precision loss head writes for `dlogits` (from [`cross_entropy`]) and the
+/// loss scale `s`: the f16x4 row layout of `dlogits · s` ([rows, ⌈v/4⌉·4], rows zero-padded),
+/// each value clamped to ±65504 as the f16 rounding clamps it (not rounded: the comparison's
+/// bound covers f16's half ulp), and whether any `dlogits · s` lies beyond ±65504 or is not
+/// finite (the overflow flag).
+pub fn scaled_f16x4(dlogits: &[f64], rows: usize, v: usize, s: f64) -> (Vec<f64>, bool) {
+    let cq = v.div_ceil(4);
+    let mut out = vec![0.0; rows * cq * 4];
+    let mut over = false;
+    for r in 0..rows {
+        for j in 0..v {
+            let d = dlogits[r * v + j] * s;
+            over |= !d.is_finite() || d.abs() > 65504.0;
+            out[r * cq * 4 + j] = d.clamp(-65504.0, 65504.0);
+        }
+    }
+    (out, over)
+}

@@ -45,8 +45,12 @@ pub(super) struct Activations {
     /// The final norm's output (the head's input) and its reciprocal RMS.
     pub hf: Kept,
     pub rrms_f: B,
-    /// Logits, then (after the loss) their gradient.
+    /// Logits; after the loss, in f32 precision, their gradient (in place).
     pub logits: B,
+    /// Mixed precision: the gradient of the logits times the loss scale, in f16 (f16x4 rows),
+    /// which the loss writes (`loss::cross_entropy_f16`) and the head's backward reads; the
+    /// logits stay as they are.
+    pub dlogits16: Option<Buffer<F16x4>>,
     /// Per-row losses.
     pub losses: B,
 }
@@ -319,6 +323,7 @@ impl Model {
             hf: kept(d)?,
             rrms_f: z(rows)?,
             logits: z(rows * cfg.vocab)?,
+            dlogits16: if half { Some(gpu.zeros(f16x4_len(rows, cfg.vocab))?) } else { None },
             losses: z(rows)?,
         };
         let shapes: Vec<(usize, usize)> = layout
@@ -375,7 +380,7 @@ impl Model {
                 let (r, c) = rows_cols(&p.shape);
                 gpu.zeros::<F16x4>(f16x4_len(r, c))
             })?;
-            let widest = [d, f, hq, kv, cfg.vocab].into_iter().max().unwrap_or(d);
+            let widest = [d, f, hq, kv].into_iter().max().unwrap_or(d);
             let half = Half {
                 x16: gpu.zeros(f16x4_len(rows, widest))?,
                 flag: gpu.zeros(1)?,

@@ -56,15 +56,12 @@ impl Model {
         let nr = kernels::norm::rmsnorm_dgamma_reduce::Params::new(rows, d);
         let nba = kernels::norm::rmsnorm_backward_acc::Params::new(rows, d);
 
-        // Mixed precision: the loss gradient times the loss scale (undone by the optimizer).
-        if let Some(h) = half.as_ref() {
-            let sp = kernels::optimizer::scale_by_state::ScaleParams::new(rows * v);
-            kernels::optimizer::scale_by_state(b, &mut acts.logits, &h.state, sp)?;
-        }
         let mut lin = Linear { plans, half, rows: rows as usize };
-        // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf.
+        // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf. Mixed precision:
+        // dlogits arrive in f16, times the loss scale (undone by the optimizer), from the loss.
         let e = (&p.embedding, pv.embedding, &layout.embedding);
-        lin.backward(b, Dy::F32(&acts.logits), e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;
+        let dl = acts.dlogits16.as_ref().map_or(Dy::F32(&acts.logits), Dy::F16);
+        lin.backward(b, dl, e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;
         // Final norm: dx = ∂/∂x_final.
         rmsnorm_backward(b, &acts.xf, &p.final_norm, &acts.rrms_f, &s.ma, &mut s.dx, &mut s.norm_partials, nb)?;
         rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut g.final_norm, nr)?;

@@ -148,12 +148,39 @@ impl Model {
         Ok(())
     }
 
-    /// Records the loss of the targets: logits become dlogits in place (the gradient of the mean
-    /// loss over the `rows` targets), and the loss sum and count go to `loss_out`.
+    /// Records the loss of the targets and its gradient, that of the mean loss over the `rows`
+    /// targets, for the backward: in f32 precision the logits become dlogits in place
+    /// (`loss::cross_entropy`); in mixed precision the logits stay as they are and dlogits × the
+    /// loss scale go straight to f16 (`Activations::dlogits16`, by `loss::cross_entropy_f16`,
+    /// which raises the scaler's overflow flag as the cast of any other output gradient does).
+    /// The loss sum and count go to `loss_out`.
     pub(super) fn record_loss(&mut self, b: &Batch<'_>, rows: usize) -> Result<(), Error> {
+        let (r, v, gs) = (rows as u32, self.cfg.vocab as u32, 1.0 / rows as f32);
+        match (self.half.as_mut(), self.acts.dlogits16.as_mut()) {
+            (Some(h), Some(d16)) => {
+                let p = kernels::loss::cross_entropy_f16::Params::new(r, v, 0.0, 0.0, gs);
+                let (logits, losses) = (&self.acts.logits, &mut self.acts.losses);
+                kernels::loss::cross_entropy_f16(b, logits, &self.targets, losses, d16, &mut h.flag, &h.state, p)?;
+                self.record_loss_sum(b, rows)
+            }
+            _ => self.record_eval_loss(b, rows),
+        }
+    }
+
+    /// Records the loss of the targets alone, for an evaluation (`loss::cross_entropy`, in
+    /// either precision: the loss scaler's flag is left alone, and the losses are those of
+    /// [`Model::record_loss`], which has no smoothing). The logits become dlogits in place,
+    /// which nothing reads; the loss sum and count go to `loss_out`.
+    pub(super) fn record_eval_loss(&mut self, b: &Batch<'_>, rows: usize) -> Result<(), Error> {
         let v = self.cfg.vocab as u32;
         let p = kernels::loss::cross_entropy::Params::new(rows as u32, v, 0.0, 0.0, 1.0 / rows as f32);
         cross_entropy(b, &mut self.acts.logits, &self.targets, &mut self.acts.losses, p)?;
+        self.record_loss_sum(b, rows)
+    }
+
+    /// The sum and count of the per-row losses into `loss_out`.
+    fn record_loss_sum(&mut self, b: &Batch<'_>, rows: usize) -> Result<(), Error> {
+        let v = self.cfg.vocab as u32;
         sum_losses(
             b,
             &self.acts.losses,

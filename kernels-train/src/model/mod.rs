@@ -385,7 +385,7 @@ impl Model {
         let gpu = self.gpu.clone();
         let b = gpu.batch();
         self.record_forward(&b, batch, self.cfg.seq_len, None)?;
-        self.record_loss(&b, batch * self.cfg.seq_len)?;
+        self.record_eval_loss(&b, batch * self.cfg.seq_len)?;
         b.submit()?;
         Ok(())
     }
