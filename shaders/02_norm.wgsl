@@ -16,7 +16,9 @@
 // and writes that block's partial dγ (a fixed-order sum over its rows) into a `[blocks, d]`
 // partials buffer, blocks = ⌈rows / NORM_BLOCK⌉ = ⌈rows / 32⌉; then
 // `rmsnorm_dgamma_reduce` adds the partials up over the blocks in a fixed order and accumulates
-// the result into dγ. No atomics: dγ is the same bits on every run. Every 1-D grid here takes
+// the result into dγ. No atomics: dγ is the same bits on every run. For mixed precision,
+// `rmsnorm_backward_f16` and `rmsnorm_backward_acc_f16` also write dx's f16 copy for the next
+// linear layer's products, with the loss scaler's overflow check (`lib/norm_backward16.wgsl`). Every 1-D grid here takes
 // the runtime's 2-D fallback past 65535 workgroups (`flat_wg`).
 
 // Rows per backward block (one workgroup): the partials buffer has ⌈rows / NORM_BLOCK⌉ rows.
@@ -463,6 +465,110 @@ fn rmsnorm_backward_acc(
     @builtin(local_invocation_index) tid: u32,
 ) {
     rmsnorm_backward_block(wid, nwg, tid);
+}
+
+// --- KERNEL: rmsnorm_backward_f16 ---
+// `rmsnorm_backward` that also writes dx's f16 copy (mixed precision: dx is the output
+// gradient of the linear layer before the norm, whose products take it in f16): dx and the
+// partials are `rmsnorm_backward`'s, bit for bit (the same walk); then each workgroup writes its
+// block's rows of dx to `dx16` `[rows, ⌈d/4⌉]` vec4<f16> (f16x4 row layout, padding columns 0) as
+// `cast::cast_grad_f16x4` does — rounded (beyond ±65504 → ±65504, NaN kept), and any value that
+// is NaN, ±Inf or beyond ±65504 sets `flag[0]` to 1 (never clears it) — reading back the rows it
+// has just written (`lib/norm_backward16.wgsl`). Overwrites `dx[0 .. rows·d]`,
+// `dx16[0 .. rows·⌈d/4⌉]` and `partials[0 .. ⌈rows/32⌉·d]`. Needs SHADER_F16. One workgroup of
+// 256 per block of 32 rows (grid `workgroups(⌈rows/32⌉)`, 2-D past 65535 blocks).
+// @grid workgroups(ceil_div(p.rows, NORM_BLOCK))
+// @requires len(x) >= p.rows * p.d
+// @requires len(gamma) >= p.d
+// @requires len(rrms) >= p.rows
+// @requires len(dy) >= p.rows * p.d
+// @requires len(dx) >= p.rows * p.d
+// @requires len(partials) >= ceil_div(p.rows, NORM_BLOCK) * p.d
+// @requires len(dx16) >= p.rows * ceil_div(p.d, 4)
+// @requires len(flag) >= 1
+struct Params {
+    rows: u32,
+    d: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> gamma: array<f32>;
+@group(0) @binding(2) var<storage, read> rrms: array<f32>;
+@group(0) @binding(3) var<storage, read> dy: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(5) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dx16: array<vec4<f16>>;
+@group(0) @binding(7) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(8) var<uniform> p: Params;
+
+fn put_dx(k: u32, v: f32) {
+    dx[k] = v;
+}
+
+//#include "lib/norm_backward.wgsl"
+//#include "lib/f16x4.wgsl"
+//#include "lib/grad16.wgsl"
+//#include "lib/norm_backward16.wgsl"
+
+@compute @workgroup_size(WG)
+fn rmsnorm_backward_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    rmsnorm_backward_block(wid, nwg, tid);
+    storageBarrier();
+    rmsnorm_dx16_block(wid, nwg, tid);
+}
+
+// --- KERNEL: rmsnorm_backward_acc_f16 ---
+// `rmsnorm_backward_acc` that also writes the accumulated dx's f16 copy: dx (+=) and the
+// partials are `rmsnorm_backward_acc`'s, bit for bit (the same walk); then the block's rows of
+// the sum dx go to `dx16` `[rows, ⌈d/4⌉]` vec4<f16> as in `rmsnorm_backward_f16` (rounded as
+// `cast::cast_grad_f16x4` rounds, `flag[0]` set to 1 by any value that is NaN, ±Inf or beyond
+// ±65504). Accumulates into `dx[0 .. rows·d]`; overwrites `dx16[0 .. rows·⌈d/4⌉]` and the
+// partials. Needs SHADER_F16. Grid as `rmsnorm_backward`.
+// @grid workgroups(ceil_div(p.rows, NORM_BLOCK))
+// @requires len(x) >= p.rows * p.d
+// @requires len(gamma) >= p.d
+// @requires len(rrms) >= p.rows
+// @requires len(dy) >= p.rows * p.d
+// @requires len(dx) >= p.rows * p.d
+// @requires len(partials) >= ceil_div(p.rows, NORM_BLOCK) * p.d
+// @requires len(dx16) >= p.rows * ceil_div(p.d, 4)
+// @requires len(flag) >= 1
+// @accumulates dx
+struct Params {
+    rows: u32,
+    d: u32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> gamma: array<f32>;
+@group(0) @binding(2) var<storage, read> rrms: array<f32>;
+@group(0) @binding(3) var<storage, read> dy: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(5) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dx16: array<vec4<f16>>;
+@group(0) @binding(7) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(8) var<uniform> p: Params;
+
+fn put_dx(k: u32, v: f32) {
+    dx[k] = dx[k] + v;
+}
+
+//#include "lib/norm_backward.wgsl"
+//#include "lib/f16x4.wgsl"
+//#include "lib/grad16.wgsl"
+//#include "lib/norm_backward16.wgsl"
+
+@compute @workgroup_size(WG)
+fn rmsnorm_backward_acc_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    rmsnorm_backward_block(wid, nwg, tid);
+    storageBarrier();
+    rmsnorm_dx16_block(wid, nwg, tid);
 }
 
 // --- KERNEL: rmsnorm_dgamma_reduce ---

@@ -4,9 +4,19 @@
 // Element-wise, 1-D, 8 elements per invocation through `lib/elementwise.wgsl` (enough loads in
 // flight to cover the memory latency, the 2-D grid fallback, a guarded tail); the derivatives
 // and their numerics are in `lib/activations.wgsl`, beside the forward functions: no Inf/NaN
-// arises for finite inputs (checked up to |x| = 10⁴).
+// arises for finite inputs (checked up to |x| = 10⁴). `ffn_swiglu_backward_f16` (mixed
+// precision) writes SwiGLU's gradients as f16 rows instead, walking the f16x4 row layout
+// (`lib/vec4_rows.wgsl`) with the overflow check of loss scaling (`lib/grad16.wgsl`).
 //#include "lib/elementwise.wgsl"
 //#include "lib/activations.wgsl"
+
+// SwiGLU's two gradients of one element: (d_gate, d_up), shared by `ffn_swiglu_backward` and
+// `ffn_swiglu_backward_f16` (the same f32 arithmetic in both).
+fn swiglu_bwd(g: f32, u: f32, go: f32) -> vec2<f32> {
+    let s = sigmoid_and_slope(g);
+    // g·σ(1−σ): σ(1−σ) is 0 once e underflows (|g| > ~88), and g is finite, so no 0·Inf.
+    return vec2<f32>(go * u * (s.x + g * s.y), go * g * s.x);
+}
 
 // --- KERNEL: ffn_gelu_backward ---
 // `dx[i] = dy[i] · gelu'(x[i])` for i < p.n, the derivative of `gelu_inplace`'s tanh
@@ -82,13 +92,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> d_up: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
-// The two gradients of one element: (d_gate, d_up).
-fn swiglu_bwd(g: f32, u: f32, go: f32) -> vec2<f32> {
-    let s = sigmoid_and_slope(g);
-    // g·σ(1−σ): σ(1−σ) is 0 once e underflows (|g| > ~88), and g is finite, so no 0·Inf.
-    return vec2<f32>(go * u * (s.x + g * s.y), go * g * s.x);
-}
-
 fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
     // All 24 loads first, then the stores.
     let ga = vec4<f32>(gate[lo.x], gate[lo.y], gate[lo.z], gate[lo.w]);
@@ -125,8 +128,8 @@ fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
 
 fn ew_one(j: u32) {
     let r = swiglu_bwd(gate[j], up[j], d_out[j]);
-        d_gate[j] = r.x;
-        d_up[j] = r.y;
+    d_gate[j] = r.x;
+    d_up[j] = r.y;
 }
 
 @compute @workgroup_size(WG)
@@ -136,4 +139,100 @@ fn ffn_swiglu_backward(
     @builtin(local_invocation_index) tid: u32,
 ) {
     elementwise(wid, nwg, tid, p.n);
+}
+
+// --- KERNEL: ffn_swiglu_backward_f16 ---
+// `ffn_swiglu_backward` with the gradients in f16 only (mixed precision: they are the output
+// gradients of W1 and W3, which read nothing else): each element the same f32 arithmetic as
+// `ffn_swiglu_backward` (the same bits), then what `cast::cast_grad_f16x4` makes of it — rounded
+// (beyond ±65504 → ±65504, NaN kept) into the f16x4 row layout, `d_gate16` and `d_up16`
+// `[rows, ⌈cols/4⌉]` vec4<f16> (rows padded with zeros), and the overflow check of loss scaling:
+// any gradient that is NaN, ±Inf or beyond ±65504 sets `flag[0]` to 1 (never clears it).
+// `gate`, `up`, `d_out`: `[rows, cols]` row-major f32. Overwrites `d_gate16` and `d_up16` (the
+// first rows·⌈cols/4⌉ vec4s). Needs SHADER_F16. Grid: one workgroup per 1024 output vec4s of each
+// gradient, 4 per invocation (all loads first), 1-D (2-D past the device's limit).
+// @grid workgroups(ceil_div(p.rows * ceil_div(p.cols, 4), VEC_CHUNK))
+// @requires len(gate) >= p.rows * p.cols
+// @requires len(up) >= p.rows * p.cols
+// @requires len(d_out) >= p.rows * p.cols
+// @requires len(d_gate16) >= p.rows * ceil_div(p.cols, 4)
+// @requires len(d_up16) >= p.rows * ceil_div(p.cols, 4)
+// @requires len(flag) >= 1
+struct RowsParams {
+    rows: u32,
+    cols: u32,
+}
+@group(0) @binding(0) var<storage, read> gate: array<f32>;
+@group(0) @binding(1) var<storage, read> up: array<f32>;
+@group(0) @binding(2) var<storage, read> d_out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> d_gate16: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read_write> d_up16: array<vec4<f16>>;
+@group(0) @binding(5) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(6) var<uniform> p: RowsParams;
+//#include "lib/f16x4.wgsl"
+//#include "lib/grad16.wgsl"
+//#include "lib/vec4_rows.wgsl"
+
+fn load4(i: u32) -> array<vec4<f32>, 3> {
+    return array<vec4<f32>, 3>(
+        vec4<f32>(gate[i], gate[i + 1u], gate[i + 2u], gate[i + 3u]),
+        vec4<f32>(up[i], up[i + 1u], up[i + 2u], up[i + 3u]),
+        vec4<f32>(d_out[i], d_out[i + 1u], d_out[i + 2u], d_out[i + 3u]),
+    );
+}
+
+// vec4 e of both gradients from four elements' gate, up and d_out (zeros give zeros).
+fn store4(e: u32, a: array<vec4<f32>, 3>) {
+    let r0 = swiglu_bwd(a[0].x, a[1].x, a[2].x);
+    let r1 = swiglu_bwd(a[0].y, a[1].y, a[2].y);
+    let r2 = swiglu_bwd(a[0].z, a[1].z, a[2].z);
+    let r3 = swiglu_bwd(a[0].w, a[1].w, a[2].w);
+    d_gate16[e] = grad16(vec4<f32>(r0.x, r1.x, r2.x, r3.x));
+    d_up16[e] = grad16(vec4<f32>(r0.y, r1.y, r2.y, r3.y));
+}
+
+fn v4_four(e: vec4<u32>) {
+    // All 48 loads first, then the stores.
+    let i = 4u * e;
+    let a0 = load4(i.x);
+    let a1 = load4(i.y);
+    let a2 = load4(i.z);
+    let a3 = load4(i.w);
+    store4(e.x, a0);
+    store4(e.y, a1);
+    store4(e.z, a2);
+    store4(e.w, a3);
+}
+
+fn v4_one(e: u32, i: u32, n: u32) {
+    // Padding lanes: gate = up = d_out = 0, whose gradients are 0 (σ(0)·0).
+    var a = array<vec4<f32>, 3>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    a[0].x = gate[i];
+    a[1].x = up[i];
+    a[2].x = d_out[i];
+    if (n > 1u) {
+        a[0].y = gate[i + 1u];
+        a[1].y = up[i + 1u];
+        a[2].y = d_out[i + 1u];
+    }
+    if (n > 2u) {
+        a[0].z = gate[i + 2u];
+        a[1].z = up[i + 2u];
+        a[2].z = d_out[i + 2u];
+    }
+    if (n > 3u) {
+        a[0].w = gate[i + 3u];
+        a[1].w = up[i + 3u];
+        a[2].w = d_out[i + 3u];
+    }
+    store4(e, a);
+}
+
+@compute @workgroup_size(WG)
+fn ffn_swiglu_backward_f16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    vec4_rows(wid, nwg, tid, p.rows, p.cols);
 }

@@ -1,16 +1,21 @@
 //! RMSNorm kernels (`kernels::norm`) against the float64 references of `reference/norm.rs`, on
 //! fresh random inputs with outputs poisoned with NaN (dγ, which accumulates, filled with random
 //! values first); the backward also against central finite differences of the GPU forward;
-//! determinism in bits; more than 65535 rows and more than 65535 backward blocks; misuse.
+//! determinism in bits; more than 65535 rows and more than 65535 backward blocks; misuse. The
+//! backward with dx's f16 copy (`rmsnorm_backward_f16`, `rmsnorm_backward_acc_f16`) bit for bit
+//! against the f32 kernels followed by `cast_grad_f16x4`, overflow flag included.
 
 mod common;
+#[path = "reference/half.rs"]
+mod half;
 #[path = "reference/norm.rs"]
 mod reference;
 
 use common::{assert_close, gpu, gpu_with, has_f16, rel_err, rng, uniform};
 use kernels::infrastructure::axpy;
 use kernels::norm::{
-    rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_dgamma_reduce, rmsnorm_forward, rmsnorm_forward_w16,
+    rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_backward_acc_f16, rmsnorm_backward_f16, rmsnorm_dgamma_reduce,
+    rmsnorm_forward, rmsnorm_forward_w16,
 };
 use kernels::{Error, Gpu, GpuOptions, f16};
 use rand::Rng;
@@ -381,4 +386,72 @@ fn forward_past_65535_workgroups_of_two_rows() {
     let (y_ref, rr_ref) = reference::rmsnorm_forward(&x, &gamma, rows, d, 1e-5);
     assert_close("forward y, workgroups past the limit", &y, &y_ref, 1e-5);
     assert_close("forward rrms, workgroups past the limit", &rr, &rr_ref, 1e-5);
+}
+
+/// `rmsnorm_backward_f16` and `rmsnorm_backward_acc_f16`: dx and the partials are the bits of
+/// `rmsnorm_backward` (`rmsnorm_backward_acc`) on the same inputs, dx's f16 copy the bits of
+/// `cast_grad_f16x4` of that dx, and the flag is raised exactly when the cast raises it. Against
+/// float64: dx within 1e-5 as the f32 kernels (above), its copy within f16 rounding (each half
+/// within 2⁻¹¹ relative of the f32 value, subnormals within 2⁻²⁵ absolute: 6e-4 norm-wise). Then
+/// dy scaled by 10⁵, which takes dx past ±65504: clamped like the cast, and flagged. Widths not
+/// multiples of 4 (1, 257, 300: padded rows) and row counts not multiples of the 32-row block.
+#[test]
+fn backward_f16_is_the_f32_backward_then_the_cast() {
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu, "rmsnorm_backward_f16") {
+        return;
+    }
+    let mut rng = rng("rmsnorm_backward_f16");
+    let mut overflowed = 0;
+    for (rows, d) in SHAPES {
+        let (x, gamma) = inputs(&mut rng, rows, d);
+        let eps = eps_for(d);
+        let (_, rr) = forward(&gpu, &x, &gamma, rows, d, eps);
+        let dx0 = uniform(&mut rng, rows * d, -1.0, 1.0);
+        for (acc, scale) in [(false, 1.0f32), (true, 1.0), (false, 1.0e5), (true, 1.0e5)] {
+            let what = format!("{} rows={rows} d={d} scale {scale}", if acc { "acc" } else { "store" });
+            let dy: Vec<f32> = uniform(&mut rng, rows * d, -1.0, 1.0).into_iter().map(|v| v * scale).collect();
+            let up = |v: &[f32]| gpu.upload(v).unwrap();
+            let (xb, gb, rb, dyb) = (up(&x), up(&gamma), up(&rr), up(&dy));
+            let start = |acc: bool| if acc { up(&dx0) } else { gpu.filled(rows * d, f32::NAN).unwrap() };
+            let (r, dd) = (rows as u32, d as u32);
+            let (mut dx, mut parts) = (start(acc), gpu.filled(blocks(rows) * d, f32::NAN).unwrap());
+            let mut dx16 = half::poisoned16(&gpu, rows, d);
+            let mut flag = half::flag(&gpu);
+            let (mut dx32, mut parts32) = (start(acc), gpu.filled(blocks(rows) * d, f32::NAN).unwrap());
+            if acc {
+                let p = rmsnorm_backward_acc_f16::Params::new(r, dd);
+                rmsnorm_backward_acc_f16(&gpu, &xb, &gb, &rb, &dyb, &mut dx, &mut parts, &mut dx16, &mut flag, p)
+                    .unwrap();
+                let p = rmsnorm_backward_acc::Params::new(r, dd);
+                rmsnorm_backward_acc(&gpu, &xb, &gb, &rb, &dyb, &mut dx32, &mut parts32, p).unwrap();
+            } else {
+                let p = rmsnorm_backward_f16::Params::new(r, dd);
+                rmsnorm_backward_f16(&gpu, &xb, &gb, &rb, &dyb, &mut dx, &mut parts, &mut dx16, &mut flag, p).unwrap();
+                let p = rmsnorm_backward::Params::new(r, dd);
+                rmsnorm_backward(&gpu, &xb, &gb, &rb, &dyb, &mut dx32, &mut parts32, p).unwrap();
+            }
+            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+            let got = dx.read(&gpu).unwrap();
+            assert_eq!(bits(got.clone()), bits(dx32.read(&gpu).unwrap()), "{what}: dx");
+            assert_eq!(bits(parts.read(&gpu).unwrap()), bits(parts32.read(&gpu).unwrap()), "{what}: partials");
+            let (want16, want_flag) = half::cast_grad(&gpu, &dx32, rows, d);
+            let got16 = half::read16(&gpu, &dx16, rows, d, &what);
+            half::same16(&got16, &want16, &what);
+            let got_flag = half::read_flag(&gpu, &flag, &what);
+            assert_eq!(got_flag, want_flag, "{what}: the flag is not the cast's");
+            let over = got.iter().any(|v| v.abs() > 65504.0);
+            assert_eq!(got_flag, u32::from(over), "{what}: flag {got_flag} with dx beyond ±65504: {over}");
+            overflowed += usize::from(over);
+            if scale == 1.0 {
+                let (dx_ref, _) = reference::rmsnorm_backward(&x, &gamma, &dy, rows, d, eps);
+                let base = |i: usize| if acc { dx0[i] as f64 } else { 0.0 };
+                let want: Vec<f64> = dx_ref.iter().enumerate().map(|(i, &v)| base(i) + v).collect();
+                assert_close(&format!("{what}: dx"), &got, &want, 1e-5);
+                assert_close(&format!("{what}: dx16"), &half::widen16(&got16, rows, d, &what), &want, 6e-4);
+            }
+        }
+    }
+    // dy of 10⁵ takes dx past f16's range at every width but d = 1 (where dx ∝ eps / (x² + eps)).
+    assert!(overflowed >= 2 * (SHAPES.len() - 1), "only {overflowed} cases overflowed");
 }

@@ -1,15 +1,21 @@
 //! `rope_q` and `rope_k` against the float64 reference, with position offsets, on fresh random
 //! inputs; a poisoned tail must stay untouched; the 2-D grid; misuse. `rope_qk` and
 //! `rope_qk_backward` (queries and keys in one dispatch) against the reference and the separate
-//! kernels' bits.
+//! kernels' bits. `rope_qk_f16` and `rope_qk_backward_f16` (f16 outputs) against the reference
+//! and bit for bit against the f32 kernels followed by the casts they replace, overflow flag
+//! included.
 
 mod common;
+#[path = "reference/half.rs"]
+mod half;
 #[path = "reference/attention.rs"]
 mod reference;
 
 use common::{TAIL, assert_close, gpu, rel_err, rng, uniform};
 use kernels::Error;
-use kernels::rope::{rope_k, rope_k_backward, rope_q, rope_q_backward, rope_qk, rope_qk_backward};
+use kernels::rope::{
+    rope_k, rope_k_backward, rope_q, rope_q_backward, rope_qk, rope_qk_backward, rope_qk_backward_f16, rope_qk_f16,
+};
 
 const BASE: f32 = 10_000.0;
 /// (batch, seq, heads, head_dim)
@@ -173,4 +179,78 @@ fn rope_misuse_is_an_error() {
     let e = rope_k(&gpu, &mut b, rope_k::Params::new(2, 3, 5, 8, 0, BASE)).unwrap_err();
     assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("len(k)"), "{e}");
     assert!(b.read(&gpu).unwrap().iter().all(|&v| v == 0.0));
+}
+
+/// `rope_qk_f16` and `rope_qk_backward_f16`: the f16 rows of Q and K are the bits of `rope_qk`
+/// (`rope_qk_backward`) followed by `cast_f16x4` (`cast_grad_f16x4`, whose overflow flag the
+/// backward must raise exactly when the cast would) on the same inputs, and within f16 rounding
+/// of the float64 reference: each half is within 2⁻¹¹ relative of the f32 value (round to
+/// nearest; subnormals within 2⁻²⁵ absolute), which is within 1e-5 of the reference (above), so
+/// 6e-4 norm-wise. Widths 2 mod 4 (H·Dh = 18, 6, 2: padded rows), the inputs' tails poisoned
+/// (never read), a NaN kept; then the values scaled past f16's range: clamped like the cast and
+/// (the backward) flagged.
+#[test]
+fn rope_qk_f16_kernels_are_the_f32_kernels_then_the_casts() {
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "rope_qk_f16") {
+        return;
+    }
+    let mut rng = rng("rope_qk_f16");
+    // (batch, seq, heads, kv heads, head_dim), position offset.
+    let cases = [((2, 7, 4, 2, 16), 0usize), ((2, 5, 3, 1, 6), 9), ((1, 33, 3, 3, 100), 13), ((1, 3, 1, 1, 2), 7)];
+    for ((bt, s, h, hkv, d), off) in cases {
+        let (rows, hq, kv) = (bt * s, h * d, hkv * d);
+        let u = |v: usize| v as u32;
+        let (b_, s_, h_, kv_, d_, o_) = (u(bt), u(s), u(h), u(hkv), u(d), u(off));
+        for (scale, nan) in [(1.0f32, false), (1.0, true), (1.0e5, false)] {
+            let padded = |n: usize, rng: &mut _| {
+                let mut x: Vec<f32> = uniform(rng, n, -1.0, 1.0).into_iter().map(|v| v * scale).collect();
+                x.extend([f32::NAN; TAIL]);
+                x
+            };
+            let (mut xq, xk) = (padded(rows * hq, &mut rng), padded(rows * kv, &mut rng));
+            if nan {
+                xq[rows * hq / 2] = f32::NAN;
+            }
+            for inverse in [false, true] {
+                let name = if inverse { "rope_qk_backward_f16" } else { "rope_qk_f16" };
+                let what = format!("{name} {:?} offset {off} scale {scale} nan {nan}", (bt, s, h, hkv, d));
+                let (q, k) = (gpu.upload(&xq).unwrap(), gpu.upload(&xk).unwrap());
+                let (mut q16, mut k16) = (half::poisoned16(&gpu, rows, hq), half::poisoned16(&gpu, rows, kv));
+                let mut flag = half::flag(&gpu);
+                // The f32 kernel on copies, then the separate casts.
+                let (mut q32, mut k32) = (gpu.upload(&xq).unwrap(), gpu.upload(&xk).unwrap());
+                let (want_q, want_k, want_flag) = if inverse {
+                    let p = rope_qk_backward_f16::Params::new(b_, s_, h_, kv_, d_, o_, BASE);
+                    rope_qk_backward_f16(&gpu, &q, &k, &mut q16, &mut k16, &mut flag, p).unwrap();
+                    let p = rope_qk_backward::Params::new(b_, s_, h_, kv_, d_, o_, BASE);
+                    rope_qk_backward(&gpu, &mut q32, &mut k32, p).unwrap();
+                    let ((cq, fq), (ck, fk)) =
+                        (half::cast_grad(&gpu, &q32, rows, hq), half::cast_grad(&gpu, &k32, rows, kv));
+                    (cq, ck, fq | fk)
+                } else {
+                    let p = rope_qk_f16::Params::new(b_, s_, h_, kv_, d_, o_, BASE);
+                    rope_qk_f16(&gpu, &q, &k, &mut q16, &mut k16, p).unwrap();
+                    rope_qk(&gpu, &mut q32, &mut k32, rope_qk::Params::new(b_, s_, h_, kv_, d_, o_, BASE)).unwrap();
+                    (half::cast(&gpu, &q32, rows, hq), half::cast(&gpu, &k32, rows, kv), 0)
+                };
+                let got_q = half::read16(&gpu, &q16, rows, hq, &what);
+                let got_k = half::read16(&gpu, &k16, rows, kv, &what);
+                half::same16(&got_q, &want_q, &format!("{what} q"));
+                half::same16(&got_k, &want_k, &format!("{what} k"));
+                let got_flag = half::read_flag(&gpu, &flag, &what);
+                assert_eq!(got_flag, want_flag, "{what}: the flag is not the cast's");
+                if inverse {
+                    assert_eq!(got_flag, u32::from(scale > 1.0 || nan), "{what}: the flag");
+                }
+                if scale == 1.0 && !nan {
+                    for (name, got, x, heads, cols) in [("q", &got_q, &xq, h, hq), ("k", &got_k, &xk, hkv, kv)] {
+                        let want = reference::rope(&x[..rows * cols], bt, s, heads, d, off, BASE as f64, inverse);
+                        let g = half::widen16(got, rows, cols, &what);
+                        assert_close(&format!("{what} {name}"), &g, &want, 6e-4);
+                    }
+                }
+            }
+        }
+    }
 }

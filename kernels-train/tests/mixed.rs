@@ -1,7 +1,8 @@
 //! Mixed precision end to end on whatever adapter runs the tests (lavapipe in CI: the portable
 //! variants of the f16 products): the loss tracks the f32 run's, loss scaling skips and halves on
-//! overflow and grows after clean steps (decided on the GPU), resume is bitwise, and a
-//! checkpoint of one precision resumes in the other.
+//! overflow and grows after clean steps (decided on the GPU), resume is bitwise, a checkpoint
+//! of one precision resumes in the other, and generation through the key/value cache follows
+//! the full forward.
 
 mod common;
 #[path = "reference/model.rs"]
@@ -352,4 +353,69 @@ fn mixed_attention_runs_on_the_f16_kernels() {
     let odd = ModelConfig::new(24, 2, 4, 2, 16);
     assert_eq!(attention_kernels(&odd, Precision::Mixed, Attention::Fast), f32_kernels);
     assert_eq!(attention_kernels(&odd, Precision::Mixed, Attention::Flash), flash32);
+}
+
+/// Generation from a mixed model whose layers keep Q, K, V only in f16 (the fast and flash
+/// paths, head dim 8): the key/value cache is f32, written by the prompt's forward and each
+/// token's, so greedy decoding through it (`next_logits_cached`) gives the tokens of a full
+/// forward per token (`next_logits`, f16 attention over the whole context), with logits within
+/// f16 rounding of them. A cache left unwritten, stale or at the wrong rows moves the logits far
+/// past that bound.
+#[test]
+fn mixed_generation_through_the_cache_gives_the_full_forwards_tokens() {
+    let Some(gpu) = common::gpu() else { return };
+    if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
+        eprintln!("SKIPPED: no SHADER_F16");
+        return;
+    }
+    let m = ModelConfig::new(32, 2, 4, 2, 48);
+    for path in [Attention::Fast, Attention::Flash] {
+        let t = TrainConfig {
+            batch: 4,
+            steps: 60,
+            lr: 2e-2,
+            min_lr: 2e-3,
+            warmup: 5,
+            seed: 3,
+            attention: path,
+            precision: Precision::Mixed,
+            ..TrainConfig::default()
+        };
+        let alphabet = b"abcdefghijklmnopqrstuvwxyz\n".repeat(200);
+        let mut tr = Trainer::new(&gpu, &m, &t, Corpus::from_bytes(alphabet, "the alphabet")).unwrap();
+        for _ in 0..t.steps {
+            tr.step(false).unwrap();
+        }
+        let argmax = |l: &[f32]| (0..256).fold(0, |b, i| if l[i] > l[b] { i } else { b }) as u32;
+        let mut run = |cached: bool| {
+            let mut ctx: Vec<u32> = b"fghij".iter().map(|&b| b as u32).collect();
+            let mut all = Vec::new();
+            for _ in 0..60 {
+                let l = if cached { tr.model.next_logits_cached(&ctx) } else { tr.model.next_logits(&ctx) }.unwrap();
+                ctx.push(argmax(&l));
+                all.push(l);
+            }
+            (ctx, all)
+        };
+        let ((with_cache, lc), (without, lf)) = (run(true), run(false));
+        // Inside the context (the first 43 tokens; past it both run the whole window), the
+        // logits through the cache against the full forward's.
+        let worst = lc[..43]
+            .iter()
+            .zip(&lf)
+            .map(|(a, b)| {
+                let num: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum::<f64>().sqrt();
+                num / b.iter().map(|y| (*y as f64).powi(2)).sum::<f64>().sqrt()
+            })
+            .fold(0.0, f64::max);
+        eprintln!("{path:?}: logits through the cache within {worst:e} of the full forward's (relative)");
+        // The full forward's attention takes Q, K, V (and, for P·V, P) rounded to f16, 2⁻¹¹
+        // relative each, the decode the f32 values: a few such roundings in each of the two
+        // layers, ≈ 8·2⁻¹¹ ≈ 4e-3 at most, asserted 1e-2.
+        assert!(worst < 1e-2, "{path:?}: logits through the cache {worst:e} from the full forward's (relative)");
+        let text = String::from_utf8_lossy(&with_cache.iter().map(|&t| t as u8).collect::<Vec<u8>>()).into_owned();
+        eprintln!("{path:?}: {text:?}");
+        assert!(text.contains("klmnopq"), "{path:?}: the trained model does not continue the alphabet: {text:?}");
+        assert_eq!(with_cache, without, "{path:?}: greedy output differs with the cache");
+    }
 }

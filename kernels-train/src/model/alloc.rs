@@ -12,15 +12,15 @@ use kernels::{Buffer, Gpu};
 
 /// Activations one layer keeps for its backward pass.
 /// In mixed precision every linear layer's input is kept only as its f16 copy ([`Kept::F16`]),
-/// and the attention output in f32 (its backward reads it) and f16.
+/// and the attention output in f32 (its backward reads it) and f16; on the f16 attention paths
+/// Q, K and V too ([`Qkv::F16`]).
 pub(super) struct Layer {
     pub x_in: B,
     /// The attention input (after RMSNorm).
     pub h1: Kept,
     pub rrms1: B,
-    pub q: B,
-    pub k: B,
-    pub v: B,
+    /// Q and K after RoPE, and V.
+    pub qkv: Qkv,
     pub att: B,
     /// Mixed precision: `att`'s f16 copy, the output projection's input.
     pub att16: Option<Buffer<F16x4>>,
@@ -35,6 +35,43 @@ pub(super) struct Layer {
     pub a: Kept,
     /// The fast path's probabilities (P, then dS in the backward); empty for the other paths.
     pub probs: Option<B>,
+}
+
+/// A layer's attention inputs: Q and K after RoPE, V, as its attention forward and backward
+/// read them.
+pub(super) enum Qkv {
+    /// f32 `[rows, H·Dh]`, `[rows, Hkv·Dh]` (f32 precision, and mixed precision on the f32
+    /// attention kernels); K and V of sequence 0 are also generation's cache.
+    F32 { q: B, k: B, v: B },
+    /// Mixed precision on the f16 attention paths (`attention16`): only the f16 copies (f16x4
+    /// rows), which are all the f16 attention kernels read. The projections write their f32
+    /// outputs into the shared scratch (`Scratch::dq`, `dk`, `dv`), RoPE writes Q's and K's
+    /// copies from there (`rope::rope_qk_f16`) and V is cast once. `cache_k` and `cache_v`
+    /// (`[seq_len, Hkv·Dh]` f32) are generation's cache of sequence 0's keys and values, written
+    /// only by generation's forwards (the f32 values the f32 layers would cache, so generation
+    /// gives the same tokens).
+    F16 { q: Buffer<F16x4>, k: Buffer<F16x4>, v: Buffer<F16x4>, cache_k: B, cache_v: B },
+}
+
+/// An f16 layer's Q, K, V.
+pub(super) type Qkv16<'a> = (&'a Buffer<F16x4>, &'a Buffer<F16x4>, &'a Buffer<F16x4>);
+
+impl Qkv {
+    /// The f32 Q, K, V.
+    pub fn f32(&self) -> Result<(&B, &B, &B), Error> {
+        match self {
+            Qkv::F32 { q, k, v } => Ok((q, k, v)),
+            Qkv::F16 { .. } => Err(Error::Config("internal: f32 attention over a layer kept in f16".into())),
+        }
+    }
+
+    /// The f16 Q, K, V.
+    pub fn f16(&self) -> Result<Qkv16<'_>, Error> {
+        match self {
+            Qkv::F16 { q, k, v, .. } => Ok((q, k, v)),
+            Qkv::F32 { .. } => Err(Error::Config("internal: f16 attention over a layer kept in f32".into())),
+        }
+    }
 }
 
 /// Everything the forward pass writes.
@@ -61,19 +98,40 @@ pub(super) struct Scratch {
     pub da: B,
     pub ma: B,
     pub mb: B,
-    pub dg: B,
-    pub du: B,
+    /// SwiGLU's gradients, W1's and W3's output gradients: in mixed precision only their f16
+    /// copies (`backward_ffn::ffn_swiglu_backward_f16`).
+    pub dg: Kept,
+    pub du: Kept,
     pub datt: B,
+    /// Attention's input gradients; on the f16 attention paths the forward's f32 Q, K, V
+    /// projections too (for RoPE and V's cast to read, [`Qkv::F16`]), and generation's new
+    /// token's key and value.
     pub dq: B,
     pub dk: B,
     pub dv: B,
+    /// Mixed precision: the f16 output gradients that their producers write beside (dx, by
+    /// the norms' backward) or instead of (dq and dk, by RoPE's) the f32 values.
+    pub dy16: Option<Dy16>,
     pub delta: B,
     pub norm_partials: B,
     /// The embedding backward's slices (`kernels::embed::Scratch`).
     pub embed: kernels::embed::Scratch,
     pub fast_delta: Option<B>,
-    /// Mixed precision on the fast path: attention's f16 operands and dP/dS workspace.
+    /// Mixed precision on the f16 attention paths: dO's f16 copy and (the fast path's) dP/dS
+    /// workspace.
     pub att16: Option<Attention16>,
+}
+
+/// Mixed precision's f16 output gradients (f16x4 rows), each with the loss scaler's overflow
+/// check made by the kernel that writes it.
+pub(super) struct Dy16 {
+    /// dx's copy `[rows, dim]` (`norm::rmsnorm_backward_f16`, `rmsnorm_backward_acc_f16`): W2's and
+    /// Wo's output gradient.
+    pub dx: Buffer<F16x4>,
+    /// dq `[rows, H·Dh]` and dk `[rows, Hkv·Dh]` after RoPE's backward
+    /// (`rope::rope_qk_backward_f16`): Wq's and Wk's output gradients.
+    pub dq: Buffer<F16x4>,
+    pub dk: Buffer<F16x4>,
 }
 
 /// The optimizer's per-parameter state.
@@ -296,15 +354,27 @@ impl Model {
         let probs_len = fast_params(cfg, batch, cfg.seq_len).probs_len();
         let half = products == Products::Half;
         let kept = |cols: usize| Kept::zeros(gpu, half, rows, cols);
+        let att16 = if (fast || flash) && half && Attention16::applies(gpu, cfg, batch, flash) {
+            Some(Attention16::new(gpu, cfg, batch, fast)?)
+        } else {
+            None
+        };
+        let qkv = || -> Result<Qkv, Error> {
+            Ok(if att16.is_some() {
+                let f16 = |cols: usize| gpu.zeros::<F16x4>(f16x4_len(rows, cols));
+                let (q, k, v) = (f16(hq)?, f16(kv)?, f16(kv)?);
+                Qkv::F16 { q, k, v, cache_k: z(s * kv)?, cache_v: z(s * kv)? }
+            } else {
+                Qkv::F32 { q: z(rows * hq)?, k: z(rows * kv)?, v: z(rows * kv)? }
+            })
+        };
         let mut layers = Vec::new();
         for _ in 0..cfg.layers {
             layers.push(Layer {
                 x_in: z(rows * d)?,
                 h1: kept(d)?,
                 rrms1: z(rows)?,
-                q: z(rows * hq)?,
-                k: z(rows * kv)?,
-                v: z(rows * kv)?,
+                qkv: qkv()?,
                 att: z(rows * hq)?,
                 att16: if half { Some(gpu.zeros(f16x4_len(rows, hq))?) } else { None },
                 lse: z(batch * cfg.heads * s)?,
@@ -341,12 +411,18 @@ impl Model {
             da: z(rows * f)?,
             ma: z(rows * d)?,
             mb: z(rows * d)?,
-            dg: z(rows * f)?,
-            du: z(rows * f)?,
+            dg: kept(f)?,
+            du: kept(f)?,
             datt: z(rows * hq)?,
             dq: z(rows * hq)?,
             dk: z(rows * kv)?,
             dv: z(rows * kv)?,
+            dy16: if half {
+                let f16 = |cols: usize| gpu.zeros::<F16x4>(f16x4_len(rows, cols));
+                Some(Dy16 { dx: f16(d)?, dq: f16(hq)?, dk: f16(kv)? })
+            } else {
+                None
+            },
             delta: z(batch * cfg.heads * s)?,
             norm_partials: z(rows.div_ceil(norm_block) * d)?,
             embed: kernels::embed::Scratch::new(
@@ -354,11 +430,7 @@ impl Model {
                 kernels::embed::Params::new(rows as u32, d as u32, cfg.vocab as u32),
             )?,
             fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
-            att16: if (fast || flash) && products == Products::Half && Attention16::applies(gpu, cfg, batch, flash) {
-                Some(Attention16::new(gpu, cfg, batch, fast)?)
-            } else {
-                None
-            },
+            att16,
         };
         // Each gradient's partial sums of squares, one per NORM_BLOCK elements, side by side.
         let block = kernels::optimizer::NORM_BLOCK as usize;

@@ -1,14 +1,16 @@
 //! The backward pass: every parameter's gradient, accumulated (+=) into the gradient buffers.
 
-use super::products::{Dy, Half, Operand, Plans, Prep, backward, preps};
+use super::products::{Dy, Half, Kept, Operand, Plans, Prep, backward, preps};
 use super::{Attention, B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
 use kernels::Batch;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
-use kernels::backward_ffn::ffn_swiglu_backward;
-use kernels::norm::{rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_dgamma_reduce};
-use kernels::rope::rope_qk_backward;
+use kernels::backward_ffn::{ffn_swiglu_backward, ffn_swiglu_backward_f16};
+use kernels::norm::{
+    rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_backward_acc_f16, rmsnorm_backward_f16, rmsnorm_dgamma_reduce,
+};
+use kernels::rope::{rope_qk_backward, rope_qk_backward_f16};
 
 /// Records the backward of the linear layers over the step's rows: input and weight gradients
 /// of one layer together ([`backward`]).
@@ -40,6 +42,13 @@ impl Linear<'_> {
     }
 }
 
+/// Mixed precision's overflow flag.
+fn flag(half: &mut Option<Half>) -> Result<&mut kernels::Buffer<u32>, Error> {
+    half.as_mut()
+        .map(|h| &mut h.flag)
+        .ok_or_else(|| Error::Config("internal: f16 output gradients without mixed precision's buffers".into()))
+}
+
 impl Model {
     /// Records the backward pass of a full batch (after `record_forward` and `record_loss`),
     /// accumulating every parameter's gradient (+=).
@@ -62,69 +71,119 @@ impl Model {
         let e = (&p.embedding, pv.embedding, &layout.embedding);
         let dl = acts.dlogits16.as_ref().map_or(Dy::F32(&acts.logits), Dy::F16);
         lin.backward(b, dl, e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;
-        // Final norm: dx = ∂/∂x_final.
-        rmsnorm_backward(b, &acts.xf, &p.final_norm, &acts.rrms_f, &s.ma, &mut s.dx, &mut s.norm_partials, nb)?;
+        // Final norm: dx = ∂/∂x_final (in mixed precision with its f16 copy, W2's dY).
+        let (x, rr, parts) = (&acts.xf, &acts.rrms_f, &mut s.norm_partials);
+        match s.dy16.as_mut() {
+            None => rmsnorm_backward(b, x, &p.final_norm, rr, &s.ma, &mut s.dx, parts, nb)?,
+            Some(d16) => {
+                let n16 = kernels::norm::rmsnorm_backward_f16::Params::new(rows, d);
+                let fl = flag(lin.half)?;
+                rmsnorm_backward_f16(b, x, &p.final_norm, rr, &s.ma, &mut s.dx, parts, &mut d16.dx, fl, n16)?
+            }
+        }
         rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut g.final_norm, nr)?;
 
         for l in (0..c.layers).rev() {
             let (y, w, gl, shape) = (&mut acts.layers[l], &p.layers[l], &mut g.layers[l], &layout.layers[l]);
             let pw = &pv.layers[l];
+            // Mixed precision: each output gradient in f16 from the kernel that makes it (dx's
+            // copy beside it), except dv's, which `backward` casts.
+            let dx = s.dy16.as_ref().map_or(Dy::F32(&s.dx), |d16| Dy::F16(&d16.dx));
             // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, g = h2·W1ᵀ, u = h2·W3ᵀ.
             let w2 = (&w.w2, pw.w2, &shape.w2);
-            lin.backward(b, Dy::F32(&s.dx), w2, y.a.operand(), &mut gl.w2, None, &mut s.da)?;
-            let sb = kernels::backward_ffn::ffn_swiglu_backward::Params::new(rows * f);
-            ffn_swiglu_backward(b, &y.g, &y.u, &s.da, &mut s.dg, &mut s.du, sb)?;
+            lin.backward(b, dx, w2, y.a.operand(), &mut gl.w2, None, &mut s.da)?;
+            match (&mut s.dg, &mut s.du) {
+                (Kept::F32(dg), Kept::F32(du)) => {
+                    let sb = kernels::backward_ffn::ffn_swiglu_backward::Params::new(rows * f);
+                    ffn_swiglu_backward(b, &y.g, &y.u, &s.da, dg, du, sb)?;
+                }
+                (Kept::F16(dg), Kept::F16(du)) => {
+                    let sb = kernels::backward_ffn::ffn_swiglu_backward_f16::RowsParams::new(rows, f);
+                    ffn_swiglu_backward_f16(b, &y.g, &y.u, &s.da, dg, du, flag(lin.half)?, sb)?;
+                }
+                _ => return Err(Error::Config("internal: SwiGLU's gradients in two precisions".into())),
+            }
             let h2 = y.h2.operand();
-            lin.backward(b, Dy::F32(&s.dg), (&w.w1, pw.w1, &shape.w1), h2, &mut gl.w1, None, &mut s.ma)?;
+            lin.backward(b, s.dg.dy(), (&w.w1, pw.w1, &shape.w1), h2, &mut gl.w1, None, &mut s.ma)?;
             let w3 = (&w.w3, pw.w3, &shape.w3);
-            lin.backward(b, Dy::F32(&s.du), w3, h2, &mut gl.w3, Some(&s.ma), &mut s.mb)?;
+            lin.backward(b, s.du.dy(), w3, h2, &mut gl.w3, Some(&s.ma), &mut s.mb)?;
             // dx += the norm's input gradient (the residual stream's two paths meet here).
-            rmsnorm_backward_acc(b, &y.x_mid, &w.ffn_norm, &y.rrms2, &s.mb, &mut s.dx, &mut s.norm_partials, nba)?;
+            let (x, rr, parts) = (&y.x_mid, &y.rrms2, &mut s.norm_partials);
+            match s.dy16.as_mut() {
+                None => rmsnorm_backward_acc(b, x, &w.ffn_norm, rr, &s.mb, &mut s.dx, parts, nba)?,
+                Some(d16) => {
+                    let n16 = kernels::norm::rmsnorm_backward_acc_f16::Params::new(rows, d);
+                    let fl = flag(lin.half)?;
+                    rmsnorm_backward_acc_f16(b, x, &w.ffn_norm, rr, &s.mb, &mut s.dx, parts, &mut d16.dx, fl, n16)?
+                }
+            }
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.ffn_norm, nr)?;
             // Attention: x_mid = x_in + att·Woᵀ.
             let att = y.att16.as_ref().map_or(Operand::F32(&y.att), Operand::F16);
             let wo = (&w.wo, pw.wo, &shape.wo);
-            lin.backward(b, Dy::F32(&s.dx), wo, att, &mut gl.wo, None, &mut s.datt)?;
+            let dx = s.dy16.as_ref().map_or(Dy::F32(&s.dx), |d16| Dy::F16(&d16.dx));
+            lin.backward(b, dx, wo, att, &mut gl.wo, None, &mut s.datt)?;
             match (&mut y.probs, &mut s.fast_delta, s.att16.as_mut()) {
                 // Mixed precision: f16 operands on tensor cores (`attention16`).
                 (Some(probs), Some(delta), Some(a16)) => {
                     let fp = fast_params(c, batch, c.seq_len);
-                    let ins = (&y.q, &y.k, &y.v, &y.att, &s.datt);
+                    let ins = (y.qkv.f16()?, &y.att, &s.datt);
                     a16.backward(b, lin.half, ins, probs, delta, (&mut s.dq, &mut s.dk, &mut s.dv), fp)?;
                 }
                 (Some(probs), Some(delta), None) => {
                     let fp = fast_params(c, batch, c.seq_len);
+                    let (q, k, v) = y.qkv.f32()?;
                     kernels::fast_attention::backward(
-                        b, &y.q, &y.k, &y.v, &y.att, &s.datt, probs, delta, &mut s.dq, &mut s.dk, &mut s.dv, fp,
+                        b, q, k, v, &y.att, &s.datt, probs, delta, &mut s.dq, &mut s.dk, &mut s.dv, fp,
                     )?;
                 }
                 (None, _, Some(a16)) if *attention == Attention::Flash => {
                     let fp = fast_params(c, batch, c.seq_len);
-                    let ins = (&y.q, &y.k, &y.v, &y.att, &s.datt);
+                    let ins = (y.qkv.f16()?, &y.att, &s.datt);
                     let outs = (&mut s.dq, &mut s.dk, &mut s.dv);
                     a16.backward_flash(b, lin.half, ins, &y.lse, &mut s.delta, outs, fp)?;
                 }
                 (None, _, None) if *attention == Attention::Flash => {
                     let fp = fast_params(c, batch, c.seq_len);
-                    let (q, k, v, lse) = (&y.q, &y.k, &y.v, &y.lse);
+                    let ((q, k, v), lse) = (y.qkv.f32()?, &y.lse);
                     let (dq, dk, dv) = (&mut s.dq, &mut s.dk, &mut s.dv);
                     kernels::flash_attention::backward(b, q, k, v, &y.att, &s.datt, lse, &mut s.delta, dq, dk, dv, fp)?;
                 }
                 _ => {
+                    let (q, k, v) = y.qkv.f32()?;
                     let ap = kernels::backward_attention::attention_backward_dq::Params::new(bt, sq, h, hkv, dh, scale);
-                    attention_backward_dq(b, &y.q, &y.k, &y.v, &y.att, &s.datt, &y.lse, &mut s.dq, &mut s.delta, ap)?;
+                    attention_backward_dq(b, q, k, v, &y.att, &s.datt, &y.lse, &mut s.dq, &mut s.delta, ap)?;
                     let kp =
                         kernels::backward_attention::attention_backward_dkdv::Params::new(bt, sq, h, hkv, dh, scale);
-                    attention_backward_dkdv(b, &y.q, &y.k, &y.v, &s.datt, &y.lse, &s.delta, &mut s.dk, &mut s.dv, kp)?;
+                    attention_backward_dkdv(b, q, k, v, &s.datt, &y.lse, &s.delta, &mut s.dk, &mut s.dv, kp)?;
                 }
             }
-            let rp = kernels::rope::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
-            rope_qk_backward(b, &mut s.dq, &mut s.dk, rp)?;
+            let (dq, dk) = match s.dy16.as_mut() {
+                None => {
+                    let rp = kernels::rope::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
+                    rope_qk_backward(b, &mut s.dq, &mut s.dk, rp)?;
+                    (Dy::F32(&s.dq), Dy::F32(&s.dk))
+                }
+                Some(d16) => {
+                    let rp = kernels::rope::rope_qk_backward_f16::Params::new(bt, sq, h, hkv, dh, 0, base);
+                    rope_qk_backward_f16(b, &s.dq, &s.dk, &mut d16.dq, &mut d16.dk, flag(lin.half)?, rp)?;
+                    (Dy::F16(&d16.dq), Dy::F16(&d16.dk))
+                }
+            };
             let h1 = y.h1.operand();
-            lin.backward(b, Dy::F32(&s.dq), (&w.wq, pw.wq, &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
-            lin.backward(b, Dy::F32(&s.dk), (&w.wk, pw.wk, &shape.wk), h1, &mut gl.wk, Some(&s.ma), &mut s.mb)?;
+            lin.backward(b, dq, (&w.wq, pw.wq, &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
+            lin.backward(b, dk, (&w.wk, pw.wk, &shape.wk), h1, &mut gl.wk, Some(&s.ma), &mut s.mb)?;
             lin.backward(b, Dy::F32(&s.dv), (&w.wv, pw.wv, &shape.wv), h1, &mut gl.wv, Some(&s.mb), &mut s.ma)?;
-            rmsnorm_backward_acc(b, &y.x_in, &w.attn_norm, &y.rrms1, &s.ma, &mut s.dx, &mut s.norm_partials, nba)?;
+            // The first layer's dx goes to the embedding only, in f32: no f16 copy.
+            let (x, rr, parts) = (&y.x_in, &y.rrms1, &mut s.norm_partials);
+            match s.dy16.as_mut() {
+                Some(d16) if l > 0 => {
+                    let n16 = kernels::norm::rmsnorm_backward_acc_f16::Params::new(rows, d);
+                    let fl = flag(lin.half)?;
+                    rmsnorm_backward_acc_f16(b, x, &w.attn_norm, rr, &s.ma, &mut s.dx, parts, &mut d16.dx, fl, n16)?
+                }
+                _ => rmsnorm_backward_acc(b, x, &w.attn_norm, rr, &s.ma, &mut s.dx, parts, nba)?,
+            }
             rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.attn_norm, nr)?;
         }
         let eb = kernels::embed::Params::new(rows, d, v);

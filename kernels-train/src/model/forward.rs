@@ -1,6 +1,7 @@
 //! The forward pass (embedding → blocks → final norm → tied head) and the loss.
 
 use super::B;
+use super::alloc::Qkv;
 use super::products::{Kept, Operand, Plans, Prep, forward, forward_residual, preps};
 use super::{Attention, Model, fast_params};
 use crate::Error;
@@ -9,14 +10,26 @@ use kernels::attention::{attention_decode, attention_forward};
 use kernels::embedding::embed_lookup;
 use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::rmsnorm_forward;
-use kernels::rope::rope_qk;
+use kernels::ops::cast_f16x4;
+use kernels::rope::{rope_qk, rope_qk_f16};
+
+/// What a forward pass is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pass {
+    /// A step's or an evaluation's forward, or generation's without the cache.
+    Full,
+    /// Generation's forward of a context (`batch` = 1) whose keys and values become the cache.
+    Prefill,
+    /// Generation's one token at position t against the cache.
+    Decode(usize),
+}
 
 impl Model {
     /// Records the forward pass of `batch` sequences of `seq` tokens (seq ≤ seq_len) up to the
     /// logits. With `at = Some(t)` (generation, `batch` = `seq` = 1): the one token in `ids[0]` at
-    /// position t of sequence 0, whose keys and values for positions 0 … t − 1 are in the layers'
-    /// K and V buffers (the cache): its own are written at row t and its query attends them all
-    /// (`attention_decode`).
+    /// position t of sequence 0, whose keys and values for positions 0 … t − 1 are in the
+    /// cache (the layers' K and V buffers, or an f16 layer's f32 cache): its own are written at
+    /// row t and its query attends them all (`attention_decode`).
     pub(super) fn record_forward(
         &mut self,
         b: &Batch<'_>,
@@ -24,6 +37,17 @@ impl Model {
         seq: usize,
         at: Option<usize>,
     ) -> Result<(), Error> {
+        self.record_pass(b, batch, seq, at.map_or(Pass::Full, Pass::Decode))
+    }
+
+    /// [`Model::record_forward`] for `pass`: a [`Pass::Prefill`] also leaves sequence 0's keys
+    /// and values in the cache where the layers keep only f16 copies ([`Qkv::F16`]; f32 layers
+    /// keep them in every forward).
+    pub(super) fn record_pass(&mut self, b: &Batch<'_>, batch: usize, seq: usize, pass: Pass) -> Result<(), Error> {
+        let at = match pass {
+            Pass::Decode(t) => Some(t),
+            Pass::Full | Pass::Prefill => None,
+        };
         if at.is_none() {
             self.cache.clear();
         }
@@ -58,17 +82,52 @@ impl Model {
             let res = if pending { done.last().map(|prev| &prev.x_mid) } else { None };
             norm_into(b, &mut layer.x_in, res, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
             let h1 = layer.h1.operand();
-            forward(b, split, h1, &w.wq, pw.wq, &mut layer.q, mm(hq, d))?;
-            // Generation writes the new token's key and value beside the cache, then into it.
-            let (k, v) = if at.is_some() { (&mut s.dk, &mut s.dv) } else { (&mut layer.k, &mut layer.v) };
-            forward(b, split, h1, &w.wk, pw.wk, k, mm(kv, d))?;
-            forward(b, split, h1, &w.wv, pw.wv, v, mm(kv, d))?;
             let pos = at.unwrap_or(0) as u32;
-            rope_qk(b, &mut layer.q, k, kernels::rope::rope_qk::Params::new(bt, sq, h, hkv, dh, pos, base))?;
-            if let Some(t) = at {
-                let n = kv as usize;
-                b.copy_range(&s.dk, 0, &mut layer.k, t * n, n)?;
-                b.copy_range(&s.dv, 0, &mut layer.v, t * n, n)?;
+            let rp = kernels::rope::rope_qk::Params::new(bt, sq, h, hkv, dh, pos, base);
+            // Generation's new token: its key and value at row t of the cache.
+            let n = kv as usize;
+            match &mut layer.qkv {
+                Qkv::F32 { q, k, v } => {
+                    forward(b, split, h1, &w.wq, pw.wq, q, mm(hq, d))?;
+                    // Generation writes the new token's key and value beside the cache, then into it.
+                    let (kn, vn) = if at.is_some() { (&mut s.dk, &mut s.dv) } else { (&mut *k, &mut *v) };
+                    forward(b, split, h1, &w.wk, pw.wk, kn, mm(kv, d))?;
+                    forward(b, split, h1, &w.wv, pw.wv, vn, mm(kv, d))?;
+                    rope_qk(b, q, kn, rp)?;
+                    if let Some(t) = at {
+                        b.copy_range(&s.dk, 0, k, t * n, n)?;
+                        b.copy_range(&s.dv, 0, v, t * n, n)?;
+                    }
+                }
+                // The projections into the shared f32 scratch; only the f16 copies are kept.
+                Qkv::F16 { q, k, v, cache_k, cache_v } => {
+                    forward(b, split, h1, &w.wq, pw.wq, &mut s.dq, mm(hq, d))?;
+                    forward(b, split, h1, &w.wk, pw.wk, &mut s.dk, mm(kv, d))?;
+                    forward(b, split, h1, &w.wv, pw.wv, &mut s.dv, mm(kv, d))?;
+                    let (r, hq, kv) = (rows as usize, hq as usize, kv as usize);
+                    match pass {
+                        Pass::Full => {
+                            let p16 = kernels::rope::rope_qk_f16::Params::new(bt, sq, h, hkv, dh, pos, base);
+                            rope_qk_f16(b, &s.dq, &s.dk, q, k, p16)?;
+                            cast_f16x4(b, &s.dv, v, r, kv)?;
+                        }
+                        // The f32 rotation and then the casts: the same halves as `rope_qk_f16`,
+                        // with the f32 keys for the cache.
+                        Pass::Prefill => {
+                            rope_qk(b, &mut s.dq, &mut s.dk, rp)?;
+                            b.copy_range(&s.dk, 0, cache_k, 0, r * kv)?;
+                            b.copy_range(&s.dv, 0, cache_v, 0, r * kv)?;
+                            cast_f16x4(b, &s.dq, q, r, hq)?;
+                            cast_f16x4(b, &s.dk, k, r, kv)?;
+                            cast_f16x4(b, &s.dv, v, r, kv)?;
+                        }
+                        Pass::Decode(t) => {
+                            rope_qk(b, &mut s.dq, &mut s.dk, rp)?;
+                            b.copy_range(&s.dk, 0, cache_k, t * n, n)?;
+                            b.copy_range(&s.dv, 0, cache_v, t * n, n)?;
+                        }
+                    }
+                }
             }
             match (at, &mut layer.probs, s.att16.as_mut()) {
                 // Generation: the new token's query against the t + 1 cached keys and values.
@@ -76,38 +135,35 @@ impl Model {
                     let t_max = c.seq_len as u32;
                     let dp =
                         kernels::attention::attention_decode::Params::new(1, h, hkv, dh, t_max, t as u32 + 1, scale);
-                    attention_decode(b, &layer.q, &layer.k, &layer.v, &mut layer.att, dp)?;
+                    let (q, k, v) = match &layer.qkv {
+                        Qkv::F32 { q, k, v } => (q, k, v),
+                        Qkv::F16 { cache_k, cache_v, .. } => (&s.dq, cache_k, cache_v),
+                    };
+                    attention_decode(b, q, k, v, &mut layer.att, dp)?;
                 }
                 // Mixed precision: f16 operands on tensor cores (`attention16`).
                 (None, Some(probs), Some(a16)) => {
                     let fp = fast_params(c, batch, seq);
-                    a16.forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, probs, fp)?;
+                    a16.forward(b, layer.qkv.f16()?, &mut layer.att, &mut layer.lse, probs, fp)?;
                 }
                 (None, Some(probs), None) => {
                     let fp = fast_params(c, batch, seq);
-                    kernels::fast_attention::forward(
-                        b,
-                        &layer.q,
-                        &layer.k,
-                        &layer.v,
-                        &mut layer.att,
-                        &mut layer.lse,
-                        probs,
-                        fp,
-                    )?;
+                    let (q, k, v) = layer.qkv.f32()?;
+                    kernels::fast_attention::forward(b, q, k, v, &mut layer.att, &mut layer.lse, probs, fp)?;
                 }
                 (None, None, Some(a16)) if *attention == Attention::Flash => {
                     let fp = fast_params(c, batch, seq);
-                    a16.forward_flash(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, fp)?;
+                    a16.forward_flash(b, layer.qkv.f16()?, &mut layer.att, &mut layer.lse, fp)?;
                 }
                 (None, None, _) if *attention == Attention::Flash => {
                     let fp = fast_params(c, batch, seq);
-                    let (q, k, v) = (&layer.q, &layer.k, &layer.v);
+                    let (q, k, v) = layer.qkv.f32()?;
                     kernels::flash_attention::forward(b, q, k, v, &mut layer.att, &mut layer.lse, fp)?;
                 }
                 (None, None, _) => {
                     let ap = kernels::attention::attention_forward::Params::new(bt, sq, h, hkv, dh, scale);
-                    attention_forward(b, &layer.q, &layer.k, &layer.v, &mut layer.att, &mut layer.lse, ap)?;
+                    let (q, k, v) = layer.qkv.f32()?;
+                    attention_forward(b, q, k, v, &mut layer.att, &mut layer.lse, ap)?;
                 }
             }
             // x_mid = x_in + att·Woᵀ (the attention backward reads att in f32; mixed precision

@@ -403,9 +403,9 @@ impl Model {
         self.read_loss_async().await
     }
 
-    /// Records and submits the forward pass of `context`'s last `seq_len` tokens; returns
-    /// how many that is.
-    fn submit_next(&mut self, context: &[u32]) -> Result<usize, Error> {
+    /// Records and submits the forward pass of `context`'s last `seq_len` tokens (`pass`: full
+    /// or a prefill of the cache); returns how many that is.
+    fn submit_next(&mut self, context: &[u32], pass: forward::Pass) -> Result<usize, Error> {
         if context.is_empty() {
             return Err(Error::Config("generation needs at least one token of prompt".into()));
         }
@@ -416,7 +416,7 @@ impl Model {
         self.ids.write(&self.gpu, &ids)?;
         let gpu = self.gpu.clone();
         let b = gpu.batch();
-        self.record_forward(&b, 1, n, None)?;
+        self.record_pass(&b, 1, n, pass)?;
         b.submit()?;
         Ok(n)
     }
@@ -424,7 +424,7 @@ impl Model {
     /// The logits for the token after `context` (its last `seq_len` tokens are used).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn next_logits(&mut self, context: &[u32]) -> Result<Vec<f32>, Error> {
-        let n = self.submit_next(context)?;
+        let n = self.submit_next(context, forward::Pass::Full)?;
         let v = self.cfg.vocab;
         Ok(self.acts.logits.read_range(&self.gpu, (n - 1) * v..n * v)?)
     }
@@ -438,7 +438,7 @@ impl Model {
         let extends =
             n >= 2 && n <= self.cfg.seq_len && self.cache.len() == n - 1 && context[..n - 1] == self.cache[..];
         if !extends {
-            let rows = self.submit_next(context)?;
+            let rows = self.submit_next(context, forward::Pass::Prefill)?;
             if n <= self.cfg.seq_len {
                 self.cache = context.to_vec();
             }
@@ -486,7 +486,7 @@ impl Model {
     /// [`Model::next_logits`] without blocking. (It reads the whole logits buffer back: the
     /// runtime has no asynchronous partial read.)
     pub async fn next_logits_async(&mut self, context: &[u32]) -> Result<Vec<f32>, Error> {
-        let n = self.submit_next(context)?;
+        let n = self.submit_next(context, forward::Pass::Full)?;
         let v = self.cfg.vocab;
         let mut all = self.acts.logits.read_async(&self.gpu).await?;
         all.truncate(n * v);

@@ -291,6 +291,14 @@ impl Kept {
             Kept::F16(x) => Operand::F16(x),
         }
     }
+
+    /// As an output gradient (an f16 one written, with the overflow check, by its producer).
+    pub fn dy(&self) -> Dy<'_> {
+        match self {
+            Kept::F32(x) => Dy::F32(x),
+            Kept::F16(x) => Dy::F16(x),
+        }
+    }
 }
 
 /// A product's activation operand: f32 (the SGEMM) or f16 in the f16x4 row layout (the f16
