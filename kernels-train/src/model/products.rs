@@ -258,8 +258,9 @@ fn activation<'a>(x: &Operand<'a>, (m, k): (usize, usize)) -> Mat<'a> {
 
 /// Mixed precision's buffers.
 pub(super) struct Half {
-    /// dY's f16 copy in the backward: each output gradient is cast here once
-    /// (`kernels::cast::cast_grad_f16x4`) and feeds both its input and its weight gradient.
+    /// The f16 copy of an output gradient that arrives in f32 ([`Dy::F32`]: dv, and dq/dk where
+    /// attention stays f32), cast here once (`kernels::cast::cast_grad_f16x4`) for both its input
+    /// and its weight gradient; the others arrive in f16 from the kernels that make them.
     pub x16: Buffer<F16x4>,
     /// Set by the gradient casts when a value overflows f16 (`kernels::cast::cast_grad_f16x4`).
     pub flag: Buffer<u32>,
