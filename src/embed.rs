@@ -36,7 +36,7 @@ use crate::{Buffer, Error, Gpu, Record, Result};
 /// The workgroups the sliced form aims for: a few per SM slot of a large GPU (an H200 keeps
 /// about a thousand 256-wide workgroups resident), so the heaviest slices overlap the rest.
 pub const TARGET_WORKGROUPS: u64 = 4096;
-/// The most rows a slice is cut down to: below this a slice's walk is mostly its one barrier.
+/// The fewest rows a slice is cut down to: below this a slice's walk is mostly its barriers.
 pub const SLICE_ROWS_MIN: u32 = 256;
 /// The most bytes of partial sums the sliced form uses (slices · vocab · dim floats).
 pub const SCRATCH_BYTES_MAX: u64 = 64 << 20;
