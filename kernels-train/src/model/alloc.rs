@@ -179,6 +179,16 @@ fn buffer_sizes(gpu: &Gpu, cfg: &ModelConfig, batch: usize, fast: bool) -> Vec<(
         (format!("the logits [batch·seq_len = {rows}, vocab = {}]", cfg.vocab), rows * u(cfg.vocab)),
         ("the attention statistics [batch, heads, seq_len]".to_string(), heads_rows),
         ("the products' scratch (split weight gradients)".to_string(), wgrad),
+        (
+            "the embedding backward's slices".to_string(),
+            u(kernels::embed::Params::new(
+                u32::try_from(rows).unwrap_or(u32::MAX),
+                u32::try_from(d).unwrap_or(u32::MAX),
+                u32::try_from(cfg.vocab).unwrap_or(u32::MAX),
+            )
+            .scratch_len()
+            .0),
+        ),
     ]);
     if fast {
         let probs = u(fast_params(cfg, batch, cfg.seq_len).probs_len());
