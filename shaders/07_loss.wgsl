@@ -314,13 +314,6 @@ fn quad(base: u32, c: u32) -> vec4<f32> {
     return load_row(base, vec4<u32>(c) + LANES4);
 }
 
-// Whether any lane is NaN, ±Inf or beyond ±65504 (cast_grad_f16x4's rule; NaN and Inf from the
-// bits, since comparisons of NaN may be folded away).
-fn overflows16(d: vec4<f32>) -> bool {
-    let not_finite = (bitcast<vec4<u32>>(d) & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u);
-    return any(not_finite | (abs(d) > vec4<f32>(F16_LIMIT)));
-}
-
 // Vec4 group g (columns 4g .. 4g + 3, logits `l`) of the f16 gradient row starting at vec4
 // `out`, stored when g < cq; whether it overflows f16.
 fn put16(out: u32, g: u32, cq: u32, l: vec4<f32>, r: Row, scale: f32) -> bool {

@@ -26,6 +26,14 @@ fn nan4(v: vec4<f32>) -> vec4<bool> {
     return ((bits & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u)) & ((bits & vec4<u32>(0x007fffffu)) != vec4<u32>(0u));
 }
 
+// Whether any lane would overflow f16 — NaN, ±Inf or beyond ±65504 — the overflow rule of loss
+// scaling (`cast::cast_grad_f16x4`'s; NaN and ±Inf from the exponent bits, since comparisons of
+// NaN may be folded away).
+fn overflows16(v: vec4<f32>) -> bool {
+    let inf_nan = (bitcast<vec4<u32>>(v) & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u);
+    return any(inf_nan | (abs(v) > vec4<f32>(F16_LIMIT)));
+}
+
 // v as f16, clamped to ±65504 first (NaN kept): `ops::to_f16x4`'s rounding.
 fn to_f16x4(v: vec4<f32>) -> vec4<f16> {
     return vec4<f16>(select(clamp(v, vec4<f32>(-F16_LIMIT), vec4<f32>(F16_LIMIT)), v, nan4(v)));

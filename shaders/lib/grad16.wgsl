@@ -5,15 +5,9 @@
 // clears it), so the halves and the flag are what the separate cast would give from the f32
 // values the kernel computes.
 //
-// Provides `grad16(v)`. Expects `lib/f16x4.wgsl` included before it, and the binding
+// Provides `grad16(v)`. Expects `lib/f16x4.wgsl` (its `overflows16` is the rule) included
+// before it, and the binding
 //   var<storage, read_write> flag: array<atomic<u32>>   the loss scaler's overflow flag
-
-// Whether any lane would overflow f16 (NaN and ±Inf from the exponent bits: comparisons of NaN
-// may be folded away).
-fn overflows16(v: vec4<f32>) -> bool {
-    let inf_nan = (bitcast<vec4<u32>>(v) & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u);
-    return any(inf_nan | (abs(v) > vec4<f32>(F16_LIMIT)));
-}
 
 // v rounded to f16 (padding lanes must be 0 already), raising the flag when any lane overflows.
 fn grad16(v: vec4<f32>) -> vec4<f16> {
