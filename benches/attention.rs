@@ -277,7 +277,7 @@ fn main() {
             report("flash16", parts[0], parts[1..].iter().sum(), tc, d);
             // Where `backward16` records the resident pair, the sliced pair too, for the ratio
             // in the same run.
-            if form == kernels::flash_attention::Backward16Form::Resident {
+            if form == kernels::flash_attention::Flash16Form::Resident {
                 use kernels::backward_attention::{attention_fast_delta, flash_backward_dkdv16, flash_backward_dq16};
                 let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
                 let parts = time(&gpu, reps, 4, &mut |bt| {

@@ -843,38 +843,7 @@ fn flash_forward(
 // @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
 // @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
 // @requires len(lse) >= p.batch * p.heads * p.seq
-struct Params {
-    batch: u32,
-    seq: u32,
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    scale: f32,
-}
-@group(0) @binding(0) var<storage, read> q: array<vec4<f16>>;
-@group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;
-@group(0) @binding(2) var<storage, read> v: array<vec4<f16>>;
-@group(0) @binding(3) var<storage, read_write> o: array<f32>;
-@group(0) @binding(4) var<storage, read_write> lse: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
-
-fn fl_vec(op: u32, i: u32) -> vec4<f16> {
-    switch op {
-        case FL_Q: {
-            return q[i];
-        }
-        case FL_K: {
-            return k[i];
-        }
-        default: {
-            return v[i];
-        }
-    }
-}
-
-fn fl_store(second: bool, row: u32, col: u32, x: f32) {
-    o[((fl_b * p.seq + row) * p.heads + fl_h) * fl_head_dim() + col] = x;
-}
+//#include "lib/flash_fwd16_io.wgsl"
 //#include "lib/flash_f16.wgsl"
 //#include "lib/flash_coop.wgsl"
 //#include "lib/flash_fwd.wgsl"
@@ -894,5 +863,56 @@ fn flash_forward16(
     flash_forward_body(flat_wg(wid, nwg), tid, nsg == 8u);
 //#else
     flash_forward_body(flat_wg(wid, nwg), tid, false);
+//#endif
+}
+
+// --- KERNEL: flash_forward16_tc ---
+// `flash_forward16` for head dims up to 64 on tensor cores (`lib/flash_fwd_tc.wgsl`): Q in
+// registers, K and V staged whole per step of 32 keys into alternating buffers, O in
+// cooperative-matrix accumulators rescaled only when a row's maximum passes its reference by
+// more than e^8. The same inputs and outputs; P is rounded to f16 relative to that reference
+// (≤ e^8) instead of the running maximum. Its tensor-core form needs eight subgroups (subgroups
+// of 32) and 32,800 bytes of workgroup memory; `flash_attention::forward16` runs it only where
+// that form runs (else `flash_forward16`), and its portable form is `flash_forward16`'s.
+// Deterministic. Overwrites `o` (the first B·S·H·Dh elements) and `lse` (the first B·H·S).
+// Needs SHADER_F16.
+// @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 4
+// @requires p.head_dim <= 64
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+//#include "lib/flash_fwd16_io.wgsl"
+//#include "lib/flash_f16.wgsl"
+//#include "lib/flash_coop.wgsl"
+//#include "lib/flash_fwd.wgsl"
+//#include "lib/flash_fwd_tc.wgsl"
+
+@compute @workgroup_size(WG)
+fn flash_forward16_tc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let w = flat_wg(wid, nwg);
+//#if coop
+    for (var fits = u32(nsg == 8u); fits == 1u; fits = 0u) {
+        fw_forward(w, tid, sg, lane);
+    }
+    if (nsg != 8u) {
+        fw_poison(w, tid);
+    }
+//#else
+    flash_forward_body(w, tid, false);
 //#endif
 }

@@ -58,7 +58,7 @@
 //! # Ok(()) }
 //! ```
 
-use crate::attention::{flash_forward, flash_forward16};
+use crate::attention::{flash_forward, flash_forward16, flash_forward16_tc};
 use crate::backward_attention::{
     attention_fast_delta, flash_backward_dkdv, flash_backward_dkdv16, flash_backward_dkdv16_tc, flash_backward_dq,
     flash_backward_dq16, flash_backward_dq16_tc,
@@ -78,34 +78,50 @@ pub const WORKGROUP_BYTES_PORTABLE: u32 = 29_696;
 /// Workgroup memory, in bytes, of the f16 kernels' tensor-core variants (the forward's).
 pub const WORKGROUP_BYTES_COOP: u32 = 37_888;
 
+/// Workgroup memory, in bytes, of the resident tensor-core forward (`flash_forward16_tc`).
+pub const WORKGROUP_BYTES_FWD_TC: u32 = 32_800;
+
 /// Workgroup memory, in bytes, of the resident tensor-core backward (`flash_backward_dkdv16_tc`,
 /// `flash_backward_dq16_tc`).
 pub const WORKGROUP_BYTES_TC: u32 = 46_592;
 
-/// Which kernels [`backward16`] records on an adapter.
+/// Which kernels [`forward16`] or [`backward16`] record on an adapter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backward16Form {
-    /// `flash_backward_dkdv16` / `flash_backward_dq16`: operands staged in slices per product,
-    /// any head dim, tensor cores or not.
+pub enum Flash16Form {
+    /// `flash_forward16`, `flash_backward_dkdv16` / `flash_backward_dq16`: operands staged in
+    /// slices per product, any head dim, tensor cores or not.
     Sliced,
-    /// `flash_backward_dkdv16_tc` / `flash_backward_dq16_tc`: tensor cores with subgroups of 32,
-    /// head dim ≤ 64, the invariant operands resident.
+    /// `flash_forward16_tc`, `flash_backward_dkdv16_tc` / `flash_backward_dq16_tc`: tensor cores
+    /// with subgroups of 32, head dim ≤ 64, the invariant operands resident.
     Resident,
 }
 
-/// The kernels [`backward16`] records for `p` on `gpu`: [`Backward16Form::Resident`] where the
-/// resident kernels run their tensor-core form (cooperative matrices on, every subgroup 32 wide
-/// so a workgroup has the eight subgroups their tiles are shared among, 46,592 bytes of
-/// workgroup memory) and the head dim is at most 64; else [`Backward16Form::Sliced`].
-pub fn backward16_form(gpu: &Gpu, p: &Params) -> Backward16Form {
+/// Whether the resident kernels `kernels` run their tensor-core form for `p` on `gpu` with
+/// `bytes` of workgroup memory: cooperative matrices on, every subgroup 32 wide (so a workgroup
+/// has the eight subgroups their tiles are shared among), the head dim at most 64.
+fn resident(gpu: &Gpu, p: &Params, kernels: &[&KernelDef], bytes: u32) -> Flash16Form {
     let r = gpu.report();
-    let resident = p.head_dim <= 64
-        && on_tensor_cores(gpu, &flash_backward_dkdv16_tc::KERNEL)
-        && on_tensor_cores(gpu, &flash_backward_dq16_tc::KERNEL)
+    let fits = p.head_dim <= 64
+        && kernels.iter().all(|k| on_tensor_cores(gpu, k))
         && r.subgroup_min_size == 32
         && r.subgroup_max_size == 32
-        && r.max_workgroup_memory >= WORKGROUP_BYTES_TC;
-    if resident { Backward16Form::Resident } else { Backward16Form::Sliced }
+        && r.max_workgroup_memory >= bytes;
+    if fits { Flash16Form::Resident } else { Flash16Form::Sliced }
+}
+
+/// The kernel [`forward16`] records for `p` on `gpu`: [`Flash16Form::Resident`]
+/// (`flash_forward16_tc`, 32,800 bytes of workgroup memory) where its tensor-core form runs and
+/// the head dim is at most 64; else [`Flash16Form::Sliced`].
+pub fn forward16_form(gpu: &Gpu, p: &Params) -> Flash16Form {
+    resident(gpu, p, &[&flash_forward16_tc::KERNEL], WORKGROUP_BYTES_FWD_TC)
+}
+
+/// The kernels [`backward16`] records for `p` on `gpu`: [`Flash16Form::Resident`]
+/// (`flash_backward_dkdv16_tc` / `flash_backward_dq16_tc`, 46,592 bytes of workgroup memory)
+/// where their tensor-core form runs and the head dim is at most 64; else
+/// [`Flash16Form::Sliced`].
+pub fn backward16_form(gpu: &Gpu, p: &Params) -> Flash16Form {
+    resident(gpu, p, &[&flash_backward_dkdv16_tc::KERNEL, &flash_backward_dq16_tc::KERNEL], WORKGROUP_BYTES_TC)
 }
 
 /// Whether `kernel` runs its tensor-core variant on `gpu` (cooperative matrices enabled and
@@ -297,6 +313,11 @@ pub fn forward16(
     if p.rows() == 0 {
         return Ok(());
     }
+    if forward16_form(rec.gpu(), &p) == Flash16Form::Resident {
+        let fp = flash_forward16_tc::Params::new(p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.scale);
+        let ov = flash_forward16_tc::Overrides { FL_DH: Some(p.head_dim) };
+        return flash_forward16_tc(rec, q, k, v, o, lse, fp, ov);
+    }
     let fp = flash_forward16::Params::new(p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.scale);
     let ov = flash_forward16::Overrides { FL_DH: compiled_dh(rec.gpu(), &flash_forward16::KERNEL, &p) };
     flash_forward16(rec, q, k, v, o, lse, fp, ov)
@@ -347,7 +368,7 @@ pub fn backward16(
     }
     let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
     attention_fast_delta(rec, o, d_o, delta, attention_fast_delta::Params::new(b, s, h, dh))?;
-    if backward16_form(rec.gpu(), &p) == Backward16Form::Resident {
+    if backward16_form(rec.gpu(), &p) == Flash16Form::Resident {
         let kp = flash_backward_dkdv16_tc::Params::new(b, s, h, hkv, dh, p.scale);
         let ko = flash_backward_dkdv16_tc::Overrides { FL_DH: Some(dh) };
         flash_backward_dkdv16_tc(rec, q, k, v, d_o16, lse, delta, dk, dv, flag, kp, ko)?;

@@ -254,10 +254,28 @@ fn r16(x: f64) -> f64 {
     kernels::f16::from_f32(x as f32).to_f64()
 }
 
+/// How the f16 forward that runs rounds P (`flash_attention::forward16_form`): keys walked in
+/// steps of `step`, P = exp(s − m_ref) rounded to f16, where a row's reference m_ref is its first
+/// step's maximum and then moves — for every row of the 64-query block at once, to max(m_ref,
+/// the step's maximum) — only at a step where some row's maximum passes its m_ref by more than
+/// `tau`. The sliced kernel takes the running maximum at every block of 64 keys (τ = 0 gives
+/// exactly that), the resident one steps of 32 keys and τ = 8.
+#[derive(Clone, Copy, Debug)]
+struct ForwardRule {
+    step: usize,
+    tau: f64,
+}
+
+fn forward_rule(gpu: &Gpu, sh: Shape) -> ForwardRule {
+    match flash_attention::forward16_form(gpu, &params(sh, scale_of(sh))) {
+        flash_attention::Flash16Form::Sliced => ForwardRule { step: 64, tau: 0.0 },
+        flash_attention::Flash16Form::Resident => ForwardRule { step: 32, tau: 8.0 },
+    }
+}
+
 /// The float64 model of the f16 form. Operands: `x16` holds Q, K, V, dO rounded to f16. The
-/// forward rounds P where the kernel does: block by block of 64 keys, relative to the running
-/// maximum of the row (P = exp(s − m_block) rounded to f16, the block's part of O rescaled by
-/// exp(m_block − m_final) afterwards), ℓ from the unrounded P. The backward is modelled on the
+/// forward rounds P where the kernel does (`ForwardRule`: each step's part of O is rescaled by
+/// exp(m_ref − m_final) afterwards), ℓ from the unrounded P. The backward is modelled on the
 /// lse and O the GPU gave it (as the trainer feeds them): P = exp(scale·s − lse),
 /// Δ = rowsum(dO ⊙ O) from the f32 dO, dS = P ⊙ (dO·Vᵀ − Δ), and P, dS rounded to f16 for
 /// dV = Pᵀ·dO, dK = scale·dSᵀ·Q, dQ = scale·dS·K.
@@ -271,7 +289,7 @@ struct Model16 {
     ds_max: f64,
 }
 
-fn model16(x16: &Inputs, d_o32: &[f32], got: &Out, sh: Shape, scale: f64) -> Model16 {
+fn model16(x16: &Inputs, d_o32: &[f32], got: &Out, sh: Shape, scale: f64, rule: ForwardRule) -> Model16 {
     let (s_len, dh) = (sh.seq, sh.head_dim);
     let q_at = |b: usize, s: usize, h: usize| ((b * s_len + s) * sh.heads + h) * dh;
     let kv_at = |b: usize, s: usize, h: usize| ((b * s_len + s) * sh.kv_heads + h) * dh;
@@ -287,27 +305,55 @@ fn model16(x16: &Inputs, d_o32: &[f32], got: &Out, sh: Shape, scale: f64) -> Mod
     for b in 0..sh.batch {
         for h in 0..sh.heads {
             let kvh = h / (sh.heads / sh.kv_heads);
-            for s in 0..s_len {
-                let row = (b * sh.heads + h) * s_len + s;
-                let qa = q_at(b, s, h);
-                let scores: Vec<f64> =
-                    (0..=s).map(|j| scale * dot(&x16.q[qa..qa + dh], &x16.k[kv_at(b, j, kvh)..][..dh])).collect();
-                let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let l: f64 = scores.iter().map(|x| (x - m).exp()).sum();
-                r.lse[row] = m + l.ln();
-                // The forward: the running maximum after each block of 64 keys.
-                let mut m_run = f64::NEG_INFINITY;
-                for (blk, part) in scores.chunks(64).enumerate() {
-                    m_run = part.iter().copied().fold(m_run, f64::max);
-                    for (u, x) in part.iter().enumerate() {
-                        let j = blk * 64 + u;
-                        let w = r16((x - m_run).exp()) * (m_run - m).exp() / l;
-                        let ka = kv_at(b, j, kvh);
-                        for d in 0..dh {
-                            r.o[qa + d] += w * x16.v[ka + d] as f64;
+            let scores: Vec<Vec<f64>> = (0..s_len)
+                .map(|s| {
+                    let qa = q_at(b, s, h);
+                    (0..=s).map(|j| scale * dot(&x16.q[qa..qa + dh], &x16.k[kv_at(b, j, kvh)..][..dh])).collect()
+                })
+                .collect();
+            // The forward, a block of 64 queries at a time (the rows that share the decisions).
+            for q0 in (0..s_len).step_by(64) {
+                let rows = q0..s_len.min(q0 + 64);
+                let kend = rows.end;
+                let mut m_ref = vec![f64::NEG_INFINITY; rows.len()];
+                let final_m: Vec<f64> =
+                    rows.clone().map(|s| scores[s].iter().copied().fold(f64::NEG_INFINITY, f64::max)).collect();
+                let l: Vec<f64> =
+                    rows.clone().map(|s| scores[s].iter().map(|x| (x - final_m[s - q0]).exp()).sum()).collect();
+                for k0 in (0..kend).step_by(rule.step) {
+                    let keys = k0..kend.min(k0 + rule.step);
+                    // Each row's maximum over its keys of this step (none past the row).
+                    let mx: Vec<f64> = rows
+                        .clone()
+                        .map(|s| scores[s][keys.start.min(s + 1)..keys.end.min(s + 1)].iter().copied().fold(f64::NEG_INFINITY, f64::max))
+                        .collect();
+                    if k0 == 0 {
+                        m_ref.clone_from(&mx);
+                    } else if mx.iter().zip(&m_ref).any(|(&x, &m)| x > m + rule.tau) {
+                        for (m, &x) in m_ref.iter_mut().zip(&mx) {
+                            *m = m.max(x);
+                        }
+                    }
+                    for s in rows.clone() {
+                        let (i, qa) = (s - q0, q_at(b, s, h));
+                        for j in keys.start..keys.end.min(s + 1) {
+                            let x = scores[s][j];
+                            let w = r16((x - m_ref[i]).exp()) * (m_ref[i] - final_m[i]).exp() / l[i];
+                            let ka = kv_at(b, j, kvh);
+                            for d in 0..dh {
+                                r.o[qa + d] += w * x16.v[ka + d] as f64;
+                            }
                         }
                     }
                 }
+                for s in rows.clone() {
+                    let i = s - q0;
+                    r.lse[(b * sh.heads + h) * s_len + s] = final_m[i] + l[i].ln();
+                }
+            }
+            for (s, scores) in scores.iter().enumerate() {
+                let row = (b * sh.heads + h) * s_len + s;
+                let qa = q_at(b, s, h);
                 // The backward, from the GPU's lse and O.
                 let lse = got.lse[row] as f64;
                 let delta: f64 = (0..dh).map(|d| d_o32[qa + d] as f64 * got.o[qa + d] as f64).sum();
@@ -345,7 +391,7 @@ fn check16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) {
     let x16 = Inputs { q: halves(&x.q), k: halves(&x.k), v: halves(&x.v), d_o: halves(&x.d_o) };
     let got = run16(gpu, x, sh, scale);
     assert_eq!(got.flag, 0, "{sh:?}: the overflow flag was raised, every dS being far inside f16's range");
-    let want = model16(&x16, &x.d_o, &got, sh, scale as f64);
+    let want = model16(&x16, &x.d_o, &got, sh, scale as f64, forward_rule(gpu, sh));
     let (o32, _) = reference::attention_forward(&x.q, &x.k, &x.v, sh, scale as f64);
     let (dq32, dk32, dv32) = reference::attention_backward(&x.q, &x.k, &x.v, &x.d_o, sh, scale as f64);
     let (n, kv) = (sh.q_len(), sh.kv_len());
@@ -384,6 +430,7 @@ fn f16_matches_float64_model() {
     }
     for k in [
         &kernels::attention::flash_forward16::KERNEL,
+        &kernels::attention::flash_forward16_tc::KERNEL,
         &kernels::backward_attention::flash_backward_dkdv16::KERNEL,
         &kernels::backward_attention::flash_backward_dq16::KERNEL,
         &kernels::backward_attention::flash_backward_dkdv16_tc::KERNEL,
@@ -393,8 +440,9 @@ fn f16_matches_float64_model() {
     }
     let form = |sh: Shape| flash_attention::backward16_form(&gpu, &params(sh, scale_of(sh)));
     eprintln!("backward at head dim 64: {:?}", form(shape(1, 1, 1, 1, 64)));
+    eprintln!("forward at head dim 64: {:?}", forward_rule(&gpu, shape(1, 1, 1, 1, 64)));
     let mut rng = rng("flash attention f16");
-    // Head dims 16, 32, 48, 64 (the resident backward's range where it runs), 80, 128 (the
+    // Head dims 16, 32, 48, 64 (the resident kernels' range where they run), 80, 128 (the
     // sliced tensor-core path's) and 256 (the portable products inside the tensor-core
     // variant); S = 1, 7, 65, 130, 161, 200 (steps of 32 across 64-key blocks); GQA 12/4,
     // 12/1, 4/2.
@@ -410,6 +458,46 @@ fn f16_matches_float64_model() {
     for sh in cases {
         let x = inputs(&mut rng, sh);
         check16(&gpu, &x, sh, scale_of(sh));
+    }
+}
+
+#[test]
+fn f16_sharp_softmax() {
+    // Scores spread over ±60 (scale 1): row maxima grow by more than e^8 from step to step in
+    // most blocks, so the resident forward moves its reference and rescales O many times, and
+    // a single weight carries most of a row. Checked against the unrounded float64 reference
+    // on the same f16 operands, by what rounding allows: each weight is rounded to f16 once
+    // (relative 2⁻¹¹, whatever its reference), and each score is an f32 sum of 64 exact
+    // products, |Δs| ≤ 64 · 2 · 2⁻²⁴ · Σ|q_d·k_d| ≤ 2e-3 here (|q_d|, |k_d| ≤ 2; twice the
+    // round-to-nearest bound, for accumulators that truncate), which moves a normalised weight
+    // by at most 2|Δs| relative. So |O − O_ref| ≤ (2⁻¹¹ + 4e-3) · Σ_j p_j |v_j| and
+    // |lse − lse_ref| ≤ 2e-3 plus f32 rounding. A lost rescale or a wrong reference is off by a
+    // factor of e^8 or more, a wrong mask by O(1).
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "f16_sharp_softmax") {
+        return;
+    }
+    let mut rng = rng("flash attention f16 sharp");
+    for sh in [shape(1, 200, 2, 1, 64), shape(2, 130, 4, 2, 32)] {
+        let x = inputs(&mut rng, sh);
+        let got = run16(&gpu, &x, sh, 1.0);
+        let x16 = Inputs { q: halves(&x.q), k: halves(&x.k), v: halves(&x.v), d_o: halves(&x.d_o) };
+        let (o, lse) = reference::attention_forward(&x16.q, &x16.k, &x16.v, sh, 1.0);
+        let abs_v: Vec<f32> = x16.v.iter().map(|a| a.abs()).collect();
+        let (weight, _) = reference::attention_forward(&x16.q, &x16.k, &abs_v, sh, 1.0);
+        let (u16, ds) = (2f64.powi(-11), 2e-3);
+        let mut worst = 0.0f64;
+        for (i, (&g, (&w, &bound))) in got.o.iter().zip(o.iter().zip(&weight)).enumerate() {
+            let allowed = (u16 + 2.0 * ds) * bound + 1e-6;
+            let e = (g as f64 - w).abs();
+            assert!(e <= allowed, "flash f16 sharp {sh:?}: O[{i}] = {g}, reference {w}: {e:e} > {allowed:e}");
+            worst = worst.max(e / allowed);
+        }
+        for (i, (&g, &w)) in got.lse.iter().zip(&lse).enumerate() {
+            let allowed = ds + 1e-6 * w.abs();
+            assert!((g as f64 - w).abs() <= allowed, "flash f16 sharp {sh:?}: lse[{i}] = {g}, reference {w}");
+        }
+        eprintln!("flash f16 sharp {sh:?}: O within {worst:.2} of its rounding bound");
     }
 }
 
@@ -448,7 +536,7 @@ fn f16_ds_overflow_raises_the_flag() {
     }
     let x16 = Inputs { q: halves(&x.q), k: halves(&x.k), v: halves(&x.v), d_o: halves(&x.d_o) };
     let got = run16(&gpu, &x, sh, 0.25);
-    let want = model16(&x16, &x.d_o, &got, sh, 0.25);
+    let want = model16(&x16, &x.d_o, &got, sh, 0.25, forward_rule(&gpu, sh));
     assert!(want.ds_max > 65504.0 * 1.5, "the test's dS stay inside f16's range (largest {})", want.ds_max);
     assert_eq!(got.flag, 1, "dS up to {} did not raise the overflow flag", want.ds_max);
 }

@@ -8,7 +8,7 @@ mod common;
 #[path = "reference/model.rs"]
 mod reference;
 
-use kernels::flash_attention::Backward16Form;
+use kernels::flash_attention::Flash16Form;
 use kernels_train::checkpoint;
 use kernels_train::config::{ModelConfig, TrainConfig};
 use kernels_train::data::Corpus;
@@ -327,16 +327,22 @@ fn mixed_attention_runs_on_the_f16_kernels() {
     ]);
     assert_eq!(attention_kernels(&m, Precision::F32, Attention::Fast), f32_kernels);
     // Flash attention: one forward kernel and three backward dispatches (Δ, dK/dV, dQ) a layer;
-    // the f16 backward's pair is the resident one where `backward16` picks it.
+    // the f16 forward and backward pair are the resident ones where `forward16` / `backward16`
+    // pick them.
     let p16 = kernels::flash_attention::Params::new(1, 16, 4, 2, 8, 1.0);
-    let resident = kernels::flash_attention::backward16_form(&gpu, &p16) == Backward16Form::Resident;
+    let resident = kernels::flash_attention::backward16_form(&gpu, &p16) == Flash16Form::Resident;
     let (dkdv16, dq16) = if resident {
         ("backward_attention::flash_backward_dkdv16_tc", "backward_attention::flash_backward_dq16_tc")
     } else {
         ("backward_attention::flash_backward_dkdv16", "backward_attention::flash_backward_dq16")
     };
+    let forward16 = if kernels::flash_attention::forward16_form(&gpu, &p16) == Flash16Form::Resident {
+        "attention::flash_forward16_tc"
+    } else {
+        "attention::flash_forward16"
+    };
     let flash16 = s(&[
-        ("attention::flash_forward16", 2),
+        (forward16, 2),
         ("backward_attention::attention_fast_delta", 2),
         (dkdv16, 2),
         (dq16, 2),
