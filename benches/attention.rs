@@ -72,6 +72,8 @@ struct Tensors {
     dv: Buffer<f32>,
     /// Q, K, V, dO in the f16x4 row layout (where the adapter has f16).
     half: Option<[Buffer<F16x4>; 4]>,
+    /// O's f16 copy (the f16 flash forward's second output).
+    o16: Buffer<F16x4>,
     flag: Buffer<u32>,
 }
 
@@ -103,6 +105,7 @@ fn main() {
             dk: gpu.zeros(n).unwrap(),
             dv: gpu.zeros(n).unwrap(),
             half: f16.then(|| [up16(1), up16(2), up16(3), up16(4)]),
+            o16: gpu.zeros(kernels::ops::f16x4_len((b * s * h) as usize, dh as usize)).unwrap(),
             flag: gpu.zeros(1).unwrap(),
         };
         let p = Params::new(b, s, h, h, dh, 1.0 / (dh as f32).sqrt());
@@ -249,7 +252,7 @@ fn main() {
         if let (Some([q16, k16, v16, d_o16]), true) = (&t.half, p.flash_fits(&gpu, true)) {
             let tc = kernels::flash_attention::on_tensor_cores(&gpu, &kernels::attention::flash_forward16::KERNEL);
             let parts = time(&gpu, reps, 4, &mut |bt| {
-                kernels::flash_attention::forward16(bt, q16, k16, v16, &mut t.o, &mut t.lse, p).unwrap();
+                kernels::flash_attention::forward16(bt, q16, k16, v16, &mut t.o, &mut t.o16, &mut t.lse, p).unwrap();
                 kernels::flash_attention::backward16(
                     bt,
                     q16,
@@ -269,19 +272,23 @@ fn main() {
                 .unwrap();
             });
             let form = kernels::flash_attention::backward16_form(&gpu, &p);
+            let fform = kernels::flash_attention::forward16_form(&gpu, &p);
             let d = format!(
-                "tensor cores: {}; backward {form:?}; {}",
+                "tensor cores: {}; forward {fform:?}, backward {form:?}; {}",
                 if tc { "yes" } else { "no (portable)" },
                 detail(&names, &parts)
             );
             report("flash16", parts[0], parts[1..].iter().sum(), tc, d);
-            // Where `backward16` records the resident pair, the sliced pair too, for the ratio
-            // in the same run.
+            // Where `forward16` and `backward16` record the resident kernels, the sliced ones
+            // too, for the ratio in the same run.
             if form == kernels::flash_attention::Flash16Form::Resident {
+                use kernels::attention::flash_forward16;
                 use kernels::backward_attention::{attention_fast_delta, flash_backward_dkdv16, flash_backward_dq16};
                 let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
                 let parts = time(&gpu, reps, 4, &mut |bt| {
-                    kernels::flash_attention::forward16(bt, q16, k16, v16, &mut t.o, &mut t.lse, p).unwrap();
+                    let fp = flash_forward16::Params::new(b, s, h, hkv, dh, p.scale);
+                    let fo = flash_forward16::Overrides { FL_DH: Some(dh) };
+                    flash_forward16(bt, q16, k16, v16, &mut t.o, &mut t.lse, &mut t.o16, fp, fo).unwrap();
                     let dp = attention_fast_delta::Params::new(b, s, h, dh);
                     attention_fast_delta(bt, &t.o, &t.d_o, &mut t.delta, dp).unwrap();
                     let kp = flash_backward_dkdv16::Params::new(b, s, h, hkv, dh, p.scale);
@@ -306,7 +313,7 @@ fn main() {
                     let qo = flash_backward_dq16::Overrides { FL_DH: Some(dh) };
                     flash_backward_dq16(bt, q16, k16, v16, d_o16, lse, delta, &mut t.dq, qp, qo).unwrap();
                 });
-                let d = format!("tensor cores: yes; backward Sliced; {}", detail(&names, &parts));
+                let d = format!("tensor cores: yes; forward and backward Sliced; {}", detail(&names, &parts));
                 report("flash16-sliced", parts[0], parts[1..].iter().sum(), tc, d);
             }
         }

@@ -830,8 +830,9 @@ fn flash_forward(
 // matrices (`lib/flash_coop.wgsl`; the scores stored to workgroup memory for the softmax, each
 // P·V block stored and folded into the row owners' O with the rescale), where the adapter has
 // them and runs 8 subgroups of 32; else the portable variant's f32 FMAs on the same operands.
-// Grid and order as `flash_forward`. Deterministic. Overwrites `o` (the first B·S·H·Dh elements)
-// and `lse` (the first B·H·S elements). Needs SHADER_F16.
+// Grid and order as `flash_forward`. Deterministic. Overwrites `o` (the first B·S·H·Dh elements),
+// its f16 copy `o16` (in the f16x4 row layout of `[B·S, H·Dh]`: what `cast::cast_f16x4` makes
+// of `o`) and `lse` (the first B·H·S elements). Needs SHADER_F16.
 // @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
 // @requires p.head_dim >= 4
 // @requires p.head_dim <= FL_DH_MAX
@@ -843,6 +844,7 @@ fn flash_forward(
 // @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
 // @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
 // @requires len(lse) >= p.batch * p.heads * p.seq
+// @requires len(o16) * 4 >= p.batch * p.seq * p.heads * p.head_dim
 //#include "lib/flash_fwd16_io.wgsl"
 //#include "lib/flash_f16.wgsl"
 //#include "lib/flash_coop.wgsl"
@@ -874,8 +876,8 @@ fn flash_forward16(
 // (≤ e^8) instead of the running maximum. Its tensor-core form needs eight subgroups (subgroups
 // of 32) and 32,800 bytes of workgroup memory; `flash_attention::forward16` runs it only where
 // that form runs (else `flash_forward16`), and its portable form is `flash_forward16`'s.
-// Deterministic. Overwrites `o` (the first B·S·H·Dh elements) and `lse` (the first B·H·S).
-// Needs SHADER_F16.
+// Deterministic. Overwrites `o` (the first B·S·H·Dh elements), `o16` and `lse` (the first
+// B·H·S), as `flash_forward16`. Needs SHADER_F16.
 // @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
 // @requires p.head_dim >= 4
 // @requires p.head_dim <= 64
@@ -887,6 +889,7 @@ fn flash_forward16(
 // @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
 // @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
 // @requires len(lse) >= p.batch * p.heads * p.seq
+// @requires len(o16) * 4 >= p.batch * p.seq * p.heads * p.head_dim
 //#include "lib/flash_fwd16_io.wgsl"
 //#include "lib/flash_f16.wgsl"
 //#include "lib/flash_coop.wgsl"

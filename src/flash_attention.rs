@@ -25,13 +25,18 @@
 //! softmax, lse, Δ and dS stay f32 in both; `backward16` raises the loss-scaling overflow flag
 //! for a dS beyond f16's range, as the fast path's `attention_ds_f16` does.
 //!
-//! **The f16 backward on tensor cores.** Where its tensor-core form runs with subgroups of 32
-//! and the head dim is at most 64 (the trainer's), [`backward16`] records
-//! `flash_backward_dkdv16_tc` and `flash_backward_dq16_tc` instead: the same two passes with the
-//! invariant operand pair of each walk resident in workgroup memory (K, V key-major; Q, dO
-//! query-major) and the other staged whole once per step, where the sliced kernels re-stage
-//! every operand per product in slices of 32 dims (see `lib/flash_bwd_tc.wgsl` for why). Same
-//! inputs, outputs, rounding points and order; [`backward16_form`] says which pair runs.
+//! **The f16 kernels on tensor cores.** Where their tensor-core form runs with subgroups of 32
+//! and the head dim is at most 64 (the trainer's), [`forward16`] records `flash_forward16_tc` and
+//! [`backward16`] `flash_backward_dkdv16_tc` and `flash_backward_dq16_tc` instead of the sliced
+//! kernels, which re-stage every operand per product in slices of 32 dims. The resident forward
+//! keeps Q in registers and O in cooperative-matrix accumulators, stages K and V per step of 32
+//! keys into alternating buffers, and rescales O only when a row's maximum passes its
+//! reference by more than e⁸, so P is rounded to f16 relative to that reference (≤ e⁸) instead
+//! of the running maximum (see `lib/flash_fwd_tc.wgsl`). The resident backward keeps the
+//! invariant operand pair of each walk in workgroup memory (K, V key-major; Q, dO query-major)
+//! and stages the other whole once per step (see `lib/flash_bwd_tc.wgsl`): same inputs, outputs,
+//! rounding points and order as the sliced pair. [`forward16_form`] and [`backward16_form`] say
+//! which kernels run.
 //!
 //! **Workgroup memory.** The kernels stage 64-row blocks: the f32 form and the f16 form's
 //! portable variant need up to 29 KiB (lavapipe offers 32 KiB), the tensor-core variant 37 KiB
@@ -287,12 +292,14 @@ pub fn backward(
     flash_backward_dq(rec, q, k, v, d_o, lse, delta, dq, qp, qo)
 }
 
-/// [`forward`] with f16 operands (mixed precision's): O `[B, S, H, Dh]` f32 and lse `[B, H, S]`
-/// (both overwritten) from `q` `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]` in the f16x4 row
-/// layout (`ops::cast_f16x4` of the f32 tensors as `[B·S, H·Dh]` / `[B·S, Hkv·Dh]` matrices;
-/// Dh % 4 == 0). Q·Kᵀ and P·V on tensor cores where the adapter has them, P rounded to f16 for
-/// P·V; scores, softmax and sums f32. Records one dispatch; every size is checked before
-/// anything is recorded. Needs `SHADER_F16`.
+/// [`forward`] with f16 operands (mixed precision's): O `[B, S, H, Dh]` f32, its f16 copy `o16`
+/// (the f16x4 row layout of O as a `[B·S, H·Dh]` matrix: the operand of the output projection,
+/// the bits `ops::cast_f16x4` would make of O) and lse `[B, H, S]` (all overwritten) from `q`
+/// `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]` in the f16x4 row layout (`ops::cast_f16x4` of the
+/// f32 tensors as `[B·S, H·Dh]` / `[B·S, Hkv·Dh]` matrices; Dh % 4 == 0). Q·Kᵀ and P·V on
+/// tensor cores where the adapter has them, P rounded to f16 for P·V; scores, softmax and sums
+/// f32. Records one dispatch; every size is checked before anything is recorded. Needs
+/// `SHADER_F16`.
 #[allow(clippy::too_many_arguments)]
 pub fn forward16(
     rec: impl Record + Copy,
@@ -300,6 +307,7 @@ pub fn forward16(
     k: &Buffer<F16x4>,
     v: &Buffer<F16x4>,
     o: &mut Buffer<f32>,
+    o16: &mut Buffer<F16x4>,
     lse: &mut Buffer<f32>,
     p: Params,
 ) -> Result<()> {
@@ -309,6 +317,7 @@ pub fn forward16(
     check_len16(what, "k", k.len(), p.kv_len(), "B·S·Hkv·Dh")?;
     check_len16(what, "v", v.len(), p.kv_len(), "B·S·Hkv·Dh")?;
     check_len(what, "o", o.len(), p.q_len(), "B·S·H·Dh")?;
+    check_len16(what, "o16", o16.len(), p.q_len(), "B·S·H·Dh")?;
     check_len(what, "lse", lse.len(), p.rows(), "B·H·S")?;
     if p.rows() == 0 {
         return Ok(());
@@ -316,11 +325,11 @@ pub fn forward16(
     if forward16_form(rec.gpu(), &p) == Flash16Form::Resident {
         let fp = flash_forward16_tc::Params::new(p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.scale);
         let ov = flash_forward16_tc::Overrides { FL_DH: Some(p.head_dim) };
-        return flash_forward16_tc(rec, q, k, v, o, lse, fp, ov);
+        return flash_forward16_tc(rec, q, k, v, o, lse, o16, fp, ov);
     }
     let fp = flash_forward16::Params::new(p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.scale);
     let ov = flash_forward16::Overrides { FL_DH: compiled_dh(rec.gpu(), &flash_forward16::KERNEL, &p) };
-    flash_forward16(rec, q, k, v, o, lse, fp, ov)
+    flash_forward16(rec, q, k, v, o, lse, o16, fp, ov)
 }
 
 /// [`backward`] with f16 operands: dQ `[B, S, H, Dh]`, dK and dV `[B, S, Hkv, Dh]` f32, all

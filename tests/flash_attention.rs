@@ -113,8 +113,12 @@ fn run16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Out {
     let d_o = gpu.upload(&x.d_o).unwrap();
     let mut y = Outputs::poisoned(gpu, sh);
     let mut flag = gpu.zeros::<u32>(1).unwrap();
+    // O's f16 copy, NaN-poisoned (a tail element past it stays NaN).
+    let (rows, cols) = (sh.batch * sh.seq, sh.heads * dh);
+    let nan16 = [kernels::f16::from_f32(f32::NAN); 4];
+    let mut o16 = gpu.upload(&vec![nan16; kernels::ops::f16x4_len(rows, cols) + 1]).unwrap();
     let batch = gpu.batch();
-    flash_attention::forward16(&batch, &q, &k, &v, &mut y.o, &mut y.lse, p).unwrap();
+    flash_attention::forward16(&batch, &q, &k, &v, &mut y.o, &mut o16, &mut y.lse, p).unwrap();
     flash_attention::backward16(
         &batch,
         &q,
@@ -135,7 +139,14 @@ fn run16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Out {
     assert_eq!(batch.dispatches(), 4);
     batch.submit().unwrap();
     let flag = flag.read(gpu).unwrap()[0];
-    y.read(gpu, sh, flag)
+    let out = y.read(gpu, sh, flag);
+    // The f16 copy is the bits the cast to the f16x4 layout makes of O.
+    let got16 = o16.read(gpu).unwrap();
+    let want16 = kernels::ops::to_f16x4(&out.o, rows, cols);
+    let bits = |v: &[kernels::ops::F16x4]| v.iter().flatten().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    assert_eq!(bits(&got16[..want16.len()]), bits(&want16), "{sh:?}: O's f16 copy");
+    assert!(got16[want16.len()].iter().all(|h| h.to_f32().is_nan()), "{sh:?}: O's f16 copy wrote past its end");
+    out
 }
 
 /// The f32 form against the float64 reference: O, lse, dQ, dK, dV. f32 sums over at most a few
@@ -571,7 +582,9 @@ fn misuse_is_an_error() {
         let sh6 = shape(1, 8, 4, 2, 6);
         let h = |n: usize| gpu.zeros::<F16x4>(n).unwrap();
         let (q16, k16) = (h(sh6.q_len()), h(sh6.kv_len()));
-        let e = flash_attention::forward16(&batch, &q16, &k16, &k16, &mut o, &mut lse, params(sh6, 0.25)).unwrap_err();
+        let mut o16 = h(sh6.q_len());
+        let e = flash_attention::forward16(&batch, &q16, &k16, &k16, &mut o, &mut o16, &mut lse, params(sh6, 0.25))
+            .unwrap_err();
         assert!(e.to_string().contains("head_dim % 4"), "{e}");
     }
     // On a CPU adapter (lavapipe stops loops past 65535 iterations per invocation), a key-major

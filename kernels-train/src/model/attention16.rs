@@ -98,16 +98,19 @@ impl Attention16 {
         Ok(())
     }
 
-    /// The flash forward of one layer from its f16 Q, K, V: O and lse.
+    /// The flash forward of one layer from its f16 Q, K, V: O, its f16 copy `o16` (the output
+    /// projection's operand) and lse.
+    #[allow(clippy::too_many_arguments)]
     pub fn forward_flash(
         &mut self,
         b: &Batch<'_>,
         (q, k, v): Qkv16<'_>,
         o: &mut B,
+        o16: &mut Buffer<F16x4>,
         lse: &mut B,
         p: Params,
     ) -> Result<(), Error> {
-        flash_attention::forward16(b, q, k, v, o, lse, p)?;
+        flash_attention::forward16(b, q, k, v, o, o16, lse, p)?;
         Ok(())
     }
 

@@ -129,6 +129,8 @@ impl Model {
                     }
                 }
             }
+            // Whether the attention kernel wrote the output's f16 copy itself.
+            let mut att16_written = false;
             match (at, &mut layer.probs, s.att16.as_mut()) {
                 // Generation: the new token's query against the t + 1 cached keys and values.
                 (Some(t), ..) => {
@@ -153,7 +155,11 @@ impl Model {
                 }
                 (None, None, Some(a16)) if *attention == Attention::Flash => {
                     let fp = fast_params(c, batch, seq);
-                    a16.forward_flash(b, layer.qkv.f16()?, &mut layer.att, &mut layer.lse, fp)?;
+                    let att16 = layer.att16.as_mut().ok_or_else(|| {
+                        Error::Config("internal: f16 attention without the output's f16 copy".into())
+                    })?;
+                    a16.forward_flash(b, layer.qkv.f16()?, &mut layer.att, att16, &mut layer.lse, fp)?;
+                    att16_written = true;
                 }
                 (None, None, _) if *attention == Attention::Flash => {
                     let fp = fast_params(c, batch, seq);
@@ -167,8 +173,8 @@ impl Model {
                 }
             }
             // x_mid = x_in + att·Woᵀ (the attention backward reads att in f32; mixed precision
-            // keeps its f16 copy too, for Wo's products).
-            if let Some(att16) = &mut layer.att16 {
+            // keeps its f16 copy too, for Wo's products: written by flash attention, else cast).
+            if let (Some(att16), false) = (&mut layer.att16, att16_written) {
                 let cp = kernels::cast::cast_f16x4::RowsParams::new(rows, hq);
                 kernels::cast::cast_f16x4(b, &layer.att, att16, cp)?;
             }
