@@ -602,6 +602,7 @@ const_assert COLS * SPLIT == WG;
 // Blocks summed into one run before the run joins the lane's total (a multiple of 4: a lane
 // loads 4 of its blocks before adding them).
 const RUN: u32 = 64u;
+const_assert RUN % 4u == 0u;
 
 var<workgroup> sh_lane: array<f32, WG>;
 

@@ -46,7 +46,10 @@ const BACKWARD_SHAPES: [(usize, usize); 12] = [
     (11, 2050),
 ];
 
+/// The partials' rows: one per block of the shader's NORM_BLOCK rows (the reference's constant
+/// must be the kernel's).
 fn blocks(rows: usize) -> usize {
+    assert_eq!(NORM_BLOCK, kernels::norm::NORM_BLOCK as usize, "reference::NORM_BLOCK");
     rows.div_ceil(NORM_BLOCK)
 }
 
