@@ -156,6 +156,47 @@ fn main() {
             t,
         ));
     }
+    // RMSNorm backward at the same shape: the trainer's forms (dx stored; dx accumulated; dx
+    // accumulated with its f16 copy and the overflow flag), then the dγ reduction of their
+    // partials. Bytes: x and dy read, dx written (and read, accumulating), dx16 written, rrms,
+    // γ once, the ⌈rows/NORM_BLOCK⌉·d partials written; the reduction reads the partials and
+    // reads and writes dγ. dy is small so that the accumulating repeats keep dx finite.
+    {
+        let (rows, d) = (8192 / div, 768usize);
+        let cq = d.div_ceil(4);
+        let blocks = rows.div_ceil(kernels::norm::NORM_BLOCK as usize);
+        let x = gpu.upload(&random(rows * d, 3, 2.0)).unwrap();
+        let dy = gpu.upload(&random(rows * d, 5, 1e-3)).unwrap();
+        let g = gpu.upload(&random(d, 4, 1.0)).unwrap();
+        let rr = gpu.upload(&vec![1.0f32; rows]).unwrap();
+        let mut dx = gpu.zeros::<f32>(rows * d).unwrap();
+        let mut dx16 = gpu.zeros::<kernels::ops::F16x4>(rows * cq).unwrap();
+        let mut flag = gpu.zeros::<u32>(1).unwrap();
+        let mut parts = gpu.zeros::<f32>(blocks * d).unwrap();
+        let mut dg = gpu.zeros::<f32>(d).unwrap();
+        let (r, dd) = (rows as u32, d as u32);
+        let fixed = (4 * rows + 4 * d + 4 * blocks * d) as u64;
+        let p = kernels::norm::rmsnorm_backward::Params::new(r, dd);
+        let t = time(&gpu, reps, 1, &mut |b| {
+            kernels::norm::rmsnorm_backward(b, &x, &g, &rr, &dy, &mut dx, &mut parts, p).unwrap()
+        });
+        rows_out.push(("norm::rmsnorm_backward 8192×768".into(), 12 * (rows * d) as u64 + fixed, t));
+        let p = kernels::norm::rmsnorm_backward_acc::Params::new(r, dd);
+        let t = time(&gpu, reps, 1, &mut |b| {
+            kernels::norm::rmsnorm_backward_acc(b, &x, &g, &rr, &dy, &mut dx, &mut parts, p).unwrap()
+        });
+        rows_out.push(("norm::rmsnorm_backward_acc 8192×768".into(), 16 * (rows * d) as u64 + fixed, t));
+        let p = kernels::norm::rmsnorm_backward_acc_f16::Params::new(r, dd);
+        let t = time(&gpu, reps, 1, &mut |b| {
+            kernels::norm::rmsnorm_backward_acc_f16(b, &x, &g, &rr, &dy, &mut dx, &mut parts, &mut dx16, &mut flag, p)
+                .unwrap()
+        });
+        let bytes = 16 * (rows * d) as u64 + 8 * (rows * cq) as u64 + fixed;
+        rows_out.push(("norm::rmsnorm_backward_acc_f16 8192×768".into(), bytes, t));
+        let p = kernels::norm::rmsnorm_dgamma_reduce::Params::new(r, dd);
+        let t = time(&gpu, reps, 1, &mut |b| kernels::norm::rmsnorm_dgamma_reduce(b, &parts, &mut dg, p).unwrap());
+        rows_out.push(("norm::rmsnorm_dgamma_reduce 8192×768".into(), (4 * blocks * d + 8 * d) as u64, t));
+    }
     // SwiGLU 8192 × 3072: the f32 combine, the combine + cast pair, and activation::swiglu_f16.
     {
         let (rows, f) = (8192 / div, 3072);

@@ -12,17 +12,19 @@
 // sum of squares and the output, so x is read once there. Both rows' sums of squares go through
 // one workgroup reduction of a vec2.
 //
-// The backward runs one workgroup per block of NORM_BLOCK consecutive rows: it overwrites dx
-// and writes that block's partial dγ (a fixed-order sum over its rows) into a `[blocks, d]`
-// partials buffer, blocks = ⌈rows / NORM_BLOCK⌉ = ⌈rows / 32⌉; then
-// `rmsnorm_dgamma_reduce` adds the partials up over the blocks in a fixed order and accumulates
-// the result into dγ. No atomics: dγ is the same bits on every run. For mixed precision,
-// `rmsnorm_backward_f16` and `rmsnorm_backward_acc_f16` also write dx's f16 copy for the next
-// linear layer's products, with the loss scaler's overflow check (`lib/norm_backward16.wgsl`). Every 1-D grid here takes
-// the runtime's 2-D fallback past 65535 workgroups (`flat_wg`).
+// The backward runs one workgroup of 256 per block of NORM_BLOCK = 8 consecutive rows
+// (`lib/norm_backward.wgsl`: a pass of per-row dot products, 32 invocations per row, then a pass
+// in which each invocation owns vec4 columns of all the block's rows): it overwrites (or adds
+// into) dx and writes that block's partial dγ (a fixed-order sum over its rows) into a
+// `[blocks, d]` partials buffer, blocks = ⌈rows / NORM_BLOCK⌉; then `rmsnorm_dgamma_reduce` adds
+// the partials up over the blocks in a fixed order and accumulates the result into dγ. No float
+// atomics: dγ is the same bits on every run. For mixed precision, `rmsnorm_backward_f16` and
+// `rmsnorm_backward_acc_f16` also write dx's f16 copy for the next linear layer's products,
+// with the loss scaler's overflow check (`lib/grad16.wgsl`), from the registers dx is stored
+// from. Every 1-D grid here takes the runtime's 2-D fallback past 65535 workgroups (`flat_wg`).
 
 // Rows per backward block (one workgroup): the partials buffer has ⌈rows / NORM_BLOCK⌉ rows.
-const NORM_BLOCK: u32 = 32u;
+const NORM_BLOCK: u32 = 8u;
 
 // Columns per forward chunk: 8 per invocation.
 const CHUNK: u32 = 2048u;
@@ -388,11 +390,13 @@ fn residual_rmsnorm_f16(
 // upstream gradient dy `[rows, d]`:
 //   dx[r, j] = rrms[r]·gamma[j]·dy[r, j] − x[r, j]·rrms[r]³·(Σ_k dy[r, k]·gamma[k]·x[r, k]) / d
 //   partials[b, j] = Σ_{r in block b, in row order} dy[r, j]·x[r, j]·rrms[r]
-// Block b is rows [b·NORM_BLOCK, min(rows, (b+1)·NORM_BLOCK)), NORM_BLOCK = 32; one workgroup
-// of 256 per block (grid `workgroups(⌈rows/32⌉)`, 2-D past 65535 blocks).
-// Overwrites `dx[0 .. rows·d]` and `partials[0 .. ⌈rows/32⌉·d]`; dγ itself is accumulated by
+// Block b is rows [b·NORM_BLOCK, min(rows, (b+1)·NORM_BLOCK)), NORM_BLOCK = 8; one workgroup
+// of 256 per block (grid `workgroups(⌈rows/8⌉)`, 2-D past 65535 blocks). Each row's Σ_k is a
+// fixed-order sum: 32 lane sums (lane l: the fma chain over its vec4 columns l + 32·i in
+// increasing column order) added in lane order (`lib/norm_backward.wgsl`).
+// Overwrites `dx[0 .. rows·d]` and `partials[0 .. ⌈rows/8⌉·d]`; dγ itself is accumulated by
 // `rmsnorm_dgamma_reduce` (same rows and d) from these partials. The caller allocates
-// `partials` with at least ⌈rows/32⌉·d elements.
+// `partials` with at least ⌈rows/NORM_BLOCK⌉·d elements.
 // @grid workgroups(ceil_div(p.rows, NORM_BLOCK))
 // @requires len(x) >= p.rows * p.d
 // @requires len(gamma) >= p.d
@@ -412,9 +416,9 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(6) var<uniform> p: Params;
 
-fn put_dx(k: u32, v: f32) {
-    dx[k] = v;
-}
+const NB_ACC: bool = false;
+// No f16 copy.
+fn put_dx16(i: u32, v: vec4<f32>) {}
 
 //#include "lib/norm_backward.wgsl"
 
@@ -452,9 +456,9 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(6) var<uniform> p: Params;
 
-fn put_dx(k: u32, v: f32) {
-    dx[k] = dx[k] + v;
-}
+const NB_ACC: bool = true;
+// No f16 copy.
+fn put_dx16(i: u32, v: vec4<f32>) {}
 
 //#include "lib/norm_backward.wgsl"
 
@@ -470,13 +474,13 @@ fn rmsnorm_backward_acc(
 // --- KERNEL: rmsnorm_backward_f16 ---
 // `rmsnorm_backward` that also writes dx's f16 copy (mixed precision: dx is the output
 // gradient of the linear layer before the norm, whose products take it in f16): dx and the
-// partials are `rmsnorm_backward`'s, bit for bit (the same walk); then each workgroup writes its
-// block's rows of dx to `dx16` `[rows, ⌈d/4⌉]` vec4<f16> (f16x4 row layout, padding columns 0) as
-// `cast::cast_grad_f16x4` does — rounded (beyond ±65504 → ±65504, NaN kept), and any value that
-// is NaN, ±Inf or beyond ±65504 sets `flag[0]` to 1 (never clears it) — reading back the rows it
-// has just written (`lib/norm_backward16.wgsl`). Overwrites `dx[0 .. rows·d]`,
-// `dx16[0 .. rows·⌈d/4⌉]` and `partials[0 .. ⌈rows/32⌉·d]`. Needs SHADER_F16. One workgroup of
-// 256 per block of 32 rows (grid `workgroups(⌈rows/32⌉)`, 2-D past 65535 blocks).
+// partials are `rmsnorm_backward`'s, bit for bit (the same walk); each dx value also goes, from
+// the registers it is stored from, to `dx16` `[rows, ⌈d/4⌉]` vec4<f16> (f16x4 row layout,
+// padding columns 0) as `cast::cast_grad_f16x4` writes it — rounded (beyond ±65504 → ±65504,
+// NaN kept), and any value that is NaN, ±Inf or beyond ±65504 sets `flag[0]` to 1 (never clears
+// it). Overwrites `dx[0 .. rows·d]`, `dx16[0 .. rows·⌈d/4⌉]` and `partials[0 .. ⌈rows/8⌉·d]`.
+// Needs SHADER_F16. One workgroup of 256 per block of 8 rows (grid `workgroups(⌈rows/8⌉)`, 2-D
+// past 65535 blocks).
 // @grid workgroups(ceil_div(p.rows, NORM_BLOCK))
 // @requires len(x) >= p.rows * p.d
 // @requires len(gamma) >= p.d
@@ -499,15 +503,15 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> dx16: array<vec4<f16>>;
 @group(0) @binding(7) var<storage, read_write> flag: array<atomic<u32>>;
 @group(0) @binding(8) var<uniform> p: Params;
+//#include "lib/f16x4.wgsl"
+//#include "lib/grad16.wgsl"
 
-fn put_dx(k: u32, v: f32) {
-    dx[k] = v;
+const NB_ACC: bool = false;
+fn put_dx16(i: u32, v: vec4<f32>) {
+    dx16[i] = grad16(v);
 }
 
 //#include "lib/norm_backward.wgsl"
-//#include "lib/f16x4.wgsl"
-//#include "lib/grad16.wgsl"
-//#include "lib/norm_backward16.wgsl"
 
 @compute @workgroup_size(WG)
 fn rmsnorm_backward_f16(
@@ -516,17 +520,15 @@ fn rmsnorm_backward_f16(
     @builtin(local_invocation_index) tid: u32,
 ) {
     rmsnorm_backward_block(wid, nwg, tid);
-    storageBarrier();
-    rmsnorm_dx16_block(wid, nwg, tid);
 }
 
 // --- KERNEL: rmsnorm_backward_acc_f16 ---
 // `rmsnorm_backward_acc` that also writes the accumulated dx's f16 copy: dx (+=) and the
-// partials are `rmsnorm_backward_acc`'s, bit for bit (the same walk); then the block's rows of
-// the sum dx go to `dx16` `[rows, ⌈d/4⌉]` vec4<f16> as in `rmsnorm_backward_f16` (rounded as
-// `cast::cast_grad_f16x4` rounds, `flag[0]` set to 1 by any value that is NaN, ±Inf or beyond
-// ±65504). Accumulates into `dx[0 .. rows·d]`; overwrites `dx16[0 .. rows·⌈d/4⌉]` and the
-// partials. Needs SHADER_F16. Grid as `rmsnorm_backward`.
+// partials are `rmsnorm_backward_acc`'s, bit for bit (the same walk); each sum stored into dx
+// also goes, from registers, to `dx16` `[rows, ⌈d/4⌉]` vec4<f16> as in `rmsnorm_backward_f16`
+// (rounded as `cast::cast_grad_f16x4` rounds, `flag[0]` set to 1 by any value that is NaN, ±Inf
+// or beyond ±65504). Accumulates into `dx[0 .. rows·d]`; overwrites `dx16[0 .. rows·⌈d/4⌉]` and
+// the partials. Needs SHADER_F16. Grid as `rmsnorm_backward`.
 // @grid workgroups(ceil_div(p.rows, NORM_BLOCK))
 // @requires len(x) >= p.rows * p.d
 // @requires len(gamma) >= p.d
@@ -550,15 +552,15 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> dx16: array<vec4<f16>>;
 @group(0) @binding(7) var<storage, read_write> flag: array<atomic<u32>>;
 @group(0) @binding(8) var<uniform> p: Params;
+//#include "lib/f16x4.wgsl"
+//#include "lib/grad16.wgsl"
 
-fn put_dx(k: u32, v: f32) {
-    dx[k] = dx[k] + v;
+const NB_ACC: bool = true;
+fn put_dx16(i: u32, v: vec4<f32>) {
+    dx16[i] = grad16(v);
 }
 
 //#include "lib/norm_backward.wgsl"
-//#include "lib/f16x4.wgsl"
-//#include "lib/grad16.wgsl"
-//#include "lib/norm_backward16.wgsl"
 
 @compute @workgroup_size(WG)
 fn rmsnorm_backward_acc_f16(
@@ -567,19 +569,18 @@ fn rmsnorm_backward_acc_f16(
     @builtin(local_invocation_index) tid: u32,
 ) {
     rmsnorm_backward_block(wid, nwg, tid);
-    storageBarrier();
-    rmsnorm_dx16_block(wid, nwg, tid);
 }
 
 // --- KERNEL: rmsnorm_dgamma_reduce ---
 // The second half of RMSNorm's dγ: `dgamma[j] += Σ_b partials[b, j]` over the
-// blocks = ⌈rows / 32⌉ rows of the `[blocks, d]` partials written by `rmsnorm_backward` (called
-// with the same rows and d). One workgroup of 256 per 32 columns (grid `workgroups(⌈d/32⌉)`):
-// lane k = tid / 32 of column c sums blocks b ≡ k (mod 8) in order (in runs of 64 blocks, to
-// limit rounding growth), then the 8 lane sums are added in lane order. The order is fixed,
+// blocks = ⌈rows / 8⌉ rows of the `[blocks, d]` partials written by `rmsnorm_backward` (called
+// with the same rows and d). One workgroup of 256 per 8 columns (grid `workgroups(⌈d/8⌉)`):
+// lane k = tid / 8 of column c sums blocks b ≡ k (mod 32) in order (in runs of 64 blocks, to
+// limit rounding growth), then the 32 lane sums are added in lane order. The order is fixed,
 // so the result is the same bits on every run. Accumulates into `dgamma[0 .. d]` (+=).
-// Each invocation loops ⌈blocks/8⌉ times: lavapipe, which stops an invocation's loops after
-// 65535 iterations in all, is right up to about 15·10⁶ rows (real GPUs have no such limit).
+// Each invocation loops about ⌈blocks/128⌉ times: lavapipe, which stops an invocation's loops
+// after 65535 iterations in all, is right up to about 60·10⁶ rows (real GPUs have no such
+// limit).
 // @grid workgroups(ceil_div(p.d, COLS))
 // @requires len(partials) >= ceil_div(p.rows, NORM_BLOCK) * p.d
 // @requires len(dgamma) >= p.d
@@ -592,14 +593,26 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> dgamma: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-// Columns per workgroup (32 consecutive invocations read 32 consecutive partials of a block).
-const COLS: u32 = 32u;
+// Columns per workgroup: 8 consecutive invocations read a block's 8 consecutive partials (one
+// 32-byte sector), so that a few hundred blocks spread over many workgroups.
+const COLS: u32 = 8u;
 // Lanes over the blocks per column: WG / COLS.
-const SPLIT: u32 = 8u;
-// Blocks summed into one run before the run joins the lane's total.
+const SPLIT: u32 = 32u;
+const_assert COLS * SPLIT == WG;
+// Blocks summed into one run before the run joins the lane's total (a multiple of 4: a lane
+// loads 4 of its blocks before adding them).
 const RUN: u32 = 64u;
+const_assert RUN % 4u == 0u;
 
 var<workgroup> sh_lane: array<f32, WG>;
+
+// The partial of block b at column j, 0 for b ≥ end.
+fn part_at(b: u32, end: u32, j: u32) -> f32 {
+    if (b < end) {
+        return partials[b * p.d + j];
+    }
+    return 0.0;
+}
 
 @compute @workgroup_size(WG)
 fn rmsnorm_dgamma_reduce(
@@ -620,8 +633,14 @@ fn rmsnorm_dgamma_reduce(
         for (var b0 = lane; b0 < blocks; b0 += SPLIT * RUN) {
             let end = min(b0 + SPLIT * RUN, blocks);
             var run = 0.0;
-            for (var b = b0; b < end; b += SPLIT) {
-                run += partials[b * p.d + j];
+            // Four of the lane's blocks loaded before any is added (independent loads in
+            // flight); added in block order.
+            for (var b = b0; b < end; b += 4u * SPLIT) {
+                let v0 = partials[b * p.d + j];
+                let v1 = part_at(b + SPLIT, end, j);
+                let v2 = part_at(b + 2u * SPLIT, end, j);
+                let v3 = part_at(b + 3u * SPLIT, end, j);
+                run = run + v0 + v1 + v2 + v3;
             }
             total += run;
         }

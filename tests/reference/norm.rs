@@ -4,7 +4,7 @@
 
 /// Rows per block of `rmsnorm_backward`'s dγ partials (the shader's `NORM_BLOCK`): the caller
 /// allocates `ceil(rows / NORM_BLOCK) · d` partials.
-pub const NORM_BLOCK: usize = 32;
+pub const NORM_BLOCK: usize = 8;
 
 /// `1 / sqrt(mean(x_row²) + eps)` for each row of the `[rows, d]` matrix `x`.
 pub fn rrms(x: &[f32], rows: usize, d: usize, eps: f32) -> Vec<f64> {
