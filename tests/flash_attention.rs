@@ -336,7 +336,12 @@ fn model16(x16: &Inputs, d_o32: &[f32], got: &Out, sh: Shape, scale: f64, rule: 
                     // Each row's maximum over its keys of this step (none past the row).
                     let mx: Vec<f64> = rows
                         .clone()
-                        .map(|s| scores[s][keys.start.min(s + 1)..keys.end.min(s + 1)].iter().copied().fold(f64::NEG_INFINITY, f64::max))
+                        .map(|s| {
+                            scores[s][keys.start.min(s + 1)..keys.end.min(s + 1)]
+                                .iter()
+                                .copied()
+                                .fold(f64::NEG_INFINITY, f64::max)
+                        })
                         .collect();
                     if k0 == 0 {
                         m_ref.clone_from(&mx);

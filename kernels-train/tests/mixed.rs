@@ -341,12 +341,7 @@ fn mixed_attention_runs_on_the_f16_kernels() {
     } else {
         "attention::flash_forward16"
     };
-    let flash16 = s(&[
-        (forward16, 2),
-        ("backward_attention::attention_fast_delta", 2),
-        (dkdv16, 2),
-        (dq16, 2),
-    ]);
+    let flash16 = s(&[(forward16, 2), ("backward_attention::attention_fast_delta", 2), (dkdv16, 2), (dq16, 2)]);
     assert_eq!(attention_kernels(&m, Precision::Mixed, Attention::Flash), flash16);
     let flash32 = s(&[
         ("attention::flash_forward", 2),

@@ -155,9 +155,10 @@ impl Model {
                 }
                 (None, None, Some(a16)) if *attention == Attention::Flash => {
                     let fp = fast_params(c, batch, seq);
-                    let att16 = layer.att16.as_mut().ok_or_else(|| {
-                        Error::Config("internal: f16 attention without the output's f16 copy".into())
-                    })?;
+                    let att16 = layer
+                        .att16
+                        .as_mut()
+                        .ok_or_else(|| Error::Config("internal: f16 attention without the output's f16 copy".into()))?;
                     a16.forward_flash(b, layer.qkv.f16()?, &mut layer.att, att16, &mut layer.lse, fp)?;
                     att16_written = true;
                 }
