@@ -352,8 +352,8 @@ fn model16(x16: &Inputs, d_o32: &[f32], got: &Out, sh: Shape, scale: f64, rule: 
                     }
                     for s in rows.clone() {
                         let (i, qa) = (s - q0, q_at(b, s, h));
-                        for j in keys.start..keys.end.min(s + 1) {
-                            let x = scores[s][j];
+                        let end = keys.end.min(s + 1);
+                        for (j, &x) in scores[s].iter().enumerate().take(end).skip(keys.start) {
                             let w = r16((x - m_ref[i]).exp()) * (m_ref[i] - final_m[i]).exp() / l[i];
                             let ka = kv_at(b, j, kvh);
                             for d in 0..dh {
