@@ -48,83 +48,49 @@ fn nb_in(c: u32) -> vec4<bool> {
     return vec4<u32>(c) + NB_COLS4 < vec4<u32>(p.d);
 }
 
-// x at columns c..c+3 of the row starting at element `base` (c < d), zeros past d.
-fn nb_x4(base: u32, c: u32) -> vec4<f32> {
+// The operands `nb_load4` reads.
+const NB_X: u32 = 0u;
+const NB_DY: u32 = 1u;
+const NB_DX: u32 = 2u;
+const NB_GAMMA: u32 = 3u;
+
+// Element i of operand `op` (a literal at every call: the switch folds away).
+fn nb_elem(op: u32, i: u32) -> f32 {
+    switch op {
+        case NB_X: {
+            return x[i];
+        }
+        case NB_DY: {
+            return dy[i];
+        }
+        case NB_DX: {
+            return dx[i];
+        }
+        default: {
+            return gamma[i];
+        }
+    }
+}
+
+// `op` at columns c..c+3 of the row starting at element `base` (c < d; γ with base 0), zeros
+// past d.
+fn nb_load4(op: u32, base: u32, c: u32) -> vec4<f32> {
     let i = base + c;
     if (p.d % 4u == 0u) {
         // i is a multiple of 4 here; written as 4·q so that a compiler can see the four loads
         // are one aligned 16-byte load.
         let q = 4u * (i / 4u);
-        return vec4<f32>(x[q], x[q + 1u], x[q + 2u], x[q + 3u]);
+        return vec4<f32>(nb_elem(op, q), nb_elem(op, q + 1u), nb_elem(op, q + 2u), nb_elem(op, q + 3u));
     }
-    var v = vec4<f32>(x[i], 0.0, 0.0, 0.0);
+    var v = vec4<f32>(nb_elem(op, i), 0.0, 0.0, 0.0);
     if (c + 1u < p.d) {
-        v.y = x[i + 1u];
+        v.y = nb_elem(op, i + 1u);
     }
     if (c + 2u < p.d) {
-        v.z = x[i + 2u];
+        v.z = nb_elem(op, i + 2u);
     }
     if (c + 3u < p.d) {
-        v.w = x[i + 3u];
-    }
-    return v;
-}
-
-// dy at columns c..c+3 of the row starting at `base` (c < d), zeros past d.
-fn nb_dy4(base: u32, c: u32) -> vec4<f32> {
-    let i = base + c;
-    if (p.d % 4u == 0u) {
-        let q = 4u * (i / 4u);
-        return vec4<f32>(dy[q], dy[q + 1u], dy[q + 2u], dy[q + 3u]);
-    }
-    var v = vec4<f32>(dy[i], 0.0, 0.0, 0.0);
-    if (c + 1u < p.d) {
-        v.y = dy[i + 1u];
-    }
-    if (c + 2u < p.d) {
-        v.z = dy[i + 2u];
-    }
-    if (c + 3u < p.d) {
-        v.w = dy[i + 3u];
-    }
-    return v;
-}
-
-// dx at columns c..c+3 of the row starting at `base` (c < d), zeros past d.
-fn nb_dx4(base: u32, c: u32) -> vec4<f32> {
-    let i = base + c;
-    if (p.d % 4u == 0u) {
-        let q = 4u * (i / 4u);
-        return vec4<f32>(dx[q], dx[q + 1u], dx[q + 2u], dx[q + 3u]);
-    }
-    var v = vec4<f32>(dx[i], 0.0, 0.0, 0.0);
-    if (c + 1u < p.d) {
-        v.y = dx[i + 1u];
-    }
-    if (c + 2u < p.d) {
-        v.z = dx[i + 2u];
-    }
-    if (c + 3u < p.d) {
-        v.w = dx[i + 3u];
-    }
-    return v;
-}
-
-// γ at columns c..c+3 (c < d), zeros past d.
-fn nb_gamma4(c: u32) -> vec4<f32> {
-    if (p.d % 4u == 0u) {
-        let q = 4u * (c / 4u);
-        return vec4<f32>(gamma[q], gamma[q + 1u], gamma[q + 2u], gamma[q + 3u]);
-    }
-    var v = vec4<f32>(gamma[c], 0.0, 0.0, 0.0);
-    if (c + 1u < p.d) {
-        v.y = gamma[c + 1u];
-    }
-    if (c + 2u < p.d) {
-        v.z = gamma[c + 2u];
-    }
-    if (c + 3u < p.d) {
-        v.w = gamma[c + 3u];
+        v.w = nb_elem(op, i + 3u);
     }
     return v;
 }
@@ -201,7 +167,7 @@ fn nb_row_out(row: u32, i: u32, q: u32, c: u32, g: vec4<f32>, xv: vec4<f32>, dyv
 // used there, and not loaded).
 fn nb_old4(base: u32, c: u32) -> vec4<f32> {
     if (NB_ACC) {
-        return nb_dx4(base, c);
+        return nb_load4(NB_DX, base, c);
     }
     return vec4<f32>(0.0);
 }
@@ -229,32 +195,32 @@ fn rmsnorm_backward_block(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) {
         let q1 = q0 + NB_LANES;
         let q2 = q0 + 2u * NB_LANES;
         let q3 = q0 + 3u * NB_LANES;
-        let x0 = nb_x4(base, 4u * q0);
-        let y0 = nb_dy4(base, 4u * q0);
-        let g0 = nb_gamma4(4u * q0);
+        let x0 = nb_load4(NB_X, base, 4u * q0);
+        let y0 = nb_load4(NB_DY, base, 4u * q0);
+        let g0 = nb_load4(NB_GAMMA, 0u, 4u * q0);
         var x1 = vec4<f32>(0.0);
         var y1 = vec4<f32>(0.0);
         var g1 = vec4<f32>(0.0);
         if (q1 < lim) {
-            x1 = nb_x4(base, 4u * q1);
-            y1 = nb_dy4(base, 4u * q1);
-            g1 = nb_gamma4(4u * q1);
+            x1 = nb_load4(NB_X, base, 4u * q1);
+            y1 = nb_load4(NB_DY, base, 4u * q1);
+            g1 = nb_load4(NB_GAMMA, 0u, 4u * q1);
         }
         var x2 = vec4<f32>(0.0);
         var y2 = vec4<f32>(0.0);
         var g2 = vec4<f32>(0.0);
         if (q2 < lim) {
-            x2 = nb_x4(base, 4u * q2);
-            y2 = nb_dy4(base, 4u * q2);
-            g2 = nb_gamma4(4u * q2);
+            x2 = nb_load4(NB_X, base, 4u * q2);
+            y2 = nb_load4(NB_DY, base, 4u * q2);
+            g2 = nb_load4(NB_GAMMA, 0u, 4u * q2);
         }
         var x3 = vec4<f32>(0.0);
         var y3 = vec4<f32>(0.0);
         var g3 = vec4<f32>(0.0);
         if (q3 < lim) {
-            x3 = nb_x4(base, 4u * q3);
-            y3 = nb_dy4(base, 4u * q3);
-            g3 = nb_gamma4(4u * q3);
+            x3 = nb_load4(NB_X, base, 4u * q3);
+            y3 = nb_load4(NB_DY, base, 4u * q3);
+            g3 = nb_load4(NB_GAMMA, 0u, 4u * q3);
         }
         acc = nb_dot4(nb_dot4(nb_dot4(nb_dot4(acc, y0, g0, x0), y1, g1, x1), y2, g2, x2), y3, g3, x3);
     }
@@ -274,7 +240,7 @@ fn rmsnorm_backward_block(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) {
     // Pass 2.
     for (var q = tid; q < cq; q += WG) {
         let c = 4u * q;
-        let gv = nb_gamma4(c);
+        let gv = nb_load4(NB_GAMMA, 0u, c);
         var dg = vec4<f32>(0.0);
         if (nr == NORM_BLOCK) {
             let b0 = r0 * p.d;
@@ -285,22 +251,22 @@ fn rmsnorm_backward_block(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) {
             let b5 = b4 + p.d;
             let b6 = b5 + p.d;
             let b7 = b6 + p.d;
-            let x0 = nb_x4(b0, c);
-            let x1 = nb_x4(b1, c);
-            let x2 = nb_x4(b2, c);
-            let x3 = nb_x4(b3, c);
-            let x4 = nb_x4(b4, c);
-            let x5 = nb_x4(b5, c);
-            let x6 = nb_x4(b6, c);
-            let x7 = nb_x4(b7, c);
-            let y0 = nb_dy4(b0, c);
-            let y1 = nb_dy4(b1, c);
-            let y2 = nb_dy4(b2, c);
-            let y3 = nb_dy4(b3, c);
-            let y4 = nb_dy4(b4, c);
-            let y5 = nb_dy4(b5, c);
-            let y6 = nb_dy4(b6, c);
-            let y7 = nb_dy4(b7, c);
+            let x0 = nb_load4(NB_X, b0, c);
+            let x1 = nb_load4(NB_X, b1, c);
+            let x2 = nb_load4(NB_X, b2, c);
+            let x3 = nb_load4(NB_X, b3, c);
+            let x4 = nb_load4(NB_X, b4, c);
+            let x5 = nb_load4(NB_X, b5, c);
+            let x6 = nb_load4(NB_X, b6, c);
+            let x7 = nb_load4(NB_X, b7, c);
+            let y0 = nb_load4(NB_DY, b0, c);
+            let y1 = nb_load4(NB_DY, b1, c);
+            let y2 = nb_load4(NB_DY, b2, c);
+            let y3 = nb_load4(NB_DY, b3, c);
+            let y4 = nb_load4(NB_DY, b4, c);
+            let y5 = nb_load4(NB_DY, b5, c);
+            let y6 = nb_load4(NB_DY, b6, c);
+            let y7 = nb_load4(NB_DY, b7, c);
             let o0 = nb_old4(b0, c);
             let o1 = nb_old4(b1, c);
             let o2 = nb_old4(b2, c);
@@ -322,7 +288,7 @@ fn rmsnorm_backward_block(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) {
             // the same per-row step and the same row order.
             for (var i = 0u; i < nr; i++) {
                 let b = (r0 + i) * p.d;
-                dg = nb_row_out(r0 + i, i, q, c, gv, nb_x4(b, c), nb_dy4(b, c), nb_old4(b, c), dg);
+                dg = nb_row_out(r0 + i, i, q, c, gv, nb_load4(NB_X, b, c), nb_load4(NB_DY, b, c), nb_old4(b, c), dg);
             }
         }
         nb_store_part4(blk * p.d + c, c, dg);
