@@ -37,8 +37,8 @@
 // walk), `fw_r` 9 KiB, `fw_p` 5 KiB, the flags 32 bytes: 32,800 bytes
 // (`flash_attention::WORKGROUP_BYTES_FWD_TC`).
 //
-// Needs `lib/flash.wgsl` (the head, `fl_write4`), `lib/flash_f16.wgsl` (`fl_load`) and the
-// kernel's `fl_store` and `lse`.
+// Needs `lib/flash.wgsl` (the head, `fl_write4`), `lib/flash_f16.wgsl` (`fl_load`),
+// `lib/flash_fwd.wgsl` (`fl_p4`, `fl_max4`, `fl_sum4`) and the kernel's `fl_store` and `lse`.
 
 //#if coop
 // vec4<f16>s per staged row: 64 halves and 8 of padding.
@@ -158,25 +158,16 @@ fn fw_rescale(c: coop_mat16x16<f32, C>, m0: u32, n0: u32, er: u32, ec: u32, alph
     return out;
 }
 
-// The row owner's P (keys ec … ec + 7 of its row, 0 where masked) relative to m, into `fw_p`;
-// returns the unrounded values.
-fn fw_put_p(er: u32, ec: u32, s: array<vec4<f32>, 2>, mask: array<vec4<bool>, 2>, m: f32) -> array<vec4<f32>, 2> {
-    let p0 = select(vec4<f32>(0.0), exp(s[0] - vec4<f32>(m)), mask[0]);
-    let p1 = select(vec4<f32>(0.0), exp(s[1] - vec4<f32>(m)), mask[1]);
+// The row owner's P (keys ec … ec + 7 of its row; s is NEG_INF where masked, P 0 there) relative
+// to m, into `fw_p`; returns the unrounded values.
+fn fw_put_p(er: u32, ec: u32, s: array<vec4<f32>, 2>, m: f32) -> array<vec4<f32>, 2> {
+    let p0 = fl_p4(s[0], m);
+    let p1 = fl_p4(s[1], m);
     // A row that passed m_ref + FW_TAU has its P written again after the rescale; until then the
     // clamp keeps it finite.
     fw_p[er * FW_LDP + ec / 4u] = vec4<f16>(min(p0, vec4<f32>(FW_F16_MAX)));
     fw_p[er * FW_LDP + ec / 4u + 1u] = vec4<f16>(min(p1, vec4<f32>(FW_F16_MAX)));
     return array<vec4<f32>, 2>(p0, p1);
-}
-
-fn fw_max8(s: array<vec4<f32>, 2>) -> f32 {
-    let m = max(s[0], s[1]);
-    return max(max(m.x, m.y), max(m.z, m.w));
-}
-
-fn fw_sum8(p: array<vec4<f32>, 2>) -> f32 {
-    return ((p[0].x + p[0].y) + (p[0].z + p[0].w)) + ((p[1].x + p[1].y) + (p[1].z + p[1].w));
 }
 
 // One O tile (t: dims 16t … of each subgroup's 32) divided by the rows' ℓ into `o`: every
@@ -256,7 +247,7 @@ fn fw_forward(w: u32, tid: u32, sg: u32, lane: u32) {
             select(vec4<f32>(NEG_INF), sc * raw[1], mask[1]),
         );
         // The row's step maximum: its four owners are lanes 4j … 4j + 3 of this subgroup.
-        var mx = fw_max8(s);
+        var mx = max(fl_max4(s[0]), fl_max4(s[1]));
         mx = max(mx, subgroupShuffleXor(mx, 1u));
         mx = max(mx, subgroupShuffleXor(mx, 2u));
         if (t == 0u) {
@@ -266,7 +257,7 @@ fn fw_forward(w: u32, tid: u32, sg: u32, lane: u32) {
         if (lane == 0u) {
             fw_grow[sg] = u32(grow);
         }
-        var pr = fw_put_p(er, ec, s, mask, m_ref);
+        var pr = fw_put_p(er, ec, s, m_ref);
         if (next) {
             fw_store_step(tid, 1u - buf, nx);
         }
@@ -277,13 +268,13 @@ fn fw_forward(w: u32, tid: u32, sg: u32, lane: u32) {
             let alpha = select(1.0, exp(m_ref - m_new), inside);
             m_ref = m_new;
             l_part = l_part * alpha;
-            pr = fw_put_p(er, ec, s, mask, m_ref);
+            pr = fw_put_p(er, ec, s, m_ref);
             // The scores' readers are done (the uniform load); P is published by the barriers
             // of the round trips.
             o0 = fw_rescale(o0, m0, sn, er, ec, alpha);
             o1 = fw_rescale(o1, m0, sn, er, ec, alpha);
         }
-        l_part = l_part + fw_sum8(pr);
+        l_part = l_part + (fl_sum4(pr[0]) + fl_sum4(pr[1]));
         o0 = fw_pv(o0, buf, m0, on);
         o1 = fw_pv(o1, buf, m0, on + 16u);
     }
