@@ -56,7 +56,7 @@ fn fixed_text() -> Vec<u8> {
 /// it by step 130 and f32 not by 200; on another neither does). So the later steps are held to
 /// a one-sided bound that does not depend on who leaves first: the mixed run's mean over the
 /// last 100 steps is no worse than MEAN_TOLERANCE (relative) above the higher of the f32 run's
-/// mean there and the plateau's level (f32's mean over steps EXACT_STEPS..60). A mixed step
+/// mean there and the plateau's level (f32's mean over steps EXACT_STEPS..PLATEAU_END). A mixed step
 /// that corrupts the weights or the optimizer state stays above both. Both runs fall.
 /// (Measured on lavapipe, on [`fixed_text`]: ≤ 0.00012 over the first 20 steps; last-100
 /// means f32 2.913, mixed 2.902; plateau 3.008.)
@@ -64,6 +64,7 @@ fn fixed_text() -> Vec<u8> {
 fn mixed_tracks_f32_on_the_tiny_preset() {
     const STEPS: usize = 200;
     const EXACT_STEPS: usize = 20;
+    const PLATEAU_END: usize = 60;
     const STEP_TOLERANCE: f32 = 0.01;
     const MEAN_TOLERANCE: f32 = 0.05; // relative
     let Some(gpu) = common::gpu() else { return };
@@ -98,7 +99,7 @@ fn mixed_tracks_f32_on_the_tiny_preset() {
         .fold(0.0f32, f32::max);
     let mean = |l: &[f32]| l.iter().sum::<f32>() / l.len() as f32;
     let (late_f32, late_mixed) = (mean(&f32_losses[STEPS - 100..]), mean(&mixed_losses[STEPS - 100..]));
-    let plateau = mean(&f32_losses[EXACT_STEPS..60]);
+    let plateau = mean(&f32_losses[EXACT_STEPS..PLATEAU_END]);
     let all = f32_losses.iter().zip(&mixed_losses).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     eprintln!(
         "first {EXACT_STEPS} steps: |mixed − f32| ≤ {early:.5}; last 100 steps' mean: f32 {late_f32:.4}, mixed \
