@@ -5,6 +5,11 @@
 //! gemm --tune [--budget-s S] [--table PATH] [--quick]
 //!                            searches the f16 core's block shapes (F16Config) and splits on
 //!                            this adapter; writes the tuning table's lines to PATH
+//! gemm --configs LIST [--table PATH]
+//!                            the f16 core at every shape of the bench with the plan's own block
+//!                            shape and with each of LIST (`bm,bn,bk,tm,tn,prefetch,group,wg`
+//!                            separated by spaces; the plan's split kept), the fastest of each
+//!                            shape as a tuning-table line to PATH
 //! ```
 //! Each measurement runs the library's own plan: a check on fresh random inputs first (the
 //! largest error of 256 sampled outputs against float64, relative to Σ|a||b|, must be within
@@ -277,7 +282,7 @@ fn bench(gpu: &Gpu, out: &mut Out) {
 /// adapter's size) takes one or two of the block's tile groups.
 fn structures(subgroup: u32) -> Vec<F16Config> {
     let mut v = Vec::new();
-    for wg in [256, 128] {
+    for wg in [256, 128, 512] {
         for (bm, bn) in [(128, 128), (128, 256), (256, 128), (128, 64), (256, 64)] {
             for bk in [32, 64] {
                 for (tm, tn) in [(4, 4), (4, 2), (2, 4)] {
@@ -404,11 +409,83 @@ fn tune(gpu: &Gpu, out: &mut Out, budget_s: f64, table: Option<&str>, quick: boo
     println!("tuning took {:.0} s", start.elapsed().as_secs_f64());
 }
 
+/// `bm,bn,bk,tm,tn,prefetch,group,wg` (padding 8).
+fn parse_config(text: &str) -> F16Config {
+    let f: Vec<u32> = text.split(',').map(|v| v.trim().parse().expect("a number in --configs")).collect();
+    assert_eq!(f.len(), 8, "--configs takes bm,bn,bk,tm,tn,prefetch,group,wg: {text:?}");
+    F16Config { bm: f[0], bn: f[1], bk: f[2], tm: f[3], tn: f[4], pad: 8, prefetch: f[5] != 0, group: f[6], wg: f[7] }
+}
+
+/// Every f16 shape of the bench with the plan's own choice and with each of `configs` (the
+/// plan's split kept); the fastest correct one of each shape as a table line.
+fn compare(gpu: &Gpu, out: &mut Out, configs: &[F16Config], table: Option<&str>) {
+    let cpu = gpu.report().device_type == "Cpu";
+    let repeats = if cpu { 2 } else { 20 };
+    let mut lines = vec![
+        format!(
+            "# {} ({}, {}), measured by benches/gemm.rs --configs",
+            gpu.report().name,
+            gpu.report().backend,
+            gpu.report().driver
+        ),
+        "# core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts".to_string(),
+    ];
+    println!("\n| layout | M×N×K | plan | TFLOP/s | error |\n|---|---|---|---|---|");
+    for (i, &(a_t, b_t, m, n, k)) in shapes(cpu).iter().enumerate() {
+        let g = Gemm::new(m, n, k).a_t(a_t).b_t(b_t).elems(Elem::F16, Elem::F16).precision(Precision::F16);
+        let pr = Problem::new(gpu, g, 200 + i as u64);
+        let Ok(own) = g.plan(gpu) else { continue };
+        let mut plans = vec![own.clone()];
+        for c in configs {
+            if !c.covers(m, n) {
+                continue;
+            }
+            match g.plan_with(gpu, *c, own.parts()) {
+                Ok(p) => plans.push(p),
+                Err(e) => out.line(&format!("\"what\":\"compare\",\"config\":{c:?},\"failed\":{:?}", e.to_string())),
+            }
+        }
+        let mut best: Option<(f64, F16Config, usize)> = None;
+        for plan in &plans {
+            let r = measure(gpu, &pr, plan, 0.15, repeats);
+            record(out, "compare", &pr, plan, &r);
+            if let Ok(x) = &r {
+                println!(
+                    "| {} | {m}×{n}×{k} | {} | {:.1} | {:.1e}{} |",
+                    orient(&g),
+                    plan.describe(),
+                    x.tflops,
+                    x.error,
+                    if x.ok { "" } else { " WRONG" }
+                );
+                if let Core::F16 { config, .. } = plan.core()
+                    && x.ok
+                    && best.is_none_or(|b| x.tflops > b.0)
+                {
+                    best = Some((x.tflops, config, plan.parts()));
+                }
+            }
+        }
+        if let Some((t, c, parts)) = best {
+            lines.push(format!("{}  # {:.1} TFLOP/s", gemm::table_line(&g, &c, parts), t));
+        }
+    }
+    println!("\n{}", lines.join("\n"));
+    if let Some(path) = table {
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let (mut tune_mode, mut budget, mut table, mut quick) = (false, 300.0, None, false);
+    let mut configs: Option<Vec<F16Config>> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--configs" => {
+                let list = args.next().expect("--configs LIST");
+                configs = Some(list.split_whitespace().map(parse_config).collect());
+            }
             "--tune" => tune_mode = true,
             "--quick" => quick = true,
             "--budget-s" => budget = args.next().and_then(|v| v.parse().ok()).expect("--budget-s SECONDS"),
@@ -422,7 +499,9 @@ fn main() {
         json: std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap()),
         adapter: gpu.report().name.clone(),
     };
-    if tune_mode {
+    if let Some(c) = configs {
+        compare(&gpu, &mut out, &c, table.as_deref());
+    } else if tune_mode {
         tune(&gpu, &mut out, budget, table.as_deref(), quick);
     } else {
         bench(&gpu, &mut out);

@@ -286,8 +286,10 @@ pub struct F16Config {
     pub prefetch: bool,
     /// Block rows per group of the launch order (L2 reuse); 1 is row-major.
     pub group: u32,
-    /// Invocations per workgroup: 256, or 128 (fewer registers per workgroup, so more of them per
-    /// multiprocessor).
+    /// Invocations per workgroup: 256; 128 (fewer registers per workgroup, so more of them per
+    /// multiprocessor); or 512 (sixteen subgroups of 32 with smaller tiles each, more subgroups in
+    /// flight to hide the staging's latency), which runs on tensor cores only for blocks wholly
+    /// inside the output ([`F16Config::covers`]).
     pub wg: u32,
 }
 
@@ -333,9 +335,9 @@ impl F16Config {
         {
             return bad(format!("subgroup tiles {}×{} for a {}×{} block", c.tm, c.tn, c.bm, c.bn));
         }
-        if !c.pad.is_multiple_of(8) || c.group == 0 || !matches!(c.wg, 128 | 256) {
+        if !c.pad.is_multiple_of(8) || c.group == 0 || !matches!(c.wg, 128 | 256 | 512) {
             return bad(format!(
-                "padding {} (a multiple of 8), group {} (≥ 1), {} invocations (128 or 256)",
+                "padding {} (a multiple of 8), group {} (≥ 1), {} invocations (128, 256 or 512)",
                 c.pad, c.group, c.wg
             ));
         }
@@ -352,6 +354,15 @@ impl F16Config {
             return bad(format!("staged slices of {a} and {b} vec4s; this variant holds {stage} each"));
         }
         Ok(())
+    }
+
+    /// Whether the tensor-core path runs every block of an m × n output with this shape: a
+    /// block not wholly inside the output stores through one edge tile per subgroup, for which
+    /// workgroup memory holds 8, so 512-invocation blocks (16 subgroups of 32) need every block
+    /// inside (there the kernel takes the portable path for such a block).
+    pub fn covers(&self, m: usize, n: usize) -> bool {
+        self.wg <= 256
+            || (m.is_multiple_of(self.bm as usize) && n.is_multiple_of(self.bn as usize) && n.is_multiple_of(4))
     }
 
     /// Tensor-core tile groups of a block (each one subgroup's share).
@@ -720,11 +731,14 @@ fn tuned(gpu: &Gpu, gemm: &Gemm) -> Option<(F16Config, usize)> {
 
 fn nearest(entries: &[Entry], gemm: &Gemm) -> Option<(F16Config, usize)> {
     let d = |a: usize, b: usize| ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).abs();
-    let best = entries.iter().filter(|e| e.a_t == gemm.a_t && e.b_t == gemm.b_t).min_by(|x, y| {
-        let dx = d(x.m, gemm.m) + d(x.n, gemm.n) + d(x.k, gemm.k);
-        let dy = d(y.m, gemm.m) + d(y.n, gemm.n) + d(y.k, gemm.k);
-        dx.total_cmp(&dy)
-    })?;
+    let best = entries
+        .iter()
+        .filter(|e| e.a_t == gemm.a_t && e.b_t == gemm.b_t && e.config.covers(gemm.m, gemm.n))
+        .min_by(|x, y| {
+            let dx = d(x.m, gemm.m) + d(x.n, gemm.n) + d(x.k, gemm.k);
+            let dy = d(y.m, gemm.m) + d(y.n, gemm.n) + d(y.k, gemm.k);
+            dx.total_cmp(&dy)
+        })?;
     // The measured split aimed at filling the GPU: keep the workgroup count, not the part count.
     let c = best.config;
     let blocks = |m: usize, n: usize| m.div_ceil(c.bm as usize) * n.div_ceil(c.bn as usize);
@@ -760,6 +774,7 @@ pub mod autotune {
         F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8, wg: 256 },
         F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, pad: 8, prefetch: true, group: 8, wg: 256 },
         F16Config { bm: 128, bn: 128, bk: 64, tm: 4, tn: 4, pad: 8, prefetch: false, group: 8, wg: 256 },
+        F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 2, pad: 8, prefetch: true, group: 4, wg: 512 },
     ];
 
     /// Whether `KERNELS_GEMM_AUTOTUNE` asks for it (`1`, `true`, `on`).
@@ -850,7 +865,7 @@ pub mod autotune {
         let mut tries = vec![first];
         for cand in CANDIDATES {
             let parts = default_parts(m, n, k, cand, true);
-            if cand.validate(a_t, b_t, true).is_ok() && !tries.iter().any(|t| t.0 == *cand) {
+            if cand.validate(a_t, b_t, true).is_ok() && cand.covers(m, n) && !tries.iter().any(|t| t.0 == *cand) {
                 tries.push((*cand, if a_t { parts } else { 1 }));
             }
         }
@@ -1420,5 +1435,24 @@ mod tests {
         let big = F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, ..ok };
         assert!(big.validate(false, true, true).is_ok());
         assert!(big.validate(false, true, false).is_err());
+        // 512 invocations: whole vec4 loads per invocation (2048 vec4s per slice at most) and
+        // every other limit as for 256; 1024 is refused.
+        let wide = F16Config { tm: 4, tn: 2, wg: 512, ..ok };
+        assert!(wide.validate(false, true, true).is_ok());
+        assert!(F16Config { wg: 1024, ..wide }.validate(false, true, true).is_err());
+        assert!(F16Config { bm: 128, bn: 64, bk: 16, ..wide }.validate(false, true, true).is_err(), "256 vec4s of B");
+    }
+
+    #[test]
+    fn wide_blocks_cover_only_whole_outputs() {
+        let wide = F16Config { tm: 4, tn: 2, wg: 512, ..F16Config::default() };
+        assert!(wide.covers(8192, 2304) && wide.covers(768, 768));
+        assert!(!wide.covers(8192, 50304) && !wide.covers(100, 256));
+        assert!(F16Config::default().covers(100, 250), "256 invocations store edge blocks through their tiles");
+        // A table whose nearest entry is a wide block falls back to another for a partial output.
+        let e = |n: usize, config: F16Config| Entry { a_t: false, b_t: true, m: 8192, n, k: 768, config, parts: 1 };
+        let table = [e(2304, wide), e(50304, F16Config::default())];
+        assert_eq!(nearest(&table, &Gemm::new(8192, 2304, 768).b_t(true)), Some((wide, 1)));
+        assert_eq!(nearest(&table, &Gemm::new(8192, 2300, 768).b_t(true)), Some((F16Config::default(), 1)));
     }
 }

@@ -166,6 +166,9 @@ fn configs(tc: bool) -> Vec<F16Config> {
         F16Config { tm: 2, tn: 2, ..base },
         // 128 invocations stage at most 8 vec4s each: a 128-wide block of B.
         F16Config { wg: 128, bn: base.bn.min(128), ..base },
+        // 512 invocations: 16 subgroups of 32 on tensor cores (blocks not wholly inside the
+        // output on the portable path), the first 256 computing on the portable path.
+        F16Config { bm: 128, bn: 128, bk: 16, tm: 2, tn: 2, wg: 512, ..base },
     ];
     if tc {
         v.extend([
@@ -175,6 +178,8 @@ fn configs(tc: bool) -> Vec<F16Config> {
             F16Config { bm: 128, bn: 128, bk: 16, tm: 1, tn: 1, prefetch: false, ..base },
             F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 4, prefetch: false, wg: 128, ..base },
             F16Config { bm: 256, bn: 128, bk: 16, tm: 4, tn: 4, wg: 128, ..base },
+            F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 2, prefetch: true, group: 4, wg: 512, ..base },
+            F16Config { bm: 256, bn: 128, bk: 32, tm: 2, tn: 4, prefetch: false, wg: 512, ..base },
         ]);
     }
     v

@@ -11,6 +11,7 @@ use std::ops::Range;
 
 /// The capabilities kernels may use: those the runtime may ask the device for.
 pub const CAPABILITIES: Capabilities = Capabilities::SUBGROUP
+    .union(Capabilities::SUBGROUP_BARRIER)
     .union(Capabilities::SHADER_FLOAT16)
     .union(Capabilities::COOPERATIVE_MATRIX)
     .union(Capabilities::SHADER_INT64)
@@ -23,7 +24,8 @@ pub const CAPABILITIES: Capabilities = Capabilities::SUBGROUP
 /// feature that gives each (the features are named by [`Checked::features`]). 64-bit atomics
 /// with every operation come before those with min and max only: `SHADER_INT64_ATOMIC_ALL_OPS`
 /// gives both.
-pub const FEATURES: [(Capabilities, &str); 5] = [
+pub const FEATURES: [(Capabilities, &str); 6] = [
+    (Capabilities::SUBGROUP_BARRIER, "SUBGROUP_BARRIER"),
     (Capabilities::SHADER_INT64, "SHADER_INT64"),
     (Capabilities::FLOAT64, "SHADER_F64"),
     (Capabilities::SHADER_INT64_ATOMIC_ALL_OPS, "SHADER_INT64_ATOMIC_ALL_OPS"),
@@ -266,10 +268,24 @@ fn check_inner(body: &str, entry: &str) -> Result<Checked, Failure> {
     Ok(Checked { module, info, prefix, f16, subgroups, reaches_subgroups, coop, reaches_coop, coop_configs, features })
 }
 
+/// Whether a block holds `subgroupBarrier()`, at any depth.
+fn has_subgroup_barrier(block: &Block) -> bool {
+    block.iter().any(|stmt| match stmt {
+        Statement::ControlBarrier(b) => b.contains(naga::Barrier::SUB_GROUP),
+        Statement::Block(b) => has_subgroup_barrier(b),
+        Statement::If { accept, reject, .. } => has_subgroup_barrier(accept) || has_subgroup_barrier(reject),
+        Statement::Loop { body, continuing, .. } => has_subgroup_barrier(body) || has_subgroup_barrier(continuing),
+        Statement::Switch { cases, .. } => cases.iter().any(|c| has_subgroup_barrier(&c.body)),
+        _ => false,
+    })
+}
+
 /// The features of [`FEATURES`] the module's entry point needs: for each capability that the
-/// module's types or globals could need (64-bit scalars, 64-bit atomics, immediates), whether
-/// the code the entry point reaches validates without it.
+/// module's code, types or globals could need (`subgroupBarrier()`, 64-bit scalars, 64-bit
+/// atomics, immediates), whether the code the entry point reaches validates without it.
 fn other_features(module: &Module) -> Vec<&'static str> {
+    let barrier = module.functions.iter().any(|(_, f)| has_subgroup_barrier(&f.body))
+        || module.entry_points.iter().any(|e| has_subgroup_barrier(&e.function.body));
     let wide = |s: naga::Scalar| s.width == 8;
     let types = || module.types.iter().map(|(_, t)| &t.inner);
     let int64 = types().any(|t| match *t {
@@ -286,13 +302,16 @@ fn other_features(module: &Module) -> Vec<&'static str> {
     });
     let atomics = types().any(|t| matches!(*t, TypeInner::Atomic(s) if wide(s)));
     let immediates = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
-    if !(int64 || f64 || atomics || immediates) {
+    if !(barrier || int64 || f64 || atomics || immediates) {
         return Vec::new();
     }
     let mut used = module.clone();
     naga::compact::compact(&mut used, naga::compact::KeepUnused::No);
     let needs = |without: Capabilities| validator(CAPABILITIES - without).validate(&used).is_err();
     let mut out = Vec::new();
+    if barrier && needs(Capabilities::SUBGROUP_BARRIER) {
+        out.push("SUBGROUP_BARRIER");
+    }
     if int64 && needs(Capabilities::SHADER_INT64) {
         out.push("SHADER_INT64");
     }

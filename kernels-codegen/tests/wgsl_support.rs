@@ -109,3 +109,35 @@ fn the_feature_test_files_compile() {
     let life = &files[2].kernels[3].variants[0].wgsl;
     assert!(!life.contains("vert_main") && !life.contains("struct Out"), "{life}");
 }
+
+/// `subgroupBarrier()` needs wgpu's `SUBGROUP_BARRIER` beside `SUBGROUP` (native only: WebGPU
+/// has no subgroup barrier), and only where the kernel reaches it.
+#[test]
+fn a_subgroup_barrier_is_a_native_feature() {
+    let src = "\
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+var<workgroup> tile: array<f32, 64>;
+fn publish(i: u32) { tile[i] = x[i]; subgroupBarrier(); }
+
+// --- KERNEL: with_barrier ---
+@compute @workgroup_size(64)
+fn with_barrier(@builtin(local_invocation_index) i: u32) {
+    publish(i);
+    x[i] = tile[i ^ 1u];
+}
+
+// --- KERNEL: without ---
+@compute @workgroup_size(64)
+fn without(@builtin(local_invocation_index) i: u32) {
+    x[i] = subgroupAdd(x[i]);
+}
+";
+    let f = compile("", src);
+    clean(&f);
+    let with = &f.kernels[0].variants[0];
+    assert_eq!(with.features, ["SUBGROUP_BARRIER"]);
+    assert!(with.subgroups, "a subgroup barrier needs subgroups too");
+    assert!(with.browser_wgsl.is_empty(), "native only");
+    let without = &f.kernels[1].variants[0];
+    assert!(without.features.is_empty() && without.subgroups, "{:?}", without.features);
+}

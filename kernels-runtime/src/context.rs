@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Features the runtime asks for when the adapter has them.
 pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
+    .union(wgpu::Features::SUBGROUP_BARRIER)
     .union(wgpu::Features::SHADER_F16)
     .union(wgpu::Features::SHADER_INT64)
     .union(wgpu::Features::SHADER_F64)

@@ -34,17 +34,23 @@
 // (G_BN/16/G_TN) groups holds G_TM×G_TN accumulators (at most 4×4: 128 registers a lane on
 // NVIDIA) and loads G_TM A and G_TN B fragments per 16 k. With nsg subgroups each takes
 // groups/nsg groups in turn (each a pass over the contraction); a subgroup count that does not
-// divide the groups, or more than 8 subgroups (the edge tiles' workgroup memory), runs the
-// portable path instead: every count that steers control flow is uniform, `subgroup_id` only
+// divide the groups, more than 16 subgroups, or more than 8 on a block that stores through the
+// edge tiles' workgroup memory, runs the portable path instead: every count that steers control flow is uniform, `subgroup_id` only
 // picks addresses. naga takes function arguments for non-uniform, so guards on them around
 // cooperative-matrix operations are loops that run once or not at all (the macro's own
 // uniformity pass checks them through the callers).
 //
-// Portable path: the invocations as 16 columns by G_WG/16 rows, each 8 rows × 4 columns of a
-// (G_WG/2)×64 sub-block in registers, the block's sub-blocks one after another (each a pass over the contraction); the
-// same staged f16 operands, f32 FMAs in a fixed order (results repeat bit for bit).
+// Portable path: the first P_WG = min(G_WG, 256) invocations as 16 columns by P_WG/16 rows, each
+// 8 rows × 4 columns of a (P_WG/2)×64 sub-block in registers, the block's sub-blocks one after
+// another (each a pass over the contraction); every invocation stages. The same staged f16
+// operands, f32 FMAs in a fixed order (results repeat bit for bit).
 //
-// Limits the plan keeps: G_WG 128 or 256; G_BM a multiple of 128, G_BN of 64 (the portable
+// Workgroups of 512 (sixteen subgroups of 32, each with a smaller tile: more subgroups in flight
+// on a multiprocessor to hide the staging's latency) have no room for sixteen edge tiles beside
+// the staged slices, so their blocks that are not wholly inside the output take the portable
+// path; the plan gives them only to products whose blocks all fit.
+//
+// Limits the plan keeps: G_WG 128, 256 or 512; G_BM a multiple of 128, G_BN of 64 (the portable
 // sub-block), both
 // multiples of 16·G_TM and 16·G_TN; G_BK 16, 32 or 64; G_BM·G_BK and G_BN·G_BK multiples of 1024
 // and at most 2048·G_WG/256 (whole vec4 loads per invocation, at most 8); each staged slice at most
@@ -266,12 +272,17 @@ fn g_order(t: u32, bm: u32, bn: u32) -> vec2<u32> {
 }
 
 // ---- Portable path ----
-// Invocations as 16 columns × G_WG/16 rows of a sub-block of G_WG/2 rows × 64 columns; g_acc[i]
-// holds row `g_prow(ty, i)` of the sub-block, columns 4·tx … 4·tx + 3.
+// The first P_WG invocations as 16 columns × P_WG/16 rows of a sub-block of P_WG/2 rows × 64
+// columns; g_acc[i] holds row `g_prow(ty, i)` of the sub-block, columns 4·tx … 4·tx + 3.
 var<private> g_acc: array<vec4<f32>, 8>;
 
+// P_WG: the invocations that compute on the portable path.
+fn g_pwg() -> u32 {
+    return min(G_WG, 256u);
+}
+
 fn g_prow(ty: u32, i: u32) -> u32 {
-    return 4u * ty + (i % 4u) + (G_WG / 4u) * (i / 4u);
+    return 4u * ty + (i % 4u) + (g_pwg() / 4u) * (i / 4u);
 }
 
 // g_acc += the sub-block's products over the 4 staged k at 4·kq (sub-block at rows sm, columns
@@ -316,7 +327,7 @@ fn g_p4(tx: u32, ty: u32, sm: u32, sn: u32, kq: u32) {
         l1 = vec4<f32>(g_sa[r + lda]);
         l2 = vec4<f32>(g_sa[r + 2u * lda]);
         l3 = vec4<f32>(g_sa[r + 3u * lda]);
-        let hi = G_WG / 16u;
+        let hi = g_pwg() / 16u;
         h0 = vec4<f32>(g_sa[r + hi]);
         h1 = vec4<f32>(g_sa[r + lda + hi]);
         h2 = vec4<f32>(g_sa[r + 2u * lda + hi]);
@@ -327,7 +338,7 @@ fn g_p4(tx: u32, ty: u32, sm: u32, sn: u32, kq: u32) {
         let r1 = vec4<f32>(g_sa[r + lda]);
         let r2 = vec4<f32>(g_sa[r + 2u * lda]);
         let r3 = vec4<f32>(g_sa[r + 3u * lda]);
-        let hi = (G_WG / 4u) * lda;
+        let hi = (g_pwg() / 4u) * lda;
         let r4 = vec4<f32>(g_sa[r + hi]);
         let r5 = vec4<f32>(g_sa[r + hi + lda]);
         let r6 = vec4<f32>(g_sa[r + hi + 2u * lda]);
@@ -364,7 +375,8 @@ fn g_fma(lo: vec4<f32>, hi: vec4<f32>, bv: vec4<f32>) {
 fn g_portable(tid: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
     let tx = tid % 16u;
     let ty = tid / 16u;
-    for (var sm = 0u; sm < G_BM; sm += G_WG / 2u) {
+    let computes = tid < g_pwg();
+    for (var sm = 0u; sm < G_BM; sm += g_pwg() / 2u) {
         for (var sn = 0u; sn < G_BN; sn += 64u) {
             g_acc = array<vec4<f32>, 8>();
             if (G_PF && kb < ke) {
@@ -382,15 +394,17 @@ fn g_portable(tid: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
                     g_stage(tid);
                     workgroupBarrier();
                 }
-                for (var kq = 0u; kq < G_BK / 4u; kq++) {
-                    g_p4(tx, ty, sm, sn, kq);
+                if (computes) {
+                    for (var kq = 0u; kq < G_BK / 4u; kq++) {
+                        g_p4(tx, ty, sm, sn, kq);
+                    }
                 }
                 workgroupBarrier();
             }
             for (var i = 0u; i < 8u; i++) {
                 let row = m0 + sm + g_prow(ty, i);
                 let col = n0 + sn + 4u * tx;
-                if (row < g_m) {
+                if (computes && row < g_m) {
                     for (var j = 0u; j < 4u; j++) {
                         if (col + j < g_n) {
                             store_out(row, col + j, g_acc[i][j]);
@@ -722,7 +736,9 @@ fn g16_run(w: u32, tid: u32) {
     let groups = (G_BM / (16u * G_TM)) * (G_BN / (16u * G_TN));
 //#if coop
     let direct = u32(m0 + G_BM <= m) & u32(n0 + G_BN <= n) & u32(n % 4u == 0u);
-    for (var fits = u32(nsg <= 8u) & u32(groups % nsg == 0u); fits == 1u; fits = 0u) {
+    // Edge blocks store through `g_edge`, one tile per subgroup: at most 8 subgroups there.
+    let edge_fits = u32(nsg <= 8u) | direct;
+    for (var fits = edge_fits & u32(nsg <= 16u) & u32(groups % nsg == 0u); fits == 1u; fits = 0u) {
         for (var first = 0u; first < groups; first += nsg) {
             g_group(tid, sg, nsg, first, m0, n0, kb, ke, direct);
         }
