@@ -1085,13 +1085,15 @@ fn flash_backward_dq16(
 }
 
 // --- KERNEL: flash_backward_dkdv16_tc ---
-// `flash_backward_dkdv16` for head dims up to 64 on tensor cores, with K and V resident and Q,
-// dO staged whole per step of 32 queries (`lib/flash_bwd_tc.wgsl`): the same inputs, outputs,
-// rounding (P and dS to f16 for the products, everything else f32), overflow flag and order of
-// the walk. Its tensor-core form needs eight subgroups (subgroups of 32) and 46,592 bytes of
-// workgroup memory; `flash_attention::backward16` runs it only where that form runs (else the
-// sliced kernel), and its portable form is `flash_backward_dkdv16`'s. Deterministic. Overwrites
-// `dk` and `dv`. Needs SHADER_F16.
+// `flash_backward_dkdv16` for head dims up to 64 on tensor cores, each of four subgroups owning
+// 16 of the block's 64 keys (`lib/flash_sg.wgsl`): K and V in registers, Q, dO, lse and Δ staged
+// per step of 32 queries into alternating buffers (one workgroup barrier a step), Sᵀ, dPᵀ, P and
+// dS through the subgroup's own workgroup memory, dK and dV in cooperative-matrix accumulators.
+// The same inputs, outputs, rounding (P and dS to f16 for the products, everything else f32),
+// overflow flag and order of the walk as `flash_backward_dkdv16`. Needs tensor cores, subgroups
+// of 32 (four to a workgroup of 128) and SUBGROUP_BARRIER; `flash_attention::backward16` runs
+// it only there (else the sliced kernel), and a direct call on other subgroup sizes writes NaN.
+// Deterministic. Overwrites `dk` and `dv`. Needs SHADER_F16.
 // @grid workgroups(p.batch * p.kv_heads * ceil_div(p.seq, FL_T))
 // @requires p.head_dim >= 4
 // @requires p.head_dim <= 64
@@ -1108,44 +1110,47 @@ fn flash_backward_dq16(
 // @requires len(dv) >= p.batch * p.seq * p.kv_heads * p.head_dim
 // @requires len(flag) >= 1
 //#include "lib/flash_dkdv16_io.wgsl"
-//#include "lib/flash_f16.wgsl"
 //#include "lib/flash_bwd.wgsl"
-//#include "lib/flash_bwd_tc.wgsl"
+//#include "lib/flash_sg.wgsl"
+const FS_LDR: u32 = 36u;
+const FS_HLEN: u32 = 1280u;
+// What `flash_attention::WORKGROUP_BYTES_TC` says (with `fs_ld`).
+const_assert 2304u * 8u + 64u * FS_LDR * 4u + FS_HLEN * 8u + 128u * 4u == 38400u;
 
-@compute @workgroup_size(WG)
+@compute @workgroup_size(FS_WG)
 fn flash_backward_dkdv16_tc(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
-//#if coop
     @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
     @builtin(num_subgroups) nsg: u32,
-//#endif
 ) {
     let w = flat_wg(wid, nwg);
-    fl_bad = false;
-//#if coop
-    ft_sg = sg;
-    for (var fits = u32(nsg == 8u); fits == 1u; fits = 0u) {
-        ft_dkdv(w, tid);
+    var bad = false;
+    for (var fits = u32(nsg == FS_SG); fits == 1u; fits = 0u) {
+        bad = fs_dkdv(w, tid, sg, lane);
     }
-    if (nsg != 8u) {
-        ft_poison_dkdv(w, tid);
+    let kbb = fl_key_block(w);
+    if (nsg != FS_SG && kbb.x < (p.seq + FL_T - 1u) / FL_T) {
+        fl_set_head(kbb.y / p.kv_heads * p.heads + kbb.y % p.kv_heads * (p.heads / p.kv_heads));
+        fs_poison(tid, false, kbb.x * FL_T);
+        fs_poison(tid, true, kbb.x * FL_T);
     }
-//#else
-    flash_dkdv_body(w, tid);
-//#endif
-    if (fl_bad) {
+    if (bad) {
         atomicOr(&flag[0], 1u);
     }
 }
 
 // --- KERNEL: flash_backward_dq16_tc ---
-// `flash_backward_dq16` for head dims up to 64 on tensor cores, with Q and dO resident and K, V
-// staged whole per step of 32 keys (`lib/flash_bwd_tc.wgsl`): the same inputs, output, rounding
-// and order. Its tensor-core form needs eight subgroups and 46,592 bytes of workgroup memory, as
-// `flash_backward_dkdv16_tc`'s; its portable form is `flash_backward_dq16`'s. Deterministic.
-// Overwrites `dq`. Needs SHADER_F16.
+// `flash_backward_dq16` for head dims up to 64 on tensor cores, each of four subgroups owning 16
+// of the block's 64 queries (`lib/flash_sg.wgsl`): Q and dO in registers, K and V staged per
+// step of 32 keys into alternating buffers (one workgroup barrier a step), S, dP and dS through
+// the subgroup's own workgroup memory, dQ in cooperative-matrix accumulators. The same inputs,
+// output, rounding and order as `flash_backward_dq16`. Needs tensor cores, subgroups of 32
+// (four to a workgroup of 128) and SUBGROUP_BARRIER; `flash_attention::backward16` runs it only
+// there, and a direct call on other subgroup sizes writes NaN. Deterministic. Overwrites `dq`.
+// Needs SHADER_F16.
 // @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
 // @requires p.head_dim >= 4
 // @requires p.head_dim <= 64
@@ -1160,30 +1165,28 @@ fn flash_backward_dkdv16_tc(
 // @requires len(delta) >= p.batch * p.heads * p.seq
 // @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
 //#include "lib/flash_dq16_io.wgsl"
-//#include "lib/flash_f16.wgsl"
 //#include "lib/flash_bwd.wgsl"
-//#include "lib/flash_bwd_tc.wgsl"
+//#include "lib/flash_sg.wgsl"
+const FS_LDR: u32 = 36u;
+const FS_HLEN: u32 = 640u;
+const_assert 2304u * 8u + 64u * FS_LDR * 4u + FS_HLEN * 8u <= 38400u;
 
-@compute @workgroup_size(WG)
+@compute @workgroup_size(FS_WG)
 fn flash_backward_dq16_tc(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
-//#if coop
     @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
     @builtin(num_subgroups) nsg: u32,
-//#endif
 ) {
     let w = flat_wg(wid, nwg);
-//#if coop
-    ft_sg = sg;
-    for (var fits = u32(nsg == 8u); fits == 1u; fits = 0u) {
-        ft_dq(w, tid);
+    for (var fits = u32(nsg == FS_SG); fits == 1u; fits = 0u) {
+        fs_dq(w, tid, sg, lane);
     }
-    if (nsg != 8u) {
-        ft_poison_dq(w, tid);
+    if (nsg != FS_SG && w < p.batch * p.heads * ((p.seq + FL_T - 1u) / FL_T)) {
+        let qbh = fl_query_block(w);
+        fl_set_head(qbh.y);
+        fs_poison(tid, false, qbh.x * FL_T);
     }
-//#else
-    flash_dq_body(w, tid);
-//#endif
 }
