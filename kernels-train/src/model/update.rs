@@ -46,8 +46,17 @@ impl Model {
                 let tensors = params.iter_mut().zip(grads.iter_mut()).zip(mq.iter_mut()).zip(vq.iter_mut());
                 for (((((w, g), mq), vq), qs), p) in tensors.zip(qscale.iter_mut()).zip(layout.iter()) {
                     let wd = if p.decays() { t.weight_decay } else { 0.0 };
-                    let h =
-                        adamw_8bit_update::Params::new(w.len() as u32, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2);
+                    let h = adamw_8bit_update::Params::new(
+                        w.len() as u32,
+                        lr,
+                        t.beta1,
+                        t.beta2,
+                        t.eps,
+                        wd,
+                        bias1,
+                        bias2,
+                        0,
+                    );
                     adamw_8bit_update(b, w, g, mq, vq, qs, &opt.stats, h)?;
                 }
                 if let Some(h) = halves {
