@@ -6,11 +6,11 @@ use crate::Error;
 use crate::params::Param;
 use kernels::Batch;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
-use kernels::backward_ffn::{ffn_swiglu_backward, ffn_swiglu_backward_f16};
+use kernels::backward_ffn::{ffn_swiglu_backward_gu, ffn_swiglu_backward_gu_f16};
 use kernels::norm::{
     rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_backward_acc_f16, rmsnorm_backward_f16, rmsnorm_dgamma_reduce,
 };
-use kernels::rope::{rope_qk_backward, rope_qk_backward_f16};
+use kernels::rope::{rope_qkv_backward, rope_qkv_backward_f16};
 
 /// Records the backward of the linear layers over the step's rows: input and weight gradients
 /// of one layer together ([`backward`]).
@@ -38,7 +38,7 @@ impl Linear<'_> {
             return Err(Error::Config(format!("`{}` is not a matrix: no linear backward", shape.name)));
         };
         let dims = (self.rows, out, inp);
-        backward(b, self.plans, dy, w, prep, x, dw, self.half, residual, dx, dims)
+        backward(b, self.plans, dy, w, prep, x, dw, residual, dx, dims)
     }
 }
 
@@ -87,26 +87,23 @@ impl Model {
             let (y, w, gl, shape) = (&mut acts.layers[l], &p.layers[l], &mut g.layers[l], &layout.layers[l]);
             let pw = &pv.layers[l];
             // Mixed precision: each output gradient in f16 from the kernel that makes it (dx's
-            // copy beside it), except dv's, which `backward` casts.
+            // copy beside it).
             let dx = s.dy16.as_ref().map_or(Dy::F32(&s.dx), |d16| Dy::F16(&d16.dx));
-            // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, g = h2·W1ᵀ, u = h2·W3ᵀ.
+            // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, [g | u] = h2·W13ᵀ.
             let w2 = (&w.w2, pw.w2, &shape.w2);
             lin.backward(b, dx, w2, y.a.operand(), &mut gl.w2, None, &mut s.da)?;
-            match (&mut s.dg, &mut s.du) {
-                (Kept::F32(dg), Kept::F32(du)) => {
-                    let sb = kernels::backward_ffn::ffn_swiglu_backward::Params::new(rows * f);
-                    ffn_swiglu_backward(b, &y.g, &y.u, &s.da, dg, du, sb)?;
+            match &mut s.dgu {
+                Kept::F32(dgu) => {
+                    let sb = kernels::backward_ffn::ffn_swiglu_backward_gu::RowsParams::new(rows, f);
+                    ffn_swiglu_backward_gu(b, &y.gu, &s.da, dgu, sb)?;
                 }
-                (Kept::F16(dg), Kept::F16(du)) => {
-                    let sb = kernels::backward_ffn::ffn_swiglu_backward_f16::RowsParams::new(rows, f);
-                    ffn_swiglu_backward_f16(b, &y.g, &y.u, &s.da, dg, du, flag(lin.half)?, sb)?;
+                Kept::F16(dgu) => {
+                    let sb = kernels::backward_ffn::ffn_swiglu_backward_gu_f16::RowsParams::new(rows, f);
+                    ffn_swiglu_backward_gu_f16(b, &y.gu, &s.da, dgu, flag(lin.half)?, sb)?;
                 }
-                _ => return Err(Error::Config("internal: SwiGLU's gradients in two precisions".into())),
             }
-            let h2 = y.h2.operand();
-            lin.backward(b, s.dg.dy(), (&w.w1, pw.w1, &shape.w1), h2, &mut gl.w1, None, &mut s.ma)?;
-            let w3 = (&w.w3, pw.w3, &shape.w3);
-            lin.backward(b, s.du.dy(), w3, h2, &mut gl.w3, Some(&s.ma), &mut s.mb)?;
+            let w13 = (&w.w13, pw.w13, &shape.w13);
+            lin.backward(b, s.dgu.dy(), w13, y.h2.operand(), &mut gl.w13, None, &mut s.mb)?;
             // dx += the norm's input gradient (the residual stream's two paths meet here).
             let (x, rr, parts) = (&y.x_mid, &y.rrms2, &mut s.norm_partials);
             match s.dy16.as_mut() {
@@ -158,22 +155,21 @@ impl Model {
                     attention_backward_dkdv(b, q, k, v, &s.datt, &y.lse, &s.delta, &mut s.dk, &mut s.dv, kp)?;
                 }
             }
-            let (dq, dk) = match s.dy16.as_mut() {
+            // dq, dk, dv gathered into Wqkv's one output gradient (dq and dk rotated back).
+            let dqkv = match s.dy16.as_mut() {
                 None => {
-                    let rp = kernels::rope::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
-                    rope_qk_backward(b, &mut s.dq, &mut s.dk, rp)?;
-                    (Dy::F32(&s.dq), Dy::F32(&s.dk))
+                    let rp = kernels::rope::rope_qkv_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
+                    rope_qkv_backward(b, &s.dq, &s.dk, &s.dv, &mut s.qkv, rp)?;
+                    Dy::F32(&s.qkv)
                 }
                 Some(d16) => {
-                    let rp = kernels::rope::rope_qk_backward_f16::Params::new(bt, sq, h, hkv, dh, 0, base);
-                    rope_qk_backward_f16(b, &s.dq, &s.dk, &mut d16.dq, &mut d16.dk, flag(lin.half)?, rp)?;
-                    (Dy::F16(&d16.dq), Dy::F16(&d16.dk))
+                    let rp = kernels::rope::rope_qkv_backward_f16::Params::new(bt, sq, h, hkv, dh, 0, base);
+                    rope_qkv_backward_f16(b, &s.dq, &s.dk, &s.dv, &mut d16.dqkv, flag(lin.half)?, rp)?;
+                    Dy::F16(&d16.dqkv)
                 }
             };
-            let h1 = y.h1.operand();
-            lin.backward(b, dq, (&w.wq, pw.wq, &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
-            lin.backward(b, dk, (&w.wk, pw.wk, &shape.wk), h1, &mut gl.wk, Some(&s.ma), &mut s.mb)?;
-            lin.backward(b, Dy::F32(&s.dv), (&w.wv, pw.wv, &shape.wv), h1, &mut gl.wv, Some(&s.mb), &mut s.ma)?;
+            let wqkv = (&w.wqkv, pw.wqkv, &shape.wqkv);
+            lin.backward(b, dqkv, wqkv, y.h1.operand(), &mut gl.wqkv, None, &mut s.ma)?;
             // The first layer's dx goes to the embedding only, in f32: no f16 copy.
             let (x, rr, parts) = (&y.x_in, &y.rrms1, &mut s.norm_partials);
             match s.dy16.as_mut() {
