@@ -18,16 +18,18 @@ use kernels_train::params;
 /// keeps Wq, Wk, Wv as one weight and W1, W3 as another (`params::fused`), so a layer has four
 /// weight matrices, each one forward product, one input gradient and one weight gradient (the
 /// SIMT weight gradients split into parts and add them in one more dispatch). Of the f32 step's
-/// 515, the update takes 95: the gradient norm 21 (74 tensors, four a dispatch: 18 + 2, then the
-/// stats) and AdamW one per tensor (74); the forward, the loss and the backward the rest. The
-/// mixed step takes flash attention (`AUTO_ORDER_MIXED`): five dispatches a layer fewer than the
-/// fast path's attention; its loss head is one kernel (`loss::cross_entropy_f16`); of its casts,
-/// one a layer remains (dO's gradient cast): the others are written in f16 by the kernels that
-/// make the values (attention's output by the flash forward; Q, K, V by RoPE from the fused
-/// projection, `rope::rope_qkv_f16`, and the fused projection's gradient by RoPE's backward from
-/// dq, dk, dv, `rope::rope_qkv_backward_f16`).
-const MAX_F32: usize = 515;
-const MAX_MIXED: usize = 431;
+/// 497, the update takes 95: the gradient norm 21 (74 tensors, four a dispatch: 18 + 2, then the
+/// stats) and AdamW one per tensor (74); the forward, the loss and the backward the rest, the
+/// RMSNorm dγ reduces among them four norms a dispatch (`norm::rmsnorm_dgamma_reduce4`: 25
+/// norms in 6 + 1, where one a norm would take 25). The mixed step takes flash attention
+/// (`AUTO_ORDER_MIXED`): five dispatches a layer fewer than the fast path's attention; its loss
+/// head is one kernel (`loss::cross_entropy_f16`); of its casts, one a layer remains (dO's
+/// gradient cast): the others are written in f16 by the kernels that make the values
+/// (attention's output by the flash forward; Q, K, V by RoPE from the fused projection,
+/// `rope::rope_qkv_f16`, and the fused projection's gradient by RoPE's backward from dq, dk, dv,
+/// `rope::rope_qkv_backward_f16`).
+const MAX_F32: usize = 497;
+const MAX_MIXED: usize = 413;
 
 /// The same bounds where tensor cores run the products: the f32 products go through the scaled
 /// split, and the f16 weight gradients split into parts by the adapter's tuning table add their
@@ -42,7 +44,8 @@ const MAX_MIXED: usize = 431;
 /// 86 weight splits + 1 (the sliced embedding backward's reduce) = 1785. The fused projections
 /// remove 54 dispatches a layer on any adapter — Q, K, V's products 12 + 35 → 4 + 11, gate and
 /// up's 8 + 23 → 4 + 11, three AdamW and three weight splits — and 9 of the gradient norm (110
-/// tensors in 29 dispatches, 74 in 20): 1785 − 12 × 54 − 9 = 1128.
+/// tensors in 29 dispatches, 74 in 20); the dγ reduces four norms a dispatch remove 18 more:
+/// 1785 − 12 × 54 − 9 − 18 = 1110.
 ///
 /// Mixed: from the 838 measured on an H200 with flash attention, the projections unfused and a
 /// separate cast for every f16 operand: +1 (the sliced embedding backward's reduce), −2 (the
@@ -50,19 +53,20 @@ const MAX_MIXED: usize = 431;
 /// by RoPE; Q, K, V not cast again for the backward; the dY of W2, Wo, W1, W3, Wq and Wk) and
 /// −12 for attention's output (written in f16 by the flash forward) gives 693. The fused
 /// projections remove 17 a layer there: 9 products (Q, K, V's 9 → 3, gate and up's 6 → 3), V's
-/// cast and dv's gradient cast (now written by RoPE's kernels, still one dispatch each way), 3
+/// cast and dv's gradient cast (written by RoPE's kernels, still one dispatch each way), 3
 /// AdamW, and 3 split sums (the H200's table splits the weight gradients of Wq, Wk, Wv, W1, W3
-/// and of the fused Wqkv and W13, one sum each); and 9 of the gradient norm: 693 − 12 × 17 − 9
-/// = 480. Each of these is one dispatch on any adapter but the split sums, which lavapipe does
-/// not make: there the same change is 14 a layer, 608 − 12 × 14 − 9 = 431 (`MAX_MIXED`, measured).
-const MAX_F32_TENSOR_CORES: usize = 1128;
-const MAX_MIXED_TENSOR_CORES: usize = 480;
+/// and of the fused Wqkv and W13, one sum each); and 9 of the gradient norm; and the dγ reduces
+/// four norms a dispatch, 18: 693 − 12 × 17 − 9 − 18 = 462. Each of these is one dispatch on any
+/// adapter but the split sums, which lavapipe does not make: there the projections remove 14 a
+/// layer, 608 − 12 × 14 − 9 − 18 = 413 (`MAX_MIXED`, measured).
+const MAX_F32_TENSOR_CORES: usize = 1110;
+const MAX_MIXED_TENSOR_CORES: usize = 462;
 
 /// The f32 step on the split core in its portable form (`ModelOptions::split_products`), counted
 /// on any adapter: the same products, plans and halves as the tensor-core f32 step, so the
 /// count differs from MAX_F32_TENSOR_CORES only by what the adapter's attention path records
-/// (measured on lavapipe, fast attention: 1128, the figure computed above).
-const MAX_F32_SPLIT: usize = 1128;
+/// (measured on lavapipe, fast attention: 1110, the figure computed above).
+const MAX_F32_SPLIT: usize = 1110;
 
 fn gpt2_small() -> ModelConfig {
     ModelConfig::new(768, 12, 12, 12, 1024)

@@ -115,7 +115,9 @@ pub(super) struct Scratch {
     /// the norms' backward) or instead of (dqkv, by RoPE's) the f32 values.
     pub dy16: Option<Dy16>,
     pub delta: B,
-    pub norm_partials: B,
+    /// RMSNorm backward's partial dγ sums `[⌈rows / NORM_BLOCK⌉, dim]`, four norms' at a time
+    /// (reduced four a dispatch by `norm::rmsnorm_dgamma_reduce4`).
+    pub norm_partials: [B; 4],
     /// The embedding backward's slices (`kernels::embed::Scratch`).
     pub embed: kernels::embed::Scratch,
     pub fast_delta: Option<B>,
@@ -437,7 +439,10 @@ impl Model {
                 None
             },
             delta: z(batch * cfg.heads * s)?,
-            norm_partials: z(rows.div_ceil(norm_block) * d)?,
+            norm_partials: {
+                let n = rows.div_ceil(norm_block) * d;
+                [z(n)?, z(n)?, z(n)?, z(n)?]
+            },
             embed: kernels::embed::Scratch::new(
                 gpu,
                 kernels::embed::Params::new(rows as u32, d as u32, cfg.vocab as u32),
