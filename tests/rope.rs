@@ -359,8 +359,8 @@ fn rope_qkv_misuse_is_an_error() {
     // V one row short.
     let e = rope_qkv(&gpu, &qkv, &mut q, &mut k, &mut v, rope_qkv::Params::new(2, 3, 4, 2, 8, 0, BASE)).unwrap_err();
     assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("len(v)"), "{e}");
-    // A fused gradient for fewer key/value heads than the parts.
-    let mut dqkv = gpu.zeros::<f32>(2 * 3 * (4 + 2 * 1) * 8).unwrap();
+    // A fused gradient sized for one key/value head (4 + 2 · 1 heads of 8), the parts for two.
+    let mut dqkv = gpu.zeros::<f32>(2 * 3 * (4 + 2) * 8).unwrap();
     let p = rope_qkv_backward::Params::new(2, 3, 4, 2, 8, 0, BASE);
     let e = rope_qkv_backward(&gpu, &q, &k, &k, &mut dqkv, p).unwrap_err();
     assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("len(dqkv)"), "{e}");
