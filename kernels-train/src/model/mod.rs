@@ -13,6 +13,9 @@
 //! key/value width; V the vocabulary (256 for bytes). Linear layers keep PyTorch's [out, in] weight layout, so the forward
 //! is `Y = X·Wᵀ` (`matmul_t`), the input gradient `dX = dY·W` (`matmul`) and the weight gradient
 //! `dW += dYᵀ·X` (split along the tokens when the output is small), each a `kernels::gemm` plan.
+//! The parameters on the GPU are the fused set (`params::fused`: Wq, Wk, Wv stacked into one
+//! weight, W1 and W3 into another, so each group is one product); every method that takes or
+//! returns host tensors uses the LLaMA layout of `params::layout`.
 
 mod alloc;
 mod attention16;

@@ -1,5 +1,5 @@
 //! The linear layers' products at the step's precision, and the mixed-precision state (f16
-//! weight copies, the kept f16 activations, dY's f16 scratch, the loss scaler's buffers).
+//! weight copies, the kept f16 activations, the loss scaler's buffers).
 //!
 //! Every product is a `kernels::gemm` plan, made once per shape ([`Plans`]) and recorded with
 //! one workspace for the whole step. Which core a plan takes follows from the step's

@@ -45,7 +45,7 @@ impl Model {
                 }
                 // Each LLaMA-layout tensor's update over its range of the fused weight, with its
                 // own 8-bit state (`alloc::State::AdamW8bit`).
-                let (mut ws, mut gs): (Vec<&mut B>, Vec<&mut B>) =
+                let (mut fused_w, mut fused_g): (Vec<&mut B>, Vec<&mut B>) =
                     (params.iter_mut().collect(), grads.iter_mut().collect());
                 let llama = crate::params::layout(cfg);
                 let parts = crate::params::fused::parts(cfg);
@@ -54,7 +54,7 @@ impl Model {
                     let wd = if p.decays() { t.weight_decay } else { 0.0 };
                     let (n, at) = (part.len as u32, part.offset as u32);
                     let h = adamw_8bit_update::Params::new(n, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2, at);
-                    let (w, g) = (&mut *ws[part.tensor], &mut *gs[part.tensor]);
+                    let (w, g) = (&mut *fused_w[part.tensor], &mut *fused_g[part.tensor]);
                     adamw_8bit_update(b, w, g, mq, vq, qs, &opt.stats, h)?;
                 }
                 if let Some(h) = halves {
