@@ -17,7 +17,8 @@
 // in which each invocation owns vec4 columns of all the block's rows): it overwrites (or adds
 // into) dx and writes that block's partial dγ (a fixed-order sum over its rows) into a
 // `[blocks, d]` partials buffer, blocks = ⌈rows / NORM_BLOCK⌉; then `rmsnorm_dgamma_reduce` adds
-// the partials up over the blocks in a fixed order and accumulates the result into dγ. No float
+// the partials up over the blocks in a fixed order and accumulates the result into dγ
+// (`rmsnorm_dgamma_reduce4`: four norms' in one dispatch, the same order). No float
 // atomics: dγ is the same bits on every run. For mixed precision, `rmsnorm_backward_f16` and
 // `rmsnorm_backward_acc_f16` also write dx's f16 copy for the next linear layer's products,
 // with the loss scaler's overflow check (`lib/grad16.wgsl`), from the registers dx is stored
@@ -574,13 +575,9 @@ fn rmsnorm_backward_acc_f16(
 // --- KERNEL: rmsnorm_dgamma_reduce ---
 // The second half of RMSNorm's dγ: `dgamma[j] += Σ_b partials[b, j]` over the
 // blocks = ⌈rows / 8⌉ rows of the `[blocks, d]` partials written by `rmsnorm_backward` (called
-// with the same rows and d). One workgroup of 256 per 8 columns (grid `workgroups(⌈d/8⌉)`):
-// lane k = tid / 8 of column c sums blocks b ≡ k (mod 32) in order (in runs of 64 blocks, to
-// limit rounding growth), then the 32 lane sums are added in lane order. The order is fixed,
-// so the result is the same bits on every run. Accumulates into `dgamma[0 .. d]` (+=).
-// Each invocation loops about ⌈blocks/128⌉ times: lavapipe, which stops an invocation's loops
-// after 65535 iterations in all, is right up to about 60·10⁶ rows (real GPUs have no such
-// limit).
+// with the same rows and d). One workgroup of 256 per 8 columns (grid `workgroups(⌈d/8⌉)`), in
+// the fixed order of `lib/dgamma_reduce.wgsl`: the same bits on every run. Accumulates into
+// `dgamma[0 .. d]` (+=).
 // @grid workgroups(ceil_div(p.d, COLS))
 // @requires len(partials) >= ceil_div(p.rows, NORM_BLOCK) * p.d
 // @requires len(dgamma) >= p.d
@@ -592,26 +589,14 @@ struct Params {
 @group(0) @binding(0) var<storage, read> partials: array<f32>;
 @group(0) @binding(1) var<storage, read_write> dgamma: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
+//#include "lib/dgamma_reduce.wgsl"
 
-// Columns per workgroup: 8 consecutive invocations read a block's 8 consecutive partials (one
-// 32-byte sector), so that a few hundred blocks spread over many workgroups.
-const COLS: u32 = 8u;
-// Lanes over the blocks per column: WG / COLS.
-const SPLIT: u32 = 32u;
-const_assert COLS * SPLIT == WG;
-// Blocks summed into one run before the run joins the lane's total (a multiple of 4: a lane
-// loads 4 of its blocks before adding them).
-const RUN: u32 = 64u;
-const_assert RUN % 4u == 0u;
+fn dg_partial(t: u32, i: u32) -> f32 {
+    return partials[i];
+}
 
-var<workgroup> sh_lane: array<f32, WG>;
-
-// The partial of block b at column j, 0 for b ≥ end.
-fn part_at(b: u32, end: u32, j: u32) -> f32 {
-    if (b < end) {
-        return partials[b * p.d + j];
-    }
-    return 0.0;
+fn dg_add(t: u32, j: u32, v: f32) {
+    dgamma[j] += v;
 }
 
 @compute @workgroup_size(WG)
@@ -624,34 +609,85 @@ fn rmsnorm_dgamma_reduce(
     if (w >= (p.d + COLS - 1u) / COLS) {
         return;
     }
-    let c = tid % COLS;
-    let lane = tid / COLS;
-    let j = w * COLS + c;
-    let blocks = (p.rows + NORM_BLOCK - 1u) / NORM_BLOCK;
-    var total = 0.0;
-    if (j < p.d) {
-        for (var b0 = lane; b0 < blocks; b0 += SPLIT * RUN) {
-            let end = min(b0 + SPLIT * RUN, blocks);
-            var run = 0.0;
-            // Four of the lane's blocks loaded before any is added (independent loads in
-            // flight); added in block order.
-            for (var b = b0; b < end; b += 4u * SPLIT) {
-                let v0 = partials[b * p.d + j];
-                let v1 = part_at(b + SPLIT, end, j);
-                let v2 = part_at(b + 2u * SPLIT, end, j);
-                let v3 = part_at(b + 3u * SPLIT, end, j);
-                run = run + v0 + v1 + v2 + v3;
-            }
-            total += run;
+    dgamma_reduce(0u, w, tid);
+}
+
+// --- KERNEL: rmsnorm_dgamma_reduce4 ---
+// `rmsnorm_dgamma_reduce` of four norms in one dispatch: `dgamma{t}[j] += Σ_b partials{t}[b, j]`
+// for t = 0 … 3, each `[blocks, d]` partials buffer written by a backward kernel over the same
+// rows and d (a model's norms all have the model's width), each sum in the order of
+// `rmsnorm_dgamma_reduce` (the same bits as four of those). The workgroups of norm t follow
+// those of norm t − 1 (⌈d/8⌉ each). Four because a dispatch may bind at most 8 storage buffers
+// (WebGPU's default). Accumulates into `dgamma0 … dgamma3` (`[0 .. d]`, +=).
+// @grid workgroups(4 * ceil_div(p.d, COLS))
+// @requires len(partials0) >= ceil_div(p.rows, NORM_BLOCK) * p.d
+// @requires len(partials1) >= ceil_div(p.rows, NORM_BLOCK) * p.d
+// @requires len(partials2) >= ceil_div(p.rows, NORM_BLOCK) * p.d
+// @requires len(partials3) >= ceil_div(p.rows, NORM_BLOCK) * p.d
+// @requires len(dgamma0) >= p.d
+// @requires len(dgamma1) >= p.d
+// @requires len(dgamma2) >= p.d
+// @requires len(dgamma3) >= p.d
+// @accumulates dgamma0, dgamma1, dgamma2, dgamma3
+struct Params {
+    rows: u32,
+    d: u32,
+}
+@group(0) @binding(0) var<storage, read> partials0: array<f32>;
+@group(0) @binding(1) var<storage, read> partials1: array<f32>;
+@group(0) @binding(2) var<storage, read> partials2: array<f32>;
+@group(0) @binding(3) var<storage, read> partials3: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dgamma0: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dgamma1: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dgamma2: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dgamma3: array<f32>;
+@group(0) @binding(8) var<uniform> p: Params;
+//#include "lib/dgamma_reduce.wgsl"
+
+fn dg_partial(t: u32, i: u32) -> f32 {
+    switch t {
+        case 0u: {
+            return partials0[i];
+        }
+        case 1u: {
+            return partials1[i];
+        }
+        case 2u: {
+            return partials2[i];
+        }
+        default: {
+            return partials3[i];
         }
     }
-    sh_lane[lane * COLS + c] = total;
-    workgroupBarrier();
-    if (tid < COLS && j < p.d) {
-        var sum = 0.0;
-        for (var k = 0u; k < SPLIT; k++) {
-            sum += sh_lane[k * COLS + tid];
+}
+
+fn dg_add(t: u32, j: u32, v: f32) {
+    switch t {
+        case 0u: {
+            dgamma0[j] += v;
         }
-        dgamma[j] += sum;
+        case 1u: {
+            dgamma1[j] += v;
+        }
+        case 2u: {
+            dgamma2[j] += v;
+        }
+        default: {
+            dgamma3[j] += v;
+        }
     }
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm_dgamma_reduce4(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let per = (p.d + COLS - 1u) / COLS;
+    let w = flat_wg(wid, nwg);
+    if (w >= 4u * per) {
+        return;
+    }
+    dgamma_reduce(w / per, w % per, tid);
 }

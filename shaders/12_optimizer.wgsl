@@ -550,16 +550,21 @@ fn adamw_mixed(
 // fresh f32 m and v), then requantize the block against its new absmax. A skipped element
 // (NaN/±Inf gradient) keeps its p and carries its dequantized m and v over unchanged, but they
 // are requantized against the block's new scales like the rest. State starts as all zeros
-// (codes and scales). Updates `p`, `mq`, `vq`, `qscale` in place; overwrites `g[0..n]` with
-// zeros; the code bytes of a last partial word past n are written 0; words and scales past the
-// last block are untouched. Grid: one workgroup per 4 blocks (1024 values; invocation `tid`
+// (codes and scales). Updates `p`, `mq`, `vq`, `qscale` in place; overwrites
+// `g[offset .. offset + n]` with zeros; the code bytes of a last partial word past n are written
+// 0; words and scales past the last block are untouched. Grid: one workgroup per 4 blocks (1024 values; invocation `tid`
 // takes value `tid` of each, so 4 independent sets of loads are in flight and each load step is
 // coalesced; the four blocks' maxima come from one vec4 workgroup reduction), with the 2-D
 // fallback past the device's limit (the workgroup index comes from `flat_wg`, so tensors over
 // 65535 × 1024 values update every block). Deterministic (fixed-order block reductions).
+// The tensor's parameters and gradients are `p[h.offset + i]` and `g[h.offset + i]`, i < n: a
+// range of larger buffers where `h.offset` > 0 (the trainer keeps several LLaMA tensors stacked
+// in one weight, and each keeps its own 8-bit state: `mq`, `vq` and `qscale` are the tensor's
+// alone, its blocks counted from its first value); nothing of `p` or `g` outside the range is
+// read or written.
 // @grid workgroups(ceil_div(h.n, QCHUNK))
-// @requires len(p) >= h.n
-// @requires len(g) >= h.n
+// @requires len(p) >= h.offset + h.n
+// @requires len(g) >= h.offset + h.n
 // @requires len(mq) >= ceil_div(h.n, 4)
 // @requires len(vq) >= ceil_div(h.n, 4)
 // @requires len(qscale) >= 2 * ceil_div(h.n, QBLOCK)
@@ -574,6 +579,8 @@ struct Params {
     // 1 − β1^t and 1 − β2^t for the step t ≥ 1 about to be taken, computed on the host.
     bias1: f32,
     bias2: f32,
+    // The tensor's first element in `p` and `g`.
+    offset: u32,
 }
 @group(0) @binding(0) var<storage, read_write> p: array<f32>;
 @group(0) @binding(1) var<storage, read_write> g: array<f32>;
@@ -642,7 +649,7 @@ fn load_value(i: u32, sc: vec2<f32>) -> vec4<f32> {
         let mcode = bitcast<i32>(((mq[i / 4u] >> shift) & 0xffu) << 24u) >> 24u;
         let vcode = (vq[i / 4u] >> shift) & 0xffu;
         let root = f32(vcode) * (sc.y / 255.0);
-        e = vec4<f32>(f32(mcode) * (sc.x / 127.0), root * root, g[i], p[i]);
+        e = vec4<f32>(f32(mcode) * (sc.x / 127.0), root * root, g[h.offset + i], p[h.offset + i]);
     }
     return e;
 }
@@ -654,7 +661,7 @@ fn step_value(i: u32, e: vec4<f32>, clip: f32) -> vec2<f32> {
     var mi = e.x;
     var vi = e.y;
     if (i < h.n) {
-        g[i] = 0.0;
+        g[h.offset + i] = 0.0;
         if (is_finite(e.z)) {
             let gc = e.z * clip;
             mi = h.beta1 * mi + (1.0 - h.beta1) * gc;
@@ -662,7 +669,7 @@ fn step_value(i: u32, e: vec4<f32>, clip: f32) -> vec2<f32> {
             let m_hat = mi / h.bias1;
             let v_hat = vi / h.bias2;
             let w = e.w;
-            p[i] = w - h.lr * (m_hat / (sqrt(v_hat) + h.eps) + h.weight_decay * w);
+            p[h.offset + i] = w - h.lr * (m_hat / (sqrt(v_hat) + h.eps) + h.weight_decay * w);
         }
     }
     return vec2<f32>(mi, vi);

@@ -1,8 +1,9 @@
 //! The feed-forward backward kernels (`shaders/09_backward_ffn.wgsl`) against float64
 //! references and against central finite differences of the GPU forward kernels
-//! (`shaders/06_activation.wgsl`), plus large inputs that must stay finite. The f16 SwiGLU
-//! backward (`ffn_swiglu_backward_f16`) bit for bit against the f32 kernel followed by
-//! `cast_grad_f16x4`, overflow flag included.
+//! (`shaders/06_activation.wgsl`), plus large inputs that must stay finite. The SwiGLU backward
+//! over fused gate/up rows (`ffn_swiglu_backward_gu`) against the reference and bit for bit
+//! against the separate halves' kernel; its f16 form (`ffn_swiglu_backward_gu_f16`) bit for bit
+//! against that kernel followed by `cast_grad_f16x4`, overflow flag included.
 
 mod common;
 #[path = "reference/half.rs"]
@@ -13,7 +14,9 @@ mod reference;
 use common::{TAIL, assert_close, check_tail, gpu, rng, uniform};
 use kernels::Gpu;
 use kernels::activation::{gelu_inplace, swiglu_combine};
-use kernels::backward_ffn::{ffn_gelu_backward, ffn_swiglu_backward, ffn_swiglu_backward_f16};
+use kernels::backward_ffn::{
+    ffn_gelu_backward, ffn_swiglu_backward, ffn_swiglu_backward_gu, ffn_swiglu_backward_gu_f16,
+};
 use rand::Rng;
 use rand::seq::index::sample;
 
@@ -198,76 +201,121 @@ fn short_buffer_is_an_error() {
     assert!(e.to_string().contains("len(dx) >= p.n"), "{e}");
 }
 
-/// `ffn_swiglu_backward_f16`: d_gate's and d_up's f16 rows are the bits of `ffn_swiglu_backward`
-/// on the same inputs followed by `cast_grad_f16x4`, and the flag is raised exactly when one of
-/// the two casts raises it; against float64 within f16 rounding (each half within 2⁻¹¹ relative of
-/// the f32 value, which is within 1e-5 of the reference as above; subnormals within 2⁻²⁵
-/// absolute: 6e-4 norm-wise). Row widths not multiples of 4 (1, 5, 130: padded rows), one vec4 per
-/// invocation and four (multiples of 4), the inputs' tails poisoned; then d_out scaled by 10⁵,
-/// past f16's range: clamped like the cast and flagged; then a grid over the 2-D fallback.
+/// (rows, cols) of the fused-row cases: widths not multiples of 4 (1, 5, 130, 2, 3: the f16
+/// form's fused vec4s straddle the halves), multiples (64, 1024, 400), rows shorter than an
+/// invocation's 8 values; the last, 60·400 values (12 workgroups of 2048, 6 of 1024 vec4s), is run
+/// where a dimension takes at most 4 workgroups: the 2-D fallback.
+const GU_CASES: [(usize, usize); 8] = [(1, 1), (3, 5), (4, 2), (7, 3), (17, 64), (9, 130), (33, 1024), (60, 400)];
+
+/// gate, up and d_out of `[rows, cols]`, fresh, d_out times `scale`.
+fn swiglu_inputs(rng: &mut rand::rngs::StdRng, n: usize, scale: f32) -> [Vec<f32>; 3] {
+    let gate = uniform(rng, n, -6.0, 6.0);
+    let up = uniform(rng, n, -2.0, 2.0);
+    let d_out = uniform(rng, n, -2.0, 2.0).into_iter().map(|v| v * scale).collect();
+    [gate, up, d_out]
+}
+
+fn with_tail(mut v: Vec<f32>) -> Vec<f32> {
+    v.extend([f32::NAN; TAIL]);
+    v
+}
+
+/// `ffn_swiglu_backward_gu`: the fused gradient against float64 (d_gate, d_up of the reference
+/// side by side, 1e-5 as the separate kernel) and bit for bit the separate kernel's two outputs
+/// fused on the host; the inputs' tails and the output's poisoned.
 #[test]
-fn ffn_swiglu_backward_f16_is_the_f32_kernel_then_the_cast() {
+fn ffn_swiglu_backward_gu_matches_the_reference_and_the_separate_kernel() {
     let Some(gpu) = gpu() else { return };
-    if !common::has_f16(&gpu, "ffn_swiglu_backward_f16") {
+    let small = kernels::GpuOptions::from_env().max_workgroups_per_dimension(4);
+    let Some(gpu2d) = common::gpu_with(small) else { return };
+    let mut rng = rng("ffn_swiglu_backward_gu");
+    for (i, (rows, cols)) in GU_CASES.into_iter().enumerate() {
+        let kgpu = if i == GU_CASES.len() - 1 { &gpu2d } else { &gpu };
+        let n = rows * cols;
+        let [gate, up, d_out] = swiglu_inputs(&mut rng, n, 1.0);
+        let gu = kgpu.upload(&with_tail(reference::fuse_halves(&gate, &up, rows, cols))).unwrap();
+        let d = kgpu.upload(&with_tail(d_out.clone())).unwrap();
+        let mut dgu = kgpu.filled(2 * n + TAIL, f32::NAN).unwrap();
+        let p = ffn_swiglu_backward_gu::RowsParams::new(rows as u32, cols as u32);
+        ffn_swiglu_backward_gu(kgpu, &gu, &d, &mut dgu, p).unwrap();
+        let what = format!("ffn_swiglu_backward_gu ({rows}, {cols})");
+        let got = dgu.read(kgpu).unwrap();
+        check_tail(&what, &got, 2 * n);
+        let (rg, ru) =
+            reference::swiglu_backward(&reference::widen(&gate), &reference::widen(&up), &reference::widen(&d_out));
+        assert_close(&what, &got[..2 * n], &reference::fuse_halves(&rg, &ru, rows, cols), 1e-5);
+        let (dg, du) = run_swiglu_backward(&gpu, &gate, &up, &d_out);
+        let sep = reference::fuse_halves(&dg, &du, rows, cols);
+        assert!(common::same_bits(&got[..2 * n], &sep), "{what}: not ffn_swiglu_backward's bits");
+    }
+}
+
+/// `ffn_swiglu_backward_gu_f16`: the fused gradient's f16 rows are the bits of
+/// `ffn_swiglu_backward_gu` on the same inputs followed by `cast_grad_f16x4`, and the flag is
+/// raised exactly when that cast raises it; against float64 within f16 rounding (each half within
+/// 2⁻¹¹ relative of the f32 value, which is within 1e-5 of the reference as above; subnormals
+/// within 2⁻²⁵ absolute: 6e-4 norm-wise). The cases of `GU_CASES` (padded rows; vec4s across
+/// the halves; four vec4s an invocation for multiples of 4; the 2-D grid), the inputs' tails
+/// poisoned; then d_out scaled by 10⁵, past f16's range: clamped like the cast and flagged.
+#[test]
+fn ffn_swiglu_backward_gu_f16_is_the_f32_kernel_then_the_cast() {
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "ffn_swiglu_backward_gu_f16") {
         return;
     }
     let small = kernels::GpuOptions::from_env().max_workgroups_per_dimension(4);
     let Some(gpu2d) = common::gpu_with(small) else { return };
-    let mut rng = rng("ffn_swiglu_backward_f16");
-    // (rows, cols); the last, 60·100 = 6000 vec4s (6 workgroups of 1024), runs where a dimension
-    // takes at most 4 workgroups: the 2-D fallback.
-    let mut overflowed = 0;
-    let cases = [(1usize, 1usize), (3, 5), (17, 64), (9, 130), (33, 1024), (60, 400)];
-    for (i, (rows, cols)) in cases.into_iter().enumerate() {
-        // The f16 kernel on `kgpu`; the f32 kernel and the casts always on `gpu` (a 2-D grid of
-        // the casts' would be too large for the limit).
-        let kgpu = if i == cases.len() - 1 { &gpu2d } else { &gpu };
-        let gpu = &gpu;
+    let mut rng = rng("ffn_swiglu_backward_gu_f16");
+    for (i, (rows, cols)) in GU_CASES.into_iter().enumerate() {
+        // The f16 kernel on `kgpu`; the f32 kernel and the cast always on `gpu`.
+        let kgpu = if i == GU_CASES.len() - 1 { &gpu2d } else { &gpu };
         for scale in [1.0f32, 1.0e5] {
-            let what = format!("({rows}, {cols}) scale {scale}");
+            let what = format!("ffn_swiglu_backward_gu_f16 ({rows}, {cols}) scale {scale}");
             let n = rows * cols;
-            let with_tail = |mut v: Vec<f32>| {
-                v.extend([f32::NAN; TAIL]);
-                v
-            };
-            let gate = uniform(&mut rng, n, -6.0, 6.0);
-            let up_ = uniform(&mut rng, n, -2.0, 2.0);
-            let d_out: Vec<f32> = uniform(&mut rng, n, -2.0, 2.0).into_iter().map(|v| v * scale).collect();
-            let ups = |gpu: &Gpu| {
-                let up = |v: &[f32]| gpu.upload(&with_tail(v.to_vec())).unwrap();
-                (up(&gate), up(&up_), up(&d_out))
-            };
-            let (g, u, d) = ups(kgpu);
-            let (mut dg16, mut du16) = (half::poisoned16(kgpu, rows, cols), half::poisoned16(kgpu, rows, cols));
+            let [gate, up, d_out] = swiglu_inputs(&mut rng, n, scale);
+            let gu_host = with_tail(reference::fuse_halves(&gate, &up, rows, cols));
+            let (gu, d) = (kgpu.upload(&gu_host).unwrap(), kgpu.upload(&with_tail(d_out.clone())).unwrap());
+            let mut dgu16 = half::poisoned16(kgpu, rows, 2 * cols);
             let mut flag = half::flag(kgpu);
-            let p = ffn_swiglu_backward_f16::RowsParams::new(rows as u32, cols as u32);
-            ffn_swiglu_backward_f16(kgpu, &g, &u, &d, &mut dg16, &mut du16, &mut flag, p).unwrap();
-            let got_g = half::read16(kgpu, &dg16, rows, cols, &what);
-            let got_u = half::read16(kgpu, &du16, rows, cols, &what);
+            let p = ffn_swiglu_backward_gu_f16::RowsParams::new(rows as u32, cols as u32);
+            ffn_swiglu_backward_gu_f16(kgpu, &gu, &d, &mut dgu16, &mut flag, p).unwrap();
+            let got = half::read16(kgpu, &dgu16, rows, 2 * cols, &what);
             let got_flag = half::read_flag(kgpu, &flag, &what);
-            let (g, u, d) = ups(gpu);
-            let (mut dg, mut du) = (gpu.filled(n, f32::NAN).unwrap(), gpu.filled(n, f32::NAN).unwrap());
-            ffn_swiglu_backward(gpu, &g, &u, &d, &mut dg, &mut du, ffn_swiglu_backward::Params::new(n as u32)).unwrap();
-            let ((want_g, fg), (want_u, fu)) =
-                (half::cast_grad(gpu, &dg, rows, cols), half::cast_grad(gpu, &du, rows, cols));
-            half::same16(&got_g, &want_g, &format!("{what} d_gate"));
-            half::same16(&got_u, &want_u, &format!("{what} d_up"));
-            assert_eq!(got_flag, fg | fu, "{what}: the flag is not the casts'");
-            let f32s = [dg.read(gpu).unwrap(), du.read(gpu).unwrap()];
-            let over = f32s.iter().flatten().any(|v| v.abs() > 65504.0);
+            let (gu, d) = (gpu.upload(&gu_host).unwrap(), gpu.upload(&d_out).unwrap());
+            let mut dgu = gpu.filled(2 * n, f32::NAN).unwrap();
+            let p = ffn_swiglu_backward_gu::RowsParams::new(rows as u32, cols as u32);
+            ffn_swiglu_backward_gu(&gpu, &gu, &d, &mut dgu, p).unwrap();
+            let (want, want_flag) = half::cast_grad(&gpu, &dgu, rows, 2 * cols);
+            half::same16(&got, &want, &what);
+            assert_eq!(got_flag, want_flag, "{what}: the flag is not the cast's");
+            let over = dgu.read(&gpu).unwrap().iter().any(|v| v.abs() > 65504.0);
             assert_eq!(got_flag, u32::from(over), "{what}: flag {got_flag} with a gradient beyond ±65504: {over}");
-            overflowed += usize::from(over);
-            let (rg, ru) = reference::swiglu_backward(
-                &reference::widen(&gate),
-                &reference::widen(&up_),
-                &reference::widen(&d_out),
-            );
+            // d_out of 10⁵ takes some of 64 or more gradients past f16's range (each does with
+            // probability over 1/4).
+            assert!(scale == 1.0 || n < 64 || over, "{what}: no gradient beyond f16's range");
             if scale == 1.0 {
-                assert_close(&format!("{what} d_gate"), &half::widen16(&got_g, rows, cols, &what), &rg, 6e-4);
-                assert_close(&format!("{what} d_up"), &half::widen16(&got_u, rows, cols, &what), &ru, 6e-4);
+                let (rg, ru) = reference::swiglu_backward(
+                    &reference::widen(&gate),
+                    &reference::widen(&up),
+                    &reference::widen(&d_out),
+                );
+                let want = reference::fuse_halves(&rg, &ru, rows, cols);
+                assert_close(&what, &half::widen16(&got, rows, 2 * cols, &what), &want, 6e-4);
             }
         }
     }
-    // d_out of 10⁵ takes some gradient past f16's range in every case of more than a few elements.
-    assert!(overflowed >= cases.len() - 1, "only {overflowed} cases overflowed");
+}
+
+#[test]
+fn ffn_swiglu_backward_gu_short_buffer_is_an_error() {
+    let Some(gpu) = gpu() else { return };
+    let gu = gpu.upload(&[1.0f32; 20]).unwrap();
+    let d = gpu.upload(&[1.0f32; 10]).unwrap();
+    // The fused gradient of 2 rows of 5 needs 20 values.
+    let mut dgu = gpu.filled(19, f32::NAN).unwrap();
+    let p = ffn_swiglu_backward_gu::RowsParams::new(2, 5);
+    let e = ffn_swiglu_backward_gu(&gpu, &gu, &d, &mut dgu, p).unwrap_err();
+    assert!(matches!(e, kernels::Error::Shape { .. }), "{e:?}");
+    assert!(e.to_string().contains("len(dgu)"), "{e}");
+    assert!(dgu.read(&gpu).unwrap().iter().all(|v| v.is_nan()), "nothing ran");
 }

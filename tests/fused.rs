@@ -1,4 +1,4 @@
-//! The fused f16-output kernels (`norm::rmsnorm_f16`, `norm::residual_rmsnorm_f16`, `activation::swiglu_f16`, `optimizer::adamw_mixed`, `cast::cast_f16x4`; `shaders/lib/f16x4.wgsl`) against float64 references on fresh random inputs,
+//! The fused f16-output kernels (`norm::rmsnorm_f16`, `norm::residual_rmsnorm_f16`, `activation::swiglu_f16`, `activation::swiglu_gu_f16`, `optimizer::adamw_mixed`, `cast::cast_f16x4`; `shaders/lib/f16x4.wgsl`) against float64 references on fresh random inputs,
 //! outputs poisoned first (NaN, and a NaN tail that must survive), row lengths that are not
 //! multiples of 4 or of the workgroup's 256 columns, rows wider than the 1024 columns kept in
 //! registers, and the 2-D grid fallback.
@@ -15,7 +15,7 @@ mod common;
 mod reference;
 
 use common::{Rounded, TAIL, assert_within, gpu, gpu_with, has_f16, rng, uniform};
-use kernels::activation::swiglu_f16;
+use kernels::activation::{swiglu_f16, swiglu_gu_f16};
 use kernels::cast::cast_f16x4;
 use kernels::norm::{residual_rmsnorm_f16, rmsnorm_f16};
 use kernels::ops::{self, F16x4};
@@ -220,6 +220,58 @@ fn swiglu_f16_on_the_2d_grid() {
         let gate = uniform(&mut rng, rows * cols, -6.0, 6.0);
         let up = uniform(&mut rng, rows * cols, -3.0, 3.0);
         swiglu_case(&gpu, &gate, &up, rows, cols);
+    }
+}
+
+/// One `swiglu_gu_f16` of gate and up (`[rows, cols]` each) as fused `[rows, 2·cols]` rows,
+/// checked against float64 and bit for bit against `swiglu_f16` on the separate halves.
+fn swiglu_gu_case(gpu: &Gpu, gate: &[f32], up: &[f32], rows: usize, cols: usize) {
+    let mut gu = reference::fuse_halves(gate, up, rows, cols);
+    gu.extend([f32::NAN; TAIL]);
+    let gub = gpu.upload(&gu).unwrap();
+    let mut out = poisoned16(gpu, rows, cols);
+    swiglu_gu_f16(gpu, &gub, &mut out, swiglu_gu_f16::RowsParams::new(rows as u32, cols as u32)).unwrap();
+    let got = out.read(gpu).unwrap();
+    let what = format!("swiglu_gu_f16 ({rows}, {cols})");
+    let want = reference::swiglu(&reference::widen(gate), &reference::widen(up));
+    check16(&what, &got, &want, rows, cols);
+    let (gb, ub) = (gpu.upload(gate).unwrap(), gpu.upload(up).unwrap());
+    let mut sep = poisoned16(gpu, rows, cols);
+    swiglu_f16(gpu, &gb, &ub, &mut sep, swiglu_f16::RowsParams::new(rows as u32, cols as u32)).unwrap();
+    assert!(same16(&got, &sep.read(gpu).unwrap()), "{what}: not swiglu_f16's bits");
+}
+
+#[test]
+fn swiglu_gu_f16_matches_a_float64_reference_and_the_separate_kernel() {
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu, "swiglu_gu_f16") {
+        return;
+    }
+    let mut rng = rng("swiglu_gu_f16");
+    // cols % 4 == 0 takes the 4-vec4 path (whole workgroups and a partial last one); the others
+    // the per-vec4 path with row padding.
+    for (rows, cols) in [(1, 1), (3, 5), (7, 130), (16, 256), (5, 1027), (9, 3072)] {
+        let n = rows * cols;
+        let mut gate = uniform(&mut rng, n, -8.0, 8.0);
+        let mut up = uniform(&mut rng, n, -4.0, 4.0);
+        // Tails of the sigmoid, products beyond the f16 range (clamped to ±65504), NaN kept.
+        for (i, (g, u)) in
+            [(-1.0e4f32, 3.0f32), (1.0e4, 30.0), (50.0, -2000.0), (f32::NAN, 1.0)].into_iter().enumerate()
+        {
+            if i < n {
+                gate[n - 1 - i] = g;
+                up[n - 1 - i] = u;
+            }
+        }
+        swiglu_gu_case(&gpu, &gate, &up, rows, cols);
+    }
+    // 6 workgroups of 1024 vec4s each where a dimension takes at most 4 (the 2-D grid): with
+    // padding (160 × 33 vec4s) and without (64 × 96).
+    let Some(gpu2d) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else { return };
+    for (rows, cols) in [(160, 130), (64, 384)] {
+        let gate = uniform(&mut rng, rows * cols, -6.0, 6.0);
+        let up = uniform(&mut rng, rows * cols, -3.0, 3.0);
+        swiglu_gu_case(&gpu2d, &gate, &up, rows, cols);
     }
 }
 

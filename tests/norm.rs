@@ -3,7 +3,9 @@
 //! values first); the backward also against central finite differences of the GPU forward;
 //! determinism in bits; more than 65535 rows and more than 65535 backward blocks; misuse. The
 //! backward with dx's f16 copy (`rmsnorm_backward_f16`, `rmsnorm_backward_acc_f16`) bit for bit
-//! against the f32 kernels followed by `cast_grad_f16x4`, overflow flag included.
+//! against the f32 kernels followed by `cast_grad_f16x4`, overflow flag included. Four norms' dγ
+//! reduces in one dispatch (`rmsnorm_dgamma_reduce4`) against float64 and bit for bit against
+//! four `rmsnorm_dgamma_reduce`.
 
 mod common;
 #[path = "reference/half.rs"]
@@ -15,7 +17,7 @@ use common::{assert_close, gpu, gpu_with, has_f16, rel_err, rng, uniform};
 use kernels::infrastructure::axpy;
 use kernels::norm::{
     rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_backward_acc_f16, rmsnorm_backward_f16, rmsnorm_dgamma_reduce,
-    rmsnorm_forward, rmsnorm_forward_w16,
+    rmsnorm_dgamma_reduce4, rmsnorm_forward, rmsnorm_forward_w16,
 };
 use kernels::{Error, Gpu, GpuOptions, f16};
 use rand::Rng;
@@ -491,4 +493,68 @@ fn backward_f16_is_the_f32_backward_then_the_cast() {
     // (where dx ∝ eps / (x² + eps)) and the shapes of fewer than 32 values.
     let wide = BACKWARD_SHAPES.iter().filter(|&&(rows, d)| d > 1 && rows * d >= 32).count();
     assert!(overflowed >= 2 * wide, "only {overflowed} cases overflowed");
+}
+
+/// One `rmsnorm_dgamma_reduce4` on `kgpu` of four fresh `[blocks, d]` partials into four dγ that
+/// hold random values (it accumulates): each against float64 (dγ0 + the column sums) and bit for
+/// bit against `rmsnorm_dgamma_reduce` of the same partials on `gpu`; the partials' rows past
+/// the blocks and the dγ past d poisoned, never read or written.
+fn reduce4_case(kgpu: &Gpu, gpu: &Gpu, rng: &mut StdRng, rows: usize, d: usize) {
+    let n = blocks(rows) * d;
+    let parts: Vec<Vec<f32>> = (0..4).map(|_| uniform(rng, n, -1.0, 1.0)).collect();
+    let dg0: Vec<Vec<f32>> = (0..4).map(|_| uniform(rng, d, -1.0, 1.0)).collect();
+    let tail = |v: &[f32]| {
+        let mut v = v.to_vec();
+        v.extend([f32::NAN; common::TAIL]);
+        v
+    };
+    let pb: Vec<_> = parts.iter().map(|v| kgpu.upload(&tail(v)).unwrap()).collect();
+    let mut dg: Vec<_> = dg0.iter().map(|v| kgpu.upload(&tail(v)).unwrap()).collect();
+    let [d0, d1, d2, d3] = &mut dg[..] else { unreachable!() };
+    let p = rmsnorm_dgamma_reduce4::Params::new(rows as u32, d as u32);
+    rmsnorm_dgamma_reduce4(kgpu, &pb[0], &pb[1], &pb[2], &pb[3], d0, d1, d2, d3, p).unwrap();
+    for t in 0..4 {
+        let what = format!("rmsnorm_dgamma_reduce4 rows={rows} d={d} norm {t}");
+        let got = dg[t].read(kgpu).unwrap();
+        common::check_tail(&what, &got, d);
+        let want: Vec<f64> = (0..d)
+            .map(|j| dg0[t][j] as f64 + (0..blocks(rows)).map(|b| parts[t][b * d + j] as f64).sum::<f64>())
+            .collect();
+        assert_close(&what, &got[..d], &want, 1e-5);
+        let one = gpu.upload(&parts[t]).unwrap();
+        let mut sep = gpu.upload(&dg0[t]).unwrap();
+        rmsnorm_dgamma_reduce(gpu, &one, &mut sep, rmsnorm_dgamma_reduce::Params::new(rows as u32, d as u32)).unwrap();
+        assert!(common::same_bits(&got[..d], &sep.read(gpu).unwrap()), "{what}: not rmsnorm_dgamma_reduce's bits");
+    }
+}
+
+#[test]
+fn dgamma_reduce4_is_four_reduces() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm_dgamma_reduce4");
+    // Widths not multiples of a workgroup's 8 columns; one block; a short last block; more blocks
+    // than one run of the 32 lanes (20,000 rows: 2500 blocks, past 32 × 64).
+    for (rows, d) in [(3, 1), (33, 64), (70, 300), (1, 768), (20_000, 5), (4096, 768)] {
+        reduce4_case(&gpu, &gpu, &mut rng, rows, d);
+    }
+    // 4 × 3 workgroups where a dimension takes at most 4: the 2-D grid.
+    let Some(gpu2d) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else { return };
+    reduce4_case(&gpu2d, &gpu, &mut rng, 50, 24);
+}
+
+#[test]
+fn dgamma_reduce4_short_buffers_are_errors() {
+    let Some(gpu) = gpu() else { return };
+    let (rows, d) = (40, 10);
+    let p = gpu.filled(blocks(rows) * d, 1.0f32).unwrap();
+    let short = gpu.filled(blocks(rows) * d - 1, 1.0f32).unwrap();
+    let mut dg: Vec<_> = (0..4).map(|_| gpu.filled(d, 0.0f32).unwrap()).collect();
+    let [d0, d1, d2, d3] = &mut dg[..] else { unreachable!() };
+    let params = rmsnorm_dgamma_reduce4::Params::new(rows as u32, d as u32);
+    let e = rmsnorm_dgamma_reduce4(&gpu, &p, &p, &short, &p, d0, d1, d2, d3, params).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("len(partials2)"), "{e}");
+    let mut d3 = gpu.filled(d - 1, 0.0f32).unwrap();
+    let e = rmsnorm_dgamma_reduce4(&gpu, &p, &p, &p, &p, d0, d1, d2, &mut d3, params).unwrap_err();
+    assert!(e.to_string().contains("len(dgamma3) >= p.d"), "{e}");
+    assert!(dg.iter().all(|b| b.read(&gpu).unwrap().iter().all(|&v| v == 0.0)), "nothing ran");
 }

@@ -51,7 +51,7 @@ fn adamw_params(h: &AdamW, n: usize, t: u32) -> adamw_update::Params {
 
 fn adamw_8bit_params(h: &AdamW, n: usize, t: u32) -> adamw_8bit_update::Params {
     let a = adamw_params(h, n, t);
-    adamw_8bit_update::Params::new(a.n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.bias1, a.bias2)
+    adamw_8bit_update::Params::new(a.n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.bias1, a.bias2, 0)
 }
 
 /// The partial offsets of tensors of lengths `lens` and the total partial count.
@@ -874,4 +874,75 @@ fn adamw_with_the_max_of_the_new_weights() {
             assert_eq!(f32::from_bits(got[1]), 1e6, "n = {n}: a kept parameter counts as it stands");
         }
     }
+}
+
+/// `adamw_8bit_update` over a range of larger buffers (`h.offset`: the trainer's LLaMA tensors
+/// stacked in one fused weight, each with its own 8-bit state) is the update of that range as a
+/// tensor of its own: over three steps of fresh gradients (a NaN among them), two tensors of
+/// lengths that are not multiples of a block or of a code word, stacked, give bit for bit the
+/// parameters, codes and scales of the same tensors updated alone (checked against the float64
+/// model above), zero their gradient ranges, and leave the values after the ranges (poisoned)
+/// untouched.
+#[test]
+fn adamw_8bit_update_on_a_range_is_the_update_of_that_tensor() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("adamw_8bit_update offset");
+    let h = hyper();
+    let lens = [1001usize, 2050];
+    let tail = 5;
+    let p0: Vec<Vec<f32>> = lens.iter().map(|&n| uniform(&mut rng, n, -1.0, 1.0)).collect();
+    let mut alone: Vec<State8> = p0.iter().map(|p| new8(&gpu, p)).collect();
+    let mut stacked_p: Vec<f32> = p0.concat();
+    stacked_p.extend(std::iter::repeat_n(f32::NAN, tail));
+    let total = lens.iter().sum::<usize>();
+    let mut p = gpu.upload(&stacked_p).unwrap();
+    let mut g = gpu.filled(total + tail, f32::NAN).unwrap();
+    let mut states: Vec<State8> = p0.iter().map(|p| new8(&gpu, p)).collect();
+    let stats = gpu.upload(&[0.0f32, 0.5, 0.0, 0.0]).unwrap();
+    for t in 1..=3u32 {
+        let mut gs: Vec<Vec<f32>> = lens.iter().map(|&n| uniform(&mut rng, n, -1.0, 1.0)).collect();
+        gs[1][7] = f32::NAN;
+        let mut flat = gs.concat();
+        flat.extend(std::iter::repeat_n(f32::NAN, tail));
+        g.write(&gpu, &flat).unwrap();
+        let b = gpu.batch();
+        let mut offset = 0;
+        for ((s, a), (gr, &n)) in states.iter_mut().zip(&mut alone).zip(gs.iter().zip(&lens)) {
+            let mut at = adamw_8bit_params(&h, n, t);
+            at.offset = offset as u32;
+            adamw_8bit_update(&b, &mut p, &mut g, &mut s.mq, &mut s.vq, &mut s.qscale, &stats, at).unwrap();
+            a.g.write(&gpu, gr).unwrap();
+            let one = adamw_8bit_params(&h, n, t);
+            adamw_8bit_update(&b, &mut a.p, &mut a.g, &mut a.mq, &mut a.vq, &mut a.qscale, &stats, one).unwrap();
+            offset += n;
+        }
+        b.submit().unwrap();
+        let (got_p, got_g) = (p.read(&gpu).unwrap(), g.read(&gpu).unwrap());
+        assert!(got_p[total..].iter().chain(&got_g[total..]).all(|v| v.is_nan()), "step {t}: wrote past the ranges");
+        assert!(got_g[..total].iter().all(|&v| v == 0.0), "step {t}: gradients not zeroed");
+        let mut offset = 0;
+        for (i, (s, a)) in states.iter().zip(&alone).enumerate() {
+            let n = lens[i];
+            let what = format!("step {t}, tensor {i} at {offset}");
+            let (want_p, want_q) = read8(&gpu, a);
+            assert!(common::same_bits(&got_p[offset..offset + n], &want_p), "{what}: parameters differ");
+            let got_q = Quant8::from_gpu(
+                n,
+                &s.mq.read(&gpu).unwrap(),
+                &s.vq.read(&gpu).unwrap(),
+                &s.qscale.read(&gpu).unwrap(),
+            );
+            assert_eq!(got_q, want_q, "{what}: 8-bit state differs");
+            offset += n;
+        }
+        stacked_p = got_p;
+    }
+    // The updates moved the parameters (a test that cannot fail otherwise).
+    assert!(stacked_p[..lens[0]].iter().zip(&p0[0]).any(|(a, b)| a != b));
+    // A range past the buffer is refused before anything runs.
+    let mut at = adamw_8bit_params(&h, lens[1], 4);
+    at.offset = (total + tail - lens[1] + 1) as u32;
+    let s = &mut states[1];
+    let e = adamw_8bit_update(&gpu, &mut p, &mut g, &mut s.mq, &mut s.vq, &mut s.qscale, &stats, at).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("len(p) >= h.offset + h.n"), "{e}");
 }

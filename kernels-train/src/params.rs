@@ -23,6 +23,13 @@
 //! follow it); everything else iterates through them.
 //!
 //! Rotary embeddings rotate interleaved pairs (2i, 2i+1), as the original LLaMA code does.
+//!
+//! This layout is the trainer's outside: checkpoints, exports, [`init`] and every host copy of
+//! the weights, gradients or moments use it. On the GPU the model keeps the projections that
+//! share an input stacked into one weight each (`wqkv`, `w13`: [`fused`]), which converts
+//! between the two.
+
+pub mod fused;
 
 use crate::Error;
 use crate::config::ModelConfig;

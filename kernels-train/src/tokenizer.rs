@@ -411,7 +411,10 @@ mod tests {
         let t = Tokenizer::train_bpe(text, 512).unwrap();
         assert_eq!((t.vocab_size(), t.model_vocab()), (512, 512));
         let ids = t.encode(text.as_bytes()).unwrap();
-        assert!(ids.len() < text.len() / 2, "{} tokens for {} bytes", ids.len(), text.len());
+        // 512 tokens take this corpus (the repository's own prose, Rust and WGSL, so the ratio
+        // moves with every document) to about half its bytes, 0.50 within a few thousandths;
+        // merges that stopped working would leave it near 1 (one token a byte).
+        assert!(ids.len() * 100 < text.len() * 55, "{} tokens for {} bytes", ids.len(), text.len());
         assert_eq!(t.decode(&ids).unwrap(), text);
         // The record gives back the same tokenizer, encoding the same ids.
         let back = Tokenizer::from_record(t.record()).unwrap();

@@ -1,6 +1,6 @@
-// Rotary position embedding's angles and pairs, shared by the forward (04_rope.wgsl) and the
-// backward (`rope_*_backward` in 10_backward_attention.wgsl), so both rotate by exactly the same
-// θ, with the rotation's arithmetic written once for each direction.
+// Rotary position embedding's angles and pairs, shared by the forward and backward kernels of
+// 04_rope.wgsl (and their fused-row walk, `lib/rope_qkv.wgsl`), so all rotate by exactly the
+// same θ, with the rotation's arithmetic written once for each direction.
 //
 // Provides `rope_cos_sin`, `rope_pair`, `rope_rotate` and `rope_rotate_back`; no hooks.
 //

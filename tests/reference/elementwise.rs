@@ -117,3 +117,14 @@ pub fn extreme_inputs() -> Vec<f32> {
     }
     v
 }
+
+/// The fused rows `[rows, 2·cols]` of two `[rows, cols]` halves side by side (the gate/up
+/// projection's output: gate in columns 0 … cols − 1, up in cols … 2·cols − 1).
+pub fn fuse_halves<T: Copy>(a: &[T], b: &[T], rows: usize, cols: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(2 * rows * cols);
+    for r in 0..rows {
+        out.extend_from_slice(&a[r * cols..(r + 1) * cols]);
+        out.extend_from_slice(&b[r * cols..(r + 1) * cols]);
+    }
+    out
+}

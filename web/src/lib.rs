@@ -412,7 +412,7 @@ async fn non_finite(gpu: &Gpu, rng: &mut Rng, r: &mut Report<'_>) -> Result<()> 
     let (mut p, mut gb) = (gpu.upload(&p0)?, gpu.upload(&g)?);
     let (mut mq, mut vq) = (gpu.filled(N.div_ceil(4), 0u32)?, gpu.filled(N.div_ceil(4), 0u32)?);
     let mut qscale = gpu.filled(2 * N.div_ceil(256), 0.0f32)?;
-    let h = adamw_8bit_update::Params::new(N as u32, lr, b1, b2, eps, wd, bias(b1, 1), bias(b2, 1));
+    let h = adamw_8bit_update::Params::new(N as u32, lr, b1, b2, eps, wd, bias(b1, 1), bias(b2, 1), 0);
     adamw_8bit_update(gpu, &mut p, &mut gb, &mut mq, &mut vq, &mut qscale, &stats, h)?;
     let want: Vec<f64> =
         (0..N).map(|i| if finite(i) { step(1, 0.0, 0.0, p0[i] as f64, g[i] as f64).0 } else { p0[i] as f64 }).collect();

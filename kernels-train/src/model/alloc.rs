@@ -6,6 +6,7 @@ use super::{Attention, B, Model, ModelOptions, Precision, StateRef, Tensors, fas
 use crate::Error;
 use crate::config::ModelConfig;
 use crate::optim::{Moments8, OptimizerKind};
+use crate::params::fused::{self, Fused};
 use crate::params::{self, ModelWeights};
 use kernels::ops::{F16x4, f16x4_len};
 use kernels::{Buffer, Gpu};
@@ -29,8 +30,8 @@ pub(super) struct Layer {
     /// The feed-forward input (after RMSNorm).
     pub h2: Kept,
     pub rrms2: B,
-    pub g: B,
-    pub u: B,
+    /// The fused gate/up projection `h2·W13ᵀ` `[rows, 2F]`: each row's gate, then its up.
+    pub gu: B,
     /// The SwiGLU output, W2's input.
     pub a: Kept,
     /// The fast path's probabilities (P, then dS in the backward); empty for the other paths.
@@ -44,9 +45,8 @@ pub(super) enum Qkv {
     /// attention kernels); K and V of sequence 0 are also generation's cache.
     F32 { q: B, k: B, v: B },
     /// Mixed precision on the f16 attention paths (`attention16`): only the f16 copies (f16x4
-    /// rows), which are all the f16 attention kernels read. The projections write their f32
-    /// outputs into the shared scratch (`Scratch::dq`, `dk`, `dv`), RoPE writes Q's and K's
-    /// copies from there (`rope::rope_qk_f16`) and V is cast once. `cache_k` and `cache_v`
+    /// rows), which are all the f16 attention kernels read, written from the fused projection's
+    /// f32 rows (`Scratch::qkv`) by `rope::rope_qkv_f16`. `cache_k` and `cache_v`
     /// (`[seq_len, Hkv·Dh]` f32) are generation's cache of sequence 0's keys and values, written
     /// only by generation's forwards (the f32 values the f32 layers would cache, so generation
     /// gives the same tokens).
@@ -98,22 +98,26 @@ pub(super) struct Scratch {
     pub da: B,
     pub ma: B,
     pub mb: B,
-    /// SwiGLU's gradients, W1's and W3's output gradients: in mixed precision only their f16
-    /// copies (`backward_ffn::ffn_swiglu_backward_f16`).
-    pub dg: Kept,
-    pub du: Kept,
+    /// SwiGLU's fused gradient `[rows, 2F]` (d_gate, then d_up of each row), W13's output
+    /// gradient: in mixed precision only its f16 copy (`backward_ffn::ffn_swiglu_backward_gu_f16`).
+    pub dgu: Kept,
     pub datt: B,
-    /// Attention's input gradients; on the f16 attention paths the forward's f32 Q, K, V
-    /// projections too (for RoPE and V's cast to read, [`Qkv::F16`]), and generation's new
-    /// token's key and value.
+    /// The fused attention projection `h1·Wqkvᵀ` `[rows, H·Dh + 2·Hkv·Dh]`, which RoPE splits into
+    /// the layer's Q, K, V; in f32 precision the backward's fused gradient dqkv too (Wqkv's output
+    /// gradient, which RoPE's backward gathers from dq, dk, dv).
+    pub qkv: B,
+    /// Attention's input gradients; on the f16 attention paths generation's f32 Q, K, V too (the
+    /// new token's query, and the keys and values that go into the cache).
     pub dq: B,
     pub dk: B,
     pub dv: B,
     /// Mixed precision: the f16 output gradients that their producers write beside (dx, by
-    /// the norms' backward) or instead of (dq and dk, by RoPE's) the f32 values.
+    /// the norms' backward) or instead of (dqkv, by RoPE's) the f32 values.
     pub dy16: Option<Dy16>,
     pub delta: B,
-    pub norm_partials: B,
+    /// RMSNorm backward's partial dγ sums `[⌈rows / NORM_BLOCK⌉, dim]`, four norms' at a time
+    /// (reduced four a dispatch by `norm::rmsnorm_dgamma_reduce4`).
+    pub norm_partials: [B; 4],
     /// The embedding backward's slices (`kernels::embed::Scratch`).
     pub embed: kernels::embed::Scratch,
     pub fast_delta: Option<B>,
@@ -128,18 +132,19 @@ pub(super) struct Dy16 {
     /// dx's copy `[rows, dim]` (`norm::rmsnorm_backward_f16`, `rmsnorm_backward_acc_f16`): W2's and
     /// Wo's output gradient.
     pub dx: Buffer<F16x4>,
-    /// dq `[rows, H·Dh]` and dk `[rows, Hkv·Dh]` after RoPE's backward
-    /// (`rope::rope_qk_backward_f16`): Wq's and Wk's output gradients.
-    pub dq: Buffer<F16x4>,
-    pub dk: Buffer<F16x4>,
+    /// The fused dqkv `[rows, H·Dh + 2·Hkv·Dh]` after RoPE's backward
+    /// (`rope::rope_qkv_backward_f16`): Wqkv's output gradient.
+    pub dqkv: Buffer<F16x4>,
 }
 
 /// The optimizer's per-parameter state.
 pub(super) enum State {
-    /// AdamW: first and second moments in f32.
-    AdamW { m: ModelWeights<B>, v: ModelWeights<B> },
+    /// AdamW: first and second moments in f32, one pair per fused tensor.
+    AdamW { m: Fused<B>, v: Fused<B> },
     /// AdamW-8bit: m and √v codes four to a word, and each block's two scales
-    /// (`kernels::optimizer::adamw_8bit_update`).
+    /// (`kernels::optimizer::adamw_8bit_update`), per LLaMA-layout tensor: its blocks of 256
+    /// are those of the checkpoint's tensors, so a checkpoint holds the state exactly; each
+    /// tensor's update runs over its part of the fused weight (`params::fused::parts`).
     AdamW8bit { mq: ModelWeights<Buffer<u32>>, vq: ModelWeights<Buffer<u32>>, qscale: ModelWeights<B> },
 }
 
@@ -147,7 +152,7 @@ pub(super) enum State {
 pub(super) struct Optimizer {
     pub state: State,
     /// Where each gradient's partial sums of squares start in `norm_partials`.
-    pub norm_offsets: ModelWeights<u32>,
+    pub norm_offsets: Fused<u32>,
     pub norm_partials: B,
     pub norm_bad: Buffer<u32>,
     /// The global gradient norm, its clip factor and the non-finite flag.
@@ -160,13 +165,14 @@ fn buffer_sizes(gpu: &Gpu, cfg: &ModelConfig, batch: usize, fast: bool) -> Vec<(
     let u = |n: usize| n as u64;
     let rows = u(batch) * u(cfg.seq_len);
     let (d, f, hq, kv) = (u(cfg.dim), u(cfg.ffn_hidden), u(cfg.heads * cfg.head_dim()), u(cfg.kv_dim()));
-    let mut out: Vec<(String, u64)> = params::layout(cfg)
+    // The weights as the GPU keeps them: the fused set.
+    let mut out: Vec<(String, u64)> = fused::layout(cfg)
         .into_vec()
         .into_iter()
         .map(|p| (format!("the weight {} {:?}", p.name, p.shape), p.shape.iter().map(|&n| u(n)).product()))
         .collect();
     let mut wgrad = 0;
-    for p in params::layout(cfg).iter() {
+    for p in fused::layout(cfg).iter() {
         if let [out_dim, in_dim] = p.shape[..] {
             wgrad = wgrad.max(u(scratch_bound(gpu, batch * cfg.seq_len, out_dim, in_dim)));
         }
@@ -174,8 +180,8 @@ fn buffer_sizes(gpu: &Gpu, cfg: &ModelConfig, batch: usize, fast: bool) -> Vec<(
     let heads_rows = u(batch) * u(cfg.heads) * u(cfg.seq_len);
     out.extend([
         (format!("the activations [batch·seq_len = {rows}, dim = {d}]"), rows * d),
-        (format!("the feed-forward activations [batch·seq_len = {rows}, ffn = {f}]"), rows * f),
-        (format!("the attention activations [batch·seq_len = {rows}, {}]", hq.max(kv)), rows * hq.max(kv)),
+        (format!("the feed-forward activations [batch·seq_len = {rows}, 2·ffn = {}]", 2 * f), rows * 2 * f),
+        (format!("the attention projections [batch·seq_len = {rows}, {}]", hq + 2 * kv), rows * (hq + 2 * kv)),
         (format!("the logits [batch·seq_len = {rows}, vocab = {}]", cfg.vocab), rows * u(cfg.vocab)),
         ("the attention statistics [batch, heads, seq_len]".to_string(), heads_rows),
         ("the products' scratch (split weight gradients)".to_string(), wgrad),
@@ -313,12 +319,13 @@ impl Model {
         let attention = attention.resolve_for(gpu, cfg, batch, precision == Precision::Mixed)?;
         let fast = attention == Attention::Fast;
         let flash = attention == Attention::Flash;
-        let layout = params::layout(cfg);
+        // The caller's tensors are in the LLaMA layout; the GPU keeps the fused set.
+        let llama = params::layout(cfg);
         let fits = |t: &Tensors| {
-            t.layers.len() == cfg.layers && t.iter().zip(layout.iter()).all(|(w, p)| w.len() == p.elements())
+            t.layers.len() == cfg.layers && t.iter().zip(llama.iter()).all(|(w, p)| w.len() == p.elements())
         };
         let fits8 = |q: &ModelWeights<Moments8>| {
-            q.layers.len() == cfg.layers && q.iter().zip(layout.iter()).all(|(t, p)| t.fits(p.elements()))
+            q.layers.len() == cfg.layers && q.iter().zip(llama.iter()).all(|(t, p)| t.fits(p.elements()))
         };
         let state_fits = match state {
             None => true,
@@ -328,15 +335,14 @@ impl Model {
         if !fits(weights) || !state_fits {
             return Err(Error::Config("weights do not match the model's parameter shapes".into()));
         }
+        let layout = fused::layout(cfg);
         let z = |n: usize| gpu.zeros::<f32>(n);
-        let up = |w: &Vec<f32>| gpu.upload(w);
-        let params = weights.as_ref().try_map(up)?;
+        let up = |w: &Tensors| fused::fuse_with(cfg, w, |t| gpu.upload(t));
+        let params = up(weights)?;
         let grads = layout.as_ref().try_map(|p| z(p.elements()))?;
         let fresh8;
         let state = match (optimizer, state) {
-            (OptimizerKind::AdamW, Some(StateRef::AdamW(m, v))) => {
-                State::AdamW { m: m.as_ref().try_map(up)?, v: v.as_ref().try_map(up)? }
-            }
+            (OptimizerKind::AdamW, Some(StateRef::AdamW(m, v))) => State::AdamW { m: up(m)?, v: up(v)? },
             (OptimizerKind::AdamW, _) => State::AdamW {
                 m: layout.as_ref().try_map(|p| z(p.elements()))?,
                 v: layout.as_ref().try_map(|p| z(p.elements()))?,
@@ -345,7 +351,7 @@ impl Model {
                 let q = match given {
                     Some(StateRef::AdamW8bit(q)) => q,
                     _ => {
-                        fresh8 = layout.as_ref().map(|p| Moments8::zeros(p.elements()));
+                        fresh8 = llama.as_ref().map(|p| Moments8::zeros(p.elements()));
                         &fresh8
                     }
                 };
@@ -353,7 +359,7 @@ impl Model {
                 State::AdamW8bit {
                     mq: q.as_ref().try_map(|t| words(&t.mq))?,
                     vq: q.as_ref().try_map(|t| words(&t.vq))?,
-                    qscale: q.as_ref().try_map(|t| up(&t.qscale))?,
+                    qscale: q.as_ref().try_map(|t| gpu.upload(&t.qscale))?,
                 }
             }
         };
@@ -391,8 +397,7 @@ impl Model {
                 x_mid: z(rows * d)?,
                 h2: kept(d)?,
                 rrms2: z(rows)?,
-                g: z(rows * f)?,
-                u: z(rows * f)?,
+                gu: z(rows * 2 * f)?,
                 a: kept(f)?,
                 probs: if fast { Some(z(probs_len)?) } else { None },
             });
@@ -421,20 +426,23 @@ impl Model {
             da: z(rows * f)?,
             ma: z(rows * d)?,
             mb: z(rows * d)?,
-            dg: kept(f)?,
-            du: kept(f)?,
+            dgu: kept(2 * f)?,
             datt: z(rows * hq)?,
+            qkv: z(rows * (hq + 2 * kv))?,
             dq: z(rows * hq)?,
             dk: z(rows * kv)?,
             dv: z(rows * kv)?,
             dy16: if half {
                 let f16 = |cols: usize| gpu.zeros::<F16x4>(f16x4_len(rows, cols));
-                Some(Dy16 { dx: f16(d)?, dq: f16(hq)?, dk: f16(kv)? })
+                Some(Dy16 { dx: f16(d)?, dqkv: f16(hq + 2 * kv)? })
             } else {
                 None
             },
             delta: z(batch * cfg.heads * s)?,
-            norm_partials: z(rows.div_ceil(norm_block) * d)?,
+            norm_partials: {
+                let n = rows.div_ceil(norm_block) * d;
+                [z(n)?, z(n)?, z(n)?, z(n)?]
+            },
             embed: kernels::embed::Scratch::new(
                 gpu,
                 kernels::embed::Params::new(rows as u32, d as u32, cfg.vocab as u32),
@@ -462,13 +470,8 @@ impl Model {
                 let (r, c) = rows_cols(&p.shape);
                 gpu.zeros::<F16x4>(f16x4_len(r, c))
             })?;
-            let widest = [d, f, hq, kv].into_iter().max().unwrap_or(d);
-            let half = Half {
-                x16: gpu.zeros(f16x4_len(rows, widest))?,
-                flag: gpu.zeros(1)?,
-                state: gpu.upload(&scaler.unwrap_or_default().to_gpu())?,
-                growth_interval,
-            };
+            let half =
+                Half { flag: gpu.zeros(1)?, state: gpu.upload(&scaler.unwrap_or_default().to_gpu())?, growth_interval };
             (Some(w16), Some(half))
         } else {
             (None, None)

@@ -6,10 +6,9 @@
 //! (not the streaming kernels) and a head dim that is a multiple of 4 (f16 operands are whole
 //! vec4s); otherwise attention stays f32 (`fast_attention::forward` / `backward`,
 //! `flash_attention::forward` / `backward`). Each layer keeps Q, K (after RoPE) and V only as
-//! their f16 copies ([`super::alloc::Qkv::F16`]): RoPE writes Q's and K's from the projections'
-//! f32 outputs (`rope::rope_qk_f16`, the bits `cast::cast_f16x4` would make of `rope::rope_qk`'s
-//! output) and V is cast once (`cast::cast_f16x4`); the backward reads the same copies and casts
-//! nothing for them. The upstream gradient dO is cast by `cast::cast_grad_f16x4`, which raises
+//! their f16 copies ([`super::alloc::Qkv::F16`]): RoPE writes all three from the fused
+//! projection's f32 rows (`rope::rope_qkv_f16`, the bits `cast::cast_f16x4` would make of
+//! `rope::rope_qkv`'s outputs); the backward reads the same copies and casts nothing for them. The upstream gradient dO is cast by `cast::cast_grad_f16x4`, which raises
 //! the loss scaler's overflow flag; so does a dS beyond f16's range
 //! (`backward_attention::attention_ds_f16`, or the flash backward itself). The softmax, lse, Δ
 //! and dS stay f32. The fast path's backward writes dP, then dS, into one more `[B, H, S, S]`

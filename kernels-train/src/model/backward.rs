@@ -4,13 +4,15 @@ use super::products::{Dy, Half, Kept, Operand, Plans, Prep, backward, preps};
 use super::{Attention, B, Model, fast_params};
 use crate::Error;
 use crate::params::Param;
+use crate::params::fused::Fused;
 use kernels::Batch;
 use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq};
-use kernels::backward_ffn::{ffn_swiglu_backward, ffn_swiglu_backward_f16};
+use kernels::backward_ffn::{ffn_swiglu_backward_gu, ffn_swiglu_backward_gu_f16};
 use kernels::norm::{
     rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_backward_acc_f16, rmsnorm_backward_f16, rmsnorm_dgamma_reduce,
+    rmsnorm_dgamma_reduce4,
 };
-use kernels::rope::{rope_qk_backward, rope_qk_backward_f16};
+use kernels::rope::{rope_qkv_backward, rope_qkv_backward_f16};
 
 /// Records the backward of the linear layers over the step's rows: input and weight gradients
 /// of one layer together ([`backward`]).
@@ -38,7 +40,63 @@ impl Linear<'_> {
             return Err(Error::Config(format!("`{}` is not a matrix: no linear backward", shape.name)));
         };
         let dims = (self.rows, out, inp);
-        backward(b, self.plans, dy, w, prep, x, dw, self.half, residual, dx, dims)
+        backward(b, self.plans, dy, w, prep, x, dw, residual, dx, dims)
+    }
+}
+
+/// RMSNorm's dγ, four norms a dispatch (`norm::rmsnorm_dgamma_reduce4`): each norm's backward
+/// writes its partial sums into the next of the four `Scratch::norm_partials` ([`Dgamma::slot`]),
+/// and once all four hold a norm's they are reduced into those norms' gradients; the backward's
+/// last norms (fewer than four) are reduced one at a time (`rmsnorm_dgamma_reduce`, the same
+/// sums: the same bits).
+struct Dgamma {
+    /// The gradient of each norm whose partials wait, by its index in the fused order.
+    pending: Vec<usize>,
+    rows: u32,
+    d: u32,
+}
+
+impl Dgamma {
+    /// The partials buffer the next norm's backward writes.
+    fn slot(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Notes that the norm whose gradient is tensor `i` (fused order) wrote its partials into
+    /// [`Dgamma::slot`]; reduces the four waiting norms once there are four.
+    fn push(&mut self, b: &Batch<'_>, i: usize, parts: &[B; 4], g: &mut Fused<B>) -> Result<(), Error> {
+        self.pending.push(i);
+        if self.pending.len() == parts.len() {
+            self.flush(b, parts, g)?;
+        }
+        Ok(())
+    }
+
+    /// Reduces the waiting norms' partials into their gradients.
+    fn flush(&mut self, b: &Batch<'_>, parts: &[B; 4], g: &mut Fused<B>) -> Result<(), Error> {
+        let mut all: Vec<Option<&mut B>> = g.iter_mut().map(Some).collect();
+        let mut take = |i: usize| {
+            all.get_mut(i)
+                .and_then(Option::take)
+                .ok_or_else(|| Error::Config(format!("internal: the norm gradient {i} is missing or taken twice")))
+        };
+        let (rows, d) = (self.rows, self.d);
+        match self.pending[..] {
+            [i0, i1, i2, i3] => {
+                let (g0, g1, g2, g3) = (take(i0)?, take(i1)?, take(i2)?, take(i3)?);
+                let p = kernels::norm::rmsnorm_dgamma_reduce4::Params::new(rows, d);
+                let [p0, p1, p2, p3] = parts;
+                rmsnorm_dgamma_reduce4(b, p0, p1, p2, p3, g0, g1, g2, g3, p)?;
+            }
+            ref rest => {
+                for (part, &i) in parts.iter().zip(rest) {
+                    let p = kernels::norm::rmsnorm_dgamma_reduce::Params::new(rows, d);
+                    rmsnorm_dgamma_reduce(b, part, take(i)?, p)?;
+                }
+            }
+        }
+        self.pending.clear();
+        Ok(())
     }
 }
 
@@ -62,8 +120,8 @@ impl Model {
         let scale = 1.0 / (dh as f32).sqrt();
         let base = c.rope_base;
         let nb = kernels::norm::rmsnorm_backward::Params::new(rows, d);
-        let nr = kernels::norm::rmsnorm_dgamma_reduce::Params::new(rows, d);
         let nba = kernels::norm::rmsnorm_backward_acc::Params::new(rows, d);
+        let mut dgamma = Dgamma { pending: Vec::new(), rows, d };
 
         let mut lin = Linear { plans, half, rows: rows as usize };
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf. Mixed precision:
@@ -72,7 +130,7 @@ impl Model {
         let dl = acts.dlogits16.as_ref().map_or(Dy::F32(&acts.logits), Dy::F16);
         lin.backward(b, dl, e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;
         // Final norm: dx = ∂/∂x_final (in mixed precision with its f16 copy, W2's dY).
-        let (x, rr, parts) = (&acts.xf, &acts.rrms_f, &mut s.norm_partials);
+        let (x, rr, parts) = (&acts.xf, &acts.rrms_f, &mut s.norm_partials[dgamma.slot()]);
         match s.dy16.as_mut() {
             None => rmsnorm_backward(b, x, &p.final_norm, rr, &s.ma, &mut s.dx, parts, nb)?,
             Some(d16) => {
@@ -81,34 +139,31 @@ impl Model {
                 rmsnorm_backward_f16(b, x, &p.final_norm, rr, &s.ma, &mut s.dx, parts, &mut d16.dx, fl, n16)?
             }
         }
-        rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut g.final_norm, nr)?;
+        dgamma.push(b, layout.final_norm.index, &s.norm_partials, g)?;
 
         for l in (0..c.layers).rev() {
-            let (y, w, gl, shape) = (&mut acts.layers[l], &p.layers[l], &mut g.layers[l], &layout.layers[l]);
+            let (y, w, shape) = (&mut acts.layers[l], &p.layers[l], &layout.layers[l]);
             let pw = &pv.layers[l];
             // Mixed precision: each output gradient in f16 from the kernel that makes it (dx's
-            // copy beside it), except dv's, which `backward` casts.
+            // copy beside it).
             let dx = s.dy16.as_ref().map_or(Dy::F32(&s.dx), |d16| Dy::F16(&d16.dx));
-            // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, g = h2·W1ᵀ, u = h2·W3ᵀ.
+            // Feed-forward: out = x_mid + (silu(g)·u)·W2ᵀ, [g | u] = h2·W13ᵀ.
             let w2 = (&w.w2, pw.w2, &shape.w2);
-            lin.backward(b, dx, w2, y.a.operand(), &mut gl.w2, None, &mut s.da)?;
-            match (&mut s.dg, &mut s.du) {
-                (Kept::F32(dg), Kept::F32(du)) => {
-                    let sb = kernels::backward_ffn::ffn_swiglu_backward::Params::new(rows * f);
-                    ffn_swiglu_backward(b, &y.g, &y.u, &s.da, dg, du, sb)?;
+            lin.backward(b, dx, w2, y.a.operand(), &mut g.layers[l].w2, None, &mut s.da)?;
+            match &mut s.dgu {
+                Kept::F32(dgu) => {
+                    let sb = kernels::backward_ffn::ffn_swiglu_backward_gu::RowsParams::new(rows, f);
+                    ffn_swiglu_backward_gu(b, &y.gu, &s.da, dgu, sb)?;
                 }
-                (Kept::F16(dg), Kept::F16(du)) => {
-                    let sb = kernels::backward_ffn::ffn_swiglu_backward_f16::RowsParams::new(rows, f);
-                    ffn_swiglu_backward_f16(b, &y.g, &y.u, &s.da, dg, du, flag(lin.half)?, sb)?;
+                Kept::F16(dgu) => {
+                    let sb = kernels::backward_ffn::ffn_swiglu_backward_gu_f16::RowsParams::new(rows, f);
+                    ffn_swiglu_backward_gu_f16(b, &y.gu, &s.da, dgu, flag(lin.half)?, sb)?;
                 }
-                _ => return Err(Error::Config("internal: SwiGLU's gradients in two precisions".into())),
             }
-            let h2 = y.h2.operand();
-            lin.backward(b, s.dg.dy(), (&w.w1, pw.w1, &shape.w1), h2, &mut gl.w1, None, &mut s.ma)?;
-            let w3 = (&w.w3, pw.w3, &shape.w3);
-            lin.backward(b, s.du.dy(), w3, h2, &mut gl.w3, Some(&s.ma), &mut s.mb)?;
+            let w13 = (&w.w13, pw.w13, &shape.w13);
+            lin.backward(b, s.dgu.dy(), w13, y.h2.operand(), &mut g.layers[l].w13, None, &mut s.mb)?;
             // dx += the norm's input gradient (the residual stream's two paths meet here).
-            let (x, rr, parts) = (&y.x_mid, &y.rrms2, &mut s.norm_partials);
+            let (x, rr, parts) = (&y.x_mid, &y.rrms2, &mut s.norm_partials[dgamma.slot()]);
             match s.dy16.as_mut() {
                 None => rmsnorm_backward_acc(b, x, &w.ffn_norm, rr, &s.mb, &mut s.dx, parts, nba)?,
                 Some(d16) => {
@@ -117,12 +172,12 @@ impl Model {
                     rmsnorm_backward_acc_f16(b, x, &w.ffn_norm, rr, &s.mb, &mut s.dx, parts, &mut d16.dx, fl, n16)?
                 }
             }
-            rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.ffn_norm, nr)?;
+            dgamma.push(b, shape.ffn_norm.index, &s.norm_partials, g)?;
             // Attention: x_mid = x_in + att·Woᵀ.
             let att = y.att16.as_ref().map_or(Operand::F32(&y.att), Operand::F16);
             let wo = (&w.wo, pw.wo, &shape.wo);
             let dx = s.dy16.as_ref().map_or(Dy::F32(&s.dx), |d16| Dy::F16(&d16.dx));
-            lin.backward(b, dx, wo, att, &mut gl.wo, None, &mut s.datt)?;
+            lin.backward(b, dx, wo, att, &mut g.layers[l].wo, None, &mut s.datt)?;
             match (&mut y.probs, &mut s.fast_delta, s.att16.as_mut()) {
                 // Mixed precision: f16 operands on tensor cores (`attention16`).
                 (Some(probs), Some(delta), Some(a16)) => {
@@ -158,24 +213,23 @@ impl Model {
                     attention_backward_dkdv(b, q, k, v, &s.datt, &y.lse, &s.delta, &mut s.dk, &mut s.dv, kp)?;
                 }
             }
-            let (dq, dk) = match s.dy16.as_mut() {
+            // dq, dk, dv gathered into Wqkv's one output gradient (dq and dk rotated back).
+            let dqkv = match s.dy16.as_mut() {
                 None => {
-                    let rp = kernels::rope::rope_qk_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
-                    rope_qk_backward(b, &mut s.dq, &mut s.dk, rp)?;
-                    (Dy::F32(&s.dq), Dy::F32(&s.dk))
+                    let rp = kernels::rope::rope_qkv_backward::Params::new(bt, sq, h, hkv, dh, 0, base);
+                    rope_qkv_backward(b, &s.dq, &s.dk, &s.dv, &mut s.qkv, rp)?;
+                    Dy::F32(&s.qkv)
                 }
                 Some(d16) => {
-                    let rp = kernels::rope::rope_qk_backward_f16::Params::new(bt, sq, h, hkv, dh, 0, base);
-                    rope_qk_backward_f16(b, &s.dq, &s.dk, &mut d16.dq, &mut d16.dk, flag(lin.half)?, rp)?;
-                    (Dy::F16(&d16.dq), Dy::F16(&d16.dk))
+                    let rp = kernels::rope::rope_qkv_backward_f16::Params::new(bt, sq, h, hkv, dh, 0, base);
+                    rope_qkv_backward_f16(b, &s.dq, &s.dk, &s.dv, &mut d16.dqkv, flag(lin.half)?, rp)?;
+                    Dy::F16(&d16.dqkv)
                 }
             };
-            let h1 = y.h1.operand();
-            lin.backward(b, dq, (&w.wq, pw.wq, &shape.wq), h1, &mut gl.wq, None, &mut s.ma)?;
-            lin.backward(b, dk, (&w.wk, pw.wk, &shape.wk), h1, &mut gl.wk, Some(&s.ma), &mut s.mb)?;
-            lin.backward(b, Dy::F32(&s.dv), (&w.wv, pw.wv, &shape.wv), h1, &mut gl.wv, Some(&s.mb), &mut s.ma)?;
+            let wqkv = (&w.wqkv, pw.wqkv, &shape.wqkv);
+            lin.backward(b, dqkv, wqkv, y.h1.operand(), &mut g.layers[l].wqkv, None, &mut s.ma)?;
             // The first layer's dx goes to the embedding only, in f32: no f16 copy.
-            let (x, rr, parts) = (&y.x_in, &y.rrms1, &mut s.norm_partials);
+            let (x, rr, parts) = (&y.x_in, &y.rrms1, &mut s.norm_partials[dgamma.slot()]);
             match s.dy16.as_mut() {
                 Some(d16) if l > 0 => {
                     let n16 = kernels::norm::rmsnorm_backward_acc_f16::Params::new(rows, d);
@@ -184,8 +238,9 @@ impl Model {
                 }
                 _ => rmsnorm_backward_acc(b, x, &w.attn_norm, rr, &s.ma, &mut s.dx, parts, nba)?,
             }
-            rmsnorm_dgamma_reduce(b, &s.norm_partials, &mut gl.attn_norm, nr)?;
+            dgamma.push(b, shape.attn_norm.index, &s.norm_partials, g)?;
         }
+        dgamma.flush(b, &s.norm_partials, g)?;
         let eb = kernels::embed::Params::new(rows, d, v);
         kernels::embed::backward(b, &s.dx, ids, &mut g.embedding, &mut s.embed, eb)?;
         Ok(())

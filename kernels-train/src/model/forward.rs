@@ -10,8 +10,7 @@ use kernels::attention::{attention_decode, attention_forward};
 use kernels::embedding::embed_lookup;
 use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::rmsnorm_forward;
-use kernels::ops::cast_f16x4;
-use kernels::rope::{rope_qk, rope_qk_f16};
+use kernels::rope::{rope_qkv, rope_qkv_f16};
 
 /// What a forward pass is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,46 +82,39 @@ impl Model {
             norm_into(b, &mut layer.x_in, res, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
             let h1 = layer.h1.operand();
             let pos = at.unwrap_or(0) as u32;
-            let rp = kernels::rope::rope_qk::Params::new(bt, sq, h, hkv, dh, pos, base);
+            // Q, K and V in one product into the fused rows, which RoPE splits (and rotates) into
+            // the tensors attention reads: no copies.
+            forward(b, split, h1, &w.wqkv, pw.wqkv, &mut s.qkv, mm(hq + 2 * kv, d))?;
+            let rp = kernels::rope::rope_qkv::Params::new(bt, sq, h, hkv, dh, pos, base);
             // Generation's new token: its key and value at row t of the cache.
             let n = kv as usize;
             match &mut layer.qkv {
-                Qkv::F32 { q, k, v } => {
-                    forward(b, split, h1, &w.wq, pw.wq, q, mm(hq, d))?;
+                Qkv::F32 { q, k, v } => match at {
+                    None => rope_qkv(b, &s.qkv, q, k, v, rp)?,
                     // Generation writes the new token's key and value beside the cache, then into it.
-                    let (kn, vn) = if at.is_some() { (&mut s.dk, &mut s.dv) } else { (&mut *k, &mut *v) };
-                    forward(b, split, h1, &w.wk, pw.wk, kn, mm(kv, d))?;
-                    forward(b, split, h1, &w.wv, pw.wv, vn, mm(kv, d))?;
-                    rope_qk(b, q, kn, rp)?;
-                    if let Some(t) = at {
+                    Some(t) => {
+                        rope_qkv(b, &s.qkv, q, &mut s.dk, &mut s.dv, rp)?;
                         b.copy_range(&s.dk, 0, k, t * n, n)?;
                         b.copy_range(&s.dv, 0, v, t * n, n)?;
                     }
-                }
-                // The projections into the shared f32 scratch; only the f16 copies are kept.
+                },
+                // Only the f16 copies are kept; generation's f32 Q, K, V go to the scratch (the new
+                // token's query, and the keys and values of the cache).
                 Qkv::F16 { q, k, v, cache_k, cache_v } => {
-                    forward(b, split, h1, &w.wq, pw.wq, &mut s.dq, mm(hq, d))?;
-                    forward(b, split, h1, &w.wk, pw.wk, &mut s.dk, mm(kv, d))?;
-                    forward(b, split, h1, &w.wv, pw.wv, &mut s.dv, mm(kv, d))?;
-                    let (r, hq, kv) = (rows as usize, hq as usize, kv as usize);
+                    let p16 = kernels::rope::rope_qkv_f16::Params::new(bt, sq, h, hkv, dh, pos, base);
                     match pass {
-                        Pass::Full => {
-                            let p16 = kernels::rope::rope_qk_f16::Params::new(bt, sq, h, hkv, dh, pos, base);
-                            rope_qk_f16(b, &s.dq, &s.dk, q, k, p16)?;
-                            cast_f16x4(b, &s.dv, v, r, kv)?;
-                        }
-                        // The f32 rotation and then the casts: the same halves as `rope_qk_f16`,
-                        // with the f32 keys for the cache.
+                        Pass::Full => rope_qkv_f16(b, &s.qkv, q, k, v, p16)?,
+                        // The f16 copies, and the f32 keys and values for the cache from the same
+                        // rotation (the f32 values the f16 copies round).
                         Pass::Prefill => {
-                            rope_qk(b, &mut s.dq, &mut s.dk, rp)?;
-                            b.copy_range(&s.dk, 0, cache_k, 0, r * kv)?;
-                            b.copy_range(&s.dv, 0, cache_v, 0, r * kv)?;
-                            cast_f16x4(b, &s.dq, q, r, hq)?;
-                            cast_f16x4(b, &s.dk, k, r, kv)?;
-                            cast_f16x4(b, &s.dv, v, r, kv)?;
+                            let r = rows as usize;
+                            rope_qkv_f16(b, &s.qkv, q, k, v, p16)?;
+                            rope_qkv(b, &s.qkv, &mut s.dq, &mut s.dk, &mut s.dv, rp)?;
+                            b.copy_range(&s.dk, 0, cache_k, 0, r * n)?;
+                            b.copy_range(&s.dv, 0, cache_v, 0, r * n)?;
                         }
                         Pass::Decode(t) => {
-                            rope_qk(b, &mut s.dq, &mut s.dk, rp)?;
+                            rope_qkv(b, &s.qkv, &mut s.dq, &mut s.dk, &mut s.dv, rp)?;
                             b.copy_range(&s.dk, 0, cache_k, t * n, n)?;
                             b.copy_range(&s.dv, 0, cache_v, t * n, n)?;
                         }
@@ -185,16 +177,16 @@ impl Model {
             let res = if pending { Some(&layer.x_in) } else { None };
             norm_into(b, &mut layer.x_mid, res, &w.ffn_norm, &mut layer.h2, &mut layer.rrms2, norm)?;
             let h2 = layer.h2.operand();
-            forward(b, split, h2, &w.w1, pw.w1, &mut layer.g, mm(f, d))?;
-            forward(b, split, h2, &w.w3, pw.w3, &mut layer.u, mm(f, d))?;
+            // The gate and up projections in one product; SwiGLU reads both halves of its rows.
+            forward(b, split, h2, &w.w13, pw.w13, &mut layer.gu, mm(2 * f, d))?;
             match &mut layer.a {
                 Kept::F32(a) => {
-                    let sw = kernels::activation::swiglu_combine::Params::new(rows * f);
-                    kernels::activation::swiglu_combine(b, &layer.g, &layer.u, a, sw)?;
+                    let sw = kernels::activation::swiglu_gu::RowsParams::new(rows, f);
+                    kernels::activation::swiglu_gu(b, &layer.gu, a, sw)?;
                 }
                 Kept::F16(a16) => {
-                    let sw = kernels::activation::swiglu_f16::RowsParams::new(rows, f);
-                    kernels::activation::swiglu_f16(b, &layer.g, &layer.u, a16, sw)?;
+                    let sw = kernels::activation::swiglu_gu_f16::RowsParams::new(rows, f);
+                    kernels::activation::swiglu_gu_f16(b, &layer.gu, a16, sw)?;
                 }
             }
             // The layer's output x_mid + a·W2ᵀ is the next layer's input (or the final one's).

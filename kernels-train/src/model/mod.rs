@@ -13,6 +13,9 @@
 //! key/value width; V the vocabulary (256 for bytes). Linear layers keep PyTorch's [out, in] weight layout, so the forward
 //! is `Y = X·Wᵀ` (`matmul_t`), the input gradient `dX = dY·W` (`matmul`) and the weight gradient
 //! `dW += dYᵀ·X` (split along the tokens when the output is small), each a `kernels::gemm` plan.
+//! The parameters on the GPU are the fused set (`params::fused`: Wq, Wk, Wv stacked into one
+//! weight, W1 and W3 into another, so each group is one product); every method that takes or
+//! returns host tensors uses the LLaMA layout of `params::layout`.
 
 mod alloc;
 mod attention16;
@@ -24,6 +27,7 @@ mod update;
 use crate::Error;
 use crate::config::{ModelConfig, TrainConfig};
 use crate::optim::{Moments8, OptimizerKind};
+use crate::params::fused::{self, Fused};
 use crate::params::{ModelWeights, Param};
 use alloc::{Activations, Optimizer, Scratch, State};
 use kernels::{Buffer, Gpu};
@@ -182,19 +186,19 @@ pub struct Model {
     pub precision: Precision,
     gpu: Gpu,
     /// Mixed precision: the weights' f16 copies (f16x4 row layout; vectors as one row).
-    w16: Option<ModelWeights<Buffer<kernels::ops::F16x4>>>,
-    /// Mixed precision: dY's f16 scratch, the staging buffer of the kept f16 activations and the
-    /// loss scaler.
+    w16: Option<Fused<Buffer<kernels::ops::F16x4>>>,
+    /// Mixed precision: the loss scaler's buffers.
     half: Option<Half>,
     /// The products' plans and their shared workspace.
     plans: products::Plans,
     /// The split mode (f32 on the split core): every weight matrix's halves, made when the
     /// optimizer writes the weights.
     halves: Option<products::Prepared>,
-    /// Names, shapes and kinds of the tensors below.
-    layout: ModelWeights<Param>,
-    params: ModelWeights<B>,
-    grads: ModelWeights<B>,
+    /// Names, shapes and kinds of the tensors below: the fused set (`params::fused`), which
+    /// the methods that take or return host tensors convert from and to the LLaMA layout.
+    layout: Fused<Param>,
+    params: Fused<B>,
+    grads: Fused<B>,
     opt: Optimizer,
     ids: Buffer<u32>,
     targets: Buffer<u32>,
@@ -493,20 +497,21 @@ impl Model {
         Ok(all.split_off((n - 1) * v))
     }
 
+    /// Reads a fused set back as the LLaMA-layout tensors.
     #[cfg(not(target_arch = "wasm32"))]
-    fn read_all(&self, tensors: &ModelWeights<B>) -> Result<Tensors, Error> {
-        Ok(tensors.as_ref().try_map(|b| b.read(&self.gpu))?)
+    fn read_all(&self, tensors: &Fused<B>) -> Result<Tensors, Error> {
+        fused::unfuse(&self.cfg, tensors.as_ref().try_map(|b| b.read(&self.gpu))?)
     }
 
-    async fn read_all_async(&self, tensors: &ModelWeights<B>) -> Result<Tensors, Error> {
+    async fn read_all_async(&self, tensors: &Fused<B>) -> Result<Tensors, Error> {
         let mut out = Vec::with_capacity(tensors.count());
         for b in tensors.as_ref().into_vec() {
             out.push(b.read_async(&self.gpu).await?);
         }
-        ModelWeights::from_vec(out, self.cfg.layers)
+        fused::unfuse(&self.cfg, Fused::from_vec(out, self.cfg.layers)?)
     }
 
-    /// Copies the parameters back to the host.
+    /// Copies the parameters back to the host (LLaMA layout, `params::layout`).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn weights(&self) -> Result<Tensors, Error> {
         self.read_all(&self.params)
@@ -517,7 +522,7 @@ impl Model {
         self.read_all_async(&self.params).await
     }
 
-    /// Copies the gradient buffers back to the host (in mixed precision, after a
+    /// Copies the gradient buffers back to the host, LLaMA layout (in mixed precision, after a
     /// [`Model::forward_backward`], multiplied by the loss scale).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn gradients(&self) -> Result<Tensors, Error> {
@@ -548,11 +553,13 @@ impl Model {
     /// Bytes of per-parameter optimizer state on the GPU (the moments, or the 8-bit codes and
     /// their scales).
     pub fn optimizer_state_bytes(&self) -> u64 {
-        let sum = |t: &ModelWeights<B>| t.iter().map(|b| 4 * b.len() as u64).sum::<u64>();
+        let sum = |t: &Fused<B>| t.iter().map(|b| 4 * b.len() as u64).sum::<u64>();
         let sum32 = |t: &ModelWeights<Buffer<u32>>| t.iter().map(|b| 4 * b.len() as u64).sum::<u64>();
         match &self.opt.state {
             State::AdamW { m, v } => sum(m) + sum(v),
-            State::AdamW8bit { mq, vq, qscale } => sum32(mq) + sum32(vq) + sum(qscale),
+            State::AdamW8bit { mq, vq, qscale } => {
+                sum32(mq) + sum32(vq) + qscale.iter().map(|b| 4 * b.len() as u64).sum::<u64>()
+            }
         }
     }
 
@@ -560,7 +567,7 @@ impl Model {
         Error::Config(format!("this model's optimizer is {}, which keeps no f32 moments", self.optimizer().name()))
     }
 
-    /// Copies the AdamW moments back to the host: (m, v). An error for AdamW-8bit
+    /// Copies the AdamW moments back to the host, LLaMA layout: (m, v). An error for AdamW-8bit
     /// ([`Model::moments8`]).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn moments(&self) -> Result<(Tensors, Tensors), Error> {
@@ -578,8 +585,9 @@ impl Model {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn moments8(&self) -> Result<Option<ModelWeights<Moments8>>, Error> {
         let State::AdamW8bit { mq, vq, qscale } = &self.opt.state else { return Ok(None) };
-        let mut out = Vec::with_capacity(self.layout.count());
-        for (((p, mq), vq), qs) in self.layout.iter().zip(mq.iter()).zip(vq.iter()).zip(qscale.iter()) {
+        let layout = crate::params::layout(&self.cfg);
+        let mut out = Vec::with_capacity(layout.count());
+        for (((p, mq), vq), qs) in layout.iter().zip(mq.iter()).zip(vq.iter()).zip(qscale.iter()) {
             let n = p.elements();
             out.push(Moments8 {
                 mq: Moments8::codes(&mq.read(&self.gpu)?, n)?,
@@ -593,8 +601,9 @@ impl Model {
     /// [`Model::moments8`] without blocking.
     pub async fn moments8_async(&self) -> Result<Option<ModelWeights<Moments8>>, Error> {
         let State::AdamW8bit { mq, vq, qscale } = &self.opt.state else { return Ok(None) };
-        let mut out = Vec::with_capacity(self.layout.count());
-        for (((p, mq), vq), qs) in self.layout.iter().zip(mq.iter()).zip(vq.iter()).zip(qscale.iter()) {
+        let layout = crate::params::layout(&self.cfg);
+        let mut out = Vec::with_capacity(layout.count());
+        for (((p, mq), vq), qs) in layout.iter().zip(mq.iter()).zip(vq.iter()).zip(qscale.iter()) {
             let n = p.elements();
             out.push(Moments8 {
                 mq: Moments8::codes(&mq.read_async(&self.gpu).await?, n)?,

@@ -1,5 +1,5 @@
 //! The linear layers' products at the step's precision, and the mixed-precision state (f16
-//! weight copies, the kept f16 activations, dY's f16 scratch, the loss scaler's buffers).
+//! weight copies, the kept f16 activations, the loss scaler's buffers).
 //!
 //! Every product is a `kernels::gemm` plan, made once per shape ([`Plans`]) and recorded with
 //! one workspace for the whole step. Which core a plan takes follows from the step's
@@ -15,7 +15,8 @@
 
 use super::B;
 use crate::Error;
-use crate::params::{ModelWeights, Param};
+use crate::params::Param;
+use crate::params::fused::Fused;
 use kernels::gemm::{self, Elem, Epilogue, Gemm, GemmPlan, GemmWorkspace, Halves, Mat, Precision};
 use kernels::ops::{F16x4, f16x4_len};
 use kernels::{Batch, Buffer, Gpu, Record};
@@ -153,14 +154,14 @@ pub(super) struct Prepared {
     /// One scale word per tensor (in layout order; vectors' words unused).
     pub scales: Buffer<u32>,
     /// Each matrix's halves with its word's slot; `None` for vectors (no product reads them).
-    halves: ModelWeights<Option<(usize, Halves)>>,
+    halves: Fused<Option<(usize, Halves)>>,
     /// Whether tensor i (layout order) is a matrix with halves.
     matrices: Vec<bool>,
 }
 
 impl Prepared {
     /// Halves for every matrix of `layout` (zeros until [`Prepared::record`]).
-    pub fn new(gpu: &Gpu, layout: &ModelWeights<Param>) -> Result<Prepared, Error> {
+    pub fn new(gpu: &Gpu, layout: &Fused<Param>) -> Result<Prepared, Error> {
         let mut slot = 0;
         let halves = layout.as_ref().try_map(|p| {
             let here = slot;
@@ -176,7 +177,7 @@ impl Prepared {
 
     /// Records making every matrix's halves from `params`: one clear of the scale words, then a
     /// max and a split per matrix.
-    pub fn record(&mut self, b: &Batch<'_>, params: &ModelWeights<B>) -> Result<(), Error> {
+    pub fn record(&mut self, b: &Batch<'_>, params: &Fused<B>) -> Result<(), Error> {
         self.clear(b)?;
         for (w, h) in params.iter().zip(self.halves.iter_mut()) {
             if let Some((slot, h)) = h {
@@ -198,7 +199,7 @@ impl Prepared {
 
     /// Records splitting every matrix of `params` by the scale word its update folded its
     /// largest magnitude into (`optimizer::adamw_update_absmax`, after [`Prepared::clear`]).
-    pub fn split_scaled(&mut self, b: &Batch<'_>, params: &ModelWeights<B>) -> Result<(), Error> {
+    pub fn split_scaled(&mut self, b: &Batch<'_>, params: &Fused<B>) -> Result<(), Error> {
         for (w, h) in params.iter().zip(self.halves.iter_mut()) {
             if let Some((slot, h)) = h {
                 h.split_scaled(b, w, &self.scales, *slot)?;
@@ -223,10 +224,10 @@ pub(super) enum Prep<'a> {
 /// Every tensor's [`Prep`]: from `w16` (mixed precision), else `prepared` (the split mode), else
 /// plain.
 pub(super) fn preps<'a>(
-    params: &ModelWeights<B>,
-    w16: Option<&'a ModelWeights<Buffer<F16x4>>>,
+    params: &Fused<B>,
+    w16: Option<&'a Fused<Buffer<F16x4>>>,
     prepared: Option<&'a Prepared>,
-) -> ModelWeights<Prep<'a>> {
+) -> Fused<Prep<'a>> {
     match (w16, prepared) {
         (Some(w), _) => w.as_ref().map(Prep::F16),
         (None, Some(p)) => p.halves.as_ref().map(|h| match h {
@@ -256,13 +257,10 @@ fn activation<'a>(x: &Operand<'a>, (m, k): (usize, usize)) -> Mat<'a> {
     }
 }
 
-/// Mixed precision's buffers.
+/// Mixed precision's loss-scaling buffers.
 pub(super) struct Half {
-    /// The f16 copy of an output gradient that arrives in f32 ([`Dy::F32`]: dv, and dq/dk where
-    /// attention stays f32), cast here once (`kernels::cast::cast_grad_f16x4`) for both its input
-    /// and its weight gradient; the others arrive in f16 from the kernels that make them.
-    pub x16: Buffer<F16x4>,
-    /// Set by the gradient casts when a value overflows f16 (`kernels::cast::cast_grad_f16x4`).
+    /// Set by the kernels that write f16 output gradients when a value overflows f16 (the rule of
+    /// `kernels::cast::cast_grad_f16x4`).
     pub flag: Buffer<u32>,
     /// The loss scaler's state (`crate::scaler::STATE_LEN` floats).
     pub state: B,
@@ -359,7 +357,7 @@ pub(super) fn forward_residual(
 /// An output gradient dY as a linear layer's backward receives it.
 #[derive(Clone, Copy)]
 pub(super) enum Dy<'a> {
-    /// f32: in mixed precision the backward casts it to f16 itself.
+    /// f32 (f32 precision).
     F32(&'a B),
     /// Already in f16 (the f16x4 row layout), written by the kernel that made it, which raised
     /// the loss scaler's overflow flag for any value beyond f16's range as the cast would
@@ -373,9 +371,9 @@ pub(super) enum Dy<'a> {
 ///
 /// f32 `x`: W as its prepared halves in the split mode ([`Prepared`]), else the f32 weight; dY
 /// must be f32.
-/// f16 `x` (mixed precision): an f32 dY is cast to f16 once, by `kernels::cast::cast_grad_f16x4`
-/// (which raises the loss scaler's overflow flag), into [`Half::x16`]; that copy (or an f16 dY
-/// as given) is the f16 operand of both products, with W's and X's kept f16 copies.
+/// f16 `x` (mixed precision): dY must be f16 (written, with the loss scaler's overflow check,
+/// by the kernel that made it: every output gradient of the mixed step is), the operand of both
+/// products, with W's and X's kept f16 copies.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn backward(
     b: &Batch<'_>,
@@ -385,12 +383,10 @@ pub(super) fn backward(
     prep: Prep<'_>,
     x: Operand<'_>,
     dw: &mut B,
-    half: &mut Option<Half>,
     residual: Option<&B>,
     dx: &mut B,
     (rows, out, inp): (usize, usize, usize),
 ) -> Result<(), Error> {
-    let u = |v: usize| u32::try_from(v).map_err(|_| Error::Config(format!("a product dimension {v} is over u32")));
     let e = if residual.is_some() { Epilogue::Residual } else { Epilogue::Store };
     match (x, dy) {
         (Operand::F32(x), Dy::F32(dy)) => {
@@ -401,17 +397,11 @@ pub(super) fn backward(
         (Operand::F32(_), Dy::F16(_)) => {
             return Err(Error::Config("internal: an f16 output gradient for an f32 linear layer".into()));
         }
-        (Operand::F16(x), dy) => {
+        (Operand::F16(_), Dy::F32(_)) => {
+            return Err(Error::Config("internal: an f32 output gradient for an f16 linear layer".into()));
+        }
+        (Operand::F16(x), Dy::F16(dy16)) => {
             let wb = weight(&Operand::F16(x), w, prep, (out, inp))?;
-            let h = half.as_mut().ok_or_else(missing)?;
-            let dy16 = match dy {
-                Dy::F16(dy16) => dy16,
-                Dy::F32(dy) => {
-                    let cp = kernels::cast::cast_grad_f16x4::CastParams::new(u(rows)?, u(out)?);
-                    kernels::cast::cast_grad_f16x4(b, dy, &mut h.x16, &mut h.flag, cp)?;
-                    &h.x16
-                }
-            };
             plans.run(b, (Mat::f16(dy16, rows, out), wb), e, residual, dx)?;
             let (dyt, xs) = (Mat::f16(dy16, rows, out).t(), Mat::f16(x, rows, inp));
             plans.run(b, (dyt, xs), Epilogue::Accumulate, None, dw)?;

@@ -14,7 +14,7 @@ use kernels::optimizer::{
 impl Model {
     /// Records global-norm clipping and AdamW for step `step` (0-based); zeroes the gradients.
     pub(super) fn record_update(&mut self, b: &Batch<'_>, t: &TrainConfig, step: u64) -> Result<(), Error> {
-        let Model { layout, params, grads, opt, half, w16, halves, .. } = self;
+        let Model { cfg, layout, params, grads, opt, half, w16, halves, .. } = self;
         // The gradients' partial sums of squares, four tensors a dispatch (their partials are
         // consecutive, as `reduce_norm_sq4` writes them); the rest one at a time.
         let gs: Vec<&B> = grads.iter().collect();
@@ -43,11 +43,18 @@ impl Model {
                 if half.is_some() {
                     return Err(Error::Config("AdamW-8bit runs in f32 precision only".into()));
                 }
-                let tensors = params.iter_mut().zip(grads.iter_mut()).zip(mq.iter_mut()).zip(vq.iter_mut());
-                for (((((w, g), mq), vq), qs), p) in tensors.zip(qscale.iter_mut()).zip(layout.iter()) {
+                // Each LLaMA-layout tensor's update over its range of the fused weight, with its
+                // own 8-bit state (`alloc::State::AdamW8bit`).
+                let (mut fused_w, mut fused_g): (Vec<&mut B>, Vec<&mut B>) =
+                    (params.iter_mut().collect(), grads.iter_mut().collect());
+                let llama = crate::params::layout(cfg);
+                let parts = crate::params::fused::parts(cfg);
+                let state = mq.iter_mut().zip(vq.iter_mut()).zip(qscale.iter_mut());
+                for ((p, part), ((mq, vq), qs)) in llama.iter().zip(parts.iter()).zip(state) {
                     let wd = if p.decays() { t.weight_decay } else { 0.0 };
-                    let h =
-                        adamw_8bit_update::Params::new(w.len() as u32, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2);
+                    let (n, at) = (part.len as u32, part.offset as u32);
+                    let h = adamw_8bit_update::Params::new(n, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2, at);
+                    let (w, g) = (&mut *fused_w[part.tensor], &mut *fused_g[part.tensor]);
                     adamw_8bit_update(b, w, g, mq, vq, qs, &opt.stats, h)?;
                 }
                 if let Some(h) = halves {
