@@ -279,9 +279,9 @@ fn main() {
                 detail(&names, &parts)
             );
             report("flash16", parts[0], parts[1..].iter().sum(), tc, d);
-            // Where `forward16` and `backward16` record the subgroup-row kernels, the sliced ones
+            // Where `forward16` and `backward16` record the tensor-core kernels, the sliced ones
             // too, for the ratio in the same run.
-            if form == kernels::flash_attention::Flash16Form::Subgroups {
+            if form == kernels::flash_attention::Flash16Form::TensorCores {
                 use kernels::attention::flash_forward16;
                 use kernels::backward_attention::{attention_fast_delta, flash_backward_dkdv16, flash_backward_dq16};
                 let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);

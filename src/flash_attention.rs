@@ -29,14 +29,16 @@
 //! and the head dim is at most 64 (the trainer's), [`forward16`] records `flash_forward16_tc` and
 //! [`backward16`] `flash_backward_dkdv16_tc` and `flash_backward_dq16_tc` instead of the sliced
 //! kernels, which re-stage every operand per product in slices of 32 dims and pass workgroup
-//! barriers between every stage. In these, each of four subgroups owns 16 of a workgroup's 64
-//! rows and keeps its scores, probabilities and results to itself (through its own workgroup
-//! memory, behind subgroup barriers); the workgroup shares only the walked operands, staged in
-//! steps of 32 rows into alternating buffers, one workgroup barrier a step (see
-//! `lib/flash_sg.wgsl`). The forward takes each row's running maximum after every step of 32
-//! keys (the sliced forward after every block of 64) and rounds P to f16 relative to it; the
-//! backward has the sliced pair's inputs, outputs, rounding points and order. [`forward16_form`]
-//! and [`backward16_form`] say which kernels run.
+//! barriers between every stage. The forward keeps Q in registers and O in cooperative-matrix
+//! accumulators, stages K and V per step of 32 keys into alternating buffers, and rescales O
+//! only when a row's maximum passes its reference by more than e⁸, so P is rounded to f16
+//! relative to that reference (≤ e⁸) instead of the running maximum (see
+//! `lib/flash_fwd_tc.wgsl`). In the backward each of four subgroups owns 16 of a workgroup's 64
+//! rows and keeps its scores, P, dS and results to itself (through its own workgroup memory,
+//! behind subgroup barriers); the workgroup shares only the walked operands, staged in steps of
+//! 32 rows, one workgroup barrier a step (see `lib/flash_sg.wgsl`): same inputs, outputs,
+//! rounding points and order as the sliced pair. [`forward16_form`] and [`backward16_form`] say
+//! which kernels run.
 //!
 //! **Workgroup memory.** The kernels stage 64-row blocks: the f32 form and the f16 form's
 //! portable variant need up to 29 KiB (lavapipe offers 32 KiB), the tensor-core variant 37 KiB
@@ -83,10 +85,10 @@ pub const WORKGROUP_BYTES_PORTABLE: u32 = 29_696;
 /// Workgroup memory, in bytes, of the f16 kernels' tensor-core variants (the forward's).
 pub const WORKGROUP_BYTES_COOP: u32 = 37_888;
 
-/// Workgroup memory, in bytes, of the subgroup-row forward (`flash_forward16_tc`).
-pub const WORKGROUP_BYTES_FWD_TC: u32 = 40_960;
+/// Workgroup memory, in bytes, of the tensor-core forward (`flash_forward16_tc`).
+pub const WORKGROUP_BYTES_FWD_TC: u32 = 32_800;
 
-/// Workgroup memory, in bytes, of the subgroup-row backward (the larger of
+/// Workgroup memory, in bytes, of the tensor-core backward (the larger of
 /// `flash_backward_dkdv16_tc` and `flash_backward_dq16_tc`).
 pub const WORKGROUP_BYTES_TC: u32 = 38_400;
 
@@ -97,37 +99,37 @@ pub enum Flash16Form {
     /// slices per product, any head dim, tensor cores or not.
     Sliced,
     /// `flash_forward16_tc`, `flash_backward_dkdv16_tc` / `flash_backward_dq16_tc`: tensor cores
-    /// with subgroups of 32, head dim ≤ 64, each subgroup owning 16 rows.
-    Subgroups,
+    /// with subgroups of 32, head dim ≤ 64.
+    TensorCores,
 }
 
-/// Whether the subgroup-row kernels `kernels` run for `p` on `gpu` with `bytes` of workgroup
-/// memory: their tensor-core form selected (cooperative matrices and subgroup barriers on),
-/// every subgroup 32 wide (so a workgroup of 128 is the four subgroups that own its 64 rows),
-/// the head dim at most 64.
-fn subgroup_rows(gpu: &Gpu, p: &Params, kernels: &[&KernelDef], bytes: u32) -> Flash16Form {
+/// Whether the head-dim-≤-64 tensor-core kernels `kernels` run for `p` on `gpu` with `bytes` of
+/// workgroup memory: their tensor-core form selected, every subgroup 32 wide (the forward's
+/// tiles are shared among exactly eight subgroups, the backward's rows among four), the head
+/// dim at most 64.
+fn tensor_core_form(gpu: &Gpu, p: &Params, kernels: &[&KernelDef], bytes: u32) -> Flash16Form {
     let r = gpu.report();
     let fits = p.head_dim <= 64
         && kernels.iter().all(|k| on_tensor_cores(gpu, k))
         && r.subgroup_min_size == 32
         && r.subgroup_max_size == 32
         && r.max_workgroup_memory >= bytes;
-    if fits { Flash16Form::Subgroups } else { Flash16Form::Sliced }
+    if fits { Flash16Form::TensorCores } else { Flash16Form::Sliced }
 }
 
-/// The kernel [`forward16`] records for `p` on `gpu`: [`Flash16Form::Subgroups`]
-/// (`flash_forward16_tc`, 40,960 bytes of workgroup memory) where its tensor-core form runs and
+/// The kernel [`forward16`] records for `p` on `gpu`: [`Flash16Form::TensorCores`]
+/// (`flash_forward16_tc`, 32,800 bytes of workgroup memory) where its tensor-core form runs and
 /// the head dim is at most 64; else [`Flash16Form::Sliced`].
 pub fn forward16_form(gpu: &Gpu, p: &Params) -> Flash16Form {
-    subgroup_rows(gpu, p, &[&flash_forward16_tc::KERNEL], WORKGROUP_BYTES_FWD_TC)
+    tensor_core_form(gpu, p, &[&flash_forward16_tc::KERNEL], WORKGROUP_BYTES_FWD_TC)
 }
 
-/// The kernels [`backward16`] records for `p` on `gpu`: [`Flash16Form::Subgroups`]
+/// The kernels [`backward16`] records for `p` on `gpu`: [`Flash16Form::TensorCores`]
 /// (`flash_backward_dkdv16_tc` / `flash_backward_dq16_tc`, up to 38,400 bytes of workgroup
 /// memory) where their tensor-core form runs and the head dim is at most 64; else
 /// [`Flash16Form::Sliced`].
 pub fn backward16_form(gpu: &Gpu, p: &Params) -> Flash16Form {
-    subgroup_rows(gpu, p, &[&flash_backward_dkdv16_tc::KERNEL, &flash_backward_dq16_tc::KERNEL], WORKGROUP_BYTES_TC)
+    tensor_core_form(gpu, p, &[&flash_backward_dkdv16_tc::KERNEL, &flash_backward_dq16_tc::KERNEL], WORKGROUP_BYTES_TC)
 }
 
 /// Whether `kernel` runs its tensor-core variant on `gpu` (cooperative matrices enabled and
@@ -323,7 +325,7 @@ pub fn forward16(
     if p.rows() == 0 {
         return Ok(());
     }
-    if forward16_form(rec.gpu(), &p) == Flash16Form::Subgroups {
+    if forward16_form(rec.gpu(), &p) == Flash16Form::TensorCores {
         let fp = flash_forward16_tc::Params::new(p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.scale);
         let ov = flash_forward16_tc::Overrides { FL_DH: Some(p.head_dim) };
         return flash_forward16_tc(rec, q, k, v, o, lse, o16, fp, ov);
@@ -378,7 +380,7 @@ pub fn backward16(
     }
     let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
     attention_fast_delta(rec, o, d_o, delta, attention_fast_delta::Params::new(b, s, h, dh))?;
-    if backward16_form(rec.gpu(), &p) == Flash16Form::Subgroups {
+    if backward16_form(rec.gpu(), &p) == Flash16Form::TensorCores {
         let kp = flash_backward_dkdv16_tc::Params::new(b, s, h, hkv, dh, p.scale);
         let ko = flash_backward_dkdv16_tc::Overrides { FL_DH: Some(dh) };
         flash_backward_dkdv16_tc(rec, q, k, v, d_o16, lse, delta, dk, dv, flag, kp, ko)?;

@@ -643,8 +643,11 @@ pub(crate) struct Entry {
 /// (what `benches/gemm.rs --tune --table PATH` wrote), for measuring a table before committing it.
 pub const TABLE_ENV: &str = "KERNELS_GEMM_TABLE";
 
-/// The committed tables: (adapter name fragment, text).
-const TABLES: &[(&str, &str)] = &[("H200", include_str!("../tuning/nvidia-h200.txt"))];
+/// The committed tables: (adapter name fragment, text). The H100 takes the H200's: the same
+/// Hopper chip with its 132 multiprocessors at the same clocks (the H200 differs in memory), so
+/// the same block shapes; a weight gradient's split follows the block count either way.
+const H200_TABLE: &str = include_str!("../tuning/nvidia-h200.txt");
+const TABLES: &[(&str, &str)] = &[("H200", H200_TABLE), ("H100", H200_TABLE)];
 
 fn parse_table(text: &str) -> Vec<Entry> {
     text.lines().filter_map(parse_entry).collect()

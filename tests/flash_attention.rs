@@ -266,23 +266,27 @@ fn r16(x: f64) -> f64 {
 }
 
 /// How the f16 forward that runs rounds P (`flash_attention::forward16_form`): keys walked in
-/// steps of `step`, P = exp(s − m) rounded to f16, m the row's running maximum after the step.
-/// The sliced kernel walks blocks of 64 keys, the subgroup-row one steps of 32.
+/// steps of `step`, P = exp(s − m_ref) rounded to f16, where a row's reference m_ref is its first
+/// step's maximum and then moves — for every row of the 64-query block at once, to max(m_ref,
+/// the step's maximum) — only at a step where some row's maximum passes its m_ref by more than
+/// `tau`. The sliced kernel takes the running maximum at every block of 64 keys (τ = 0 gives
+/// exactly that), the tensor-core one steps of 32 keys and τ = 8.
 #[derive(Clone, Copy, Debug)]
 struct ForwardRule {
     step: usize,
+    tau: f64,
 }
 
 fn forward_rule(gpu: &Gpu, sh: Shape) -> ForwardRule {
     match flash_attention::forward16_form(gpu, &params(sh, scale_of(sh))) {
-        flash_attention::Flash16Form::Sliced => ForwardRule { step: 64 },
-        flash_attention::Flash16Form::Subgroups => ForwardRule { step: 32 },
+        flash_attention::Flash16Form::Sliced => ForwardRule { step: 64, tau: 0.0 },
+        flash_attention::Flash16Form::TensorCores => ForwardRule { step: 32, tau: 8.0 },
     }
 }
 
 /// The float64 model of the f16 form. Operands: `x16` holds Q, K, V, dO rounded to f16. The
 /// forward rounds P where the kernel does (`ForwardRule`: each step's part of O is rescaled by
-/// exp(m − m_final) afterwards), ℓ from the unrounded P. The backward is modelled on the
+/// exp(m_ref − m_final) afterwards), ℓ from the unrounded P. The backward is modelled on the
 /// lse and O the GPU gave it (as the trainer feeds them): P = exp(scale·s − lse),
 /// Δ = rowsum(dO ⊙ O) from the f32 dO, dS = P ⊙ (dO·Vᵀ − Δ), and P, dS rounded to f16 for
 /// dV = Pᵀ·dO, dK = scale·dSᵀ·Q, dQ = scale·dS·K.
@@ -318,11 +322,11 @@ fn model16(x16: &Inputs, d_o32: &[f32], got: &Out, sh: Shape, scale: f64, rule: 
                     (0..=s).map(|j| scale * dot(&x16.q[qa..qa + dh], &x16.k[kv_at(b, j, kvh)..][..dh])).collect()
                 })
                 .collect();
-            // The forward, a block of 64 queries at a time.
+            // The forward, a block of 64 queries at a time (the rows that share the decisions).
             for q0 in (0..s_len).step_by(64) {
                 let rows = q0..s_len.min(q0 + 64);
                 let kend = rows.end;
-                let mut m_run = vec![f64::NEG_INFINITY; rows.len()];
+                let mut m_ref = vec![f64::NEG_INFINITY; rows.len()];
                 let final_m: Vec<f64> =
                     rows.clone().map(|s| scores[s].iter().copied().fold(f64::NEG_INFINITY, f64::max)).collect();
                 let l: Vec<f64> =
@@ -339,14 +343,18 @@ fn model16(x16: &Inputs, d_o32: &[f32], got: &Out, sh: Shape, scale: f64, rule: 
                                 .fold(f64::NEG_INFINITY, f64::max)
                         })
                         .collect();
-                    for (m, &x) in m_run.iter_mut().zip(&mx) {
-                        *m = m.max(x);
+                    if k0 == 0 {
+                        m_ref.clone_from(&mx);
+                    } else if mx.iter().zip(&m_ref).any(|(&x, &m)| x > m + rule.tau) {
+                        for (m, &x) in m_ref.iter_mut().zip(&mx) {
+                            *m = m.max(x);
+                        }
                     }
                     for s in rows.clone() {
                         let (i, qa) = (s - q0, q_at(b, s, h));
                         let end = keys.end.min(s + 1);
                         for (j, &x) in scores[s].iter().enumerate().take(end).skip(keys.start) {
-                            let w = r16((x - m_run[i]).exp()) * (m_run[i] - final_m[i]).exp() / l[i];
+                            let w = r16((x - m_ref[i]).exp()) * (m_ref[i] - final_m[i]).exp() / l[i];
                             let ka = kv_at(b, j, kvh);
                             for d in 0..dh {
                                 r.o[qa + d] += w * x16.v[ka + d] as f64;
@@ -450,7 +458,7 @@ fn f16_matches_float64_model() {
     eprintln!("backward at head dim 64: {:?}", form(shape(1, 1, 1, 1, 64)));
     eprintln!("forward at head dim 64: {:?}", forward_rule(&gpu, shape(1, 1, 1, 1, 64)));
     let mut rng = rng("flash attention f16");
-    // Head dims 16, 32, 48, 64 (the subgroup-row kernels' range where they run), 80, 128 (the
+    // Head dims 16, 32, 48, 64 (the tensor-core kernels' range where they run), 80, 128 (the
     // sliced tensor-core path's) and 256 (the portable products inside the tensor-core
     // variant); S = 1, 7, 65, 130, 161, 200 (steps of 32 across 64-key blocks); GQA 12/4,
     // 12/1, 4/2.
@@ -471,16 +479,16 @@ fn f16_matches_float64_model() {
 
 #[test]
 fn f16_sharp_softmax() {
-    // Scores spread over ±60 (scale 1): row maxima grow by many units from step to step in
-    // most blocks, so O is rescaled by factors far from 1 many times, and a single weight
-    // carries most of a row. Checked against the unrounded float64 reference
+    // Scores spread over ±60 (scale 1): row maxima grow by more than e^8 from step to step in
+    // most blocks, so the tensor-core forward moves its reference and rescales O many times, and
+    // a single weight carries most of a row. Checked against the unrounded float64 reference
     // on the same f16 operands, by what rounding allows: each weight is rounded to f16 once
     // (relative 2⁻¹¹, whatever its reference), and each score is an f32 sum of 64 exact
     // products, |Δs| ≤ 64 · 2 · 2⁻²⁴ · Σ|q_d·k_d| ≤ 2e-3 here (|q_d|, |k_d| ≤ 2; twice the
     // round-to-nearest bound, for accumulators that truncate), which moves a normalised weight
     // by at most 2|Δs| relative. So |O − O_ref| ≤ (2⁻¹¹ + 4e-3) · Σ_j p_j |v_j| and
     // |lse − lse_ref| ≤ 2e-3 plus f32 rounding. A lost rescale or a wrong reference is off by a
-    // factor of e or more, a wrong mask by O(1).
+    // factor of e^8 or more, a wrong mask by O(1).
     let Some(gpu) = gpu() else { return };
     if !common::has_f16(&gpu, "f16_sharp_softmax") {
         return;

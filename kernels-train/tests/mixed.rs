@@ -333,16 +333,16 @@ fn mixed_attention_runs_on_the_f16_kernels() {
     ]);
     assert_eq!(attention_kernels(&m, Precision::F32, Attention::Fast), f32_kernels);
     // Flash attention: one forward kernel and three backward dispatches (Δ, dK/dV, dQ) a layer;
-    // the f16 forward and backward pair are the subgroup-row ones where `forward16` / `backward16`
+    // the f16 forward and backward pair are the tensor-core ones where `forward16` / `backward16`
     // pick them.
     let p16 = kernels::flash_attention::Params::new(1, 16, 4, 2, 8, 1.0);
-    let rows = kernels::flash_attention::backward16_form(&gpu, &p16) == Flash16Form::Subgroups;
+    let rows = kernels::flash_attention::backward16_form(&gpu, &p16) == Flash16Form::TensorCores;
     let (dkdv16, dq16) = if rows {
         ("backward_attention::flash_backward_dkdv16_tc", "backward_attention::flash_backward_dq16_tc")
     } else {
         ("backward_attention::flash_backward_dkdv16", "backward_attention::flash_backward_dq16")
     };
-    let forward16 = if kernels::flash_attention::forward16_form(&gpu, &p16) == Flash16Form::Subgroups {
+    let forward16 = if kernels::flash_attention::forward16_form(&gpu, &p16) == Flash16Form::TensorCores {
         "attention::flash_forward16_tc"
     } else {
         "attention::flash_forward16"

@@ -1,36 +1,34 @@
-// The tensor-core bodies of `flash_forward16_tc`, `flash_backward_dkdv16_tc` and
-// `flash_backward_dq16_tc` (head dim ≤ 64): each of four subgroups of 32 owns 16 of the
-// workgroup's 64 rows (queries, or keys in the key-major pass) and does everything for them
-// itself; the workgroup shares only the walked operands, staged in steps of 32 rows.
+// The tensor-core bodies of `flash_backward_dkdv16_tc` and `flash_backward_dq16_tc` (head dim
+// ≤ 64): each of four subgroups of 32 owns 16 of the workgroup's 64 rows (keys in the key-major
+// pass, queries in the query-major one) and does everything for them itself; the workgroup
+// shares only the walked operands, staged in steps of 32 rows.
 //
 // Why this form: on the NVIDIA driver a workgroup barrier costs about 260 cycles (a loop of
 // barriers alone, H100), and a walk whose scores, probabilities and results cross between
-// subgroups needs several a step. Here a row's scores, its softmax, its P or dS and its results
-// stay in its subgroup: they go through the subgroup's own region of workgroup memory behind
-// subgroup barriers, and a step passes one workgroup barrier, which publishes the step's staged
-// rows (loaded into registers one step ahead, stored into the other of two buffers) and tells
-// every subgroup that the buffer it is about to fill has been read.
+// subgroups needs several a step. Here a row's scores, its P and dS and its results stay in its
+// subgroup: they go through the subgroup's own region of workgroup memory behind subgroup
+// barriers, and a step passes one workgroup barrier, which publishes the step's staged rows
+// (loaded into registers one step ahead, stored into the other of two buffers) and tells every
+// subgroup that the buffer it is about to fill has been read.
 //
-//   forward (`fs_forward`): Q's 16 rows in registers; per step of 32 keys S = Q·Kᵀ (2 tiles,
-//       through the region), the row's running maximum m, P = exp(scale·S − m) rounded to f16,
-//       ℓ = α·ℓ + ΣP (α = exp(m_old − m), the unrounded P), then P·V (4 tiles of 16 dims)
-//       through the region into O, which the lanes hold: O = α·O + P·V. No rescale decision, so
-//       P ≤ 1 and the rounding is the sliced forward's with steps of 32 keys. At the end O / ℓ
-//       and lse = m + log ℓ.
-//   key-major backward (`fs_dkdv`): K's and V's 16 rows in registers; per step of 32 queries
-//       (every query head of the group in turn) Sᵀ = K·Qᵀ, P = exp(scale·S − lse), dPᵀ = V·dOᵀ,
-//       dS = P ⊙ (dP − Δ), then dV += Pᵀ·dO and dK += dSᵀ·Q in accumulators (P, dS as f16).
-//   query-major backward (`fs_dq`): Q's and dO's 16 rows in registers; per step of 32 keys S,
-//       P, dP and dS as above, then dQ += dS·K.
-// Sums run in fixed orders: the bits repeat run to run. A lane owns row r = lane / 2 of its
-// subgroup's 16 and the 16 columns 16·(lane % 2) … of a step's 32 (the forward's O: dims
-// 32·(lane % 2) … of 64).
+//   key-major (`fs_dkdv`): K's and V's 16 rows in registers; per step of 32 queries (every
+//       query head of the group in turn) Sᵀ = K·Qᵀ, P = exp(scale·S − lse), dPᵀ = V·dOᵀ,
+//       dS = P ⊙ (dP − Δ), then dV += Pᵀ·dO and dK += dSᵀ·Q in accumulators (P, dS as f16);
+//   query-major (`fs_dq`): Q's and dO's 16 rows in registers; per step of 32 keys S, P, dP and
+//       dS as above, then dQ += dS·K.
+// Sums run in fixed orders: the bits repeat run to run; the rounding points and order are the
+// sliced pair's. A lane owns row r = lane / 2 of its subgroup's 16 and the 16 columns
+// 16·(lane % 2) … of a step's 32.
+//
+// The forward keeps `lib/flash_fwd_tc.wgsl`'s design: its online softmax would need O (in
+// accumulators, without element access) rescaled through workgroup memory at every step here,
+// where its rare rescales there are a workgroup-uniform decision; folded every step, it
+// measured slower (BENCHMARKS.md §4).
 //
 // Hooks of the including kernel: `lib/flash.wgsl` (the head, operands, FL_T), its
 // `fl_vec(op, i)` and `fl_store(second, row, col, x)` (`lib/flash_*16_io.wgsl`), and the
-// constants FS_LDR (floats per row of a subgroup's f32 region: 36 holds a step's 32 columns,
-// 68 the forward's 64 dims) and FS_HLEN (vec4<f16>s of the f16 regions: 640 a block per
-// subgroup, 1280 two).
+// constants FS_LDR (floats per row of a subgroup's f32 region, ≥ 32 for a step's columns) and
+// FS_HLEN (vec4<f16>s of the f16 regions: 640 a block per subgroup, 1280 two).
 
 // Subgroups of 32 per workgroup, 16 rows each, and the invocations they make.
 const FS_SG: u32 = 4u;
@@ -217,139 +215,6 @@ fn fs_bad4(v: vec4<f32>) -> bool {
 
 fn fs_bad(v: array<vec4<f32>, 4>) -> bool {
     return fs_bad4(v[0]) | fs_bad4(v[1]) | fs_bad4(v[2]) | fs_bad4(v[3]);
-}
-
-// Subgroup sg's P·V tiles of the step (V in the buffer's second half) folded into the lanes'
-// O: the four 16-dim tiles through the region, then each lane its row's 32 dims.
-fn fs_pv(hb: u32, vb: u32, rb: u32) {
-    let zero = coop_mat16x16<f32, C>();
-    fs_put(fs_hy(zero, hb, vb, 0u), rb);
-    fs_put(fs_hy(zero, hb, vb, 16u), rb + 16u);
-    fs_put(fs_hy(zero, hb, vb, 32u), rb + 32u);
-    fs_put(fs_hy(zero, hb, vb, 48u), rb + 48u);
-}
-
-// The lane's O: row r, dims 32·h … 32·h + 31 (the forward).
-var<private> fs_o0: vec4<f32>;
-var<private> fs_o1: vec4<f32>;
-var<private> fs_o2: vec4<f32>;
-var<private> fs_o3: vec4<f32>;
-var<private> fs_o4: vec4<f32>;
-var<private> fs_o5: vec4<f32>;
-var<private> fs_o6: vec4<f32>;
-var<private> fs_o7: vec4<f32>;
-
-// O = α·O + the region's 32 floats from `at`.
-fn fs_fold(at: u32, alpha: f32) {
-    let a = vec4<f32>(alpha);
-    let x = fs_r16(at);
-    let y = fs_r16(at + 16u);
-    fs_o0 = fma(a, fs_o0, x[0]);
-    fs_o1 = fma(a, fs_o1, x[1]);
-    fs_o2 = fma(a, fs_o2, x[2]);
-    fs_o3 = fma(a, fs_o3, x[3]);
-    fs_o4 = fma(a, fs_o4, y[0]);
-    fs_o5 = fma(a, fs_o5, y[1]);
-    fs_o6 = fma(a, fs_o6, y[2]);
-    fs_o7 = fma(a, fs_o7, y[3]);
-}
-
-// The forward of workgroup w (query block, longest first, and (b, h), as the sliced forward's
-// order), subgroup sg, lane `lane`. Needs FS_LDR ≥ 68 and FS_HLEN ≥ 640.
-fn fs_forward(w: u32, tid: u32, sg: u32, lane: u32) {
-    let dh = fl_head_dim();
-    let seq = p.seq;
-    let nqb = (seq + FL_T - 1u) / FL_T;
-    let nbh = p.batch * p.heads;
-    // Whole workgroups past the end leave together (uniform).
-    if (w >= nbh * nqb) {
-        return;
-    }
-    let bh = w % nbh;
-    fl_set_head(bh);
-    let q0 = (nqb - 1u - w / nbh) * FL_T;
-    let m0 = 16u * sg;
-    fs_own(tid, FL_Q, FL_Q, true, fl_b, fl_h, q0);
-    workgroupBarrier();
-    let qf = fs_frags(0u, m0);
-    // Every fragment of Q is read before the walk fills the buffers.
-    workgroupBarrier();
-    let steps = (min(q0 + FL_T, seq) + FS_STEP - 1u) / FS_STEP;
-    fs_fetch(tid, FL_K, FL_V, fl_b, fl_kvh, 0u);
-    fs_stage(tid, 0u);
-    if (steps > 1u) {
-        fs_fetch(tid, FL_K, FL_V, fl_b, fl_kvh, FS_STEP);
-    }
-    let r = lane / 2u;
-    let h = lane % 2u;
-    let row = q0 + m0 + r;
-    let rb = m0 * FS_LDR;
-    let hb = m0 * FS_LDH;
-    let sc = vec4<f32>(p.scale);
-    fs_o0 = vec4<f32>();
-    fs_o1 = vec4<f32>();
-    fs_o2 = vec4<f32>();
-    fs_o3 = vec4<f32>();
-    fs_o4 = vec4<f32>();
-    fs_o5 = vec4<f32>();
-    fs_o6 = vec4<f32>();
-    fs_o7 = vec4<f32>();
-    var m = NEG_INF;
-    var l = 0.0;
-    for (var t = 0u; t < steps; t++) {
-        let buf = t % 2u;
-        // Step t's rows are visible; every subgroup is done with the other buffer.
-        workgroupBarrier();
-        if (t + 1u < steps) {
-            fs_stage(tid, 1u - buf);
-        }
-        if (t + 2u < steps) {
-            fs_fetch(tid, FL_K, FL_V, fl_b, fl_kvh, (t + 2u) * FS_STEP);
-        }
-        let kb = buf * FS_BUF;
-        fs_put(fs_xyt(qf, kb), rb);
-        fs_put(fs_xyt(qf, kb + 16u * FS_LD), rb + 16u);
-        subgroupBarrier();
-        let raw = fs_r16(rb + r * FS_LDR + 16u * h);
-        let mask = fs_mask(row, t * FS_STEP + 16u * h, true);
-        let s = array<vec4<f32>, 4>(
-            select(vec4<f32>(NEG_INF), sc * raw[0], mask[0]),
-            select(vec4<f32>(NEG_INF), sc * raw[1], mask[1]),
-            select(vec4<f32>(NEG_INF), sc * raw[2], mask[2]),
-            select(vec4<f32>(NEG_INF), sc * raw[3], mask[3]),
-        );
-        // The row's maximum over the step: its two lanes.
-        var mx = max(max(fl_max4(s[0]), fl_max4(s[1])), max(fl_max4(s[2]), fl_max4(s[3])));
-        mx = max(mx, subgroupShuffleXor(mx, 1u));
-        let m_new = max(m, mx);
-        let alpha = exp(m - m_new);
-        m = m_new;
-        let pr = array<vec4<f32>, 4>(fl_p4(s[0], m), fl_p4(s[1], m), fl_p4(s[2], m), fl_p4(s[3], m));
-        l = alpha * l + ((fl_sum4(pr[0]) + fl_sum4(pr[1])) + (fl_sum4(pr[2]) + fl_sum4(pr[3])));
-        fs_put_h(hb + r * FS_LDH + 4u * h, pr);
-        // P is visible and every lane has read the scores.
-        subgroupBarrier();
-        fs_pv(hb, kb + FS_HALF, rb);
-        subgroupBarrier();
-        fs_fold(rb + r * FS_LDR + 32u * h, alpha);
-    }
-    // ℓ: the row's two lanes, in a fixed order.
-    let lr = l + subgroupShuffleXor(l, 1u);
-    if (row < seq) {
-        let inv = vec4<f32>(1.0 / lr);
-        let col = 32u * h;
-        fl_write4(false, row, col, dh, inv * fs_o0);
-        fl_write4(false, row, col + 4u, dh, inv * fs_o1);
-        fl_write4(false, row, col + 8u, dh, inv * fs_o2);
-        fl_write4(false, row, col + 12u, dh, inv * fs_o3);
-        fl_write4(false, row, col + 16u, dh, inv * fs_o4);
-        fl_write4(false, row, col + 20u, dh, inv * fs_o5);
-        fl_write4(false, row, col + 24u, dh, inv * fs_o6);
-        fl_write4(false, row, col + 28u, dh, inv * fs_o7);
-        if (h == 0u) {
-            lse[bh * seq + row] = m + log(lr);
-        }
-    }
 }
 
 // The query-major backward: dQ of workgroup w's 64 queries (the sliced pass's order), subgroup
