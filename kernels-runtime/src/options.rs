@@ -604,6 +604,19 @@ mod tests {
         assert_eq!(checks("all").runtime_checks(RuntimeChecks::AsDeclared).runtime_checks, RuntimeChecks::AsDeclared);
     }
 
+    /// Refused before any adapter is looked at, so without a GPU too.
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn a_refused_value_stops_the_gpu_from_opening() {
+        let options = GpuOptions::from_lookup(|name| (name == "KERNELS_RUNTIME_CHECKS").then(|| "yes".to_string()));
+        match crate::Gpu::with_options_blocking(options) {
+            Err(crate::Error::Environment { variable, value, .. }) => {
+                assert_eq!((variable, value.as_str()), ("KERNELS_RUNTIME_CHECKS", "yes"))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn the_pipeline_cache_directory_and_its_switch() {
         let vars = |pairs: &'static [(&'static str, &'static str)]| {
