@@ -550,7 +550,7 @@ impl Ctx<'_> {
                         errors.push(
                             Diagnostic::at(location.clone(), "more than one `@unchecked`")
                                 .label("a second `@unchecked`")
-                                .note(format!("the first is at {}:{}", first.file, first.line))
+                                .note(format!("the first is at line {}", first.line))
                                 .in_kernel(name),
                         );
                         continue;
