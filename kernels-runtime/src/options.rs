@@ -71,8 +71,8 @@ pub enum RuntimeChecks {
     AsDeclared,
     /// Every kernel, `@unchecked` ones included: to rerun a program in which an `@unchecked`
     /// kernel is suspected of an out-of-range access (with the checks an index past an array
-    /// is clamped to it, so a wrong result that changes points at that kernel).
-    /// `KERNELS_RUNTIME_CHECKS=all`.
+    /// reads or writes its last element instead, so a result that changes points at such a
+    /// kernel). `KERNELS_RUNTIME_CHECKS=all`.
     All,
 }
 
