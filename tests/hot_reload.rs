@@ -185,7 +185,7 @@ fn an_edit_may_add_or_remove_unchecked() {
     assert!(!gpu.runtime_checks_for(&hot::affine::KERNEL));
     check("affine unchecked", &run_affine(&gpu, &x, a), |v| v * a64 + 1.0, &xs);
 
-    // Removed again, with the WGSL otherwise as it was: the checks are back.
+    // Removed, the rest of the WGSL as compiled: the kernel runs with the checks.
     let before = gpu.reload_generation();
     copy.edit("01_hot.wgsl", "// @unchecked\n", "");
     let r = report_on(&gpu, before, "hot::affine");

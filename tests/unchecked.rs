@@ -106,7 +106,7 @@ fn its_requires_still_guard_it() {
     assert_eq!(refused(circular_window::Params::new(1, 257, 4, 1), &mut y), "p.cols <= TILE");
     let mut short = gpu.filled(7, 0u32).unwrap();
     assert_eq!(refused(circular_window::Params::new(2, 4, 4, 1), &mut short), "len(y) >= p.rows * p.cols");
-    // Nothing was dispatched: `y` is as it was.
+    // Nothing is dispatched: `y` keeps its zeros.
     assert!(y.read(&gpu).unwrap().iter().all(|&v| v == 0));
 }
 

@@ -250,9 +250,9 @@ pub struct Shape {
     /// bounds, every loop ends, and no integer division or remainder has a zero divisor or is
     /// `i32` minimum by −1. The runtime then creates its shader module natively with
     /// `wgpu::ShaderRuntimeChecks::unchecked()`, which takes out naga's clamping of those
-    /// indices and coordinates (on Vulkan with `robustBufferAccess2`, the storage and uniform
-    /// ones were left to the driver already), its loop bounding (`force_loop_bounding`) and its
-    /// guarded integer division. What stays: on Vulkan the driver's robust buffer access on
+    /// indices and coordinates (on Vulkan with `robustBufferAccess2` naga leaves the storage
+    /// and uniform ones to the driver in any case), its loop bounding (`force_loop_bounding`)
+    /// and its guarded integer division. What stays: on Vulkan the driver's robust buffer access on
     /// storage and uniform buffers (`robustBufferAccess2`, else `robustBufferAccess`, which
     /// wgpu enables where the device has them; Metal has none, so there nothing bounds them),
     /// zero-initialised workgroup memory, and every check of the generated function. In a

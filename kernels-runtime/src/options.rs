@@ -257,7 +257,7 @@ impl GpuOptions {
 
     /// Sets [`GpuOptions::runtime_checks`](#structfield.runtime_checks): with
     /// [`RuntimeChecks::All`], kernels marked `// @unchecked` are compiled with wgpu's runtime
-    /// checks too. Overrides `KERNELS_RUNTIME_CHECKS` (a value of it that was refused included).
+    /// checks too. Overrides `KERNELS_RUNTIME_CHECKS`, a value of it that is refused included.
     pub fn runtime_checks(mut self, checks: RuntimeChecks) -> Self {
         self.runtime_checks = checks;
         self.runtime_checks_refused = None;

@@ -205,7 +205,7 @@ impl Gpu {
         !unchecked || cfg!(target_arch = "wasm32") || self.inner.runtime_checks == RuntimeChecks::All
     }
 
-    /// Whether `kernel`'s source, as it runs now, is marked `@unchecked`.
+    /// Whether the source `kernel` runs (hot reload's where it swapped one in) is marked `@unchecked`.
     fn declared_unchecked(&self, kernel: &KernelDef) -> bool {
         #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
         if let Some(s) = self.inner.pipelines.swapped(kernel) {
