@@ -403,6 +403,7 @@ fn leak_def(file: &cg::compile::File, k: &cg::compile::Kernel) -> Result<&'stati
         grid_expr,
         requires: leak(requires.into_boxed_slice()),
         variants: leak(variants.into_boxed_slice()),
+        unchecked: k.shape.unchecked.is_some(),
         source: None,
     })))
 }
@@ -904,7 +905,11 @@ fn time_with_buffers(gpu: &Gpu, target: &Target, args: &Args) -> Result<(Timing,
             n.push("f16".into());
         }
         n.extend(variant.features.iter().map(|f| f.to_string()));
-        if n.is_empty() { "portable".to_string() } else { n.join(", ") }
+        let mut needs = if n.is_empty() { "portable".to_string() } else { n.join(", ") };
+        if !gpu.runtime_checks_for(def) {
+            needs.push_str("; without wgpu's runtime checks (`@unchecked`)");
+        }
+        needs
     };
     let timing = Timing {
         name: def.qualified_name(),

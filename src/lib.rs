@@ -74,16 +74,24 @@ pub mod ops;
 /// The kernel catalog in Markdown (docs/KERNELS.md): every kernel of the library with what it
 /// computes, what it writes (overwrite or accumulate), its bindings and its grid.
 pub fn catalog() -> String {
-    use std::fmt::Write as _;
     let mut out = String::from(
         "# Kernels\n\nEvery kernel of the library, generated from the kernel files' own comments by \
          `cargo run --example catalog > docs/KERNELS.md` (a test checks that this file is current). \
          Each is `kernels::<module>::<kernel>(rec, bindings…)`; `rw` bindings are `&mut Buffer`, `r` \
          ones `&Buffer`, uniforms go by value. Shapes, layouts and limits are in each kernel's header \
-         in `shaders/` and in its rustdoc.\n",
+         in `shaders/` and in its rustdoc. A kernel marked *(unchecked)* is annotated `// @unchecked`: \
+         natively it runs without wgpu's runtime checks (`KERNELS_RUNTIME_CHECKS=all` puts them back).\n",
     );
+    out.push_str(&catalog_tables(all_kernels().copied()));
+    out
+}
+
+/// The tables of [`catalog`] for any kernels, a section per module in the order they come.
+pub fn catalog_tables(kernels: impl IntoIterator<Item = &'static KernelDef>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let mut module = "";
-    for k in all_kernels() {
+    for k in kernels {
         if k.module != module {
             module = k.module;
             let _ = write!(
@@ -127,9 +135,10 @@ pub fn catalog() -> String {
             .collect();
         let grid = if k.grid_expr.is_empty() { "caller".to_string() } else { format!("`{}`", k.grid_expr) };
         let cell = |s: &str| s.replace('|', "\\|");
+        let unchecked = if k.unchecked { " *(unchecked)*" } else { "" };
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} |",
+            "| `{}`{unchecked} | {} | {} | {} | {} |",
             k.name,
             cell(first),
             cell(&writes.join(" ")),

@@ -1,6 +1,8 @@
 //! docs/KERNELS.md is the catalog the code generates (regenerate it with
 //! `cargo run --example catalog > docs/KERNELS.md`), and every kernel says what it writes.
 
+kernels::kernels!("tests/shaders/unchecked.wgsl", shared = "shaders/00_shared.wgsl");
+
 #[test]
 fn the_catalog_is_current_and_complete() {
     let generated = kernels::catalog();
@@ -15,4 +17,15 @@ fn the_catalog_is_current_and_complete() {
             k.qualified_name()
         );
     }
+}
+
+#[test]
+fn the_catalog_marks_unchecked_kernels() {
+    let tables = kernels::catalog_tables(unchecked::KERNELS.iter().copied());
+    let row = |name: &str| {
+        tables.lines().find(|l| l.starts_with(&format!("| `{name}`"))).unwrap_or_else(|| panic!("{tables}")).to_string()
+    };
+    assert!(row("circular_window").starts_with("| `circular_window` *(unchecked)* | "), "{tables}");
+    let checked = kernels::catalog_tables([&kernels::infrastructure::scale::KERNEL]);
+    assert!(checked.contains("| `scale` | ") && !checked.contains("unchecked"), "{checked}");
 }

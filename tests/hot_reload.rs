@@ -1,8 +1,9 @@
 //! Hot reload under a running program: each test copies `tests/shaders/hot/` to a directory of
 //! its own, points the context at the copy (`GpuOptions::remap_sources`), runs the compiled
 //! kernels, edits the copy and waits for the reload's report: an edit that compiles and fits
-//! the Rust function runs from the next call; one that does not is reported as the compile
-//! error would be, and the kernel keeps computing what it computed before.
+//! the Rust function runs from the next call (with the runtime checks its `@unchecked` or its
+//! absence declares); one that does not is reported as the compile error would be, and the
+//! kernel keeps computing what it computed before.
 
 mod common;
 
@@ -64,8 +65,10 @@ impl Copy {
         self.read(rel).lines().position(|l| l.contains(snippet)).expect("snippet in file") + 1
     }
 
+    /// A context reading the copy, with the runtime checks as the kernels declare them.
     fn gpu(&self) -> Option<Gpu> {
         let options = GpuOptions::from_env()
+            .runtime_checks(kernels::RuntimeChecks::AsDeclared)
             .hot_reload(true)
             .remap_sources(env!("CARGO_MANIFEST_DIR"), &self.root)
             .pipeline_cache_dir(None::<PathBuf>);
@@ -159,6 +162,36 @@ fn an_edit_runs_at_the_next_call() {
     if let Some(r) = gpu.wait_for_reload(before, Duration::from_secs(2)) {
         assert!(r.swapped.is_empty() && r.is_ok(), "{r}");
     }
+}
+
+#[test]
+fn an_edit_may_add_or_remove_unchecked() {
+    let copy = Copy::new("unchecked");
+    let Some(gpu) = copy.gpu() else { return };
+    let mut rng = rng("an_edit_may_add_or_remove_unchecked");
+    let xs = uniform(&mut rng, N, -4.0, 4.0);
+    let x = gpu.upload(&xs).unwrap();
+    let a = 0.5f32;
+    let a64 = a as f64;
+    assert!(!hot::affine::KERNEL.unchecked);
+    check("affine as compiled", &run_affine(&gpu, &x, a), |v| v * a64 + 1.0, &xs);
+    assert!(gpu.runtime_checks_for(&hot::affine::KERNEL));
+
+    // Added: the new source runs without the checks (its annotation is the source's own).
+    let before = gpu.reload_generation();
+    copy.edit("01_hot.wgsl", "// @requires len(y) >= p.n\n", "// @requires len(y) >= p.n\n// @unchecked\n");
+    let r = report_on(&gpu, before, "hot::affine");
+    assert!(r.is_ok() && r.swapped == ["hot::affine"], "{r}");
+    assert!(!gpu.runtime_checks_for(&hot::affine::KERNEL));
+    check("affine unchecked", &run_affine(&gpu, &x, a), |v| v * a64 + 1.0, &xs);
+
+    // Removed, the rest of the WGSL as compiled: the kernel runs with the checks.
+    let before = gpu.reload_generation();
+    copy.edit("01_hot.wgsl", "// @unchecked\n", "");
+    let r = report_on(&gpu, before, "hot::affine");
+    assert!(r.is_ok() && r.swapped == ["hot::affine"], "{r}");
+    assert!(gpu.runtime_checks_for(&hot::affine::KERNEL));
+    check("affine checked again", &run_affine(&gpu, &x, a), |v| v * a64 + 1.0, &xs);
 }
 
 #[test]

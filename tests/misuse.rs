@@ -259,6 +259,7 @@ fn coop_kernels() -> (&'static kernels::KernelDef, &'static kernels::KernelDef) 
             grid_expr: k.grid_expr,
             requires: k.requires,
             variants: Box::leak(variants.into_boxed_slice()),
+            unchecked: k.unchecked,
             source: None,
         }))
     };

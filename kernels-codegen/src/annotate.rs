@@ -1,6 +1,8 @@
 //! The comments around a kernel: its doc text, and the annotations `// @grid …` and
 //! `// @requires …` that let the generated function compute its own grid and check buffer
-//! lengths before dispatching, and `// @accumulates …` (which bindings it adds into, for hosts).
+//! lengths before dispatching, `// @accumulates …` (which bindings it adds into, for hosts), and
+//! `// @unchecked` (its module is created without wgpu's runtime checks; see
+//! [`Shape::unchecked`](crate::shape::Shape::unchecked)).
 
 use crate::split::{Section, find_word, mask_comments};
 use std::ops::Range;
@@ -8,9 +10,9 @@ use std::ops::Range;
 /// One annotation line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Annotation {
-    /// `grid`, `requires` or `accumulates`.
+    /// `grid`, `requires`, `accumulates` or `unchecked`.
     pub kind: String,
-    /// The expression text after the keyword.
+    /// The expression text after the keyword (empty for a lone `@unchecked`).
     pub expr: String,
     /// The line's byte range in the kernel file.
     pub range: Range<usize>,
@@ -21,7 +23,7 @@ pub struct Annotation {
 pub struct Notes {
     /// Doc text, one entry per line.
     pub doc: Vec<String>,
-    /// `@grid`, `@requires` and `@accumulates` lines.
+    /// `@grid`, `@requires`, `@accumulates` and `@unchecked` lines.
     pub annotations: Vec<Annotation>,
     /// Lines that look like an annotation but name none (`// @require …`, `// @grd …`): the
     /// line's byte range and the word written.
@@ -110,14 +112,15 @@ const WGSL_ATTRIBUTES: [&str; 17] = [
 ];
 
 /// The annotation words.
-pub const ANNOTATIONS: [&str; 3] = ["grid", "requires", "accumulates"];
+pub const ANNOTATIONS: [&str; 4] = ["grid", "requires", "accumulates", "unchecked"];
 
-/// An example expression for an annotation word, for messages.
+/// An example expression for an annotation word, for messages (`@unchecked` takes none).
 pub fn example(word: &str) -> &'static str {
     match word {
         "grid" => "threads(p.n)",
         "requires" => "len(x) >= p.n",
-        _ => "y",
+        "accumulates" => "y",
+        _ => "",
     }
 }
 
@@ -280,6 +283,22 @@ mod tests {
         assert_eq!(closest_annotation("require"), "requires");
         assert_eq!(closest_annotation("grd"), "grid");
         assert!(n.annotations.is_empty());
+    }
+
+    #[test]
+    fn unchecked_is_an_annotation_without_an_expression() {
+        let n = first(
+            "// --- KERNEL: k ---\n// Doc.\n// @unchecked\n// @unchecked len(x) >= 1\n// @unchecked: yes\n// @uncheked\n\
+             @compute @workgroup_size(1) fn k() {}\n",
+        );
+        assert_eq!(n.doc, vec!["Doc.", "@unchecked: yes", "@uncheked"]);
+        let found: Vec<(&str, &str)> = n.annotations.iter().map(|a| (a.kind.as_str(), a.expr.as_str())).collect();
+        assert_eq!(found, vec![("unchecked", ""), ("unchecked", "len(x) >= 1")]);
+        // `@unchecked:` names the annotation but is malformed; `@uncheked` is a misspelling.
+        let words: Vec<&str> = n.unknown.iter().map(|(_, w)| w.as_str()).collect();
+        assert_eq!(words, vec!["unchecked", "uncheked"]);
+        assert_eq!(closest_annotation("uncheked"), "unchecked");
+        assert_eq!(closest_annotation("checked"), "unchecked");
     }
 
     #[test]

@@ -501,14 +501,18 @@ impl Ctx<'_> {
             .collect()
     }
 
-    /// The `@grid`, `@requires` and `@accumulates` annotations as typed values (errors at their
-    /// lines).
+    /// The `@grid`, `@requires`, `@accumulates` and `@unchecked` annotations as typed values
+    /// (errors at their lines).
     fn shape(&self, notes: &Notes, iface: &Interface, name: &str, errors: &mut Vec<Diagnostic>) -> Shape {
         let file = self.sources.get(self.kernel_file);
         let mut shape = Shape::default();
-        let known = "the annotations are `// @grid …`, `// @requires …` and `// @accumulates …`; other comment lines are doc text";
+        let known = "the annotations are `// @grid …`, `// @requires …`, `// @accumulates …` and `// @unchecked`; other comment lines are doc text";
         for (range, word) in &notes.unknown {
-            let d = if annotate::ANNOTATIONS.contains(&word.as_str()) {
+            let d = if word == "unchecked" {
+                // `@unchecked:`, `@unchecked(…)`: the word is right, and nothing may follow it.
+                Diagnostic::at(file.locate(range.clone()), "malformed annotation `@unchecked`")
+                    .label("`@unchecked` stands alone on its line: `// @unchecked`")
+            } else if annotate::ANNOTATIONS.contains(&word.as_str()) {
                 // The word is right; what follows it is not (`@requires:`, `@grid(…)`).
                 Diagnostic::at(file.locate(range.clone()), format!("malformed annotation `@{word}`")).label(format!(
                     "the expression follows `@{word}` after a space, like `// @{word} {}`",
@@ -541,6 +545,30 @@ impl Ctx<'_> {
                         errors.push(Diagnostic::at(location.clone(), format!("in `@accumulates`: {e}")).in_kernel(name))
                     }
                 },
+                "unchecked" => {
+                    if let Some(first) = &shape.unchecked {
+                        errors.push(
+                            Diagnostic::at(location.clone(), "more than one `@unchecked`")
+                                .label("a second `@unchecked`")
+                                .note(format!("the first is at line {}", first.line))
+                                .in_kernel(name),
+                        );
+                        continue;
+                    }
+                    if !a.expr.is_empty() {
+                        errors.push(
+                            Diagnostic::at(location.clone(), "`@unchecked` takes no expression")
+                                .label("`@unchecked` stands alone on its line: `// @unchecked`")
+                                .note(
+                                    "it states that the kernel keeps every array access in range once its \
+                                     `@requires` hold, so it runs without wgpu's runtime checks; a condition \
+                                     on the arguments is a `// @requires …` line of its own",
+                                )
+                                .in_kernel(name),
+                        );
+                    }
+                    shape.unchecked = Some(location.clone());
+                }
                 _ => {
                     if shape.grid != GridSource::Caller {
                         errors.push(Diagnostic::at(location.clone(), "more than one `@grid`").in_kernel(name));
@@ -744,7 +772,7 @@ impl Ctx<'_> {
         // (for kernels without other errors: a missing entry point has nothing to write).
         let clean = k.errors.is_empty();
         for (v, needs, a, c) in variants.iter().filter(|_| clean) {
-            if let Err(e) = validate::spirv(c, &name, needs) {
+            if let Err(e) = validate::spirv(c, &name, needs, k.shape.unchecked.is_none()) {
                 let note = v.conditions.describe();
                 for d in self.diagnostics(&a.prefixed(&c.prefix), vec![e], &marker, &name, note) {
                     Diagnostic::push_once(&mut k.errors, d);

@@ -339,6 +339,9 @@ impl<'a> Emitter<'a> {
         let mut companion_doc =
             format!("Companion of [`{}`](fn@super::{}): its source, workgroup size and types.", k.name, ident(&k.name));
         companion_doc.push_str(&format!("\n\nFeatures: {}.", features_doc(&k.variants)));
+        if k.shape.unchecked.is_some() {
+            companion_doc.push_str("\n\nRuntime checks: off (`@unchecked`; `KERNEL.unchecked`).");
+        }
         Some(quote! {
             #[doc = #doc]
             pub fn #name(#rec: impl #rt::Record, #(#params),*) -> ::core::result::Result<(), #rt::Error> {
@@ -648,6 +651,15 @@ impl<'a> Emitter<'a> {
             doc.push_str(&format!("- checked before dispatch: {}\n", checks.join(", ")));
         }
         doc.push_str(&format!("- features: {}\n", features_doc(&k.variants)));
+        if let Some(at) = &k.shape.unchecked {
+            doc.push_str(&format!(
+                "- runtime checks: off (`@unchecked`, line {}): the kernel keeps every access in range once \
+                 its `@requires` hold, so natively its module is created without wgpu's clamping of array \
+                 indices, loop bounding and integer-division guards (`KERNELS_RUNTIME_CHECKS=all` turns them \
+                 back on)\n",
+                at.line
+            ));
+        }
         doc.push_str(
             "\n# Errors\nReturns an error, without dispatching, if a `@requires` check fails, a buffer is \
              shorter than its binding needs, the grid is over the device's limits, or the adapter lacks a \
@@ -834,6 +846,7 @@ impl<'a> Emitter<'a> {
         let [wx, wy, wz] = iface.workgroup_size;
         let (kname, module, file, line, doc) =
             (&k.name, &self.file.module, &k.marker.file, k.marker.line as u32, k.doc.join("\n"));
+        let unchecked = k.shape.unchecked.is_some();
         quote! {
             /// The workgroup size, from `@workgroup_size`; a dimension an override gives holds
             /// the override's default (0 where it has none): see `KERNEL.workgroup_size_overrides`.
@@ -867,6 +880,7 @@ impl<'a> Emitter<'a> {
                 grid_expr: #grid_text,
                 requires: &[#(#requires),*],
                 variants: &[#(#variants),*],
+                unchecked: #unchecked,
                 source: #source,
             };
         }

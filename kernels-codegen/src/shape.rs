@@ -18,6 +18,10 @@
 //! (`+=`) rather than updating them in place by another rule: a fact for hosts (the web
 //! export's `access`), checked against naga's analysis ([`accumulates`]).
 //!
+//! `// @unchecked`, alone on its line, says that the kernel's own index arithmetic keeps every
+//! access in range once its `@requires` hold, so that it runs without wgpu's runtime checks
+//! ([`Shape::unchecked`] says exactly which).
+//!
 //! **Semantics** (the generated Rust, `kernels_runtime::shape`, and any other evaluator — a
 //! JavaScript host with `BigInt` — must agree): values are `i128`; every leaf fits (u32, i32,
 //! lengths); `+ - *` fail on overflow; `/` and `%` truncate toward zero (Rust's and `BigInt`'s
@@ -240,6 +244,20 @@ pub struct Shape {
     pub requires: Vec<Located<Requirement>>,
     /// The bindings named by `@accumulates`, in order.
     pub accumulates: Vec<Located<String>>,
+    /// Where `// @unchecked` is written, if it is. With it the kernel's author states that the
+    /// kernel keeps itself in range once its `@requires` hold: every index into a storage,
+    /// uniform, workgroup, private or fixed-size array and every texel coordinate is in
+    /// bounds, every loop ends, and no integer division or remainder has a zero divisor or is
+    /// `i32` minimum by −1. The runtime then creates its shader module natively with
+    /// `wgpu::ShaderRuntimeChecks::unchecked()`, which takes out naga's clamping of those
+    /// indices and coordinates (on Vulkan with `robustBufferAccess2` naga leaves the storage
+    /// and uniform ones to the driver in any case), its loop bounding (`force_loop_bounding`)
+    /// and its guarded integer division. What stays: on Vulkan the driver's robust buffer access on
+    /// storage and uniform buffers (`robustBufferAccess2`, else `robustBufferAccess`, which
+    /// wgpu enables where the device has them; Metal has none, so there nothing bounds them),
+    /// zero-initialised workgroup memory, and every check of the generated function. In a
+    /// browser the WebGPU implementation checks regardless.
+    pub unchecked: Option<Location>,
 }
 
 /// Translates an expression against a kernel's interface.

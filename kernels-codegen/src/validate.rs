@@ -539,9 +539,9 @@ impl Needs {
 /// [`write_spirv`], so the two cannot drift apart.
 ///
 /// What wgpu also sets and is fixed here: release flags (`InstanceFlags::DEBUG` off, so no debug
-/// names or source), the runtime checks of a safe `create_shader_module` (bounds checks, loop
-/// bounding and division checks on), and zero-initialised workgroup memory (what the runtime
-/// asks for). The task-shader dispatch limits, which only task shaders read, are left out.
+/// names or source) and zero-initialised workgroup memory (what the runtime asks for). The
+/// task-shader dispatch limits, which only task shaders read, are left out. The module's runtime
+/// checks are [`VulkanTarget::runtime_checks`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VulkanTarget {
     /// The device's Vulkan version, (major, minor): it picks the SPIR-V version (1.0, 1.3, 1.5,
@@ -575,12 +575,18 @@ pub struct VulkanTarget {
     pub int64: bool,
     pub float64: bool,
     pub int64_atomics: bool,
+    /// The module is created with wgpu's runtime checks, as a safe `create_shader_module`
+    /// creates it: naga clamps indices, bounds loops and guards integer division. `false` for a
+    /// kernel marked `// @unchecked`, whose module the runtime creates with
+    /// `ShaderRuntimeChecks::unchecked()`: every bounds-check policy `Unchecked`, no loop
+    /// bounding, no division guards (wgpu-hal's `compile_stage`).
+    pub runtime_checks: bool,
 }
 
 impl VulkanTarget {
     /// What the build-time check assumes: a Vulkan 1.3 device with `VK_EXT_robustness2`,
     /// int8 and integer dot products (the H200's driver and lavapipe both), enabling exactly the
-    /// features a variant with `needs` requires.
+    /// features a variant with `needs` requires, and a module with the runtime checks on.
     pub fn build_time(needs: &Needs) -> VulkanTarget {
         let has = |f: &str| needs.features.contains(&f);
         VulkanTarget {
@@ -598,6 +604,7 @@ impl VulkanTarget {
             int64: has("SHADER_INT64"),
             float64: has("SHADER_F64"),
             int64_atomics: has("SHADER_INT64_ATOMIC_MIN_MAX") || has("SHADER_INT64_ATOMIC_ALL_OPS"),
+            runtime_checks: true,
         }
     }
 
@@ -659,7 +666,11 @@ impl VulkanTarget {
         let mut flags = spv::WriterFlags::FORCE_POINT_SIZE;
         flags.set(spv::WriterFlags::LABEL_VARYINGS, !self.qualcomm);
         let restrict = |robust: bool| {
-            if robust { naga::proc::BoundsCheckPolicy::Unchecked } else { naga::proc::BoundsCheckPolicy::Restrict }
+            if robust || !self.runtime_checks {
+                naga::proc::BoundsCheckPolicy::Unchecked
+            } else {
+                naga::proc::BoundsCheckPolicy::Restrict
+            }
         };
         spv::Options {
             lang_version: match self.api_version {
@@ -673,7 +684,7 @@ impl VulkanTarget {
             binding_map,
             capabilities: Some(capabilities.into_iter().collect()),
             bounds_check_policies: naga::proc::BoundsCheckPolicies {
-                index: naga::proc::BoundsCheckPolicy::Restrict,
+                index: restrict(false),
                 buffer: restrict(self.robust_buffer_access2),
                 image_load: restrict(self.robust_image_access),
                 binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
@@ -683,14 +694,14 @@ impl VulkanTarget {
             } else {
                 spv::ZeroInitializeWorkgroupMemoryMode::Polyfill
             },
-            force_loop_bounding: true,
-            ray_query_initialization_tracking: true,
+            force_loop_bounding: self.runtime_checks,
+            ray_query_initialization_tracking: self.runtime_checks,
             trace_ray_argument_validation: true,
             use_storage_input_output_16: self.f16 && self.storage_input_output_16,
             debug_info: None,
             task_dispatch_limits: None,
-            mesh_shader_primitive_indices_clamp: true,
-            emit_int_div_checks: true,
+            mesh_shader_primitive_indices_clamp: self.runtime_checks,
+            emit_int_div_checks: self.runtime_checks,
         }
     }
 }
@@ -766,11 +777,12 @@ pub fn write_spirv(
 }
 
 /// Runs naga's SPIR-V backend on a checked kernel as wgpu's Vulkan backend does at pipeline
-/// creation ([`write_spirv`] for [`VulkanTarget::build_time`]), overrides without a default
-/// given the value 1, under `catch_unwind`. An error or a panic comes back as a [`RawError`]
+/// creation ([`write_spirv`] for [`VulkanTarget::build_time`], with the kernel's
+/// `runtime_checks`: `false` for an `@unchecked` kernel), overrides without a default given the
+/// value 1, under `catch_unwind`. An error or a panic comes back as a [`RawError`]
 /// with a hint; for naga 30.0.2's "Expression \[N\] is not cached" panic on
 /// `coopStore`/`coopStoreT` the error points at the store.
-pub fn spirv(checked: &Checked, entry: &str, needs: &Needs) -> Result<(), RawError> {
+pub fn spirv(checked: &Checked, entry: &str, needs: &Needs, runtime_checks: bool) -> Result<(), RawError> {
     let module = &checked.module;
     let mut constants = naga::back::PipelineConstants::default();
     for (_, o) in module.overrides.iter() {
@@ -779,7 +791,7 @@ pub fn spirv(checked: &Checked, entry: &str, needs: &Needs) -> Result<(), RawErr
             constants.insert(key, 1.0);
         }
     }
-    let target = VulkanTarget::build_time(needs);
+    let target = VulkanTarget { runtime_checks, ..VulkanTarget::build_time(needs) };
     let written = std::panic::catch_unwind(|| write_spirv(module, &checked.info, entry, &constants, &target));
     let (what, panicked) = match written {
         Ok(Ok(_)) => return Ok(()),
@@ -1082,6 +1094,60 @@ mod tests {
             write_spirv(&c.module, &c.info, "nope", &Default::default(), &old),
             Err(SpirvError::Writer(_))
         ));
+    }
+
+    /// (opcode, GLSL.std.450 instruction for `OpExtInst`) counts of a module's instructions.
+    fn opcodes(words: &[u32]) -> std::collections::BTreeMap<(u32, u32), usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        let mut at = 5;
+        while at < words.len() {
+            let (count, op) = ((words[at] >> 16) as usize, words[at] & 0xffff);
+            let ext = if op == 12 { words[at + 4] } else { 0 };
+            *counts.entry((op, ext)).or_insert(0) += 1;
+            at += count.max(1);
+        }
+        counts
+    }
+
+    #[test]
+    fn an_unchecked_module_loses_the_index_clamps_the_loop_bound_and_the_division_guards() {
+        // A workgroup array and a private array indexed by computed values, a loop whose trip
+        // count naga cannot know, and an integer division and remainders.
+        let src = "@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n\
+            var<workgroup> tile: array<u32, 64>;\n\
+            @compute @workgroup_size(64) fn k(@builtin(local_invocation_index) i: u32) {\n\
+              var acc = array<u32, 4>(1u, 2u, 3u, 4u);\n\
+              tile[i] = x[i];\n\
+              workgroupBarrier();\n\
+              for (var j = 0u; j < x[0]; j++) { acc[j % 4u] += tile[(i + j) % 64u] / x[1]; }\n\
+              x[i] = acc[i % 4u];\n}\n";
+        let c = check(src, "k").unwrap();
+        let needs = Needs { subgroups: false, f16: false, coop: false, features: Vec::new() };
+        let write = |target: VulkanTarget| {
+            opcodes(&write_spirv(&c.module, &c.info, "k", &Default::default(), &target).unwrap())
+        };
+        let (umin, function, variable, null) = ((12, 38), (54, 0), (59, 0), (46, 0));
+        let count = |m: &std::collections::BTreeMap<(u32, u32), usize>, key| m.get(&key).copied().unwrap_or(0);
+        let mut clamps = Vec::new();
+        for robust_buffer_access2 in [true, false] {
+            let device = VulkanTarget { robust_buffer_access2, ..VulkanTarget::build_time(&needs) };
+            let checked = write(device);
+            let unchecked = write(VulkanTarget { runtime_checks: false, ..device });
+            // Index clamping (`min(i, n - 1)`), at least of the four workgroup and private
+            // indices; none unchecked.
+            assert!(count(&checked, umin) >= 4, "{checked:?}");
+            assert_eq!(count(&unchecked, umin), 0, "{unchecked:?}");
+            clamps.push(count(&checked, umin));
+            // Division guards: naga's guarded `/` and `%` are helper functions.
+            assert_eq!((count(&checked, function), count(&unchecked, function)), (3, 1));
+            // Loop bounding: the loop's counter is a variable of its own.
+            assert_eq!(count(&checked, variable), count(&unchecked, variable) + 1);
+            // Zeroed workgroup memory stays: the driver zeroes `tile` (a null initializer).
+            assert!(count(&checked, null) >= 1 && count(&checked, null) == count(&unchecked, null));
+        }
+        // Without `robustBufferAccess2` naga clamps the four buffer indices too (and an
+        // unchecked module leaves them to `robustBufferAccess`).
+        assert_eq!(clamps[1], clamps[0] + 4, "{clamps:?}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Inputs the macro refuses with a message of its own, at the place the mistake is: the kernel
 //! file included into itself, include chains and annotation expressions too deep to follow,
 //! names Rust reads as one, products of mismatched cooperative matrices, annotations that fail
-//! on every call, files that are not UTF-8; and each error once, whatever the variants.
+//! on every call, an `@unchecked` with an expression or twice, files that are not UTF-8; and
+//! each error once, whatever the variants.
 
 mod common;
 
@@ -94,6 +95,42 @@ fn a_colon_after_an_annotation_is_named_as_such() {
     assert_eq!(line, 2);
     assert!(text.contains("malformed annotation `@requires`"), "{text}");
     assert!(!text.contains("did you mean `@requires`"), "{text}");
+}
+
+#[test]
+fn unchecked_stands_alone_once() {
+    let with = |lines: &str| kernel("k", "x[0] = 1u;").replace("---\n", &format!("---\n// Doc.\n{lines}"));
+    // Alone, once: no error, and the kernel knows where.
+    let d = dir(&[("00_shared.wgsl", SHARED), ("01_k.wgsl", &with("// @unchecked\n"))]);
+    let f = compile_in(&d, "01_k.wgsl");
+    let _ = std::fs::remove_dir_all(&d);
+    assert!(f.all_errors().next().is_none(), "{:?}", f.all_errors().map(Diagnostic::render).collect::<Vec<_>>());
+    assert_eq!(f.kernels[0].shape.unchecked.as_ref().map(|l| l.line), Some(3));
+    assert_eq!(f.kernels[0].doc, vec!["Doc."], "an annotation is not doc text");
+    // With an expression.
+    let k = with("// @unchecked len(x) >= 1\n");
+    let (_, line, text) = one(&errors(&[("00_shared.wgsl", SHARED), ("01_k.wgsl", &k)]));
+    assert_eq!(line, 3, "{text}");
+    assert!(text.contains("kernel `k`: `@unchecked` takes no expression"), "{text}");
+    assert!(text.contains("stands alone on its line: `// @unchecked`"), "{text}");
+    assert!(text.contains("is a `// @requires …` line of its own"), "{text}");
+    // Twice: at the second, naming the first.
+    let k = with("// @unchecked\n// @requires len(x) >= 1\n// @unchecked\n");
+    let (_, line, text) = one(&errors(&[("00_shared.wgsl", SHARED), ("01_k.wgsl", &k)]));
+    assert_eq!(line, 5, "{text}");
+    assert!(text.contains("more than one `@unchecked`") && text.contains("the first is at line 3"), "{text}");
+    // Something glued to the word.
+    for glued in ["// @unchecked:\n", "// @unchecked(true)\n"] {
+        let (_, line, text) = one(&errors(&[("00_shared.wgsl", SHARED), ("01_k.wgsl", &with(glued))]));
+        assert_eq!(line, 3, "{text}");
+        assert!(text.contains("malformed annotation `@unchecked`"), "{text}");
+        assert!(text.contains("stands alone on its line") && !text.contains("did you mean"), "{text}");
+    }
+    // Misspelled.
+    let (_, line, text) = one(&errors(&[("00_shared.wgsl", SHARED), ("01_k.wgsl", &with("// @uncheked\n"))]));
+    assert_eq!(line, 3, "{text}");
+    assert!(text.contains("unknown annotation `@uncheked`") && text.contains("did you mean `@unchecked`?"), "{text}");
+    assert!(text.contains("`// @accumulates …` and `// @unchecked`"), "{text}");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use crate::disk::{DiskCache, PipelineCacheFile};
 use crate::error::{Error, Result};
 use crate::kernel::{CoopConfig, CoopScalar};
-use crate::options::{GpuOptions, describe, pick};
+use crate::options::{GpuOptions, RuntimeChecks, describe, pick};
 use crate::pipeline::PipelineCache;
 use crate::variant::Capabilities;
 use std::mem::ManuallyDrop;
@@ -65,6 +65,10 @@ pub struct AdapterReport {
     /// Why tensor cores are off although the adapter offers configurations (turned off by the
     /// options, `SHADER_F16` off, or the device refused them).
     pub cooperative_matrix_off: Option<String>,
+    /// Which kernels run with wgpu's runtime checks: as the options say natively
+    /// ([`GpuOptions::runtime_checks`]), [`RuntimeChecks::All`] in a browser (WebGPU checks
+    /// every module). Shown only when it is `All`.
+    pub runtime_checks: RuntimeChecks,
 }
 
 impl std::fmt::Display for AdapterReport {
@@ -101,6 +105,9 @@ impl std::fmt::Display for AdapterReport {
         }
         if !self.cooperative_matrix_other.is_empty() {
             write!(f, " (also offered, not expressible in WGSL: {})", self.cooperative_matrix_other.join(", "))?;
+        }
+        if self.runtime_checks == RuntimeChecks::All {
+            write!(f, "; runtime checks: every kernel, `@unchecked` ones too")?;
         }
         Ok(())
     }
@@ -171,6 +178,8 @@ pub(crate) struct Inner {
     pub(crate) disabled: Vec<&'static str>,
     /// On wgpu's WebGPU backend (a browser): shader modules are made from `browser_wgsl`.
     pub(crate) browser: bool,
+    /// Which kernels' modules get wgpu's runtime checks (`All` in a browser).
+    pub(crate) runtime_checks: RuntimeChecks,
     pub(crate) report: AdapterReport,
     /// Errors wgpu raised outside the runtime's error scopes (through the raw wgpu handles, or
     /// on the web, where scopes cannot be awaited synchronously): reported by `wait`.
@@ -347,6 +356,9 @@ impl Gpu {
     }
 
     async fn open(options: GpuOptions) -> Result<Gpu> {
+        if let Some(e) = options.refused() {
+            return Err(e);
+        }
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         // OpenGL is a last resort (and probing it prints noise on headless Linux): only when
         // asked for, or when no primary backend has an adapter.
@@ -400,8 +412,12 @@ impl Gpu {
         adapter: wgpu::Adapter,
         options: &GpuOptions,
     ) -> Result<Gpu> {
+        if let Some(e) = options.refused() {
+            return Err(e);
+        }
         let info = adapter.get_info();
         let browser = info.backend == wgpu::Backend::BrowserWebGpu;
+        let runtime_checks = if browser { RuntimeChecks::All } else { options.runtime_checks };
         let mut features = adapter.features() & (OPTIONAL_FEATURES - options.without);
         // The driver's pipeline cache, where wgpu has one for the backend (Vulkan).
         let disk_dir = match (&options.pipeline_cache_dir, wgpu::util::pipeline_cache_key(&info)) {
@@ -530,6 +546,7 @@ impl Gpu {
             cooperative_matrix_configs: coop.expressible,
             cooperative_matrix_other: coop.other,
             cooperative_matrix_off: if coop_enabled { None } else { coop_off },
+            runtime_checks,
         };
         let (disk, disk_status) = match disk_dir {
             Ok(dir) => {
@@ -558,6 +575,7 @@ impl Gpu {
                 caps,
                 disabled,
                 browser,
+                runtime_checks,
                 report,
                 errors,
                 lost,
@@ -750,6 +768,7 @@ mod tests {
             cooperative_matrix_configs: Vec::new(),
             cooperative_matrix_other: Vec::new(),
             cooperative_matrix_off: None,
+            runtime_checks: RuntimeChecks::AsDeclared,
         }
     }
 
@@ -771,6 +790,11 @@ mod tests {
             ),
             "{text}"
         );
+
+        assert!(!text.contains("runtime checks"), "{text}");
+        let mut all = on.clone();
+        all.runtime_checks = RuntimeChecks::All;
+        assert!(all.to_string().ends_with("; runtime checks: every kernel, `@unchecked` ones too"), "{all}");
 
         let mut off = on.clone();
         off.cooperative_matrix = false;

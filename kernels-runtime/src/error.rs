@@ -26,6 +26,17 @@ pub enum Error {
     /// The device could not be created.
     #[error("cannot open the GPU device: {0}")]
     Device(String),
+    /// An environment variable the options read holds a value it does not take (the GPU is
+    /// not opened: a setting asked for and not understood would otherwise be silently ignored).
+    #[error("{variable}={value:?} is not a value it takes: it takes {expected}")]
+    Environment {
+        /// The variable (`KERNELS_RUNTIME_CHECKS`).
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
     /// The kernel needs a feature the device lacks (or the options turned off).
     #[error("kernel `{kernel}` needs the `{feature}` feature{reason}")]
     MissingFeature {

@@ -304,6 +304,16 @@ pub struct KernelDef {
     pub requires: &'static [&'static str],
     /// Variants, preferred first.
     pub variants: &'static [VariantDef],
+    /// Marked `// @unchecked`: its author states that the kernel keeps every array index,
+    /// texel coordinate, loop and integer division in range once its `@requires` hold, so
+    /// natively its shader module is created with `wgpu::ShaderRuntimeChecks::unchecked()`:
+    /// without naga's clamping of indices into workgroup, private and fixed-size arrays (and
+    /// into buffers where naga adds it), its loop bounding and its integer-division guards.
+    /// Storage and uniform buffers stay bounded by the driver's robust buffer access where wgpu
+    /// enables it (Vulkan), and workgroup memory is zero-initialised as for every kernel. A
+    /// browser checks regardless; [`GpuOptions::runtime_checks`](crate::GpuOptions::runtime_checks)
+    /// (`KERNELS_RUNTIME_CHECKS=all`) turns the checks back on everywhere.
+    pub unchecked: bool,
     /// Where its source lives and the interface its Rust function was generated against, for
     /// hot reload (`None`: a kernel made by hand, which is never reloaded).
     pub source: Option<&'static KernelSource>,

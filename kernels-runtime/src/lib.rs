@@ -35,7 +35,7 @@ pub use kernel::{
     BindingDef, BindingKind, CoopConfig, CoopScalar, FileSource, GridKind, KernelDef, KernelSource, OverrideDef,
     ResourceDef, ResourceKind, SampleKind, TextureAccess, TextureDim, VariantDef,
 };
-pub use options::{AdapterFilter, AdapterIndex, DEFAULT_PIPELINE_CACHE_CAPACITY, GpuOptions};
+pub use options::{AdapterFilter, AdapterIndex, DEFAULT_PIPELINE_CACHE_CAPACITY, GpuOptions, RuntimeChecks};
 pub use pipeline::{PipelineStats, WarmUp};
 #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
 pub use reload::ReloadReport;

@@ -53,6 +53,42 @@ pub struct GpuOptions {
     /// whose `from` starts the path wins ([`GpuOptions::remap_sources`]).
     #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
     pub source_remap: Vec<(std::path::PathBuf, std::path::PathBuf)>,
+    /// Which kernels run with wgpu's runtime checks ([`GpuOptions::runtime_checks`]):
+    /// [`RuntimeChecks::AsDeclared`] unless `KERNELS_RUNTIME_CHECKS=all`.
+    pub runtime_checks: RuntimeChecks,
+    /// A `KERNELS_RUNTIME_CHECKS` value that names no setting, refused when the GPU opens.
+    pub(crate) runtime_checks_refused: Option<String>,
+}
+
+/// Which kernels get wgpu's runtime checks: naga's clamping of array indices, its loop bounding
+/// and its integer-division guards ([`GpuOptions::runtime_checks`]). A browser's WebGPU checks
+/// every kernel whatever this says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RuntimeChecks {
+    /// Every kernel but those marked `// @unchecked` ([`KernelDef::unchecked`](crate::KernelDef::unchecked)),
+    /// whose modules are created without them. The default; `KERNELS_RUNTIME_CHECKS=declared`.
+    #[default]
+    AsDeclared,
+    /// Every kernel, `@unchecked` ones included: to rerun a program in which an `@unchecked`
+    /// kernel is suspected of an out-of-range access (with the checks an index past an array
+    /// reads or writes its last element instead, so a result that changes points at such a
+    /// kernel). `KERNELS_RUNTIME_CHECKS=all`.
+    All,
+}
+
+impl RuntimeChecks {
+    /// The values `KERNELS_RUNTIME_CHECKS` takes, for messages.
+    pub(crate) const VALUES: &'static str = "`all` (every kernel with wgpu's runtime checks, `@unchecked` ones too) or `declared` (the default: kernels marked `@unchecked` without them)";
+
+    /// Reads a `KERNELS_RUNTIME_CHECKS` value: `all` or `declared`, in any case, blanks around
+    /// it ignored; an empty value is the default. `Err` holds a value that is neither.
+    pub fn parse(text: &str) -> Result<RuntimeChecks, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "all" => Ok(RuntimeChecks::All),
+            "declared" | "" => Ok(RuntimeChecks::AsDeclared),
+            _ => Err(text.to_string()),
+        }
+    }
 }
 
 /// The defaults: the cache directory and `KERNELS_PIPELINE_CACHE` are read from the
@@ -71,9 +107,11 @@ fn is_on(value: Option<String>) -> bool {
 impl GpuOptions {
     /// The defaults, changed by the environment: `KERNELS_ADAPTER` (as
     /// [`GpuOptions::adapter`]), `KERNELS_SUBGROUPS=0`, `KERNELS_F16=0` (adds `SHADER_F16` to
-    /// [`GpuOptions::without`]), `KERNELS_COOPERATIVE_MATRIX=0`, and with the `hot-reload`
-    /// feature `KERNELS_HOT_RELOAD=1` and `KERNELS_SOURCE_REMAP` (without the feature,
-    /// `KERNELS_HOT_RELOAD` only prints a warning).
+    /// [`GpuOptions::without`]), `KERNELS_COOPERATIVE_MATRIX=0`, `KERNELS_RUNTIME_CHECKS`
+    /// (`all` or `declared`, as [`GpuOptions::runtime_checks`]; another value makes opening the
+    /// GPU fail with [`Error::Environment`](crate::Error::Environment)), and with the
+    /// `hot-reload` feature `KERNELS_HOT_RELOAD=1` and `KERNELS_SOURCE_REMAP` (without the
+    /// feature, `KERNELS_HOT_RELOAD` only prints a warning).
     pub fn from_env() -> Self {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -94,6 +132,8 @@ impl GpuOptions {
             hot_reload: false,
             #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
             source_remap: Vec::new(),
+            runtime_checks: RuntimeChecks::AsDeclared,
+            runtime_checks_refused: None,
         }
     }
 
@@ -111,6 +151,12 @@ impl GpuOptions {
         };
         if off("KERNELS_F16") {
             options.without |= wgpu::Features::SHADER_F16;
+        }
+        if let Some(text) = var("KERNELS_RUNTIME_CHECKS") {
+            match RuntimeChecks::parse(&text) {
+                Ok(checks) => options.runtime_checks = checks,
+                Err(text) => options.runtime_checks_refused = Some(text),
+            }
         }
         let hot = is_on(var("KERNELS_HOT_RELOAD"));
         #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
@@ -207,6 +253,25 @@ impl GpuOptions {
     pub fn hot_reload(mut self, on: bool) -> Self {
         self.hot_reload = on;
         self
+    }
+
+    /// Sets [`GpuOptions::runtime_checks`](#structfield.runtime_checks): with
+    /// [`RuntimeChecks::All`], kernels marked `// @unchecked` are compiled with wgpu's runtime
+    /// checks too. Overrides `KERNELS_RUNTIME_CHECKS`, a value of it that is refused included.
+    pub fn runtime_checks(mut self, checks: RuntimeChecks) -> Self {
+        self.runtime_checks = checks;
+        self.runtime_checks_refused = None;
+        self
+    }
+
+    /// The error opening a GPU with these options gives for a `KERNELS_RUNTIME_CHECKS` value
+    /// that names no setting.
+    pub(crate) fn refused(&self) -> Option<crate::Error> {
+        self.runtime_checks_refused.as_ref().map(|value| crate::Error::Environment {
+            variable: "KERNELS_RUNTIME_CHECKS",
+            value: value.clone(),
+            expected: RuntimeChecks::VALUES,
+        })
     }
 
     /// Makes hot reload read files under `to` where the program was compiled with them under
@@ -500,6 +565,56 @@ mod tests {
         assert_eq!(coded.adapter.as_ref().map(ToString::to_string).as_deref(), Some("GpuOptions::adapter(\"nvidia\")"));
         assert!(coded.subgroups && coded.without == wgpu::Features::SUBGROUP);
         assert!(coded.any_adapter().adapter.is_none());
+    }
+
+    #[test]
+    fn runtime_checks_from_the_environment() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let checks = |value: &'static str| {
+            let pairs: &'static [(&'static str, &'static str)] =
+                Box::leak(Box::new([("KERNELS_RUNTIME_CHECKS", value)]));
+            GpuOptions::from_lookup(vars(pairs))
+        };
+        let unset = GpuOptions::from_lookup(vars(&[]));
+        assert_eq!((unset.runtime_checks, unset.refused()), (RuntimeChecks::AsDeclared, None));
+        assert_eq!(GpuOptions::default().runtime_checks, RuntimeChecks::AsDeclared);
+        for all in ["all", " ALL ", "All"] {
+            let o = checks(all);
+            assert_eq!((o.runtime_checks, o.refused()), (RuntimeChecks::All, None), "{all:?}");
+        }
+        for declared in ["declared", "Declared", "", "  "] {
+            let o = checks(declared);
+            assert_eq!((o.runtime_checks, o.refused()), (RuntimeChecks::AsDeclared, None), "{declared:?}");
+        }
+        // A value that names no setting (a switch's `1`, a typo) is refused when the GPU opens,
+        // naming the variable, the value and what it takes; the checks meanwhile stay as declared.
+        for unknown in ["1", "on", "none", "al"] {
+            let o = checks(unknown);
+            assert_eq!(o.runtime_checks, RuntimeChecks::AsDeclared);
+            let e = o.refused().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.starts_with(&format!("KERNELS_RUNTIME_CHECKS={unknown:?} is not a value it takes")), "{e}");
+            assert!(e.contains("`all`") && e.contains("`declared`"), "{e}");
+        }
+        assert_eq!(RuntimeChecks::parse(" x "), Err(" x ".to_string()));
+        // The builder decides over the environment, a refused value included.
+        let coded = checks("al").runtime_checks(RuntimeChecks::All);
+        assert_eq!((coded.runtime_checks, coded.refused()), (RuntimeChecks::All, None));
+        assert_eq!(checks("all").runtime_checks(RuntimeChecks::AsDeclared).runtime_checks, RuntimeChecks::AsDeclared);
+    }
+
+    /// Refused before any adapter is looked at, so without a GPU too.
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn a_refused_value_stops_the_gpu_from_opening() {
+        let options = GpuOptions::from_lookup(|name| (name == "KERNELS_RUNTIME_CHECKS").then(|| "yes".to_string()));
+        match crate::Gpu::with_options_blocking(options) {
+            Err(crate::Error::Environment { variable, value, .. }) => {
+                assert_eq!((variable, value.as_str()), ("KERNELS_RUNTIME_CHECKS", "yes"))
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

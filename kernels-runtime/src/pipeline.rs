@@ -5,6 +5,7 @@ use crate::context::Gpu;
 use crate::disk::PipelineCacheFile;
 use crate::error::{Error, Result};
 use crate::kernel::{BindingKind, KernelDef, ResourceKind, SampleKind, TextureAccess, VariantDef};
+use crate::options::RuntimeChecks;
 use crate::variant::{Unmet, select};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -92,7 +93,7 @@ impl PipelineCache {
 
     /// The source hot reload put in place of `kernel`'s compiled one.
     #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
-    pub(crate) fn swapped(&self, kernel: &'static KernelDef) -> Option<Arc<crate::reload::Swapped>> {
+    pub(crate) fn swapped(&self, kernel: &KernelDef) -> Option<Arc<crate::reload::Swapped>> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.swapped.get(&(kernel as *const KernelDef as usize)).cloned()
     }
@@ -190,6 +191,29 @@ impl Gpu {
         self.inner.pipelines.stats()
     }
 
+    /// Whether `kernel`'s shader module is created with wgpu's runtime checks on this context:
+    /// `false` only for a kernel marked `// @unchecked` ([`KernelDef::unchecked`], or the
+    /// source hot reload swapped in) natively, with
+    /// [`GpuOptions::runtime_checks`](crate::GpuOptions::runtime_checks) at
+    /// [`RuntimeChecks::AsDeclared`].
+    pub fn runtime_checks_for(&self, kernel: &KernelDef) -> bool {
+        self.checks(self.declared_unchecked(kernel))
+    }
+
+    /// Whether a module declared `unchecked` (or not) gets the runtime checks here.
+    fn checks(&self, unchecked: bool) -> bool {
+        !unchecked || cfg!(target_arch = "wasm32") || self.inner.runtime_checks == RuntimeChecks::All
+    }
+
+    /// Whether the source `kernel` runs (hot reload's where it swapped one in) is marked `@unchecked`.
+    fn declared_unchecked(&self, kernel: &KernelDef) -> bool {
+        #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
+        if let Some(s) = self.inner.pipelines.swapped(kernel) {
+            return s.unchecked;
+        }
+        kernel.unchecked
+    }
+
     pub(crate) fn pipeline(
         &self,
         kernel: &'static KernelDef,
@@ -202,18 +226,18 @@ impl Gpu {
         self.inner.pipelines.slot(kernel, key(kernel, overrides))
     }
 
-    /// The source of the variant to build (hot reload's where it replaced the compiled one),
-    /// once the overrides are known to be complete.
+    /// The source of the variant to build (hot reload's where it replaced the compiled one)
+    /// and whether it is marked `@unchecked`, once the overrides are known to be complete.
     pub(crate) fn buildable(
         &self,
         kernel: &'static KernelDef,
         overrides: &[(&'static str, f64)],
-    ) -> Result<Cow<'static, str>> {
+    ) -> Result<(Cow<'static, str>, bool)> {
         let source = match self.swapped_source(kernel) {
             Some(source) => source?,
             None => {
                 let v = self.variant_for(kernel)?;
-                Cow::Borrowed(if self.inner.browser { v.browser_wgsl } else { v.wgsl })
+                (Cow::Borrowed(if self.inner.browser { v.browser_wgsl } else { v.wgsl }), kernel.unchecked)
             }
         };
         let limit = self.inner.limits.max_immediate_size;
@@ -240,25 +264,26 @@ impl Gpu {
         Ok(source)
     }
 
-    /// The source hot reload put in place of `kernel`'s, of the variant this device runs.
+    /// The source hot reload put in place of `kernel`'s, of the variant this device runs, and
+    /// whether it is marked `@unchecked`.
     #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
-    fn swapped_source(&self, kernel: &'static KernelDef) -> Option<Result<Cow<'static, str>>> {
+    fn swapped_source(&self, kernel: &'static KernelDef) -> Option<Result<(Cow<'static, str>, bool)>> {
         let s = self.inner.pipelines.swapped(kernel)?;
         Some(
             crate::variant::select_in(&s.variants, &self.inner.caps)
-                .map(|v| Cow::Owned(v.wgsl.clone()))
+                .map(|v| (Cow::Owned(v.wgsl.clone()), s.unchecked))
                 .map_err(|unmet| self.missing(kernel, unmet)),
         )
     }
 
     #[cfg(not(all(feature = "hot-reload", not(target_arch = "wasm32"))))]
-    fn swapped_source(&self, _kernel: &'static KernelDef) -> Option<Result<Cow<'static, str>>> {
+    fn swapped_source(&self, _kernel: &'static KernelDef) -> Option<Result<(Cow<'static, str>, bool)>> {
         None
     }
 
     fn build(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Arc<Compiled>> {
-        let source = self.buildable(kernel, overrides)?;
-        let built = self.build_from(kernel, overrides, &source);
+        let (source, unchecked) = self.buildable(kernel, overrides)?;
+        let built = self.build_from(kernel, overrides, &source, unchecked);
         #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
         if let (Some(hot), Some(src)) = (&self.inner.hot, kernel.source) {
             hot.watch(self, src.file);
@@ -266,19 +291,21 @@ impl Gpu {
         built
     }
 
-    /// Builds a pipeline of `kernel` from `wgsl`, inside error scopes (natively).
+    /// Builds a pipeline of `kernel` from `wgsl` (marked `@unchecked` or not), inside error
+    /// scopes (natively).
     pub(crate) fn build_from(
         &self,
         kernel: &'static KernelDef,
         overrides: &[(&'static str, f64)],
         wgsl: &str,
+        unchecked: bool,
     ) -> Result<Arc<Compiled>> {
         #[cfg(not(target_arch = "wasm32"))]
         let scopes = (
             self.inner.device.push_error_scope(wgpu::ErrorFilter::Validation),
             self.inner.device.push_error_scope(wgpu::ErrorFilter::Internal),
         );
-        let (compiled, _module) = self.create(kernel, overrides, wgsl);
+        let (compiled, _module) = self.create(kernel, overrides, wgsl, unchecked);
         #[cfg(not(target_arch = "wasm32"))]
         {
             let (validation, internal) = scopes;
@@ -291,12 +318,14 @@ impl Gpu {
         Ok(Arc::new(compiled))
     }
 
-    /// Creates the layout, shader module and pipeline of one variant.
+    /// Creates the layout, shader module and pipeline of one variant; the module without
+    /// wgpu's runtime checks where `unchecked` and the options allow it.
     fn create(
         &self,
         kernel: &'static KernelDef,
         overrides: &[(&'static str, f64)],
         wgsl: &str,
+        unchecked: bool,
     ) -> (Compiled, wgpu::ShaderModule) {
         let device = &self.inner.device;
         let mut entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
@@ -330,12 +359,24 @@ impl Gpu {
             bind_group_layouts: &[Some(&layout)],
             immediate_size: kernel.immediate_size,
         });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let descriptor = wgpu::ShaderModuleDescriptor {
             label: Some(kernel.name),
             // A browser compiles the WGSL itself and needs `enable subgroups;`, which naga
             // rejects: `wgsl` is the browser form there.
             source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-        });
+        };
+        let module = if self.checks(unchecked) {
+            device.create_shader_module(descriptor)
+        } else {
+            // SAFETY: `create_shader_module_trusted` asks that the shader never index out of
+            // bounds, loop forever or divide an integer by zero (or `i32` minimum by −1). The
+            // kernel's author states exactly that with `// @unchecked` in its file, given its
+            // `@requires`, which its generated function checks (buffer lengths included)
+            // before every dispatch. Buffers stay behind the driver's robust buffer access where
+            // wgpu enables it (Vulkan), workgroup memory is still zeroed, and
+            // `KERNELS_RUNTIME_CHECKS=all` takes this path out to test the statement.
+            unsafe { device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked()) }
+        };
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(kernel.name),
             layout: Some(&pipeline_layout),
@@ -380,11 +421,11 @@ impl Gpu {
     /// `build` with the error scopes awaited instead of blocked on.
     #[cfg(target_arch = "wasm32")]
     async fn build_checked(&self, kernel: &'static KernelDef) -> Result<Arc<Compiled>> {
-        let source = self.buildable(kernel, &[])?;
+        let (source, unchecked) = self.buildable(kernel, &[])?;
         let device = &self.inner.device;
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
-        let (compiled, module) = self.create(kernel, &[], &source);
+        let (compiled, module) = self.create(kernel, &[], &source, unchecked);
         // Popped in reverse order, at once; the futures resolve when the browser has decided.
         let internal = internal.pop();
         let validation = validation.pop();

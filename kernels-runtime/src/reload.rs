@@ -1,6 +1,7 @@
 //! Hot reload: the files a kernel module was assembled from are watched, compiled again on a
 //! change by the macro's own stages (`kernels_codegen`), and each kernel whose interface still
-//! matches the Rust function compiled against it runs its new source from the next dispatch on.
+//! matches the Rust function compiled against it runs its new source from the next dispatch on,
+//! with the runtime checks the new source declares (`// @unchecked` may be added or removed).
 //!
 //! One thread per context polls the files' modification times and sizes (every
 //! [`POLL`]); a change is compiled once the files have stayed unchanged for one poll (editors
@@ -30,9 +31,11 @@ pub(crate) const POLL: Duration = Duration::from_millis(50);
 /// How many reports a context keeps for [`Gpu::wait_for_reload`].
 const KEPT: usize = 64;
 
-/// A kernel's forms compiled at run time, in place of the generated `VariantDef`s.
+/// A kernel's forms compiled at run time, in place of the generated `VariantDef`s, and
+/// whether the new source is marked `// @unchecked` (in place of `KernelDef::unchecked`).
 pub(crate) struct Swapped {
     pub(crate) variants: Vec<Form>,
+    pub(crate) unchecked: bool,
 }
 
 /// One compiled form, as [`VariantDef`](crate::VariantDef) but owned.
@@ -307,7 +310,7 @@ impl HotReload {
             errors.push(cg::reload::mismatch(&file, None, &consts));
         }
         let file_ok = file.errors.is_empty() && consts.is_empty();
-        let mut to_swap: Vec<(&'static KernelDef, Vec<Form>)> = Vec::new();
+        let mut to_swap: Vec<(&'static KernelDef, Swapped)> = Vec::new();
         for &def in source.kernels {
             let Some(k) = file.kernels.iter().find(|k| k.name == def.name) else {
                 if file.errors.is_empty() {
@@ -334,13 +337,16 @@ impl HotReload {
                 report.kept.push(qualified(def));
                 continue;
             }
+            // `@unchecked` is a property of the source, like its text: the new source runs
+            // with what it declares.
             let forms: Vec<Form> = k.variants.iter().map(Form::new).collect();
-            let current: Vec<Form> = match gpu.inner.pipelines.swapped(def) {
-                Some(s) => s.variants.clone(),
-                None => def.variants.iter().map(Form::compiled).collect(),
+            let unchecked = k.shape.unchecked.is_some();
+            let current: (Vec<Form>, bool) = match gpu.inner.pipelines.swapped(def) {
+                Some(s) => (s.variants.clone(), s.unchecked),
+                None => (def.variants.iter().map(Form::compiled).collect(), def.unchecked),
             };
-            if forms != current {
-                to_swap.push((def, forms));
+            if (&forms, unchecked) != (&current.0, current.1) {
+                to_swap.push((def, Swapped { variants: forms, unchecked }));
             }
         }
         for k in &file.kernels {
@@ -351,8 +357,8 @@ impl HotReload {
                 ));
             }
         }
-        for (def, forms) in to_swap {
-            match self.rebuild(gpu, def, forms) {
+        for (def, swapped) in to_swap {
+            match self.rebuild(gpu, def, swapped) {
                 Ok(()) => report.swapped.push(qualified(def)),
                 Err(e) => {
                     report.kept.push(qualified(def));
@@ -369,16 +375,18 @@ impl HotReload {
         (report, files)
     }
 
-    /// Builds `def`'s cached pipelines from `forms`, then swaps them (and the source) in.
-    fn rebuild(&self, gpu: &Gpu, def: &'static KernelDef, forms: Vec<Form>) -> crate::Result<()> {
-        let form = crate::variant::select_in(&forms, &gpu.inner.caps).map_err(|unmet| gpu.missing(def, unmet))?;
+    /// Builds `def`'s cached pipelines from `swapped` (its forms, with the runtime checks its
+    /// source declares), then swaps them (and the source) in.
+    fn rebuild(&self, gpu: &Gpu, def: &'static KernelDef, swapped: Swapped) -> crate::Result<()> {
+        let form =
+            crate::variant::select_in(&swapped.variants, &gpu.inner.caps).map_err(|unmet| gpu.missing(def, unmet))?;
         let mut built = Vec::new();
         for key in gpu.inner.pipelines.keys_of(def) {
             let overrides: Vec<(&'static str, f64)> =
                 key.1.iter().map(|&(k, bits)| (k, f64::from_bits(bits))).collect();
-            built.push((key, gpu.build_from(def, &overrides, &form.wgsl)?));
+            built.push((key, gpu.build_from(def, &overrides, &form.wgsl, swapped.unchecked)?));
         }
-        gpu.inner.pipelines.swap(def, Arc::new(Swapped { variants: forms }), built);
+        gpu.inner.pipelines.swap(def, Arc::new(swapped), built);
         Ok(())
     }
 

@@ -123,6 +123,7 @@ mod tests {
             grid_expr: "",
             requires: &[],
             variants,
+            unchecked: false,
             source: None,
         }
     }

@@ -122,6 +122,7 @@ pub mod r#demo {
 - bindings: `m`: read-write storage `array<f32>`; `d`: uniform `Dims`
 - checked before dispatch: `len(m) >= d.rows * d.cols`
 - features: no optional features
+- runtime checks: off (`@unchecked`, line 13): the kernel keeps every access in range once its `@requires` hold, so natively its module is created without wgpu's clamping of array indices, loop bounding and integer-division guards (`KERNELS_RUNTIME_CHECKS=all` turns them back on)
 
 # Errors
 Returns an error, without dispatching, if a `@requires` check fails, a buffer is shorter than its binding needs, the grid is over the device's limits, or the adapter lacks a feature the kernel needs.*/
@@ -174,7 +175,9 @@ Returns an error, without dispatching, if a `@requires` check fails, a buffer is
     }
     /**Companion of [`shift`](fn@super::r#shift): its source, workgroup size and types.
 
-Features: no optional features.*/
+Features: no optional features.
+
+Runtime checks: off (`@unchecked`; `KERNEL.unchecked`).*/
     pub mod r#shift {
         pub use super::__k_structs::r#Dims;
         /// The workgroup size, from `@workgroup_size`; a dimension an override gives holds
@@ -182,7 +185,7 @@ Features: no optional features.*/
         pub const WORKGROUP_SIZE: [::core::primitive::u32; 3] = [64u32, 1u32, 1u32];
         /// The assembled source of the preferred variant, as wgpu takes it (with the
         /// `enable` directives it needs; it may use subgroups or cooperative matrices).
-        pub const WGSL: &::core::primitive::str = "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n";
+        pub const WGSL: &::core::primitive::str = "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n// @unchecked\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n";
         /// The source of the portable variant, for adapters without subgroups or
         /// cooperative matrices: the first variant that needs neither (it may need
         /// `SHADER_F16`), where that is not [`WGSL`]; `None` where `WGSL` is already
@@ -193,7 +196,7 @@ Features: no optional features.*/
         /// The source for a browser's WebGPU: the browser form of the first variant without
         /// cooperative matrices (WebGPU has none), with `enable subgroups;` where it uses
         /// subgroups; empty if every variant uses cooperative matrices.
-        pub const BROWSER_WGSL: &::core::primitive::str = "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n";
+        pub const BROWSER_WGSL: &::core::primitive::str = "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n// @unchecked\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n";
         /// Everything the runtime knows about this kernel.
         pub static KERNEL: ::kernels::KernelDef = ::kernels::KernelDef {
             name: "shift",
@@ -240,11 +243,12 @@ Features: no optional features.*/
                     subgroups: false,
                     f16: false,
                     coop: &[],
-                    wgsl: "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n",
-                    browser_wgsl: "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n",
+                    wgsl: "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n// @unchecked\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n",
+                    browser_wgsl: "const WG: u32 = 64u;\n\n// A file preamble: a struct both kernels use.\nstruct Dims {\n    rows: u32,\n    cols: u32,\n    origin: vec3<f32>,\n    scale: f32,\n}\n\n\n// Adds `d.origin.x * d.scale` to every element of the rows × cols matrix `m`.\n// @grid workgroups(ceil_div(d.rows * d.cols, WG))\n// @requires len(m) >= d.rows * d.cols\n// @unchecked\n@group(0) @binding(0) var<storage, read_write> m: array<f32>;\n@group(0) @binding(1) var<uniform> d: Dims;\n\n@compute @workgroup_size(WG)\nfn shift(@builtin(global_invocation_id) gid: vec3<u32>) {\n    if (gid.x < d.rows * d.cols) {\n        m[gid.x] += d.origin.x * d.scale;\n    }\n}\n\n",
                     features: &[],
                 },
             ],
+            unchecked: true,
             source: ::core::option::Option::Some(
                 &::kernels::KernelSource {
                     file: &super::__k_source,
@@ -256,7 +260,7 @@ Features: no optional features.*/
     /**Caller-chosen grid, a struct element type and an override.
 
 # Kernel
-- source: `tests/fixtures/01_demo.wgsl`, line 23 (`points::WGSL` holds the assembled WGSL)
+- source: `tests/fixtures/01_demo.wgsl`, line 24 (`points::WGSL` holds the assembled WGSL)
 - workgroup size: 64×1×1; grid: given by the caller
 - bindings: `pts`: read-only storage `array<Point>`; `out`: read-write storage `array<f32>`; `d`: uniform `Dims`
 - features: no optional features
@@ -334,7 +338,7 @@ Features: no optional features.*/
             name: "points",
             module: "demo",
             file: "tests/fixtures/01_demo.wgsl",
-            line: 23u32,
+            line: 24u32,
             doc: "Caller-chosen grid, a struct element type and an override.",
             workgroup_size: [64u32, 1u32, 1u32],
             workgroup_size_overrides: [
@@ -397,6 +401,7 @@ Features: no optional features.*/
                     features: &[],
                 },
             ],
+            unchecked: false,
             source: ::core::option::Option::Some(
                 &::kernels::KernelSource {
                     file: &super::__k_source,

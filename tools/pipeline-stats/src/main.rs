@@ -11,6 +11,7 @@ mod spirv;
 mod vulkan;
 
 use cli::{Args, Subject};
+use kernels_codegen::validate::VulkanTarget;
 use report::{Outcome, Row};
 use select::{Form, Kernel};
 use std::io::Write as _;
@@ -132,6 +133,16 @@ fn run(args: &Args) -> Result<u8, Stop> {
         }
         Some(gpu)
     };
+    // `KERNELS_RUNTIME_CHECKS=all` writes `@unchecked` kernels with the checks, as the runtime
+    // then builds them.
+    let checks_all = match std::env::var("KERNELS_RUNTIME_CHECKS") {
+        Ok(text) => {
+            kernels::RuntimeChecks::parse(&text).map_err(|text| {
+                stop(1, format!("KERNELS_RUNTIME_CHECKS={text:?} is not a value it takes: `all` or `declared`"))
+            })? == kernels::RuntimeChecks::All
+        }
+        Err(_) => false,
+    };
     let mut failed = false;
     for (k, constants) in kernels.iter().zip(constants) {
         let forms: Vec<&Form> = if all {
@@ -155,7 +166,7 @@ fn run(args: &Args) -> Result<u8, Stop> {
             vec![form]
         };
         for form in forms {
-            let row = build(args, gpu.as_ref(), k, form, &constants);
+            let row = build(args, gpu.as_ref(), k, form, &constants, checks_all);
             failed |= matches!(row.outcome, Outcome::Failed(_));
             let text = if args.json {
                 report::json(&row, gpu.as_ref().map(|g| &g.info)).to_string()
@@ -178,6 +189,7 @@ fn build<'k>(
     kernel: &'k Kernel,
     form: &'k Form,
     constants: &Result<Vec<(String, f64)>, String>,
+    checks_all: bool,
 ) -> Row<'k> {
     let mut row = Row {
         kernel,
@@ -185,6 +197,7 @@ fn build<'k>(
         constants: constants.clone().unwrap_or_default(),
         outcome: Outcome::Skipped(String::new()),
         files: Vec::new(),
+        runtime_checks: !kernel.unchecked || checks_all,
     };
     let values = match constants {
         Ok(c) => c,
@@ -201,13 +214,14 @@ fn build<'k>(
             }
             g.target
         }
-        None => kernels_codegen::validate::VulkanTarget::build_time(&kernels_codegen::validate::Needs {
+        None => VulkanTarget::build_time(&kernels_codegen::validate::Needs {
             subgroups: form.subgroups,
             f16: form.f16,
             coop: form.coop,
             features: Vec::new(),
         }),
     };
+    let target = VulkanTarget { runtime_checks: row.runtime_checks, ..target };
     let spirv = match spirv::write(form, &kernel.entry, values, &target) {
         Ok(s) => s,
         Err(m) => {

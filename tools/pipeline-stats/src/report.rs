@@ -25,6 +25,9 @@ pub struct Row<'a> {
     pub form: &'a Form,
     /// The override values it was built with (wgpu's keys).
     pub constants: Vec<(String, f64)>,
+    /// Its SPIR-V has wgpu's runtime checks (off for an `@unchecked` kernel unless
+    /// `KERNELS_RUNTIME_CHECKS=all`).
+    pub runtime_checks: bool,
     pub outcome: Outcome,
     /// Files written under `--dump`.
     pub files: Vec<PathBuf>,
@@ -62,6 +65,7 @@ pub fn json(row: &Row, device: Option<&DeviceInfo>) -> Json {
     o.insert("variants".into(), json!(row.kernel.variants.len()));
     o.insert("form".into(), json!(row.form.kind()));
     o.insert("needs".into(), json!(row.form.needs()));
+    o.insert("runtime_checks".into(), json!(row.runtime_checks));
     let overrides: Map<String, Json> = row.constants.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
     o.insert("overrides".into(), Json::Object(overrides));
     let (status, reason) = match &row.outcome {
@@ -117,6 +121,9 @@ pub fn json(row: &Row, device: Option<&DeviceInfo>) -> Json {
 /// One line per (kernel, variant), for `--all`.
 pub fn line(row: &Row) -> String {
     let mut s = format!("{} v{} {}", row.kernel.name, row.form.index, row.form.kind());
+    if !row.runtime_checks {
+        s += " unchecked";
+    }
     if !row.constants.is_empty() {
         s += &format!(" [{}]", overrides_text(&row.constants));
     }
@@ -158,6 +165,9 @@ pub fn block(row: &Row) -> String {
         row.form.kind(),
         row.form.needs()
     );
+    if !row.runtime_checks {
+        s += "runtime checks: off (`@unchecked`)\n";
+    }
     if !row.constants.is_empty() {
         s += &format!("overrides: {}\n", overrides_text(&row.constants));
     }
@@ -305,6 +315,7 @@ mod tests {
                 },
             ],
             dynamic_uniforms: true,
+            unchecked: false,
         }
     }
 
@@ -346,6 +357,7 @@ mod tests {
             constants: constants.clone(),
             outcome: Outcome::Built { spirv_words: 1000, spirv_version: (1, 6), built: built() },
             files: Vec::new(),
+            runtime_checks: true,
         };
         let device = DeviceInfo {
             name: "NVIDIA H200".into(),

@@ -77,6 +77,9 @@ pub struct Kernel {
     /// Uniform bindings take dynamic offsets (the runtime binds uniforms so); a WGSL file's
     /// uniforms are plain.
     pub dynamic_uniforms: bool,
+    /// Marked `// @unchecked` (a library kernel's `KernelDef::unchecked`; a WGSL file's entry
+    /// point is never): the runtime creates its module without wgpu's runtime checks.
+    pub unchecked: bool,
 }
 
 impl Kernel {
@@ -110,6 +113,7 @@ impl Kernel {
                 })
                 .collect(),
             dynamic_uniforms: true,
+            unchecked: def.unchecked,
         }
     }
 
@@ -174,6 +178,7 @@ impl Kernel {
             overrides,
             variants: vec![form],
             dynamic_uniforms: false,
+            unchecked: false,
         })
     }
 
@@ -364,6 +369,7 @@ mod tests {
             overrides,
             variants: vec![form(0, true, true, true), form(1, false, true, false), form(2, false, false, false)],
             dynamic_uniforms: true,
+            unchecked: false,
         }
     }
 

@@ -160,6 +160,7 @@ mod tests {
             int64: false,
             float64: false,
             int64_atomics: false,
+            runtime_checks: true,
         }
     }
 

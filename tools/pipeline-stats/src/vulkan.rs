@@ -490,6 +490,8 @@ impl Gpu {
             int64: false,
             float64: false,
             int64_atomics: false,
+            // Set per kernel: an `@unchecked` one's SPIR-V is written without them.
+            runtime_checks: true,
         };
         let offer = Offer {
             subgroups: options.subgroups && subgroups,

@@ -1,0 +1,3 @@
+kernels::kernels!("./wgsl/unchecked_misuse.wgsl");
+
+fn main() {}
