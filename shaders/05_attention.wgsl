@@ -890,6 +890,7 @@ fn flash_forward16(
 // @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
 // @requires len(lse) >= p.batch * p.heads * p.seq
 // @requires len(o16) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @unchecked
 //#include "lib/flash_fwd16_io.wgsl"
 //#include "lib/flash_f16.wgsl"
 //#include "lib/flash_coop.wgsl"

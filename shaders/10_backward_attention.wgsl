@@ -1109,6 +1109,7 @@ fn flash_backward_dq16(
 // @requires len(dk) >= p.batch * p.seq * p.kv_heads * p.head_dim
 // @requires len(dv) >= p.batch * p.seq * p.kv_heads * p.head_dim
 // @requires len(flag) >= 1
+// @unchecked
 //#include "lib/flash_dkdv16_io.wgsl"
 //#include "lib/flash_bwd.wgsl"
 //#include "lib/flash_sg.wgsl"
@@ -1164,6 +1165,7 @@ fn flash_backward_dkdv16_tc(
 // @requires len(lse) >= p.batch * p.heads * p.seq
 // @requires len(delta) >= p.batch * p.heads * p.seq
 // @requires len(dq) >= p.batch * p.seq * p.heads * p.head_dim
+// @unchecked
 //#include "lib/flash_dq16_io.wgsl"
 //#include "lib/flash_bwd.wgsl"
 //#include "lib/flash_sg.wgsl"
