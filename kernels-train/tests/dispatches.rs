@@ -58,7 +58,8 @@ const MAX_MIXED: usize = 413;
 /// and of the fused Wqkv and W13, one sum each); and 9 of the gradient norm; and the dγ reduces
 /// four norms a dispatch, 18: 693 − 12 × 17 − 9 − 18 = 462. Each of these is one dispatch on any
 /// adapter but the split sums, which lavapipe does not make: there the projections remove 14 a
-/// layer, 608 − 12 × 14 − 9 − 18 = 413 (`MAX_MIXED`, measured).
+/// layer, 608 − 12 × 14 − 9 − 18 = 413 (`MAX_MIXED`, measured). An H100, which takes the
+/// H200's table, records exactly 462 and 1110.
 const MAX_F32_TENSOR_CORES: usize = 1110;
 const MAX_MIXED_TENSOR_CORES: usize = 462;
 
