@@ -249,15 +249,27 @@ fn every_check_passes_in_headless_chromium() {
         assert!(text("pass", &format!("pass {check}:")), "{check}:\n{listing}");
     }
     // The JavaScript export, from plain JavaScript through kernels.js: its pipelines (exactly
-    // the kernels whose every variant needs shader-f16 cannot run here, as in the wasm build)…
+    // the kernels with no browser variant, tensor-core ones, and those whose every variant needs
+    // shader-f16 cannot run here)…
     assert!(text("pass", "pass js-export pipelines"), "the JS export's pipelines:\n{listing}");
-    let js_f16: Vec<&str> = lines
-        .iter()
-        .filter(|(s, _)| s == "needs-f16")
-        .filter_map(|(_, t)| t.strip_prefix("needs-f16 js-export pipeline ")?.split(": ").next())
-        .collect();
-    let f16: Vec<String> = kernels::all_kernels().filter(|k| k.needs_f16()).map(|k| k.qualified_name()).collect();
-    assert_eq!(js_f16, f16, "the kernels kernels.js could not build:\n{listing}");
+    let js_status = |status: &str| -> Vec<&str> {
+        let prefix = format!("{status} js-export pipeline ");
+        lines
+            .iter()
+            .filter(|(s, _)| s == status)
+            .filter_map(|(_, t)| t.strip_prefix(prefix.as_str())?.split(": ").next())
+            .collect()
+    };
+    let native_only = |k: &kernels::KernelDef| k.variants.iter().all(|v| v.browser_wgsl.is_empty());
+    let names = |keep: &dyn Fn(&kernels::KernelDef) -> bool| -> Vec<String> {
+        kernels::all_kernels().filter(|k| keep(k)).map(|k| k.qualified_name()).collect()
+    };
+    assert_eq!(js_status("native-only"), names(&|k| native_only(k)), "native-only kernels:\n{listing}");
+    assert_eq!(
+        js_status("needs-f16"),
+        names(&|k| k.needs_f16() && !native_only(k)),
+        "the kernels kernels.js could not build:\n{listing}"
+    );
     // … and kernels of every kind against float64 references in JavaScript, one with a grid
     // that needs integer division, several past the 2-D split, and the misuse it must refuse.
     for check in [

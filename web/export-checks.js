@@ -43,14 +43,17 @@ export async function exportChecks(add) {
   const result = (pass, check, detail) => { add(pass ? 'pass' : 'fail', `js-export ${check}`, detail); ok &&= pass; };
 
   // Every kernel's pipeline from the manifest: those this device cannot run must be exactly the
-  // ones whose every variant needs shader-f16 (SwiftShader has no f16), each reported.
+  // ones with no browser variant at all (tensor-core kernels, native only) and the ones whose
+  // every variant needs shader-f16 (SwiftShader has no f16), each reported.
   const { built, unavailable } = await kernels.build();
   let pipelinesOk = true;
   for (const { name, error } of unavailable) {
     const k = kernels.kernel(name);
+    const native = k.variants.length === 0;
     const f16 = k.features.includes('shader-f16') && !device.features.has('shader-f16');
-    add(f16 ? 'needs-f16' : 'fail', `js-export pipeline ${name}`, error.message);
-    pipelinesOk &&= f16 && error instanceof KernelError && error.message.includes('shader-f16');
+    add(native ? 'native-only' : f16 ? 'needs-f16' : 'fail', `js-export pipeline ${name}`, error.message);
+    const why = native ? 'no browser variant' : 'shader-f16';
+    pipelinesOk &&= (native || f16) && error instanceof KernelError && error.message.includes(why);
   }
   result(pipelinesOk, 'pipelines', `${built.length} of ${manifest.kernels.length} kernels built from the manifest; ${unavailable.length} unavailable`);
 
