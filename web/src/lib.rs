@@ -10,7 +10,7 @@
 //!
 //! - in a browser, compiled for `wasm32-unknown-unknown`: `run()` (exported to JavaScript through
 //!   wasm-bindgen, called by `index.html`) opens the browser's adapter and writes the lines into
-//!   the page (`<li data-status="pass|fail|info|needs-f16">`);
+//!   the page (`<li data-status="pass|fail|info|needs-f16|needs-tensor-cores|native-only">`);
 //! - natively, on the native adapter, in this crate's unit test.
 //!
 //! [`train`] is the second page, `train.html`: the trainer of `kernels-train` in the browser.
@@ -40,6 +40,9 @@ pub enum Status {
     Info,
     /// The kernel needs `shader-f16`, which the device lacks (expected, not a failure).
     NeedsF16,
+    /// The kernel has only tensor-core forms (its callers record another kernel where there
+    /// are none), and the device has no tensor cores (expected, not a failure).
+    NeedsTensorCores,
 }
 
 impl Status {
@@ -50,6 +53,7 @@ impl Status {
             Status::Fail => "fail",
             Status::Info => "info",
             Status::NeedsF16 => "needs-f16",
+            Status::NeedsTensorCores => "needs-tensor-cores",
         }
     }
 }
@@ -180,7 +184,8 @@ pub async fn run_checks(gpu: &Gpu, seed: u64, emit: &mut dyn FnMut(&Line)) -> bo
 }
 
 /// Builds the pipeline of every kernel of the library (and of the probes): a kernel that needs
-/// `SHADER_F16` on a device without it is `needs-f16`, any other error a failure. Also checks
+/// `SHADER_F16` on a device without it is `needs-f16`, one with only tensor-core forms on a
+/// device without them `needs-tensor-cores`, any other error a failure. Also checks
 /// the browser sources' `enable` directives: `f16` only where a variant needs it, `subgroups`
 /// exactly where a variant uses them.
 async fn pipelines(gpu: &Gpu, r: &mut Report<'_>) {
@@ -199,6 +204,11 @@ async fn pipelines(gpu: &Gpu, r: &mut Report<'_>) {
             Err(Error::MissingFeature { feature: "SHADER_F16", .. }) => {
                 needs_f16.push(name.clone());
                 r.line(Status::NeedsF16, format!("pipeline {name}"), "needs shader-f16");
+            }
+            Err(Error::MissingFeature { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", .. })
+                if kernel.variants.iter().all(|v| !v.coop.is_empty()) =>
+            {
+                r.line(Status::NeedsTensorCores, format!("pipeline {name}"), "needs tensor cores");
             }
             Err(e) => r.line(Status::Fail, format!("pipeline {name}"), e.to_string()),
         }
