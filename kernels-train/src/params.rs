@@ -109,98 +109,138 @@ impl<T> LayerWeights<T> {
     }
 }
 
+/// What [`ModelWeights`] needs of a transformer block's tensors in one of the model's layouts:
+/// the LLaMA one ([`LayerWeights`], checkpoint order) or the fused one the GPU keeps
+/// ([`fused::FusedLayer`]).
+pub trait Block<T>: Sized {
+    /// Tensors per block.
+    const TENSORS: usize;
+    /// The same block holding `U`s.
+    type Of<U>: Block<U>;
+    /// The tensors in the block's order.
+    fn tensors(self) -> Vec<T>;
+    /// From exactly [`Block::TENSORS`] tensors in that order (`None` for another count).
+    fn from_tensors(t: Vec<T>) -> Option<Self>;
+    /// References to each tensor.
+    fn refs(&self) -> Self::Of<&T>;
+    /// Mutable references to each tensor.
+    fn refs_mut(&mut self) -> Self::Of<&mut T>;
+    /// Applies a fallible `f` to each tensor in the block's order, stopping at the first error.
+    fn try_map_tensors<U, E>(self, f: &mut impl FnMut(T) -> Result<U, E>) -> Result<Self::Of<U>, E>;
+}
+
+impl<T> Block<T> for LayerWeights<T> {
+    const TENSORS: usize = LAYER_TENSORS;
+    type Of<U> = LayerWeights<U>;
+    fn tensors(self) -> Vec<T> {
+        self.into_array().into()
+    }
+    fn from_tensors(t: Vec<T>) -> Option<Self> {
+        t.try_into().ok().map(LayerWeights::from_array)
+    }
+    fn refs(&self) -> LayerWeights<&T> {
+        self.as_ref()
+    }
+    fn refs_mut(&mut self) -> LayerWeights<&mut T> {
+        self.as_mut()
+    }
+    fn try_map_tensors<U, E>(self, f: &mut impl FnMut(T) -> Result<U, E>) -> Result<LayerWeights<U>, E> {
+        self.try_map(f)
+    }
+}
+
 /// The whole model's tensors (or whatever is kept per tensor), generic over what each slot
 /// holds: `ModelWeights<Buffer<f32>>` on the GPU, `ModelWeights<Vec<f32>>` on the host,
-/// `ModelWeights<Param>` for names and shapes ([`layout`]).
+/// `ModelWeights<Param>` for names and shapes ([`layout`]); and over the blocks' layout, the
+/// LLaMA one by default (the fused one: [`fused::Fused`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct ModelWeights<T> {
+pub struct ModelWeights<T, L = LayerWeights<T>> {
     /// Token embedding, tied to the output head, `[V, D]`.
     pub embedding: T,
     /// The transformer blocks, first to last.
-    pub layers: Vec<LayerWeights<T>>,
+    pub layers: Vec<L>,
     /// RMSNorm gain before the head, `[D]`.
     pub final_norm: T,
 }
 
-impl<T> ModelWeights<T> {
+impl<T, L: Block<T>> ModelWeights<T, L> {
     /// Number of tensors.
     pub fn count(&self) -> usize {
-        2 + LAYER_TENSORS * self.layers.len()
+        2 + L::TENSORS * self.layers.len()
     }
 
-    /// The tensors in checkpoint order.
+    /// The tensors in order: the embedding, each block's, the final norm (checkpoint order for
+    /// the LLaMA layout).
     pub fn into_vec(self) -> Vec<T> {
         let mut out = Vec::with_capacity(self.count());
         out.push(self.embedding);
         for layer in self.layers {
-            out.extend(layer.into_array());
+            out.extend(layer.tensors());
         }
         out.push(self.final_norm);
         out
     }
 
-    /// From the tensors of a model of `layers` blocks in checkpoint order; an error when the count
-    /// is not `2 + 9·layers`.
-    pub fn from_vec(tensors: Vec<T>, layers: usize) -> Result<ModelWeights<T>, Error> {
+    /// From the tensors of a model of `layers` blocks in that order; an error when the count is
+    /// not `2 + (tensors a block)·layers`.
+    pub fn from_vec(tensors: Vec<T>, layers: usize) -> Result<Self, Error> {
         let found = tensors.len();
         let wrong = || Error::Config(format!("{found} tensors for a model of {layers} layers"));
-        if Some(found) != LAYER_TENSORS.checked_mul(layers).and_then(|n| n.checked_add(2)) {
+        if Some(found) != L::TENSORS.checked_mul(layers).and_then(|n| n.checked_add(2)) {
             return Err(wrong());
         }
         let mut it = tensors.into_iter();
         let embedding = it.next().ok_or_else(wrong)?;
         let mut blocks = Vec::with_capacity(layers);
         for _ in 0..layers {
-            let block: Vec<T> = it.by_ref().take(LAYER_TENSORS).collect();
-            blocks.push(LayerWeights::from_array(block.try_into().map_err(|_| wrong())?));
+            blocks.push(L::from_tensors(it.by_ref().take(L::TENSORS).collect()).ok_or_else(wrong)?);
         }
         let final_norm = it.next().ok_or_else(wrong)?;
         Ok(ModelWeights { embedding, layers: blocks, final_norm })
     }
 
     /// References to each tensor.
-    pub fn as_ref(&self) -> ModelWeights<&T> {
+    pub fn as_ref(&self) -> ModelWeights<&T, L::Of<&T>> {
         ModelWeights {
             embedding: &self.embedding,
-            layers: self.layers.iter().map(LayerWeights::as_ref).collect(),
+            layers: self.layers.iter().map(L::refs).collect(),
             final_norm: &self.final_norm,
         }
     }
 
     /// Mutable references to each tensor.
-    pub fn as_mut(&mut self) -> ModelWeights<&mut T> {
+    pub fn as_mut(&mut self) -> ModelWeights<&mut T, L::Of<&mut T>> {
         ModelWeights {
             embedding: &mut self.embedding,
-            layers: self.layers.iter_mut().map(LayerWeights::as_mut).collect(),
+            layers: self.layers.iter_mut().map(L::refs_mut).collect(),
             final_norm: &mut self.final_norm,
         }
     }
 
-    /// The tensors in checkpoint order.
+    /// The tensors in order.
     pub fn iter(&self) -> std::vec::IntoIter<&T> {
         self.as_ref().into_vec().into_iter()
     }
 
-    /// The tensors in checkpoint order, mutably.
+    /// The tensors in order, mutably.
     pub fn iter_mut(&mut self) -> std::vec::IntoIter<&mut T> {
         self.as_mut().into_vec().into_iter()
     }
 
-    /// Applies a fallible `f` to each tensor in checkpoint order, stopping at the first error.
-    pub fn try_map<U, E>(self, mut f: impl FnMut(T) -> Result<U, E>) -> Result<ModelWeights<U>, E> {
+    /// Applies a fallible `f` to each tensor in order, stopping at the first error.
+    pub fn try_map<U, E>(self, mut f: impl FnMut(T) -> Result<U, E>) -> Result<ModelWeights<U, L::Of<U>>, E> {
         let embedding = f(self.embedding)?;
         let mut layers = Vec::with_capacity(self.layers.len());
         for layer in self.layers {
-            layers.push(layer.try_map(&mut f)?);
+            layers.push(layer.try_map_tensors(&mut f)?);
         }
         Ok(ModelWeights { embedding, layers, final_norm: f(self.final_norm)? })
     }
 
-    /// Applies `f` to each tensor, in checkpoint order.
-    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> ModelWeights<U> {
-        let embedding = f(self.embedding);
-        let layers = self.layers.into_iter().map(|l| l.map(&mut f)).collect();
-        ModelWeights { embedding, layers, final_norm: f(self.final_norm) }
+    /// Applies `f` to each tensor, in order.
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> ModelWeights<U, L::Of<U>> {
+        let r: Result<_, std::convert::Infallible> = self.try_map(|t| Ok(f(t)));
+        r.unwrap_or_else(|e| match e {})
     }
 }
 
@@ -330,9 +370,9 @@ mod tests {
         assert_eq!(lay.layers[2].w3.shape, vec![c.ffn_hidden, 16]);
         assert_eq!(flat.last().map(|p| p.name.as_str()), Some("norm.weight"));
         assert_eq!(ModelWeights::from_vec(flat.clone(), 3).unwrap(), lay);
-        assert!(ModelWeights::from_vec(flat.clone(), 2).is_err());
-        assert!(ModelWeights::from_vec(flat[..flat.len() - 1].to_vec(), 3).is_err());
-        assert!(ModelWeights::from_vec(Vec::<Param>::new(), usize::MAX).is_err());
+        assert!(ModelWeights::<Param>::from_vec(flat.clone(), 2).is_err());
+        assert!(ModelWeights::<Param>::from_vec(flat[..flat.len() - 1].to_vec(), 3).is_err());
+        assert!(ModelWeights::<Param>::from_vec(Vec::<Param>::new(), usize::MAX).is_err());
         let mut seen = Vec::new();
         let indices = lay.clone().try_map(|p| {
             seen.push(p.index);

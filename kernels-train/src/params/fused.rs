@@ -17,7 +17,7 @@
 //! are all [`super::Kind::Projection`]), so initialisation and weight decay are the parts'; initial
 //! values are drawn per part by [`super::init`] and then stacked, the bits of the unfused model.
 
-use super::{LayerWeights, ModelWeights, Param, layout as llama_layout};
+use super::{Block, LayerWeights, ModelWeights, Param, layout as llama_layout};
 use crate::Error;
 use crate::config::ModelConfig;
 
@@ -67,110 +67,41 @@ impl<T> FusedLayer<T> {
     }
 }
 
+impl<T> Block<T> for FusedLayer<T> {
+    const TENSORS: usize = FUSED_LAYER_TENSORS;
+    type Of<U> = FusedLayer<U>;
+    fn tensors(self) -> Vec<T> {
+        self.into_array().into()
+    }
+    fn from_tensors(t: Vec<T>) -> Option<Self> {
+        t.try_into().ok().map(FusedLayer::from_array)
+    }
+    fn refs(&self) -> FusedLayer<&T> {
+        self.as_ref()
+    }
+    fn refs_mut(&mut self) -> FusedLayer<&mut T> {
+        self.as_mut()
+    }
+    fn try_map_tensors<U, E>(self, f: &mut impl FnMut(T) -> Result<U, E>) -> Result<FusedLayer<U>, E> {
+        let FusedLayer { attn_norm, wqkv, wo, ffn_norm, w13, w2 } = self;
+        // Fields are evaluated in the order written: the fused order, as in `into_array`.
+        Ok(FusedLayer {
+            attn_norm: f(attn_norm)?,
+            wqkv: f(wqkv)?,
+            wo: f(wo)?,
+            ffn_norm: f(ffn_norm)?,
+            w13: f(w13)?,
+            w2: f(w2)?,
+        })
+    }
+}
+
 /// The whole model's tensors in the fused set (or whatever is kept per tensor): the GPU's
 /// parameters, gradients, AdamW moments and f16 copies. The fused order — the embedding, each
-/// block's `attn_norm wqkv wo ffn_norm w13 w2`, the final norm — is the order of [`Fused::iter`],
-/// [`Fused::into_vec`] and [`Fused::try_map`], and the indices of [`Part::tensor`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fused<T> {
-    /// Token embedding, tied to the output head, `[V, D]`.
-    pub embedding: T,
-    /// The transformer blocks, first to last.
-    pub layers: Vec<FusedLayer<T>>,
-    /// RMSNorm gain before the head, `[D]`.
-    pub final_norm: T,
-}
-
-impl<T> Fused<T> {
-    /// Number of tensors.
-    pub fn count(&self) -> usize {
-        2 + FUSED_LAYER_TENSORS * self.layers.len()
-    }
-
-    /// The tensors in the fused order.
-    pub fn into_vec(self) -> Vec<T> {
-        let mut out = Vec::with_capacity(self.count());
-        out.push(self.embedding);
-        for layer in self.layers {
-            out.extend(layer.into_array());
-        }
-        out.push(self.final_norm);
-        out
-    }
-
-    /// From the tensors of a model of `layers` blocks in the fused order; an error when the count
-    /// is not `2 + 6·layers`.
-    pub fn from_vec(tensors: Vec<T>, layers: usize) -> Result<Fused<T>, Error> {
-        let found = tensors.len();
-        let wrong = || Error::Config(format!("{found} fused tensors for a model of {layers} layers"));
-        if Some(found) != FUSED_LAYER_TENSORS.checked_mul(layers).and_then(|n| n.checked_add(2)) {
-            return Err(wrong());
-        }
-        let mut it = tensors.into_iter();
-        let embedding = it.next().ok_or_else(wrong)?;
-        let mut blocks = Vec::with_capacity(layers);
-        for _ in 0..layers {
-            let block: Vec<T> = it.by_ref().take(FUSED_LAYER_TENSORS).collect();
-            blocks.push(FusedLayer::from_array(block.try_into().map_err(|_| wrong())?));
-        }
-        let final_norm = it.next().ok_or_else(wrong)?;
-        Ok(Fused { embedding, layers: blocks, final_norm })
-    }
-
-    /// References to each tensor.
-    pub fn as_ref(&self) -> Fused<&T> {
-        Fused {
-            embedding: &self.embedding,
-            layers: self.layers.iter().map(FusedLayer::as_ref).collect(),
-            final_norm: &self.final_norm,
-        }
-    }
-
-    /// Mutable references to each tensor.
-    pub fn as_mut(&mut self) -> Fused<&mut T> {
-        Fused {
-            embedding: &mut self.embedding,
-            layers: self.layers.iter_mut().map(FusedLayer::as_mut).collect(),
-            final_norm: &mut self.final_norm,
-        }
-    }
-
-    /// The tensors in the fused order.
-    pub fn iter(&self) -> std::vec::IntoIter<&T> {
-        self.as_ref().into_vec().into_iter()
-    }
-
-    /// The tensors in the fused order, mutably.
-    pub fn iter_mut(&mut self) -> std::vec::IntoIter<&mut T> {
-        self.as_mut().into_vec().into_iter()
-    }
-
-    /// Applies a fallible `f` to each tensor in the fused order, stopping at the first error.
-    pub fn try_map<U, E>(self, mut f: impl FnMut(T) -> Result<U, E>) -> Result<Fused<U>, E> {
-        let embedding = f(self.embedding)?;
-        let mut layers = Vec::with_capacity(self.layers.len());
-        for layer in self.layers {
-            let FusedLayer { attn_norm, wqkv, wo, ffn_norm, w13, w2 } = layer;
-            // Fields are evaluated in the order written: the fused order, as in `into_array`.
-            layers.push(FusedLayer {
-                attn_norm: f(attn_norm)?,
-                wqkv: f(wqkv)?,
-                wo: f(wo)?,
-                ffn_norm: f(ffn_norm)?,
-                w13: f(w13)?,
-                w2: f(w2)?,
-            });
-        }
-        Ok(Fused { embedding, layers, final_norm: f(self.final_norm)? })
-    }
-
-    /// Applies `f` to each tensor, in the fused order.
-    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Fused<U> {
-        let embedding = f(self.embedding);
-        let layers = self.layers.into_iter().map(|l| FusedLayer::from_array(l.into_array().map(&mut f))).collect();
-        Fused { embedding, layers, final_norm: f(self.final_norm) }
-    }
-}
+/// block's `attn_norm wqkv wo ffn_norm w13 w2`, the final norm — is the order of
+/// [`ModelWeights::iter`], [`ModelWeights::into_vec`] and [`ModelWeights::try_map`] on it, and
+/// the indices of [`Part::tensor`].
+pub type Fused<T> = ModelWeights<T, FusedLayer<T>>;
 
 /// Where one tensor of the LLaMA layout lies in the fused set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
