@@ -225,6 +225,38 @@ fn record(out: &mut Out, what: &str, pr: &Problem, plan: &GemmPlan, r: &Result<M
     }
 }
 
+/// One measured product as a row of the printed table.
+fn print_row(g: &Gemm, plan: &GemmPlan, x: &Measured) {
+    println!(
+        "| {} | {}×{}×{} | {} | {:.1} | {:.1e}{} |",
+        orient(g),
+        g.m,
+        g.n,
+        g.k,
+        plan.describe(),
+        x.tflops,
+        x.error,
+        if x.ok { "" } else { " WRONG" }
+    );
+}
+
+/// A tuning table's first lines: the adapter, and which mode of this bench measured it.
+fn table_head(gpu: &Gpu, mode: &str) -> Vec<String> {
+    let r = gpu.report();
+    vec![
+        format!("# {} ({}, {}), measured by benches/gemm.rs {mode}", r.name, r.backend, r.driver),
+        "# core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts".to_string(),
+    ]
+}
+
+/// Prints the table's lines and writes them to `path` when given.
+fn write_table(lines: &[String], path: Option<&str>) {
+    println!("\n{}", lines.join("\n"));
+    if let Some(path) = path {
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    }
+}
+
 /// The products measured: 4096³ and the GPT-2 shapes of the issue (MLP 3072, fused QKV 2304)
 /// in each orientation, then the trainer's own (`gpt2-small`: ffn 2048, separate q/k/v, vocab 256).
 fn shapes(cpu: bool) -> Vec<(bool, bool, usize, usize, usize)> {
@@ -264,14 +296,7 @@ fn bench(gpu: &Gpu, out: &mut Out) {
             let pr = Problem::new(gpu, g, 7 + i as u64);
             let r = measure(gpu, &pr, &plan, 0.2, repeats);
             if let Ok(x) = &r {
-                println!(
-                    "| {} | {m}×{n}×{k} | {} | {:.1} | {:.1e}{} |",
-                    orient(&g),
-                    plan.describe(),
-                    x.tflops,
-                    x.error,
-                    if x.ok { "" } else { " WRONG" }
-                );
+                print_row(&g, &plan, x);
             }
             record(out, "bench", &pr, &plan, &r);
         }
@@ -368,15 +393,7 @@ fn tune(gpu: &Gpu, out: &mut Out, budget_s: f64, table: Option<&str>, quick: boo
     let finalists: Vec<F16Config> = full.iter().take(if quick { 2 } else { 4 }).map(|s| s.1).collect();
     // Phase 3: every product shape and orientation over the finalists (and splits for the
     // weight gradients); the best of each is a table line.
-    let mut lines = vec![
-        format!(
-            "# {} ({}, {}), measured by benches/gemm.rs --tune",
-            gpu.report().name,
-            gpu.report().backend,
-            gpu.report().driver
-        ),
-        "# core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts".to_string(),
-    ];
+    let mut lines = table_head(gpu, "--tune");
     for (i, &(a_t, b_t, m, n, k)) in shapes(cpu).iter().enumerate() {
         let g = f16(m, n, k, a_t, b_t);
         let pr = Problem::new(gpu, g, 100 + i as u64);
@@ -402,10 +419,7 @@ fn tune(gpu: &Gpu, out: &mut Out, budget_s: f64, table: Option<&str>, quick: boo
             lines.push(format!("{}  # {:.1} TFLOP/s", gemm::table_line(&g, &c, parts), t));
         }
     }
-    println!("\n{}", lines.join("\n"));
-    if let Some(path) = table {
-        std::fs::write(path, lines.join("\n") + "\n").unwrap();
-    }
+    write_table(&lines, table);
     println!("tuning took {:.0} s", start.elapsed().as_secs_f64());
 }
 
@@ -421,15 +435,7 @@ fn parse_config(text: &str) -> F16Config {
 fn compare(gpu: &Gpu, out: &mut Out, configs: &[F16Config], table: Option<&str>) {
     let cpu = gpu.report().device_type == "Cpu";
     let repeats = if cpu { 2 } else { 20 };
-    let mut lines = vec![
-        format!(
-            "# {} ({}, {}), measured by benches/gemm.rs --configs",
-            gpu.report().name,
-            gpu.report().backend,
-            gpu.report().driver
-        ),
-        "# core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts".to_string(),
-    ];
+    let mut lines = table_head(gpu, "--configs");
     println!("\n| layout | M×N×K | plan | TFLOP/s | error |\n|---|---|---|---|---|");
     for (i, &(a_t, b_t, m, n, k)) in shapes(cpu).iter().enumerate() {
         let g = Gemm::new(m, n, k).a_t(a_t).b_t(b_t).elems(Elem::F16, Elem::F16).precision(Precision::F16);
@@ -450,14 +456,7 @@ fn compare(gpu: &Gpu, out: &mut Out, configs: &[F16Config], table: Option<&str>)
             let r = measure(gpu, &pr, plan, 0.15, repeats);
             record(out, "compare", &pr, plan, &r);
             if let Ok(x) = &r {
-                println!(
-                    "| {} | {m}×{n}×{k} | {} | {:.1} | {:.1e}{} |",
-                    orient(&g),
-                    plan.describe(),
-                    x.tflops,
-                    x.error,
-                    if x.ok { "" } else { " WRONG" }
-                );
+                print_row(&g, plan, x);
                 if let Core::F16 { config, .. } = plan.core()
                     && x.ok
                     && best.is_none_or(|b| x.tflops > b.0)
@@ -470,10 +469,7 @@ fn compare(gpu: &Gpu, out: &mut Out, configs: &[F16Config], table: Option<&str>)
             lines.push(format!("{}  # {:.1} TFLOP/s", gemm::table_line(&g, &c, parts), t));
         }
     }
-    println!("\n{}", lines.join("\n"));
-    if let Some(path) = table {
-        std::fs::write(path, lines.join("\n") + "\n").unwrap();
-    }
+    write_table(&lines, table);
 }
 
 fn main() {

@@ -304,20 +304,6 @@ struct Params {
 @group(0) @binding(4) var<uniform> p: Params;
 //#include "lib/rope_qkv.wgsl"
 
-// The gradient pair at fused column c of row r.
-fn back_pair(r: u32, c: u32) -> vec2<f32> {
-    let at = qkv_col(c);
-    let o = r * at.width + at.col;
-    if (at.part == 2u) {
-        return vec2<f32>(dv[o], dv[o + 1u]);
-    }
-    var x = vec2<f32>(dq[o], dq[o + 1u]);
-    if (at.part == 1u) {
-        x = vec2<f32>(dk[o], dk[o + 1u]);
-    }
-    return rope_rotate_back(x, qkv_cs(r, at.col));
-}
-
 @compute @workgroup_size(WG)
 fn rope_qkv_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let idx = flat_id(gid, nwg);
@@ -328,7 +314,7 @@ fn rope_qkv_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
     }
     let r = idx / pairs;
     let c = 2u * (idx - r * pairs);
-    let y = back_pair(r, c);
+    let y = qkv_back_pair(r, c);
     dqkv[r * w + c] = y.x;
     dqkv[r * w + c + 1u] = y.y;
 }
@@ -371,20 +357,6 @@ struct Params {
 //#include "lib/grad16.wgsl"
 //#include "lib/rope_qkv.wgsl"
 
-// The gradient pair at fused column c of row r (`rope_qkv_backward`'s).
-fn back_pair(r: u32, c: u32) -> vec2<f32> {
-    let at = qkv_col(c);
-    let o = r * at.width + at.col;
-    if (at.part == 2u) {
-        return vec2<f32>(dv[o], dv[o + 1u]);
-    }
-    var x = vec2<f32>(dq[o], dq[o + 1u]);
-    if (at.part == 1u) {
-        x = vec2<f32>(dk[o], dk[o + 1u]);
-    }
-    return rope_rotate_back(x, qkv_cs(r, at.col));
-}
-
 @compute @workgroup_size(WG)
 fn rope_qkv_backward_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let idx = flat_id(gid, nwg);
@@ -395,9 +367,9 @@ fn rope_qkv_backward_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin
     }
     let r = idx / cw;
     let c = 4u * (idx - r * cw);
-    var out = vec4<f32>(back_pair(r, c), 0.0, 0.0);
+    var out = vec4<f32>(qkv_back_pair(r, c), 0.0, 0.0);
     if (c + 2u < w) {
-        let b = back_pair(r, c + 2u);
+        let b = qkv_back_pair(r, c + 2u);
         out.z = b.x;
         out.w = b.y;
     }

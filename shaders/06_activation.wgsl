@@ -69,11 +69,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// silu(g)·u, component-wise.
-fn swiglu4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
-    let s = vec4<f32>(sigmoid(g.x), sigmoid(g.y), sigmoid(g.z), sigmoid(g.w));
-    return g * s * u;
-}
 
 fn ew_eight(lo: vec4<u32>, hi: vec4<u32>) {
     let ga = vec4<f32>(gate[lo.x], gate[lo.y], gate[lo.z], gate[lo.w]);
@@ -129,11 +124,6 @@ struct RowsParams {
 //#include "lib/activations.wgsl"
 //#include "lib/vec4_rows.wgsl"
 
-// silu(g)·u, component-wise (`activation::swiglu_combine`'s expression).
-fn swiglu4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
-    let s = vec4<f32>(sigmoid(g.x), sigmoid(g.y), sigmoid(g.z), sigmoid(g.w));
-    return g * s * u;
-}
 
 fn gate4(i: u32) -> vec4<f32> {
     return vec4<f32>(gate[i], gate[i + 1u], gate[i + 2u], gate[i + 3u]);
@@ -206,11 +196,6 @@ struct RowsParams {
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> p: RowsParams;
 
-// silu(g)·u, component-wise (`swiglu_combine`'s expression).
-fn swiglu4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
-    let s = vec4<f32>(sigmoid(g.x), sigmoid(g.y), sigmoid(g.z), sigmoid(g.w));
-    return g * s * u;
-}
 
 // Where output j's gate lies in `gu` (its up is p.cols further): row r = j / cols starts at
 // 2·cols·r = j − (j mod cols) + cols·r.
@@ -274,11 +259,6 @@ struct RowsParams {
 //#include "lib/f16x4.wgsl"
 //#include "lib/vec4_rows.wgsl"
 
-// silu(g)·u, component-wise (`swiglu_combine`'s expression).
-fn swiglu4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
-    let s = vec4<f32>(sigmoid(g.x), sigmoid(g.y), sigmoid(g.z), sigmoid(g.w));
-    return g * s * u;
-}
 
 fn load4(i: u32) -> vec4<f32> {
     return vec4<f32>(gu[i], gu[i + 1u], gu[i + 2u], gu[i + 3u]);

@@ -1,7 +1,7 @@
 // The feed-forward activations and their derivatives, side by side so that the backward
 // (09_backward_ffn.wgsl) differentiates exactly what the forward (06_activation.wgsl) computes.
 //
-// Provides `sigmoid`, `gelu`, `sigmoid_and_slope`, `gelu_grad`; no hooks.
+// Provides `sigmoid`, `gelu`, `swiglu4`, `sigmoid_and_slope`, `gelu_grad`; no hooks.
 //
 // Numerics: everything goes through a sigmoid computed from e = exp(−|z|) ∈ (0, 1], which
 // never overflows: σ(z) = 1/(1+e) for z ≥ 0, e/(1+e) for z < 0, and σ(1−σ) = e/(1+e)². GELU's
@@ -18,6 +18,13 @@ fn sigmoid(z: f32) -> f32 {
     let e = exp(-abs(z));
     let r = 1.0 / (1.0 + e);
     return select(e * r, r, z >= 0.0);
+}
+
+// silu(g)·u, component-wise: SwiGLU's combine of gate g and up u (every form of it, so they all
+// give the same bits).
+fn swiglu4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
+    let s = vec4<f32>(sigmoid(g.x), sigmoid(g.y), sigmoid(g.z), sigmoid(g.w));
+    return g * s * u;
 }
 
 // GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) = x·σ(2·√(2/π)·(…)).

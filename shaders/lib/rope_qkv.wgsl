@@ -10,8 +10,10 @@
 // i = (column mod Dh) / 2 — the same `rope_cos_sin` call, so the same bits as `rope_q` /
 // `rope_k` (and their backward forms) on the separate tensors.
 //
-// Provides `qkv_width()`, `qkv_col(c)` and `qkv_cs(r, c)`. Expects `lib/rope.wgsl` and the
-// uniform `p` (batch, seq, heads, kv_heads, head_dim, pos_offset, base).
+// Provides `qkv_width()`, `qkv_col(c)`, `qkv_cs(r, c)` and, for the backward kernels,
+// `qkv_back_pair(r, c)`. Expects `lib/rope.wgsl` and the uniform `p` (batch, seq, heads,
+// kv_heads, head_dim, pos_offset, base); `qkv_back_pair` the bindings `dq`, `dk`, `dv` (f32,
+// attention's input gradients).
 
 // Columns of a fused row: (H + 2·Hkv)·Dh.
 fn qkv_width() -> u32 {
@@ -41,4 +43,18 @@ fn qkv_col(c: u32) -> QkvCol {
 // multiples of Dh) of row r.
 fn qkv_cs(r: u32, c: u32) -> vec2<f32> {
     return rope_cos_sin((r % p.seq) + p.pos_offset, (c % p.head_dim) / 2u, p.head_dim, p.base);
+}
+
+// The gradient pair at fused column c of row r: dq's and dk's rotated back, dv's as it is.
+fn qkv_back_pair(r: u32, c: u32) -> vec2<f32> {
+    let at = qkv_col(c);
+    let o = r * at.width + at.col;
+    if (at.part == 2u) {
+        return vec2<f32>(dv[o], dv[o + 1u]);
+    }
+    var x = vec2<f32>(dq[o], dq[o + 1u]);
+    if (at.part == 1u) {
+        x = vec2<f32>(dk[o], dk[o + 1u]);
+    }
+    return rope_rotate_back(x, qkv_cs(r, at.col));
 }
