@@ -1112,6 +1112,7 @@ fn flash_backward_dq16(
 // @unchecked
 //#include "lib/flash_dkdv16_io.wgsl"
 //#include "lib/flash_bwd.wgsl"
+//#include "lib/f16x4.wgsl"
 //#include "lib/flash_sg.wgsl"
 const FS_LDR: u32 = 36u;
 const FS_HLEN: u32 = 1280u;
@@ -1168,6 +1169,7 @@ fn flash_backward_dkdv16_tc(
 // @unchecked
 //#include "lib/flash_dq16_io.wgsl"
 //#include "lib/flash_bwd.wgsl"
+//#include "lib/f16x4.wgsl"
 //#include "lib/flash_sg.wgsl"
 const FS_LDR: u32 = 36u;
 const FS_HLEN: u32 = 640u;

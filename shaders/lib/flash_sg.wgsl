@@ -25,10 +25,12 @@
 // where its rare rescales there are a workgroup-uniform decision; folded every step, it
 // measured slower (BENCHMARKS.md §4).
 //
-// Hooks of the including kernel: `lib/flash.wgsl` (the head, operands, FL_T), its
-// `fl_vec(op, i)` and `fl_store(second, row, col, x)` (`lib/flash_*16_io.wgsl`), and the
-// constants FS_LDR (floats per row of a subgroup's f32 region, ≥ 32 for a step's columns) and
-// FS_HLEN (vec4<f16>s of the f16 regions: 640 a block per subgroup, 1280 two).
+// Hooks of the including kernel: `lib/flash.wgsl` (the head, operands, FL_T),
+// `lib/flash_bwd.wgsl` (the walks' block order), `lib/f16x4.wgsl` (f16's limit and loss
+// scaling's overflow rule), `fl_vec(op, i)` and `fl_store(second, row, col, x)`
+// (`lib/flash_*16_io.wgsl`), and the constants FS_LDR (floats per row of a subgroup's f32
+// region, ≥ 32 for a step's columns) and FS_HLEN (vec4<f16>s of the f16 regions: 640 a block
+// per subgroup, 1280 two).
 
 // Subgroups of 32 per workgroup, 16 rows each, and the invocations they make.
 const FS_SG: u32 = 4u;
@@ -42,8 +44,6 @@ const FS_HALF: u32 = FS_STEP * FS_LD;
 const FS_BUF: u32 = 2u * FS_HALF;
 // vec4<f16>s per row of a 16 × 32 f16 block (32 halves and 8 of padding).
 const FS_LDH: u32 = 10u;
-// f16's largest finite value.
-const FS_F16_MAX: f32 = 65504.0;
 
 // Two step buffers; before the walk, the workgroup's own 64 rows of two operands.
 var<workgroup> fs_kv: array<vec4<f16>, 2304>;
@@ -98,14 +98,12 @@ fn fs_stage(tid: u32, buf: u32) {
     fs_kv[at + FS_HALF + 24u * FS_LD] = fs_p7;
 }
 
-// The workgroup's own rows r0 … r0 + 63 of `oa` (and of `ob` after them, unless `one`).
-fn fs_own(tid: u32, oa: u32, ob: u32, one: bool, b: u32, head: u32, r0: u32) {
+// The workgroup's own rows r0 … r0 + 63 of `oa`, and of `ob` after them.
+fn fs_own(tid: u32, oa: u32, ob: u32, b: u32, head: u32, r0: u32) {
     for (var e = tid; e < 64u * 16u; e += FS_WG) {
         let at = (e / 16u) * FS_LD + e % 16u;
         fs_kv[at] = fs_load(oa, b, head, r0 + e / 16u, e % 16u);
-        if (!one) {
-            fs_kv[64u * FS_LD + at] = fs_load(ob, b, head, r0 + e / 16u, e % 16u);
-        }
+        fs_kv[64u * FS_LD + at] = fs_load(ob, b, head, r0 + e / 16u, e % 16u);
     }
 }
 
@@ -162,7 +160,7 @@ fn fs_r16(at: u32) -> array<vec4<f32>, 4> {
 // 16 values rounded to f16 into the f16 block at `at` (a dS beyond ±65504 is clamped; the
 // flag records it).
 fn fs_put_h(at: u32, v: array<vec4<f32>, 4>) {
-    let lim = vec4<f32>(FS_F16_MAX);
+    let lim = vec4<f32>(F16_LIMIT);
     fs_h[at] = vec4<f16>(clamp(v[0], -lim, lim));
     fs_h[at + 1u] = vec4<f16>(clamp(v[1], -lim, lim));
     fs_h[at + 2u] = vec4<f16>(clamp(v[2], -lim, lim));
@@ -207,14 +205,9 @@ fn fs_emit2(c0: coop_mat16x16<f32, C>, c1: coop_mat16x16<f32, C>, rb: u32, lane:
     subgroupBarrier();
 }
 
-// Whether some of v is NaN, ±Inf or beyond f16's range.
-fn fs_bad4(v: vec4<f32>) -> bool {
-    let special = (bitcast<vec4<u32>>(v) & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u);
-    return any(special) | any(abs(v) > vec4<f32>(FS_F16_MAX));
-}
-
+// Whether some of the 16 values is NaN, ±Inf or beyond f16's range (loss scaling's rule).
 fn fs_bad(v: array<vec4<f32>, 4>) -> bool {
-    return fs_bad4(v[0]) | fs_bad4(v[1]) | fs_bad4(v[2]) | fs_bad4(v[3]);
+    return overflows16(v[0]) | overflows16(v[1]) | overflows16(v[2]) | overflows16(v[3]);
 }
 
 // The query-major backward: dQ of workgroup w's 64 queries (the sliced pass's order), subgroup
@@ -231,7 +224,7 @@ fn fs_dq(w: u32, tid: u32, sg: u32, lane: u32) {
     fl_set_head(qbh.y);
     let q0 = qbh.x * FL_T;
     let m0 = 16u * sg;
-    fs_own(tid, FL_Q, FL_DO, false, fl_b, fl_h, q0);
+    fs_own(tid, FL_Q, FL_DO, fl_b, fl_h, q0);
     workgroupBarrier();
     let qf = fs_frags(0u, m0);
     let df = fs_frags(64u * FS_LD, m0);
@@ -332,7 +325,7 @@ fn fs_dkdv(w: u32, tid: u32, sg: u32, lane: u32) -> bool {
     // The output's (b, kv head) for `fl_store`.
     fl_set_head(b * p.heads + kvh * group);
     let m0 = 16u * sg;
-    fs_own(tid, FL_K, FL_V, false, b, kvh, k0);
+    fs_own(tid, FL_K, FL_V, b, kvh, k0);
     workgroupBarrier();
     let kf = fs_frags(0u, m0);
     let vf = fs_frags(64u * FS_LD, m0);
