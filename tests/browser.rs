@@ -260,14 +260,13 @@ fn every_check_passes_in_headless_chromium() {
             .filter_map(|(_, t)| t.strip_prefix(prefix.as_str())?.split(": ").next())
             .collect()
     };
-    let native_only = |k: &kernels::KernelDef| k.variants.iter().all(|v| v.browser_wgsl.is_empty());
     let names = |keep: &dyn Fn(&kernels::KernelDef) -> bool| -> Vec<String> {
         kernels::all_kernels().filter(|k| keep(k)).map(|k| k.qualified_name()).collect()
     };
-    assert_eq!(js_status("native-only"), names(&|k| native_only(k)), "native-only kernels:\n{listing}");
+    assert_eq!(js_status("native-only"), names(&|k| k.needs_tensor_cores()), "native-only kernels:\n{listing}");
     assert_eq!(
         js_status("needs-f16"),
-        names(&|k| k.needs_f16() && !native_only(k)),
+        names(&|k| k.needs_f16() && !k.needs_tensor_cores()),
         "the kernels kernels.js could not build:\n{listing}"
     );
     // … and kernels of every kind against float64 references in JavaScript, one with a grid

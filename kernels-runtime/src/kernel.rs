@@ -404,4 +404,11 @@ impl KernelDef {
     pub fn needs_f16(&self) -> bool {
         self.variants.iter().all(|v| v.f16)
     }
+
+    /// Whether every variant needs tensor cores (cooperative matrices), so that the kernel runs
+    /// only natively on an adapter that has them and has no browser form: its callers record
+    /// another kernel elsewhere.
+    pub fn needs_tensor_cores(&self) -> bool {
+        self.variants.iter().all(|v| !v.coop.is_empty())
+    }
 }

@@ -179,6 +179,9 @@ mod tests {
         // Without f16 that comes first.
         let e = select(&COOP_ONLY, &caps(true, false, &[])).unwrap_err();
         assert_eq!(e.feature, "SHADER_F16");
+        // Only a kernel with no form but tensor cores needs them.
+        assert!(COOP_ONLY.needs_tensor_cores());
+        assert!(!COOP_OR_PLAIN.needs_tensor_cores() && !LADDER.needs_tensor_cores());
     }
 
     #[test]

@@ -206,7 +206,7 @@ async fn pipelines(gpu: &Gpu, r: &mut Report<'_>) {
                 r.line(Status::NeedsF16, format!("pipeline {name}"), "needs shader-f16");
             }
             Err(Error::MissingFeature { feature: "EXPERIMENTAL_COOPERATIVE_MATRIX", .. })
-                if kernel.variants.iter().all(|v| !v.coop.is_empty()) =>
+                if kernel.needs_tensor_cores() =>
             {
                 r.line(Status::NeedsTensorCores, format!("pipeline {name}"), "needs tensor cores");
             }

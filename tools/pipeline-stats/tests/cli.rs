@@ -162,7 +162,7 @@ fn every_kernel_builds_on_the_device() {
             let mine: Vec<&serde_json::Value> = rows.iter().filter(|r| r["kernel"] == name.as_str()).collect();
             // A kernel with only tensor-core forms builds where the device has tensor cores; on
             // one without them (lavapipe) it is skipped with that reason.
-            let tensor_cores_only = k.variants.iter().all(|v| !v.coop.is_empty());
+            let tensor_cores_only = k.needs_tensor_cores();
             let skipped_for_coop =
                 |r: &&&serde_json::Value| r["reason"].as_str().is_some_and(|why| why.contains("cooperative matrices"));
             assert!(
