@@ -297,7 +297,12 @@ var<private> fs_pl: f32;
 fn fs_fetch_rows(tid: u32, b: u32, head: u32, q0: u32) {
     let q = q0 + tid % 32u;
     let at = (b * p.heads + head) * p.seq + min(q, p.seq - 1u);
-    fs_pl = select(select(delta[at], lse[at], tid < 32u), 0.0, q >= p.seq || tid >= 64u);
+    // One load an invocation, and none past the first 64 (a whole subgroup takes each branch).
+    if (tid < 32u) {
+        fs_pl = select(lse[at], 0.0, q >= p.seq);
+    } else if (tid < 64u) {
+        fs_pl = select(delta[at], 0.0, q >= p.seq);
+    }
 }
 
 // The query step of step t of the key-major walk, which runs every query head of the group in
