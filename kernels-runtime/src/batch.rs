@@ -39,10 +39,12 @@ pub struct Call<'a> {
 pub enum Arg<'a> {
     /// A storage buffer.
     Storage {
-        /// The buffer.
+        /// The buffer's allocation.
         raw: &'a wgpu::Buffer,
-        /// Its identity (for the aliasing check).
+        /// The allocation's identity (for the aliasing check).
         id: u64,
+        /// The bytes of `raw` bound, `[start, end)`.
+        range: (u64, u64),
         /// The context it belongs to.
         gpu_id: u64,
         /// Bound writable.
@@ -84,7 +86,7 @@ pub enum Arg<'a> {
 impl<'a> Arg<'a> {
     /// A storage buffer argument.
     pub fn storage<T: Element>(buffer: &'a Buffer<T>, writable: bool) -> Self {
-        Arg::Storage { raw: &buffer.raw, id: buffer.id, gpu_id: buffer.gpu_id, writable }
+        Arg::Storage { raw: &buffer.raw, id: buffer.root, range: buffer.range(), gpu_id: buffer.gpu_id, writable }
     }
 
     /// A storage buffer argument holding a struct that ends in a runtime-sized array.
@@ -246,7 +248,8 @@ impl Gpu {
                         });
                     }
                 }
-                (BindingKind::Read | BindingKind::ReadWrite, Arg::Storage { raw, gpu_id, writable, .. }) => {
+                (BindingKind::Read | BindingKind::ReadWrite, Arg::Storage { range, gpu_id, writable, .. }) => {
+                    let bytes = range.1 - range.0;
                     if *writable != (def.kind == BindingKind::ReadWrite) {
                         return Err(Error::BadArguments {
                             kernel: name(),
@@ -262,20 +265,20 @@ impl Gpu {
                         return Err(Error::ForeignBuffer { kernel: name(), binding: def.name.into() });
                     }
                     let needed = u64::from(def.offset) + def.min_elems.max(1) * def.stride as u64;
-                    if raw.size() < needed {
+                    if bytes < needed {
                         return Err(Error::BufferTooShort {
                             kernel: name(),
                             binding: def.name.into(),
                             needed,
-                            got: raw.size(),
+                            got: bytes,
                         });
                     }
                     let limit = limits.max_storage_buffer_binding_size;
-                    if raw.size() > limit {
+                    if bytes > limit {
                         return Err(Error::BindingTooLarge {
                             kernel: name(),
                             binding: def.name.into(),
-                            bytes: raw.size(),
+                            bytes,
                             limit,
                             what: "storage",
                         });
@@ -289,20 +292,24 @@ impl Gpu {
                 }
             }
         }
-        // One buffer (or texture) in two bindings is only allowed when both only read it.
+        // One allocation (or texture) in two bindings is allowed when both only read it, or,
+        // for disjoint parts of one buffer, when both write (graphics APIs track a dispatch's
+        // usage per allocation: read-only beside writable conflicts even where the bytes do
+        // not overlap).
         let binding_name = |i: usize| {
             if i < k.bindings.len() { k.bindings[i].name } else { k.resources[i - k.bindings.len()].name }
         };
         let identity = |a: &Arg<'_>| match a {
-            Arg::Storage { id, writable, .. } => Some((0, *id, *writable)),
-            Arg::Texture { id, writable, .. } => Some((1, *id, *writable)),
+            Arg::Storage { id, writable, range, .. } => Some((0, *id, *writable, *range)),
+            Arg::Texture { id, writable, .. } => Some((1, *id, *writable, (0, u64::MAX))),
             _ => None,
         };
         for (i, a) in call.args.iter().enumerate() {
             for (j, b) in call.args.iter().enumerate().skip(i + 1) {
-                if let (Some((ka, ia, wa)), Some((kb, ib, wb))) = (identity(a), identity(b))
+                if let (Some((ka, ia, wa, ra)), Some((kb, ib, wb, rb))) = (identity(a), identity(b))
                     && (ka, ia) == (kb, ib)
                     && (wa || wb)
+                    && (wa != wb || (ra.0 < rb.1 && rb.0 < ra.1))
                 {
                     return Err(Error::Aliased {
                         kernel: name(),
@@ -500,7 +507,11 @@ fn record_into(gpu: &Gpu, state: &mut State, call: &Call<'_>, [x, y, z]: [u32; 3
     let mut entries: SmallVec<[wgpu::BindGroupEntry<'_>; 8]> = SmallVec::new();
     for (binding, arg) in numbers.zip(call.args) {
         let resource = match arg {
-            Arg::Storage { raw, .. } => raw.as_entire_binding(),
+            Arg::Storage { raw, range: (start, end), .. } => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: raw,
+                offset: *start,
+                size: std::num::NonZeroU64::new(end - start),
+            }),
             Arg::Uniform(_) => {
                 let &(chunk, size) = slots.next().expect("one slot per uniform");
                 wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -781,8 +792,8 @@ impl Batch<'_> {
         if src.gpu_id != self.gpu.inner.id || dst.gpu_id != self.gpu.inner.id {
             return Err(Error::Gpu("copy between buffers of different GPU contexts".into()));
         }
-        let size = src.raw.size().min(dst.raw.size());
-        self.state.borrow_mut().encoder(self.gpu).copy_buffer_to_buffer(&src.raw, 0, &dst.raw, 0, size);
+        let size = src.size.min(dst.size);
+        self.copy_bytes(src, src.offset, dst, dst.offset, size);
         Ok(())
     }
 
@@ -822,9 +833,30 @@ impl Batch<'_> {
         if len == 0 {
             return Ok(());
         }
-        let (from, to, bytes) = ((src_start * size) as u64, (dst_start * size) as u64, (len * size) as u64);
-        self.state.borrow_mut().encoder(self.gpu).copy_buffer_to_buffer(&src.raw, from, &dst.raw, to, bytes);
+        let (from, to, bytes) =
+            (src.offset + (src_start * size) as u64, dst.offset + (dst_start * size) as u64, (len * size) as u64);
+        self.copy_bytes(src, from, dst, to, bytes);
         Ok(())
+    }
+
+    /// Records a copy of `bytes` from byte `from` of `src`'s allocation to byte `to` of `dst`'s.
+    /// Parts of one allocation copy through a temporary buffer: wgpu copies only between
+    /// distinct buffers.
+    fn copy_bytes<T>(&self, src: &Buffer<T>, from: u64, dst: &Buffer<T>, to: u64, bytes: u64) {
+        let mut state = self.state.borrow_mut();
+        let encoder = state.encoder(self.gpu);
+        if src.root != dst.root {
+            encoder.copy_buffer_to_buffer(&src.raw, from, &dst.raw, to, bytes);
+            return;
+        }
+        let temp = self.gpu.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernels copy between parts"),
+            size: bytes,
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        encoder.copy_buffer_to_buffer(&src.raw, from, &temp, 0, bytes);
+        encoder.copy_buffer_to_buffer(&temp, 0, &dst.raw, to, bytes);
     }
 
     /// Records zeroing `buffer`.
@@ -832,7 +864,8 @@ impl Batch<'_> {
         if buffer.gpu_id != self.gpu.inner.id {
             return Err(Error::Gpu("this buffer belongs to another GPU context".into()));
         }
-        self.state.borrow_mut().encoder(self.gpu).clear_buffer(&buffer.raw, 0, None);
+        let (offset, size) = (buffer.offset, buffer.size);
+        self.state.borrow_mut().encoder(self.gpu).clear_buffer(&buffer.raw, offset, Some(size));
         Ok(())
     }
 

@@ -14,11 +14,22 @@ impl<T: bytemuck::Pod + Send + Sync + 'static> Element for T {}
 /// Not `Clone`: a generated function takes `&Buffer` for `read` bindings and `&mut Buffer`
 /// for `read_write` ones, so binding one buffer twice with a writable binding is rejected by the
 /// borrow checker.
+///
+/// A buffer is either a whole allocation or a part of one ([`Buffer::part`]): many tensors in
+/// one allocation let a single dispatch cover all of them (an optimizer step over every
+/// parameter) while each is still bound on its own elsewhere.
 pub struct Buffer<T> {
     pub(crate) raw: wgpu::Buffer,
     pub(crate) len: usize,
     pub(crate) gpu_id: u64,
     pub(crate) id: u64,
+    /// The allocation's identity: the whole buffer's `id`, shared by its parts.
+    pub(crate) root: u64,
+    /// Where the buffer starts in `raw`, in bytes.
+    pub(crate) offset: u64,
+    /// Bytes bound and copied: the elements padded to 4 bytes (the whole of `raw` for a whole
+    /// buffer).
+    pub(crate) size: u64,
     _t: PhantomData<T>,
     // Declared last, dropped last: the device outlives its buffers, so it is always destroyed
     // by the context, under the lifecycle lock.
@@ -44,7 +55,13 @@ pub(crate) fn padded_bytes<T>(len: usize) -> Option<u64> {
 impl<T> Buffer<T> {
     /// `raw`, holding `len` elements, as a buffer of `gpu`.
     pub(crate) fn wrap(gpu: &Gpu, raw: wgpu::Buffer, len: usize) -> Buffer<T> {
-        Buffer { raw, len, gpu_id: gpu.inner.id, id: next_id(), _t: PhantomData, _owner: gpu.clone() }
+        let (id, size) = (next_id(), raw.size());
+        Buffer { raw, len, gpu_id: gpu.inner.id, id, root: id, offset: 0, size, _t: PhantomData, _owner: gpu.clone() }
+    }
+
+    /// The bytes `[offset, offset + size)` of `raw` this buffer binds.
+    pub(crate) fn range(&self) -> (u64, u64) {
+        (self.offset, self.offset + self.size)
     }
 
     /// The context the buffer belongs to.
@@ -65,21 +82,82 @@ impl<T: Element> Buffer<T> {
         self.len == 0
     }
 
-    /// Bytes allocated (a multiple of 4, at least 4).
+    /// Bytes the buffer spans (a multiple of 4, at least 4).
     pub fn byte_size(&self) -> u64 {
-        self.raw.size()
+        self.size
     }
 
-    /// The wgpu buffer.
+    /// The wgpu buffer: for a part ([`Buffer::part`]), the whole allocation, whose bytes from
+    /// [`Buffer::byte_offset`] are this buffer's.
     pub fn raw(&self) -> &wgpu::Buffer {
         &self.raw
+    }
+
+    /// Where this buffer starts in [`Buffer::raw`], in bytes: 0 for a whole buffer.
+    pub fn byte_offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Whether this buffer is a part of a larger allocation ([`Buffer::part`]).
+    pub fn is_part(&self) -> bool {
+        self.root != self.id
+    }
+
+    /// A buffer over elements `range` of this one's memory: a second handle on the same
+    /// allocation, not a copy. What a kernel writes through either is seen through the other.
+    ///
+    /// The start must lie on the device's storage offset alignment
+    /// ([`Gpu::storage_alignment`] bytes; [`Gpu::part_layout`] places tensors so). Rust's borrows
+    /// keep each handle exclusive, not the memory: the runtime checks each dispatch instead,
+    /// and rejects ([`Error::Aliased`]) overlapping parts of one allocation when either is
+    /// bound writable, and a part bound read-only beside another of the same allocation bound
+    /// writable (graphics APIs track usage per allocation, not per range). Parts of one
+    /// allocation that are all writable, or all read-only, bind together.
+    pub fn part(&self, range: std::ops::Range<usize>) -> Result<Buffer<T>> {
+        if range.start > range.end || range.end > self.len {
+            return Err(Error::LengthMismatch {
+                detail: format!("a part of elements {range:?} of a buffer of {}", self.len),
+            });
+        }
+        let elem = std::mem::size_of::<T>() as u64;
+        let offset = self.offset + range.start as u64 * elem;
+        let align = self._owner.storage_alignment();
+        if !offset.is_multiple_of(align) {
+            return Err(Error::LengthMismatch {
+                detail: format!(
+                    "a part starting at element {} ({offset} bytes into its allocation) is not on the device's storage offset alignment of {align} bytes",
+                    range.start
+                ),
+            });
+        }
+        let len = range.len();
+        let size = padded_bytes::<T>(len).expect("inside an allocation");
+        if offset + size > self.raw.size() {
+            return Err(Error::LengthMismatch {
+                detail: format!(
+                    "a part of {len} elements at byte {offset} ends past its allocation of {} bytes (its last 4-byte word is partial)",
+                    self.raw.size()
+                ),
+            });
+        }
+        Ok(Buffer {
+            raw: self.raw.clone(),
+            len,
+            gpu_id: self.gpu_id,
+            id: next_id(),
+            root: self.root,
+            offset,
+            size,
+            _t: PhantomData,
+            _owner: self._owner.clone(),
+        })
     }
 
     /// Copies the contents back to the host. Waits for all work submitted before. Not on the
     /// web, where nothing may block: use [`Buffer::read_async`] there.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read(&self, gpu: &Gpu) -> Result<Vec<T>> {
-        let staging = self.copy_to_staging(gpu, 0, self.raw.size())?;
+        let staging = self.copy_to_staging(gpu, 0, self.size)?;
         map_blocking(gpu, &staging)?;
         self.unpack(&staging, 0, self.len)
     }
@@ -108,12 +186,12 @@ impl<T: Element> Buffer<T> {
 
     /// Copies the contents back to the host without blocking (for the web).
     pub async fn read_async(&self, gpu: &Gpu) -> Result<Vec<T>> {
-        let staging = self.copy_to_staging(gpu, 0, self.raw.size())?;
+        let staging = self.copy_to_staging(gpu, 0, self.size)?;
         map_async(gpu, &staging).await?;
         self.unpack(&staging, 0, self.len)
     }
 
-    /// A mappable copy of `size` bytes from byte `offset`, submitted.
+    /// A mappable copy of `size` bytes from byte `offset` of this buffer, submitted.
     fn copy_to_staging(&self, gpu: &Gpu, offset: u64, size: u64) -> Result<wgpu::Buffer> {
         if self.gpu_id != gpu.inner.id {
             return Err(Error::Gpu("this buffer belongs to another GPU context".into()));
@@ -128,7 +206,7 @@ impl<T: Element> Buffer<T> {
                 mapped_at_creation: false,
             });
             let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-            encoder.copy_buffer_to_buffer(&self.raw, offset, &staging, 0, size);
+            encoder.copy_buffer_to_buffer(&self.raw, self.offset + offset, &staging, 0, size);
             gpu.inner.queue.submit([encoder.finish()]);
             staging
         });
@@ -164,7 +242,7 @@ impl<T: Element> Buffer<T> {
             return Err(Error::Gpu("this buffer belongs to another GPU context".into()));
         }
         gpu.alive()?;
-        let ((), error) = gpu.scoped(|| write_padded(gpu, &self.raw, 0, bytemuck::cast_slice(data)));
+        let ((), error) = gpu.scoped(|| write_padded(gpu, &self.raw, self.offset, bytemuck::cast_slice(data)));
         match error {
             Some(message) => Err(gpu.wgpu_error(|| "writing a buffer".into(), message)),
             None => Ok(()),
@@ -219,6 +297,31 @@ fn write_padded(gpu: &Gpu, raw: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
 const FILL_CHUNK_BYTES: usize = 4 << 20;
 
 impl Gpu {
+    /// The alignment, in bytes, of where a part of an allocation may start ([`Buffer::part`]):
+    /// the device's `min_storage_buffer_offset_alignment` (256 on most GPUs).
+    pub fn storage_alignment(&self) -> u64 {
+        u64::from(self.inner.limits.min_storage_buffer_offset_alignment).max(4)
+    }
+
+    /// Where `lens.len()` tensors of the given element counts start in one allocation, each
+    /// on the device's storage offset alignment for every element type of at least `min_elem`
+    /// bytes (pass the smallest element type the layout will hold, such as 2 for f16 copies
+    /// of f32 tensors at the same element offsets), and the allocation's length: the starts
+    /// in elements, the length a multiple of the alignment. For [`Buffer::part`].
+    pub fn part_layout(&self, lens: &[usize], min_elem: usize) -> (Vec<usize>, usize) {
+        let step = (self.storage_alignment() as usize).div_ceil(min_elem.max(1));
+        let mut at = 0usize;
+        let starts = lens
+            .iter()
+            .map(|&n| {
+                let start = at;
+                at += n.next_multiple_of(step);
+                start
+            })
+            .collect();
+        (starts, at.max(step))
+    }
+
     /// The padded size of `len` elements of `T`, checked against the device's limit before
     /// anything is allocated.
     pub(crate) fn checked_size<T: Element>(&self, len: usize) -> Result<u64> {

@@ -88,8 +88,12 @@ pub enum Error {
         /// `storage` or `uniform`.
         what: &'static str,
     },
-    /// One buffer bound twice with at least one writable binding.
-    #[error("kernel `{kernel}`: the same buffer is bound to `{first}` and `{second}`, and one of them is writable")]
+    /// One buffer bound twice with at least one writable binding, or parts of one allocation
+    /// ([`Buffer::part`](crate::Buffer::part)) that overlap with one writable, or that are
+    /// bound one read-only and one writable.
+    #[error(
+        "kernel `{kernel}`: `{first}` and `{second}` are bound to the same buffer (or to parts of one allocation that overlap, or of which one is read-only), and one of them is writable"
+    )]
     Aliased {
         /// `module::kernel`
         kernel: String,

@@ -119,7 +119,7 @@ pub fn write_gradients(gpu: &Gpu, grads: &[&Buffer<f32>], all: &[f32]) -> Result
         let n = g.len();
         // Through the queue: the trait hands out shared references (the gradients stay the
         // model's), and a queue write is ordered before the update submitted after it.
-        gpu.queue().write_buffer(g.raw(), 0, bytemuck::cast_slice(&all[at..at + n]));
+        gpu.queue().write_buffer(g.raw(), g.byte_offset(), bytemuck::cast_slice(&all[at..at + n]));
         at += n;
     }
     Ok(())

@@ -583,7 +583,9 @@ impl Collective for NcclCollective {
                     let mut encoder = gpu.device().create_command_encoder(&Default::default());
                     for p in &pieces {
                         let (g, b) = (grads[p.grad].raw(), bucket.buffer().raw());
-                        let (gs, bs, n) = (4 * p.start as u64, 4 * p.at as u64, 4 * p.len as u64);
+                        // A gradient may be a part of one allocation (`Buffer::part`).
+                        let gs = grads[p.grad].byte_offset() + 4 * p.start as u64;
+                        let (bs, n) = (bucket.buffer().byte_offset() + 4 * p.at as u64, 4 * p.len as u64);
                         if into_bucket {
                             encoder.copy_buffer_to_buffer(g, gs, b, bs, n);
                         } else {
