@@ -249,7 +249,8 @@ fn main() {
         } else {
             println!("  flash: its kernels do not fit this adapter's workgroup memory; skipped");
         }
-        if let (Some([q16, k16, v16, d_o16]), true) = (&t.half, p.flash_fits(&gpu, true)) {
+        if let (Some([q16, k16, v16, d_o16]), true) = (&mut t.half, p.flash_fits(&gpu, true)) {
+            let (q16, k16, v16) = (&*q16, &*k16, &*v16);
             let tc = kernels::flash_attention::on_tensor_cores(&gpu, &kernels::attention::flash_forward16::KERNEL);
             let parts = time(&gpu, reps, 4, &mut |bt| {
                 kernels::flash_attention::forward16(bt, q16, k16, v16, &mut t.o, &mut t.o16, &mut t.lse, p).unwrap();

@@ -691,3 +691,50 @@ fn rmsnorm_dgamma_reduce4(
     }
     dgamma_reduce(w / per, w % per, tid);
 }
+
+// --- KERNEL: rmsnorm_dgamma_reduce_all ---
+// `rmsnorm_dgamma_reduce` of `p.count` norms in one dispatch, for a model whose norms' partials
+// and gradients lie at fixed strides in one buffer each (the trainer's: its norm gains are
+// consecutive in its gradient allocation): `dgamma[t·gstride + j] += Σ_b partials[t·pstride +
+// b·d + j]` for t < count, j < d, each sum in the order of `rmsnorm_dgamma_reduce` (the same
+// bits). The workgroups of norm t follow those of norm t − 1 (⌈d/8⌉ each). Accumulates into
+// `dgamma` (+=); what lies between the norms' ranges is untouched.
+// @grid workgroups(p.count * ceil_div(p.d, COLS))
+// @requires p.pstride >= ceil_div(p.rows, NORM_BLOCK) * p.d
+// @requires p.gstride >= p.d
+// @requires len(partials) >= p.count * p.pstride
+// @requires len(dgamma) >= p.count * p.gstride
+// @accumulates dgamma
+struct Params {
+    rows: u32,
+    d: u32,
+    count: u32,
+    pstride: u32,
+    gstride: u32,
+}
+@group(0) @binding(0) var<storage, read> partials: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dgamma: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+//#include "lib/dgamma_reduce.wgsl"
+
+fn dg_partial(t: u32, i: u32) -> f32 {
+    return partials[t * p.pstride + i];
+}
+
+fn dg_add(t: u32, j: u32, v: f32) {
+    dgamma[t * p.gstride + j] += v;
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm_dgamma_reduce_all(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let per = (p.d + COLS - 1u) / COLS;
+    let w = flat_wg(wid, nwg);
+    if (w >= p.count * per) {
+        return;
+    }
+    dgamma_reduce(w / per, w % per, tid);
+}

@@ -456,6 +456,66 @@ fn attention_fast_delta(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(
     delta[(b * p.heads + h) * p.seq + s] = t;
 }
 
+// --- KERNEL: attention_delta_cast16 ---
+// The f16 backward's first step: Δ = rowsum(dO ⊙ O) as `attention_fast_delta` computes it (the
+// same FMA chain over d, so the same bits) and, in the same pass, dO's f16 copy in the f16x4 row
+// layout with loss scaling's overflow check, as `cast::cast_grad_f16x4` makes it (values beyond
+// ±65504 clamped, NaN kept; any NaN, ±Inf or value beyond ±65504 sets `flag[0]` to 1, never
+// clears it). `o`, `d_o` `[B, S, H, Dh]` f32; `d_o16` `[B·S, H·Dh/4]` vec4<f16> (Dh % 4 == 0, so
+// the rows have no padding); `delta` `[B, H, S]`. Overwrites `delta` and `d_o16`.
+// Grid: one invocation per (b, s, h) row — `threads(B·S·H)`, past 65535 workgroups through
+// `flat_id`.
+// @grid threads(p.batch * p.seq * p.heads)
+// @requires p.head_dim >= 4
+// @requires p.head_dim % 4 == 0
+// @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(d_o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(d_o16) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(delta) >= p.batch * p.heads * p.seq
+// @requires len(flag) >= 1
+struct Params {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    head_dim: u32,
+}
+@group(0) @binding(0) var<storage, read> o: array<f32>;
+@group(0) @binding(1) var<storage, read> d_o: array<f32>;
+@group(0) @binding(2) var<storage, read_write> d_o16: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read_write> delta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> flag: array<atomic<u32>>;
+@group(0) @binding(5) var<uniform> p: Params;
+//#include "lib/f16x4.wgsl"
+
+@compute @workgroup_size(WG)
+fn attention_delta_cast16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = flat_id(gid, nwg);
+    if (row >= p.batch * p.seq * p.heads) {
+        return;
+    }
+    let h = row % p.heads;
+    let bs = row / p.heads;
+    let s = bs % p.seq;
+    let b = bs / p.seq;
+    let a = row * p.head_dim;
+    var t = 0.0;
+    var over = false;
+    for (var d = 0u; d < p.head_dim; d += 4u) {
+        let g = vec4<f32>(d_o[a + d], d_o[a + d + 1u], d_o[a + d + 2u], d_o[a + d + 3u]);
+        let x = vec4<f32>(o[a + d], o[a + d + 1u], o[a + d + 2u], o[a + d + 3u]);
+        t = fma(g.x, x.x, t);
+        t = fma(g.y, x.y, t);
+        t = fma(g.z, x.z, t);
+        t = fma(g.w, x.w, t);
+        over = over || overflows16(g);
+        d_o16[(a + d) / 4u] = to_f16x4(g);
+    }
+    if (over) {
+        atomicOr(&flag[0], 1u);
+    }
+    delta[(b * p.heads + h) * p.seq + s] = t;
+}
+
 // --- KERNEL: attention_fast_ptx ---
 // Fast path, backward steps 2 and 5: Y = alpha · Σ_{heads g of the kv group} P_gᵀ·X_g, i.e.
 // dV = Σ_g P_gᵀ·dO_g (alpha 1) and dK = scale · Σ_g dS_gᵀ·Q_g. `probs` `[B, H, S, S]` (P or dS,

@@ -22,8 +22,9 @@
 //! dO·Vᵀ, Pᵀ·dO, dSᵀ·Q, dS·K backward — on 16×16×16 cooperative matrices where the adapter has
 //! them (f16 operands, f32 sums; P and dS rounded to f16 for their products), and as f32 FMAs
 //! on the same f16 operands, rounding at the same places, where it has not (lavapipe). Scores,
-//! softmax, lse, Δ and dS stay f32 in both; `backward16` raises the loss-scaling overflow flag
-//! for a dS beyond f16's range, as the fast path's `attention_ds_f16` does.
+//! softmax, lse, Δ and dS stay f32 in both; `backward16` takes dO in f32 and makes its f16
+//! copy in the kernel that computes Δ (`attention_delta_cast16`), and raises the loss-scaling
+//! overflow flag for a dO or dS beyond f16's range, as the fast path's `attention_ds_f16` does.
 //!
 //! **The f16 kernels on tensor cores.** Where their tensor-core form runs with subgroups of 32
 //! and the head dim is at most 64 (the trainer's), [`forward16`] records `flash_forward16_tc` and
@@ -67,8 +68,8 @@
 
 use crate::attention::{flash_forward, flash_forward16, flash_forward16_tc};
 use crate::backward_attention::{
-    attention_fast_delta, flash_backward_dkdv, flash_backward_dkdv16, flash_backward_dkdv16_tc, flash_backward_dq,
-    flash_backward_dq16, flash_backward_dq16_tc,
+    attention_delta_cast16, attention_fast_delta, flash_backward_dkdv, flash_backward_dkdv16, flash_backward_dkdv16_tc,
+    flash_backward_dq, flash_backward_dq16, flash_backward_dq16_tc,
 };
 use crate::ops::F16x4;
 use crate::{Buffer, Error, Gpu, KernelDef, Record, Result};
@@ -337,13 +338,14 @@ pub fn forward16(
 
 /// [`backward`] with f16 operands: dQ `[B, S, H, Dh]`, dK and dV `[B, S, Hkv, Dh]` f32, all
 /// OVERWRITTEN, from the f16 operands of [`forward16`] (`q`, `k`, `v`), its f32 outputs `o` and
-/// `lse`, the upstream gradient both as f32 (`d_o`, for Δ) and as f16 (`d_o16`, the same values
-/// cast by `ops::cast_f16x4` or `cast::cast_grad_f16x4`: the products' operand). `delta` is
-/// scratch of at least B·H·S floats (left holding Δ = rowsum(dO ⊙ O), from the f32 dO and O).
-/// `flag` (at least 1 element) is the overflow check of loss scaling: `flag[0]` is set to 1
-/// (never cleared) when a dS is NaN, ±Inf or beyond ±65504 — where its f16 rounding would clamp
-/// it — as `cast::cast_grad_f16x4` does for the gradients it casts. Records three dispatches
-/// (Δ, dK/dV, dQ); every size is checked before anything is recorded. Needs `SHADER_F16`.
+/// `lse`, and the upstream gradient `d_o` (f32). `d_o16` is OVERWRITTEN with dO's f16 copy (the
+/// bits `cast::cast_grad_f16x4` makes: the products' operand) and `delta` (at least B·H·S
+/// floats) with Δ = rowsum(dO ⊙ O) from the f32 dO and O, both by one kernel
+/// (`backward_attention::attention_delta_cast16`). `flag` (at least 1 element) is the overflow
+/// check of loss scaling: `flag[0]` is set to 1 (never cleared) when a value of dO or a dS is
+/// NaN, ±Inf or beyond ±65504 — where its f16 rounding would clamp it — as
+/// `cast::cast_grad_f16x4` does for the gradients it casts. Records three dispatches (Δ and dO's
+/// copy, dK/dV, dQ); every size is checked before anything is recorded. Needs `SHADER_F16`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward16(
     rec: impl Record + Copy,
@@ -352,7 +354,7 @@ pub fn backward16(
     v: &Buffer<F16x4>,
     o: &Buffer<f32>,
     d_o: &Buffer<f32>,
-    d_o16: &Buffer<F16x4>,
+    d_o16: &mut Buffer<F16x4>,
     lse: &Buffer<f32>,
     delta: &mut Buffer<f32>,
     flag: &mut Buffer<u32>,
@@ -379,7 +381,9 @@ pub fn backward16(
         return Ok(());
     }
     let (b, s, h, hkv, dh) = (p.batch, p.seq, p.heads, p.kv_heads, p.head_dim);
-    attention_fast_delta(rec, o, d_o, delta, attention_fast_delta::Params::new(b, s, h, dh))?;
+    let dp = attention_delta_cast16::Params::new(b, s, h, dh);
+    attention_delta_cast16(rec, o, d_o, d_o16, delta, flag, dp)?;
+    let d_o16 = &*d_o16;
     if backward16_form(rec.gpu(), &p) == Flash16Form::TensorCores {
         let kp = flash_backward_dkdv16_tc::Params::new(b, s, h, hkv, dh, p.scale);
         let ko = flash_backward_dkdv16_tc::Overrides { FL_DH: Some(dh) };

@@ -13,6 +13,7 @@ use common::{assert_close, central_differences, check_tail, gpu, gpu_with, poiso
 use kernels::flash_attention::{self, Params};
 use kernels::ops::F16x4;
 use kernels::{Buffer, Error, Gpu, GpuOptions, KernelDef};
+use rand::Rng;
 use reference::{Inputs, Shape, halves, inputs, shape, upload16};
 
 fn params(sh: Shape, scale: f32) -> Params {
@@ -108,15 +109,15 @@ fn run32(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Out {
 fn run16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Out {
     let p = params(sh, scale);
     let dh = sh.head_dim;
-    let (q, k, v, d_o16) =
-        (upload16(gpu, &x.q, dh), upload16(gpu, &x.k, dh), upload16(gpu, &x.v, dh), upload16(gpu, &x.d_o, dh));
+    let (q, k, v) = (upload16(gpu, &x.q, dh), upload16(gpu, &x.k, dh), upload16(gpu, &x.v, dh));
     let d_o = gpu.upload(&x.d_o).unwrap();
     let mut y = Outputs::poisoned(gpu, sh);
     let mut flag = gpu.zeros::<u32>(1).unwrap();
-    // O's f16 copy, NaN-poisoned (a tail element past it stays NaN).
+    // O's and dO's f16 copies, NaN-poisoned (a tail element past each stays NaN).
     let (rows, cols) = (sh.batch * sh.seq, sh.heads * dh);
     let nan16 = [kernels::f16::from_f32(f32::NAN); 4];
     let mut o16 = gpu.upload(&vec![nan16; kernels::ops::f16x4_len(rows, cols) + 1]).unwrap();
+    let mut d_o16 = gpu.upload(&vec![nan16; kernels::ops::f16x4_len(rows, cols) + 1]).unwrap();
     let batch = gpu.batch();
     flash_attention::forward16(&batch, &q, &k, &v, &mut y.o, &mut o16, &mut y.lse, p).unwrap();
     flash_attention::backward16(
@@ -126,7 +127,7 @@ fn run16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Out {
         &v,
         &y.o,
         &d_o,
-        &d_o16,
+        &mut d_o16,
         &y.lse,
         &mut y.delta,
         &mut flag,
@@ -146,6 +147,11 @@ fn run16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Out {
     let bits = |v: &[kernels::ops::F16x4]| v.iter().flatten().map(|h| h.to_bits()).collect::<Vec<u16>>();
     assert_eq!(bits(&got16[..want16.len()]), bits(&want16), "{sh:?}: O's f16 copy");
     assert!(got16[want16.len()].iter().all(|h| h.to_f32().is_nan()), "{sh:?}: O's f16 copy wrote past its end");
+    // dO's copy is the bits the gradient cast makes (the products read it).
+    let got16 = d_o16.read(gpu).unwrap();
+    let want16 = kernels::ops::to_f16x4(&x.d_o, rows, cols);
+    assert_eq!(bits(&got16[..want16.len()]), bits(&want16), "{sh:?}: dO's f16 copy");
+    assert!(got16[want16.len()].iter().all(|h| h.to_f32().is_nan()), "{sh:?}: dO's f16 copy wrote past its end");
     out
 }
 
@@ -555,6 +561,22 @@ fn f16_ds_overflow_raises_the_flag() {
     let want = model16(&x16, &x.d_o, &got, sh, 0.25, forward_rule(&gpu, sh));
     assert!(want.ds_max > 65504.0 * 1.5, "the test's dS stay inside f16's range (largest {})", want.ds_max);
     assert_eq!(got.flag, 1, "dS up to {} did not raise the overflow flag", want.ds_max);
+}
+
+#[test]
+fn f16_do_overflow_raises_the_flag() {
+    // One value of dO beyond f16's range (a loss scale too large for the upstream gradient):
+    // its f16 copy clamps it, and the flag is raised; every other value is left as it was.
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "f16_do_overflow_raises_the_flag") {
+        return;
+    }
+    let mut rng = rng("flash attention f16 dO overflow");
+    let sh = shape(1, 9, 2, 1, 16);
+    let mut x = inputs(&mut rng, sh);
+    let at = rng.random_range(0..x.d_o.len());
+    x.d_o[at] = if at % 2 == 0 { 70000.0 } else { -1.0e6 };
+    assert_eq!(run16(&gpu, &x, sh, 0.25).flag, 1, "dO[{at}] = {} did not raise the overflow flag", x.d_o[at]);
 }
 
 #[test]

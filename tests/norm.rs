@@ -17,7 +17,7 @@ use common::{assert_close, gpu, gpu_with, has_f16, rel_err, rng, uniform};
 use kernels::infrastructure::axpy;
 use kernels::norm::{
     rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_backward_acc_f16, rmsnorm_backward_f16, rmsnorm_dgamma_reduce,
-    rmsnorm_dgamma_reduce4, rmsnorm_forward, rmsnorm_forward_w16,
+    rmsnorm_dgamma_reduce_all, rmsnorm_dgamma_reduce4, rmsnorm_forward, rmsnorm_forward_w16,
 };
 use kernels::{Error, Gpu, GpuOptions, f16};
 use rand::Rng;
@@ -540,6 +540,52 @@ fn dgamma_reduce4_is_four_reduces() {
     // 4 × 3 workgroups where a dimension takes at most 4: the 2-D grid.
     let Some(gpu2d) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else { return };
     reduce4_case(&gpu2d, &gpu, &mut rng, 50, 24);
+}
+
+/// One `rmsnorm_dgamma_reduce_all` of `count` norms at strides with gaps: each norm against
+/// float64 and bit for bit against `rmsnorm_dgamma_reduce`; the gaps of both buffers NaN, never
+/// read into a sum nor written.
+fn reduce_all_case(kgpu: &Gpu, gpu: &Gpu, rng: &mut StdRng, rows: usize, d: usize, count: usize) {
+    let n = blocks(rows) * d;
+    let (pstride, gstride) = (n + 5, d + 3);
+    let parts: Vec<Vec<f32>> = (0..count).map(|_| uniform(rng, n, -1.0, 1.0)).collect();
+    let dg0: Vec<Vec<f32>> = (0..count).map(|_| uniform(rng, d, -1.0, 1.0)).collect();
+    let mut pall = vec![f32::NAN; count * pstride];
+    let mut gall = vec![f32::NAN; count * gstride];
+    for t in 0..count {
+        pall[t * pstride..t * pstride + n].copy_from_slice(&parts[t]);
+        gall[t * gstride..t * gstride + d].copy_from_slice(&dg0[t]);
+    }
+    let pb = kgpu.upload(&pall).unwrap();
+    let mut gb = kgpu.upload(&gall).unwrap();
+    let p = rmsnorm_dgamma_reduce_all::Params::new(rows as u32, d as u32, count as u32, pstride as u32, gstride as u32);
+    rmsnorm_dgamma_reduce_all(kgpu, &pb, &mut gb, p).unwrap();
+    let got = gb.read(kgpu).unwrap();
+    for t in 0..count {
+        let what = format!("rmsnorm_dgamma_reduce_all rows={rows} d={d} norm {t} of {count}");
+        let row = &got[t * gstride..(t + 1) * gstride];
+        assert!(row[d..].iter().all(|v| v.is_nan()), "{what}: wrote between the norms");
+        let want: Vec<f64> = (0..d)
+            .map(|j| dg0[t][j] as f64 + (0..blocks(rows)).map(|b| parts[t][b * d + j] as f64).sum::<f64>())
+            .collect();
+        assert_close(&what, &row[..d], &want, 1e-5);
+        let one = gpu.upload(&parts[t]).unwrap();
+        let mut sep = gpu.upload(&dg0[t]).unwrap();
+        rmsnorm_dgamma_reduce(gpu, &one, &mut sep, rmsnorm_dgamma_reduce::Params::new(rows as u32, d as u32)).unwrap();
+        assert!(common::same_bits(&row[..d], &sep.read(gpu).unwrap()), "{what}: not rmsnorm_dgamma_reduce's bits");
+    }
+}
+
+#[test]
+fn dgamma_reduce_all_is_one_reduce_per_norm() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = rng("rmsnorm_dgamma_reduce_all");
+    for (rows, d, count) in [(3, 1, 1), (33, 64, 5), (70, 300, 3), (4096, 768, 25), (20_000, 5, 2)] {
+        reduce_all_case(&gpu, &gpu, &mut rng, rows, d, count);
+    }
+    // 3 norms × 3 workgroups where a dimension takes at most 4: the 2-D grid.
+    let Some(gpu2d) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(4)) else { return };
+    reduce_all_case(&gpu2d, &gpu, &mut rng, 50, 24, 3);
 }
 
 #[test]

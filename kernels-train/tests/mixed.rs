@@ -333,8 +333,8 @@ fn mixed_attention_runs_on_the_f16_kernels() {
     ]);
     assert_eq!(attention_kernels(&m, Precision::F32, Attention::Fast), f32_kernels);
     // Flash attention: one forward kernel and three backward dispatches (Δ, dK/dV, dQ) a layer;
-    // the f16 forward and backward pair are the tensor-core ones where `forward16` / `backward16`
-    // pick them.
+    // in mixed precision Δ's kernel also makes dO's f16 copy; the f16 forward and backward pair
+    // are the tensor-core ones where `forward16` / `backward16` pick them.
     let p16 = kernels::flash_attention::Params::new(1, 16, 4, 2, 8, 1.0);
     let rows = kernels::flash_attention::backward16_form(&gpu, &p16) == Flash16Form::TensorCores;
     let (dkdv16, dq16) = if rows {
@@ -347,7 +347,7 @@ fn mixed_attention_runs_on_the_f16_kernels() {
     } else {
         "attention::flash_forward16"
     };
-    let flash16 = s(&[(forward16, 2), ("backward_attention::attention_fast_delta", 2), (dkdv16, 2), (dq16, 2)]);
+    let flash16 = s(&[(forward16, 2), ("backward_attention::attention_delta_cast16", 2), (dkdv16, 2), (dq16, 2)]);
     assert_eq!(attention_kernels(&m, Precision::Mixed, Attention::Flash), flash16);
     let flash32 = s(&[
         ("attention::flash_forward", 2),

@@ -1,5 +1,6 @@
 //! Allocation: every buffer the model needs, sized once for batches of up to `batch` sequences.
 
+use super::arena::{Pages, Placement};
 use super::attention16::Attention16;
 use super::products::{Half, Kept, Plans, Prepared, Products, rows_cols, scratch_bound};
 use super::{Attention, B, Model, ModelOptions, Precision, StateRef, Tensors, fast_params};
@@ -115,15 +116,27 @@ pub(super) struct Scratch {
     /// the norms' backward) or instead of (dqkv, by RoPE's) the f32 values.
     pub dy16: Option<Dy16>,
     pub delta: B,
-    /// RMSNorm backward's partial dγ sums `[⌈rows / NORM_BLOCK⌉, dim]`, four norms' at a time
-    /// (reduced four a dispatch by `norm::rmsnorm_dgamma_reduce4`).
-    pub norm_partials: [B; 4],
+    /// RMSNorm backward's partial dγ sums `[⌈rows / NORM_BLOCK⌉, dim]` per norm.
+    pub norms: NormPartials,
     /// The embedding backward's slices (`kernels::embed::Scratch`).
     pub embed: kernels::embed::Scratch,
     pub fast_delta: Option<B>,
     /// Mixed precision on the f16 attention paths: dO's f16 copy and (the fast path's) dP/dS
     /// workspace.
     pub att16: Option<Attention16>,
+}
+
+/// Where the norms' backward kernels write their partial dγ sums.
+pub(super) enum NormPartials {
+    /// One buffer per norm, parts of one allocation `stride` floats apart (by the norm's index
+    /// in the fused order), all reduced by one dispatch at the end of the backward
+    /// (`norm::rmsnorm_dgamma_reduce_all`) into the run `run` of the gradient pages, which holds
+    /// the gains `gstride` floats apart.
+    All { whole: B, parts: Vec<Option<B>>, stride: usize, run: usize, gstride: usize },
+    /// Four buffers that the norms take in turn, reduced four at a time
+    /// (`norm::rmsnorm_dgamma_reduce4`): where the gains are not one run at one stride, or all
+    /// partials would not fit one binding.
+    Four([B; 4]),
 }
 
 /// Mixed precision's f16 output gradients (f16x4 rows), each with the loss scaler's overflow
@@ -151,8 +164,7 @@ pub(super) enum State {
 /// The optimizer's state and the gradient-norm reduction's buffers.
 pub(super) struct Optimizer {
     pub state: State,
-    /// Where each gradient's partial sums of squares start in `norm_partials`.
-    pub norm_offsets: Fused<u32>,
+    /// The gradient pages' partial sums of squares, page after page.
     pub norm_partials: B,
     pub norm_bad: Buffer<u32>,
     /// The global gradient norm, its clip factor and the non-finite flag.
@@ -337,16 +349,24 @@ impl Model {
         }
         let layout = fused::layout(cfg);
         let z = |n: usize| gpu.zeros::<f32>(n);
-        let up = |w: &Tensors| fused::fuse_with(cfg, w, |t| gpu.upload(t));
-        let params = up(weights)?;
-        let grads = layout.as_ref().try_map(|p| z(p.elements()))?;
+        let half = products == Products::Half;
+        // Every per-parameter kind in pages, each tensor a part (`arena`).
+        let placement = Placement::new(gpu, &layout, half);
+        let kind = |w: Option<&Tensors>| placement.allocate(gpu, &layout, w.map(|w| fused::fuse(cfg, w)).as_ref());
+        let params = kind(Some(weights))?;
+        let grads = kind(None)?;
+        let mut moments = None;
         let fresh8;
         let state = match (optimizer, state) {
-            (OptimizerKind::AdamW, Some(StateRef::AdamW(m, v))) => State::AdamW { m: up(m)?, v: up(v)? },
-            (OptimizerKind::AdamW, _) => State::AdamW {
-                m: layout.as_ref().try_map(|p| z(p.elements()))?,
-                v: layout.as_ref().try_map(|p| z(p.elements()))?,
-            },
+            (OptimizerKind::AdamW, given) => {
+                let (m, v) = match given {
+                    Some(StateRef::AdamW(m, v)) => (kind(Some(m))?, kind(Some(v))?),
+                    _ => (kind(None)?, kind(None)?),
+                };
+                let runs = placement.runs().unwrap_or(&[]);
+                moments = Some((m.runs(runs, 1)?, v.runs(runs, 1)?));
+                State::AdamW { m: m.parts, v: v.parts }
+            }
             (OptimizerKind::AdamW8bit, given) => {
                 let q = match given {
                     Some(StateRef::AdamW8bit(q)) => q,
@@ -368,7 +388,6 @@ impl Model {
         let (hq, kv) = (cfg.heads * cfg.head_dim(), cfg.kv_dim());
         let rows = batch * s;
         let probs_len = fast_params(cfg, batch, cfg.seq_len).probs_len();
-        let half = products == Products::Half;
         let kept = |cols: usize| Kept::zeros(gpu, half, rows, cols);
         let att16 = if (fast || flash) && half && Attention16::applies(gpu, cfg, batch, flash) {
             Some(Attention16::new(gpu, cfg, batch, fast)?)
@@ -439,9 +458,25 @@ impl Model {
                 None
             },
             delta: z(batch * cfg.heads * s)?,
-            norm_partials: {
+            norms: {
                 let n = rows.div_ceil(norm_block) * d;
-                [z(n)?, z(n)?, z(n)?, z(n)?]
+                let step = (gpu.storage_alignment() as usize).div_ceil(4);
+                let stride = n.next_multiple_of(step);
+                let gains: Vec<usize> =
+                    layout.iter().enumerate().filter(|(_, p)| !p.decays()).map(|(i, _)| i).collect();
+                let bytes = (gains.len() * stride * 4) as u64;
+                let report = gpu.report();
+                match placement.gains_run(&layout, d) {
+                    Some((run, gstride)) if bytes <= report.max_storage_binding.min(report.max_buffer_size) => {
+                        let whole = z(gains.len() * stride)?;
+                        let mut parts: Vec<Option<B>> = (0..layout.count()).map(|_| None).collect();
+                        for (t, &i) in gains.iter().enumerate() {
+                            parts[i] = Some(whole.part(t * stride..t * stride + n)?);
+                        }
+                        NormPartials::All { whole, parts, stride, run, gstride }
+                    }
+                    _ => NormPartials::Four([z(n)?, z(n)?, z(n)?, z(n)?]),
+                }
             },
             embed: kernels::embed::Scratch::new(
                 gpu,
@@ -450,32 +485,32 @@ impl Model {
             fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
             att16,
         };
-        // Each gradient's partial sums of squares, one per NORM_BLOCK elements, side by side.
+        // Each gradient page's partial sums of squares, one per NORM_BLOCK elements, side by side.
         let block = kernels::optimizer::NORM_BLOCK as usize;
-        let mut total = 0usize;
-        let norm_offsets = layout.as_ref().map(|p| {
-            let offset = total as u32;
-            total += p.elements().div_ceil(block);
-            offset
-        });
-        let opt = Optimizer {
-            state,
-            norm_offsets,
-            norm_partials: z(total.max(1))?,
-            norm_bad: gpu.zeros(total.max(1))?,
-            stats: z(4)?,
-        };
-        let (w16, half) = if half {
-            let w16 = layout.as_ref().try_map(|p| {
-                let (r, c) = rows_cols(&p.shape);
-                gpu.zeros::<F16x4>(f16x4_len(r, c))
-            })?;
+        let total: usize = placement.pages().iter().map(|n| n.div_ceil(block)).sum();
+        let opt =
+            Optimizer { state, norm_partials: z(total.max(1))?, norm_bad: gpu.zeros(total.max(1))?, stats: z(4)? };
+        let runs = placement.runs().unwrap_or(&[]);
+        let (w16, w16_runs, half) = if half {
+            let w16 = placement.allocate_f16(gpu, &layout)?;
             let half =
                 Half { flag: gpu.zeros(1)?, state: gpu.upload(&scaler.unwrap_or_default().to_gpu())?, growth_interval };
-            (Some(w16), Some(half))
+            let w16_runs = w16.runs(runs, 4)?;
+            (Some(w16.parts), w16_runs, Some(half))
         } else {
-            (None, None)
+            (None, Vec::new(), None)
         };
+        let (m, v) = moments.unwrap_or_default();
+        let pages = Pages {
+            params: params.runs(runs, 1)?,
+            grads: grads.runs(placement.all_runs(), 1)?,
+            grad_pages: grads.whole,
+            m,
+            v,
+            w16: w16_runs,
+            placement,
+        };
+        let (params, grads) = (params.parts, grads.parts);
         let mut model = Model {
             cfg: cfg.clone(),
             batch,
@@ -489,6 +524,7 @@ impl Model {
             layout,
             params,
             grads,
+            pages,
             opt,
             ids: gpu.zeros(rows)?,
             targets: gpu.zeros(rows)?,

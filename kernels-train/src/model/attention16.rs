@@ -8,8 +8,10 @@
 //! `flash_attention::forward` / `backward`). Each layer keeps Q, K (after RoPE) and V only as
 //! their f16 copies ([`super::alloc::Qkv::F16`]): RoPE writes all three from the fused
 //! projection's f32 rows (`rope::rope_qkv_f16`, the bits `cast::cast_f16x4` would make of
-//! `rope::rope_qkv`'s outputs); the backward reads the same copies and casts nothing for them. The upstream gradient dO is cast by `cast::cast_grad_f16x4`, which raises
-//! the loss scaler's overflow flag; so does a dS beyond f16's range
+//! `rope::rope_qkv`'s outputs); the backward reads the same copies and casts nothing for them.
+//! The upstream gradient dO is cast by `cast::cast_grad_f16x4` on the fast path and by the
+//! kernel that computes Δ on the flash path (`backward_attention::attention_delta_cast16`), both
+//! of which raise the loss scaler's overflow flag; so does a dS beyond f16's range
 //! (`backward_attention::attention_ds_f16`, or the flash backward itself). The softmax, lse, Δ
 //! and dS stay f32. The fast path's backward writes dP, then dS, into one more `[B, H, S, S]`
 //! workspace (shared by the layers; the P of each layer stays in its own); flash attention has
@@ -130,11 +132,8 @@ impl Attention16 {
         let h = half
             .as_mut()
             .ok_or_else(|| Error::Config("internal: f16 attention without mixed precision's buffers".into()))?;
-        let rows = p.batch * p.seq;
-        let cp = kernels::cast::cast_grad_f16x4::CastParams::new(rows, p.heads * p.head_dim);
-        kernels::cast::cast_grad_f16x4(b, d_o, &mut self.d_o, &mut h.flag, cp)?;
-        let d_o16 = &self.d_o;
-        let flag = &mut h.flag;
+        // dO's f16 copy and overflow check are made by the kernel that computes Δ.
+        let (d_o16, flag) = (&mut self.d_o, &mut h.flag);
         flash_attention::backward16(b, q16, k16, v16, o, d_o, d_o16, lse, delta, flag, dq, dk, dv, p)?;
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! The backward pass: every parameter's gradient, accumulated (+=) into the gradient buffers.
 
+use super::alloc::NormPartials;
 use super::products::{Dy, Half, Kept, Operand, Plans, Prep, backward, preps};
 use super::{Attention, B, Model, fast_params};
 use crate::Error;
@@ -10,7 +11,7 @@ use kernels::backward_attention::{attention_backward_dkdv, attention_backward_dq
 use kernels::backward_ffn::{ffn_swiglu_backward_gu, ffn_swiglu_backward_gu_f16};
 use kernels::norm::{
     rmsnorm_backward, rmsnorm_backward_acc, rmsnorm_backward_acc_f16, rmsnorm_backward_f16, rmsnorm_dgamma_reduce,
-    rmsnorm_dgamma_reduce4,
+    rmsnorm_dgamma_reduce_all, rmsnorm_dgamma_reduce4,
 };
 use kernels::rope::{rope_qkv_backward, rope_qkv_backward_f16};
 
@@ -44,36 +45,66 @@ impl Linear<'_> {
     }
 }
 
-/// RMSNorm's dγ, four norms a dispatch (`norm::rmsnorm_dgamma_reduce4`): each norm's backward
-/// writes its partial sums into the next of the four `Scratch::norm_partials` ([`Dgamma::slot`]),
-/// and once all four hold a norm's they are reduced into those norms' gradients; the backward's
-/// last norms (fewer than four) are reduced one at a time (`rmsnorm_dgamma_reduce`, the same
-/// sums: the same bits).
+/// RMSNorm's dγ: each norm's backward writes its partial sums into [`Dgamma::partials`].
+/// With [`NormPartials::All`] every norm has its own, and one dispatch at the end of the
+/// backward reduces them all (`norm::rmsnorm_dgamma_reduce_all`); with [`NormPartials::Four`]
+/// the norms take four buffers in turn, reduced four a dispatch (`norm::rmsnorm_dgamma_reduce4`)
+/// and the backward's last norms (fewer than four) one at a time (`rmsnorm_dgamma_reduce`). The
+/// sums are the same in every case: the same bits.
 struct Dgamma {
-    /// The gradient of each norm whose partials wait, by its index in the fused order.
+    /// [`NormPartials::Four`]: the gradient of each norm whose partials wait, by its index in
+    /// the fused order.
     pending: Vec<usize>,
     rows: u32,
     d: u32,
 }
 
 impl Dgamma {
-    /// The partials buffer the next norm's backward writes.
-    fn slot(&self) -> usize {
-        self.pending.len()
+    /// The partials buffer the backward of the norm whose gain is tensor `i` (fused order) writes.
+    fn partials<'s>(&self, norms: &'s mut NormPartials, i: usize) -> Result<&'s mut B, Error> {
+        match norms {
+            NormPartials::All { parts, .. } => parts
+                .get_mut(i)
+                .and_then(Option::as_mut)
+                .ok_or_else(|| Error::Config(format!("internal: tensor {i} has no dγ partials"))),
+            NormPartials::Four(four) => Ok(&mut four[self.pending.len()]),
+        }
     }
 
-    /// Notes that the norm whose gradient is tensor `i` (fused order) wrote its partials into
-    /// [`Dgamma::slot`]; reduces the four waiting norms once there are four.
-    fn push(&mut self, b: &Batch<'_>, i: usize, parts: &[B; 4], g: &mut Fused<B>) -> Result<(), Error> {
+    /// Notes that the norm whose gradient is tensor `i` (fused order) wrote its partials; with
+    /// four buffers, reduces the four waiting norms once there are four.
+    fn push(&mut self, b: &Batch<'_>, i: usize, norms: &NormPartials, g: &mut Fused<B>) -> Result<(), Error> {
+        let NormPartials::Four(parts) = norms else { return Ok(()) };
         self.pending.push(i);
         if self.pending.len() == parts.len() {
-            self.flush(b, parts, g)?;
+            self.flush_four(b, parts, g)?;
         }
         Ok(())
     }
 
+    /// Reduces every norm's partials not yet reduced into its gradient (`gains`: the gradient
+    /// pages' runs).
+    fn finish(&mut self, b: &Batch<'_>, norms: &NormPartials, g: &mut Fused<B>, gains: &mut [B]) -> Result<(), Error> {
+        match norms {
+            NormPartials::Four(parts) => self.flush_four(b, parts, g),
+            &NormPartials::All { ref whole, stride, run, gstride, ref parts } => {
+                let count = parts.iter().flatten().count() as u32;
+                let dg = gains.get_mut(run).ok_or_else(|| Error::Config("internal: no run of the gains".into()))?;
+                let p = kernels::norm::rmsnorm_dgamma_reduce_all::Params::new(
+                    self.rows,
+                    self.d,
+                    count,
+                    stride as u32,
+                    gstride as u32,
+                );
+                rmsnorm_dgamma_reduce_all(b, whole, dg, p)?;
+                Ok(())
+            }
+        }
+    }
+
     /// Reduces the waiting norms' partials into their gradients.
-    fn flush(&mut self, b: &Batch<'_>, parts: &[B; 4], g: &mut Fused<B>) -> Result<(), Error> {
+    fn flush_four(&mut self, b: &Batch<'_>, parts: &[B; 4], g: &mut Fused<B>) -> Result<(), Error> {
         let mut all: Vec<Option<&mut B>> = g.iter_mut().map(Some).collect();
         let mut take = |i: usize| {
             all.get_mut(i)
@@ -111,7 +142,9 @@ impl Model {
     /// Records the backward pass of a full batch (after `record_forward` and `record_loss`),
     /// accumulating every parameter's gradient (+=).
     pub(super) fn record_backward(&mut self, b: &Batch<'_>, batch: usize) -> Result<(), Error> {
-        let Model { cfg: c, layout, params: p, grads: g, acts, s, ids, half, w16, halves, plans, attention, .. } = self;
+        let Model {
+            cfg: c, layout, params: p, grads: g, pages, acts, s, ids, half, w16, halves, plans, attention, ..
+        } = self;
         let pv = preps(p, w16.as_ref(), halves.as_ref());
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
         let (h, hkv, dh) = (c.heads as u32, c.kv_heads as u32, c.head_dim() as u32);
@@ -130,7 +163,7 @@ impl Model {
         let dl = acts.dlogits16.as_ref().map_or(Dy::F32(&acts.logits), Dy::F16);
         lin.backward(b, dl, e, acts.hf.operand(), &mut g.embedding, None, &mut s.ma)?;
         // Final norm: dx = ∂/∂x_final (in mixed precision with its f16 copy, W2's dY).
-        let (x, rr, parts) = (&acts.xf, &acts.rrms_f, &mut s.norm_partials[dgamma.slot()]);
+        let (x, rr, parts) = (&acts.xf, &acts.rrms_f, dgamma.partials(&mut s.norms, layout.final_norm.index)?);
         match s.dy16.as_mut() {
             None => rmsnorm_backward(b, x, &p.final_norm, rr, &s.ma, &mut s.dx, parts, nb)?,
             Some(d16) => {
@@ -139,7 +172,7 @@ impl Model {
                 rmsnorm_backward_f16(b, x, &p.final_norm, rr, &s.ma, &mut s.dx, parts, &mut d16.dx, fl, n16)?
             }
         }
-        dgamma.push(b, layout.final_norm.index, &s.norm_partials, g)?;
+        dgamma.push(b, layout.final_norm.index, &s.norms, g)?;
 
         for l in (0..c.layers).rev() {
             let (y, w, shape) = (&mut acts.layers[l], &p.layers[l], &layout.layers[l]);
@@ -163,7 +196,7 @@ impl Model {
             let w13 = (&w.w13, pw.w13, &shape.w13);
             lin.backward(b, s.dgu.dy(), w13, y.h2.operand(), &mut g.layers[l].w13, None, &mut s.mb)?;
             // dx += the norm's input gradient (the residual stream's two paths meet here).
-            let (x, rr, parts) = (&y.x_mid, &y.rrms2, &mut s.norm_partials[dgamma.slot()]);
+            let (x, rr, parts) = (&y.x_mid, &y.rrms2, dgamma.partials(&mut s.norms, shape.ffn_norm.index)?);
             match s.dy16.as_mut() {
                 None => rmsnorm_backward_acc(b, x, &w.ffn_norm, rr, &s.mb, &mut s.dx, parts, nba)?,
                 Some(d16) => {
@@ -172,7 +205,7 @@ impl Model {
                     rmsnorm_backward_acc_f16(b, x, &w.ffn_norm, rr, &s.mb, &mut s.dx, parts, &mut d16.dx, fl, n16)?
                 }
             }
-            dgamma.push(b, shape.ffn_norm.index, &s.norm_partials, g)?;
+            dgamma.push(b, shape.ffn_norm.index, &s.norms, g)?;
             // Attention: x_mid = x_in + att·Woᵀ.
             let att = y.att16.as_ref().map_or(Operand::F32(&y.att), Operand::F16);
             let wo = (&w.wo, pw.wo, &shape.wo);
@@ -229,7 +262,7 @@ impl Model {
             let wqkv = (&w.wqkv, pw.wqkv, &shape.wqkv);
             lin.backward(b, dqkv, wqkv, y.h1.operand(), &mut g.layers[l].wqkv, None, &mut s.ma)?;
             // The first layer's dx goes to the embedding only, in f32: no f16 copy.
-            let (x, rr, parts) = (&y.x_in, &y.rrms1, &mut s.norm_partials[dgamma.slot()]);
+            let (x, rr, parts) = (&y.x_in, &y.rrms1, dgamma.partials(&mut s.norms, shape.attn_norm.index)?);
             match s.dy16.as_mut() {
                 Some(d16) if l > 0 => {
                     let n16 = kernels::norm::rmsnorm_backward_acc_f16::Params::new(rows, d);
@@ -238,9 +271,9 @@ impl Model {
                 }
                 _ => rmsnorm_backward_acc(b, x, &w.attn_norm, rr, &s.ma, &mut s.dx, parts, nba)?,
             }
-            dgamma.push(b, shape.attn_norm.index, &s.norm_partials, g)?;
+            dgamma.push(b, shape.attn_norm.index, &s.norms, g)?;
         }
-        dgamma.flush(b, &s.norm_partials, g)?;
+        dgamma.finish(b, &s.norms, g, &mut pages.grads)?;
         let eb = kernels::embed::Params::new(rows, d, v);
         kernels::embed::backward(b, &s.dx, ids, &mut g.embedding, &mut s.embed, eb)?;
         Ok(())

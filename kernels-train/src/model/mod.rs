@@ -18,6 +18,7 @@
 //! returns host tensors uses the LLaMA layout of `params::layout`.
 
 mod alloc;
+mod arena;
 mod attention16;
 mod backward;
 mod forward;
@@ -197,8 +198,11 @@ pub struct Model {
     /// Names, shapes and kinds of the tensors below: the fused set (`params::fused`), which
     /// the methods that take or return host tensors convert from and to the LLaMA layout.
     layout: Fused<Param>,
+    /// Each tensor's weights and gradients: parts of `pages`' allocations (`arena`).
     params: Fused<B>,
     grads: Fused<B>,
+    /// The per-parameter allocations, as the update binds them.
+    pages: arena::Pages,
     opt: Optimizer,
     ids: Buffer<u32>,
     targets: Buffer<u32>,

@@ -2,33 +2,25 @@
 //! the gradients.
 
 use super::alloc::State;
+use super::arena::Pages;
 use super::products::rows_cols;
 use super::{B, Model};
 use crate::Error;
 use crate::config::TrainConfig;
 use kernels::Batch;
-use kernels::optimizer::{
-    adamw_8bit_update, adamw_update, adamw_update_absmax, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4,
-};
+use kernels::optimizer::{adamw_8bit_update, adamw_update, adamw_update_absmax, finalize_grad_stats, reduce_norm_sq};
 
 impl Model {
     /// Records global-norm clipping and AdamW for step `step` (0-based); zeroes the gradients.
     pub(super) fn record_update(&mut self, b: &Batch<'_>, t: &TrainConfig, step: u64) -> Result<(), Error> {
-        let Model { cfg, layout, params, grads, opt, half, w16, halves, .. } = self;
-        // The gradients' partial sums of squares, four tensors a dispatch (their partials are
-        // consecutive, as `reduce_norm_sq4` writes them); the rest one at a time.
-        let gs: Vec<&B> = grads.iter().collect();
-        let offsets: Vec<u32> = opt.norm_offsets.iter().copied().collect();
-        let mut four = gs.chunks_exact(4);
-        for (g, &offset) in four.by_ref().zip(offsets.iter().step_by(4)) {
-            let n = |k: usize| g[k].len() as u32;
-            let np = kernels::optimizer::reduce_norm_sq4::Params::new(n(0), n(1), n(2), n(3), offset);
-            reduce_norm_sq4(b, g[0], g[1], g[2], g[3], &mut opt.norm_partials, &mut opt.norm_bad, np)?;
-        }
-        let done = gs.len() - four.remainder().len();
-        for (gr, &offset) in four.remainder().iter().zip(&offsets[done..]) {
-            let np = kernels::optimizer::reduce_norm_sq::Params::new(gr.len() as u32, offset);
-            reduce_norm_sq(b, gr, &mut opt.norm_partials, &mut opt.norm_bad, np)?;
+        let Model { cfg, layout, params, grads, pages, opt, half, w16, halves, .. } = self;
+        // The gradients' partial sums of squares, one dispatch per page (the gaps between
+        // tensors hold zeros).
+        let mut offset = 0u32;
+        for g in &pages.grad_pages {
+            let np = kernels::optimizer::reduce_norm_sq::Params::new(g.len() as u32, offset);
+            reduce_norm_sq(b, g, &mut opt.norm_partials, &mut opt.norm_bad, np)?;
+            offset += g.len().div_ceil(kernels::optimizer::NORM_BLOCK as usize) as u32;
         }
         let count = opt.norm_partials.len() as u32;
         let fp = kernels::optimizer::finalize_grad_stats::Params::new(count, t.clip);
@@ -76,23 +68,29 @@ impl Model {
                 Error::Config(format!("mixed precision counts steps below 2^24; this is step {}", step + 1))
             })?;
             let (ln1, ln2) = ((t.beta1 as f64).ln() as f32, (t.beta2 as f64).ln() as f32);
+            let adam = |rows: usize, cols: usize, decays: bool| {
+                let wd = if decays { t.weight_decay } else { 0.0 };
+                let (rows, cols) = (rows as u32, cols as u32);
+                kernels::optimizer::adamw_mixed::AdamParams::new(
+                    rows, cols, lr, t.beta1, t.beta2, t.eps, wd, number, ln1, ln2,
+                )
+            };
+            if let Some(runs) = pages.placement.runs() {
+                // Each run as one row: its tensors' f16x4 rows are contiguous, and the gaps
+                // between them stay zero (zero weight, gradient and moments).
+                let Pages { params, grads, m, v, w16, .. } = pages;
+                let all =
+                    params.iter_mut().zip(grads.iter_mut()).zip(m.iter_mut()).zip(v.iter_mut()).zip(w16.iter_mut());
+                for (((((w, g), m), v), w16), run) in all.zip(runs) {
+                    let a = adam(1, run.range.len(), run.decays);
+                    kernels::optimizer::adamw_mixed(b, w, g, m, v, w16, &h.state, a)?;
+                }
+                return Ok(());
+            }
             let tensors = params.iter_mut().zip(grads.iter_mut()).zip(m.iter_mut()).zip(v.iter_mut());
             for (((((w, g), m), v), w16), p) in tensors.zip(w16.iter_mut()).zip(layout.iter()) {
-                let wd = if p.decays() { t.weight_decay } else { 0.0 };
                 let (rows, cols) = rows_cols(&p.shape);
-                let a = kernels::optimizer::adamw_mixed::AdamParams::new(
-                    rows as u32,
-                    cols as u32,
-                    lr,
-                    t.beta1,
-                    t.beta2,
-                    t.eps,
-                    wd,
-                    number,
-                    ln1,
-                    ln2,
-                );
-                kernels::optimizer::adamw_mixed(b, w, g, m, v, w16, &h.state, a)?;
+                kernels::optimizer::adamw_mixed(b, w, g, m, v, w16, &h.state, adam(rows, cols, p.decays()))?;
             }
             return Ok(());
         }
@@ -100,6 +98,19 @@ impl Model {
         // word (cleared first), and its halves for the next step's products are split by it.
         if let Some(h) = halves.as_mut() {
             h.clear(b)?;
+        }
+        let step_of = |decays: bool, n: usize| {
+            let wd = if decays { t.weight_decay } else { 0.0 };
+            kernels::optimizer::adamw_update::Params::new(n as u32, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2)
+        };
+        if let (None, Some(runs)) = (halves.as_ref(), pages.placement.runs()) {
+            // The SGEMM's f32 update: one dispatch per run.
+            let Pages { params, grads, m, v, .. } = pages;
+            let all = params.iter_mut().zip(grads.iter_mut()).zip(m.iter_mut()).zip(v.iter_mut());
+            for ((((w, g), m), v), run) in all.zip(runs) {
+                adamw_update(b, w, g, m, v, &opt.stats, step_of(run.decays, run.range.len()))?;
+            }
+            return Ok(());
         }
         let tensors = params.iter_mut().zip(grads.iter_mut()).zip(m.iter_mut()).zip(v.iter_mut());
         for (i, ((((w, g), m), v), p)) in tensors.zip(layout.iter()).enumerate() {
@@ -120,11 +131,7 @@ impl Model {
                     );
                     adamw_update_absmax(b, w, g, m, v, &opt.stats, &mut h.scales, a)?;
                 }
-                None => {
-                    let a =
-                        kernels::optimizer::adamw_update::Params::new(n, lr, t.beta1, t.beta2, t.eps, wd, bias1, bias2);
-                    adamw_update(b, w, g, m, v, &opt.stats, a)?;
-                }
+                None => adamw_update(b, w, g, m, v, &opt.stats, step_of(p.decays(), n as usize))?,
             }
         }
         if let Some(h) = halves {
