@@ -267,6 +267,46 @@ fn matmul_parts_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
     }
 }
 
+// --- KERNEL: matmul_parts_add4 ---
+// `matmul_parts_add` of up to four products in one dispatch, into one buffer `y` in which their
+// outputs lie apart (a layer's weight gradients, consecutive in the trainer's gradient
+// allocation). Segment t = `p.seg[t]` = (dst, len, parts, src): for i < len,
+// `y[dst + i] += parts[src] [i] + parts[src + len] [i] + …` over its `parts` parts in increasing
+// order (the same sum as `matmul_parts_add`: the same bits). Segments with 0 parts are skipped;
+// segments may not overlap; elements of `y` outside every segment are untouched.
+// Grid: one invocation per element of `y` up to `p.span` (the end of the last segment), 1-D.
+// @grid threads(p.span)
+// @requires len(y) >= p.span
+// @accumulates y
+struct Sums {
+    // (dst, len, parts, src) per segment.
+    seg: array<vec4<u32>, 4>,
+    span: u32,
+}
+@group(0) @binding(0) var<storage, read> parts: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: Sums;
+
+@compute @workgroup_size(WG)
+fn matmul_parts_add4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= p.span) {
+        return;
+    }
+    for (var t = 0u; t < 4u; t++) {
+        let s = p.seg[t];
+        if (s.z > 0u && i >= s.x && i - s.x < s.y) {
+            let e = i - s.x;
+            var sum = parts[s.w + e];
+            for (var q = 1u; q < s.z; q++) {
+                sum += parts[s.w + q * s.y + e];
+            }
+            y[i] = y[i] + sum;
+            return;
+        }
+    }
+}
+
 // --- KERNEL: matmul_w16 ---
 // Y = X · W with f16 weights. X [M, K] f32, W [K, N] f16, Y [M, N] f32, all row-major; weights
 // are widened to f32 on load, sums are f32. Needs SHADER_F16. Overwrites `y` (elements past

@@ -640,7 +640,8 @@ pub(crate) struct Entry {
 }
 
 /// The environment variable naming a tuning table file to use instead of the committed ones
-/// (what `benches/gemm.rs --tune --table PATH` wrote), for measuring a table before committing it.
+/// (what `benches/gemm.rs --tune --table PATH` wrote), for measuring a table before committing it,
+/// or for forcing block shapes and splits on any adapter (tests of the split paths).
 pub const TABLE_ENV: &str = "KERNELS_GEMM_TABLE";
 
 /// The committed tables: (adapter name fragment, text). The H100 takes the H200's: the same
@@ -717,17 +718,19 @@ pub fn table_line(gemm: &Gemm, config: &F16Config, parts: usize) -> String {
 
 /// The entry of the adapter's table for this product: same orientation, the nearest shape
 /// (by the log-distance of m, n, k), its split rescaled to this shape's block count. None
-/// without a table or on the portable variant (the tables are measured on tensor cores).
+/// without a table; the committed tables apply on tensor cores only (they are measured there),
+/// a table named by [`TABLE_ENV`] on any adapter.
 fn tuned(gpu: &Gpu, gemm: &Gemm) -> Option<(F16Config, usize)> {
-    if !crate::ops::on_tensor_cores(gpu, &crate::linear::gemm16::KERNEL) {
-        return None;
-    }
-    let name = &gpu.report().name;
-    // A table of one's own (a tuning run's output) in place of the committed ones.
+    // A table of one's own (a tuning run's output) in place of the committed ones, on any
+    // adapter (its block shapes must suit the variant that runs there).
     #[cfg(not(target_arch = "wasm32"))]
     if let Some(path) = std::env::var_os(TABLE_ENV) {
         return std::fs::read_to_string(path).ok().and_then(|text| nearest(&parse_table(&text), gemm));
     }
+    if !crate::ops::on_tensor_cores(gpu, &crate::linear::gemm16::KERNEL) {
+        return None;
+    }
+    let name = &gpu.report().name;
     let entries = TABLES.iter().find(|(key, _)| name.contains(key)).map(|(_, text)| parse_table(text))?;
     nearest(&entries, gemm)
 }
@@ -1080,24 +1083,8 @@ pub fn gemm(
     c: &mut Buffer<f32>,
     ws: &mut GemmWorkspace,
 ) -> Result<()> {
+    check_operands(plan, &a, &b)?;
     let g = plan.gemm;
-    let want = Gemm { epilogue: g.epilogue, precision: g.precision, ..Gemm::of(&a, &b)? };
-    if want != g {
-        return Err(Error::BadArguments {
-            kernel: "gemm".into(),
-            detail: format!("the operands make {want:?}, the plan is for {g:?}"),
-        });
-    }
-    for (mat, what) in [(&a, "A"), (&b, "B")] {
-        if mat.buffer_len() < mat.stored_len() {
-            return Err(len_error(what, mat.stored_len(), mat.buffer_len()));
-        }
-    }
-    if let Data::Split { scales, slot, .. } = b.data
-        && slot >= scales.len()
-    {
-        return Err(len_error("B's scale word's slot", slot + 1, scales.len()));
-    }
     let (m, n) = (g.m, g.n);
     if c.len() < m * n {
         return Err(len_error("C", m * n, c.len()));
@@ -1128,10 +1115,136 @@ pub fn gemm(
         return Ok(());
     }
     match plan.core {
-        Core::F16 { tensor_cores, config } => record_f16(rec, plan, tensor_cores, &config, a, b, residual, c, ws),
+        Core::F16 { tensor_cores, config } => {
+            record_f16(rec, plan, tensor_cores, &config, a, b, residual, F16Out::C { c, ws })
+        }
         Core::Split => record_split(rec, plan, a, b, residual, c, ws),
         Core::Simt => record_simt(rec, plan, a, b, residual, c, ws),
     }
+}
+
+/// The operands against the plan: the product they make and their buffers' lengths.
+fn check_operands(plan: &GemmPlan, a: &Mat<'_>, b: &Mat<'_>) -> Result<()> {
+    let g = plan.gemm;
+    let want = Gemm { epilogue: g.epilogue, precision: g.precision, ..Gemm::of(a, b)? };
+    if want != g {
+        return Err(Error::BadArguments {
+            kernel: "gemm".into(),
+            detail: format!("the operands make {want:?}, the plan is for {g:?}"),
+        });
+    }
+    for (mat, what) in [(a, "A"), (b, "B")] {
+        if mat.buffer_len() < mat.stored_len() {
+            return Err(len_error(what, mat.stored_len(), mat.buffer_len()));
+        }
+    }
+    if let Data::Split { scales, slot, .. } = b.data
+        && slot >= scales.len()
+    {
+        return Err(len_error("B's scale word's slot", slot + 1, scales.len()));
+    }
+    Ok(())
+}
+
+/// Where one product's contraction parts lie, for [`add_parts`]: `parts` parts of `len`
+/// elements each, from element `src` of the parts buffer, to be added into elements
+/// `dst .. dst + len` of the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartsSum {
+    /// The first output element.
+    pub dst: usize,
+    /// Elements of the output (the product's m·n).
+    pub len: usize,
+    /// Parts (the plan's [`GemmPlan::parts`]).
+    pub parts: usize,
+    /// Where the first part starts in the parts buffer.
+    pub src: usize,
+}
+
+impl GemmPlan {
+    /// Whether the product can leave its contraction's parts for [`add_parts`]
+    /// ([`gemm_parts`]): the f16 core, split into parts, accumulating into C.
+    pub fn defers_parts(&self) -> bool {
+        matches!(self.core, Core::F16 { .. }) && self.parts > 1 && self.gemm.epilogue == Epilogue::Accumulate
+    }
+}
+
+/// Records the product of a plan that [`GemmPlan::defers_parts`] with its contraction's parts
+/// written into `parts` (`[parts, m·n]`, overwritten: the plan's [`GemmPlan::scratch_len`]
+/// floats) instead of added into C: one dispatch. [`add_parts`] adds them, with up to three other
+/// products', in one more; together they give the bits [`gemm`] gives.
+pub fn gemm_parts(
+    rec: impl Record + Copy,
+    plan: &GemmPlan,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    parts: &mut Buffer<f32>,
+) -> Result<()> {
+    let Core::F16 { tensor_cores, config } = plan.core else {
+        return Err(Error::BadArguments { kernel: "gemm_parts".into(), detail: "a product off the f16 core".into() });
+    };
+    if !plan.defers_parts() {
+        return Err(Error::BadArguments {
+            kernel: "gemm_parts".into(),
+            detail: format!(
+                "a plan of {} parts with {:?} (it takes a split that accumulates)",
+                plan.parts, plan.gemm.epilogue
+            ),
+        });
+    }
+    check_operands(plan, &a, &b)?;
+    if parts.len() < plan.scratch {
+        return Err(len_error("the parts", plan.scratch, parts.len()));
+    }
+    record_f16(rec, plan, tensor_cores, &config, a, b, None, F16Out::Parts(parts))
+}
+
+/// Adds the parts of up to four products (each left by [`gemm_parts`]; `sums` says where) into
+/// `c` in one dispatch (`linear::matmul_parts_add4`): `c[s.dst + i] += Σ_p parts[s.src + p·s.len
+/// + i]` for each `s`, i < s.len, the parts in increasing order. The outputs may not overlap and
+/// must lie inside `c`, the parts inside `parts`; elements of `c` outside them are untouched.
+pub fn add_parts(rec: impl Record + Copy, parts: &Buffer<f32>, sums: &[PartsSum], c: &mut Buffer<f32>) -> Result<()> {
+    use crate::linear::matmul_parts_add4;
+    if sums.len() > 4 {
+        return Err(Error::BadArguments {
+            kernel: "add_parts".into(),
+            detail: format!("{} products; one dispatch adds at most 4", sums.len()),
+        });
+    }
+    let mut seg = [[0u32; 4]; 4];
+    let mut span = 0usize;
+    for (i, s) in sums.iter().enumerate() {
+        let end = s.dst.checked_add(s.len).filter(|&e| e <= c.len());
+        let src_end = s.len.checked_mul(s.parts).and_then(|n| n.checked_add(s.src)).filter(|&e| e <= parts.len());
+        let (Some(end), Some(_)) = (end, src_end) else {
+            return Err(Error::LengthMismatch {
+                detail: format!(
+                    "add_parts: {s:?} reaches past the output ({} elements) or the parts ({})",
+                    c.len(),
+                    parts.len()
+                ),
+            });
+        };
+        if sums[..i].iter().any(|o| o.dst < end && s.dst < o.dst + o.len) {
+            return Err(Error::BadArguments {
+                kernel: "add_parts".into(),
+                detail: format!("{s:?} overlaps another output"),
+            });
+        }
+        seg[i] = [u32_of(s.dst, "dst")?, u32_of(s.len, "len")?, u32_of(s.parts, "parts")?, u32_of(s.src, "src")?];
+        span = span.max(end);
+    }
+    if span == 0 {
+        return Ok(());
+    }
+    matmul_parts_add4(rec, parts, c, matmul_parts_add4::Sums::new(seg, u32_of(span, "span")?))
+}
+
+/// Where the f16 core's product goes: C (through the workspace's scratch where it is split), or,
+/// for [`gemm_parts`], its parts left in a buffer.
+enum F16Out<'a> {
+    C { c: &'a mut Buffer<f32>, ws: &'a mut GemmWorkspace },
+    Parts(&'a mut Buffer<f32>),
 }
 
 fn f16_of<'a>(mat: &Mat<'a>) -> Result<&'a Buffer<F16x4>> {
@@ -1165,8 +1278,7 @@ fn record_f16(
     a: Mat<'_>,
     b: Mat<'_>,
     residual: Option<&Buffer<f32>>,
-    c: &mut Buffer<f32>,
-    ws: &mut GemmWorkspace,
+    out: F16Out<'_>,
 ) -> Result<()> {
     use crate::linear::{gemm16, gemm16_residual, matmul_parts_add};
     let g = plan.gemm;
@@ -1199,6 +1311,10 @@ fn record_f16(
             }
         };
     }
+    let (c, ws) = match out {
+        F16Out::C { c, ws } => (c, ws),
+        F16Out::Parts(parts) => return gemm16(rec, pa, pb, parts, p, overrides!(gemm16, G_ACC: Some(false))),
+    };
     match (g.epilogue, residual) {
         (Epilogue::Residual, Some(r)) => gemm16_residual(
             rec,

@@ -232,6 +232,74 @@ fn f16_block_shapes_and_splits_match_float64() {
 }
 
 #[test]
+fn deferred_parts_add_to_the_bits_of_the_whole_product() {
+    // Three split weight-gradient products (dW += Aᵀ·B) leave their parts in one buffer
+    // (`gemm_parts`) and one dispatch adds them into one output holding the three results apart
+    // (`add_parts`): the bits `gemm` gives for each, the gaps between them untouched.
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let mut rng = rng("gemm_deferred_parts");
+    let config = F16Config::default_for(tensor_cores(&gpu));
+    let shapes = [(40, 24, 300, 2), (16, 33, 257, 3), (64, 64, 256, 4)];
+    let mut sums = Vec::new();
+    let (mut dst, mut src) = (5usize, 0usize);
+    let mut cases = Vec::new();
+    for &(m, n, k, parts) in &shapes {
+        let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).a_t(true).epilogue(Epilogue::Accumulate);
+        let plan = g.plan_with(&gpu, config, parts).unwrap();
+        assert!(plan.defers_parts(), "{}", plan.describe());
+        sums.push(gemm::PartsSum { dst, len: m * n, parts: plan.parts(), src });
+        dst += m * n + 3;
+        // The next product's parts start on the binding alignment.
+        src = (src + plan.scratch_len()).next_multiple_of(gpu.storage_alignment() as usize / 4);
+        let a = Operand::new(&gpu, &mut rng, k, m, Elem::F16);
+        let b = Operand::new(&gpu, &mut rng, k, n, Elem::F16);
+        cases.push((plan, a, b));
+    }
+    let init: Vec<f32> = (0..dst)
+        .map(|i| if sums.iter().any(|s| (s.dst..s.dst + s.len).contains(&i)) { (i % 7) as f32 - 3.0 } else { f32::NAN })
+        .collect();
+    let mut c = gpu.upload(&init).unwrap();
+    let mut parts = gpu.filled(src, f32::NAN).unwrap();
+    let batch = gpu.batch();
+    for ((plan, a, b), s) in cases.iter().zip(&sums) {
+        // Each product's parts bound from its own start.
+        let mut at = parts.part(s.src..s.src + plan.scratch_len()).unwrap();
+        gemm::gemm_parts(&batch, plan, a.mat(true), b.mat(false), &mut at).unwrap();
+    }
+    gemm::add_parts(&batch, &parts, &sums, &mut c).unwrap();
+    assert_eq!(batch.dispatches(), shapes.len() + 1);
+    batch.submit().unwrap();
+    let got = c.read(&gpu).unwrap();
+    for ((plan, a, b), s) in cases.iter().zip(&sums) {
+        let mut whole = gpu.upload(&init[s.dst..s.dst + s.len]).unwrap();
+        let mut ws = GemmWorkspace::new(&gpu, &[plan]).unwrap();
+        gemm::gemm(&gpu, plan, a.mat(true), b.mat(false), None, &mut whole, &mut ws).unwrap();
+        let want = whole.read(&gpu).unwrap();
+        assert!(common::same_bits(&got[s.dst..s.dst + s.len], &want), "{s:?}: not the whole product's bits");
+        assert!(want.iter().zip(&init[s.dst..]).any(|(x, y)| x != y), "{s:?}: the product added nothing");
+    }
+    for (i, v) in got.iter().enumerate() {
+        if !sums.iter().any(|s| (s.dst..s.dst + s.len).contains(&i)) {
+            assert!(v.is_nan(), "element {i} between the outputs was written");
+        }
+    }
+    // Misuse: overlapping outputs, a range past the parts, more than four, a plan that does not split.
+    let bad =
+        [gemm::PartsSum { dst: 0, len: 10, parts: 1, src: 0 }, gemm::PartsSum { dst: 9, len: 2, parts: 1, src: 0 }];
+    assert!(gemm::add_parts(&gpu, &parts, &bad, &mut c).is_err());
+    let past = [gemm::PartsSum { dst: 0, len: 10, parts: 2, src: parts.len() - 15 }];
+    assert!(gemm::add_parts(&gpu, &parts, &past, &mut c).is_err());
+    assert!(gemm::add_parts(&gpu, &parts, &[sums[0]; 5], &mut c).is_err());
+    let whole = Gemm::new(8, 8, 8).elems(Elem::F16, Elem::F16).a_t(true).epilogue(Epilogue::Accumulate);
+    let plan = whole.plan_with(&gpu, config, 1).unwrap();
+    let (a, b) = (Operand::new(&gpu, &mut rng, 8, 8, Elem::F16), Operand::new(&gpu, &mut rng, 8, 8, Elem::F16));
+    assert!(gemm::gemm_parts(&gpu, &plan, a.mat(true), b.mat(false), &mut parts).is_err());
+}
+
+#[test]
 fn f32_products_match_float64() {
     let Some(gpu) = gpu() else { return };
     let mut rng = rng("gemm_f32");

@@ -2,7 +2,7 @@
 
 use super::arena::{Pages, Placement};
 use super::attention16::Attention16;
-use super::products::{Half, Kept, Plans, Prepared, Products, rows_cols, scratch_bound};
+use super::products::{Deferral, Half, Kept, Plans, Prepared, Products, rows_cols, scratch_bound};
 use super::{Attention, B, Model, ModelOptions, Precision, StateRef, Tensors, fast_params};
 use crate::Error;
 use crate::config::ModelConfig;
@@ -118,12 +118,79 @@ pub(super) struct Scratch {
     pub delta: B,
     /// RMSNorm backward's partial dγ sums `[⌈rows / NORM_BLOCK⌉, dim]` per norm.
     pub norms: NormPartials,
+    /// The layers' split weight gradients' sums, one dispatch a layer, where the products split.
+    pub layer_sums: Option<LayerSums>,
     /// The embedding backward's slices (`kernels::embed::Scratch`).
     pub embed: kernels::embed::Scratch,
     pub fast_delta: Option<B>,
     /// Mixed precision on the f16 attention paths: dO's f16 copy and (the fast path's) dP/dS
     /// workspace.
     pub att16: Option<Attention16>,
+}
+
+/// Mixed precision where the products split weight gradients into parts: each layer's sums of
+/// them in one dispatch (`products::Deferral`) into the layer's part of the gradient pages.
+pub(super) struct LayerSums {
+    pub deferral: Deferral,
+    /// Per layer: the part of the gradient pages that spans its weight matrices, and each
+    /// matrix's (fused index, start in that part).
+    layers: Vec<(B, Vec<(usize, usize)>)>,
+}
+
+impl LayerSums {
+    /// Where tensor `index` (fused order) of layer `l` starts in the layer's part, if it is one of
+    /// its matrices.
+    pub fn dst(&self, l: usize, index: usize) -> Option<usize> {
+        self.layers.get(l)?.1.iter().find(|&&(i, _)| i == index).map(|&(_, dst)| dst)
+    }
+
+    /// Adds layer `l`'s waiting parts into its gradients.
+    pub fn add(&mut self, b: &kernels::Batch<'_>, l: usize) -> Result<(), Error> {
+        let (grads, _) =
+            self.layers.get_mut(l).ok_or_else(|| Error::Config(format!("internal: no gradient span for layer {l}")))?;
+        self.deferral.add(b, grads)
+    }
+
+    /// The sums when every layer's matrices lie in one page (and the products split any).
+    fn new(
+        gpu: &Gpu,
+        plans: &Plans,
+        rows: usize,
+        layout: &Fused<crate::params::Param>,
+        placement: &Placement,
+        grad_pages: &[B],
+    ) -> Result<Option<LayerSums>, Error> {
+        let align = (gpu.storage_alignment() as usize).div_ceil(4);
+        let Some(first) = layout.layers.first() else { return Ok(None) };
+        let matrices = |l: &crate::params::fused::FusedLayer<crate::params::Param>| -> Vec<(usize, usize, usize)> {
+            [&l.wqkv, &l.wo, &l.w13, &l.w2]
+                .iter()
+                .filter_map(|p| match p.shape[..] {
+                    [out, inp] => Some((p.index, out, inp)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let shapes: Vec<(usize, usize)> = matrices(first).iter().map(|&(_, o, i)| (o, i)).collect();
+        let len = plans.deferred_len(gpu, rows, &shapes, align)?;
+        let r = gpu.report();
+        if len == 0 || (len * 4) as u64 > r.max_storage_binding.min(r.max_buffer_size) {
+            return Ok(None);
+        }
+        let mut layers = Vec::new();
+        for l in &layout.layers {
+            let m = matrices(l);
+            let pages: Vec<usize> = m.iter().map(|&(i, _, _)| placement.at(i).0).collect();
+            if pages.iter().any(|&p| p != pages[0]) {
+                return Ok(None);
+            }
+            let start = m.iter().map(|&(i, _, _)| placement.at(i).1).min().unwrap_or(0);
+            let end = m.iter().map(|&(i, o, n)| placement.at(i).1 + o * n).max().unwrap_or(0);
+            let span = grad_pages[pages[0]].part(start..end)?;
+            layers.push((span, m.iter().map(|&(i, _, _)| (i, placement.at(i).1 - start)).collect()));
+        }
+        Ok(Some(LayerSums { deferral: Deferral::new(gpu.zeros(len)?, align), layers }))
+    }
 }
 
 /// Where the norms' backward kernels write their partial dγ sums.
@@ -136,7 +203,7 @@ pub(super) enum NormPartials {
     /// Four buffers that the norms take in turn, reduced four at a time
     /// (`norm::rmsnorm_dgamma_reduce4`): where the gains are not one run at one stride, or all
     /// partials would not fit one binding.
-    Four([B; 4]),
+    Four(Box<[B; 4]>),
 }
 
 /// Mixed precision's f16 output gradients (f16x4 rows), each with the loss scaler's overflow
@@ -475,9 +542,10 @@ impl Model {
                         }
                         NormPartials::All { whole, parts, stride, run, gstride }
                     }
-                    _ => NormPartials::Four([z(n)?, z(n)?, z(n)?, z(n)?]),
+                    _ => NormPartials::Four(Box::new([z(n)?, z(n)?, z(n)?, z(n)?])),
                 }
             },
+            layer_sums: if half { LayerSums::new(gpu, &plans, rows, &layout, &placement, &grads.whole)? } else { None },
             embed: kernels::embed::Scratch::new(
                 gpu,
                 kernels::embed::Params::new(rows as u32, d as u32, cfg.vocab as u32),

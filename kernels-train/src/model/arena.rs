@@ -90,6 +90,11 @@ impl Placement {
         self.flat.then_some(&self.runs[..])
     }
 
+    /// Where tensor `i` (fused order) lies: its page and its start in f32 elements.
+    pub fn at(&self, i: usize) -> (usize, usize) {
+        self.at[i]
+    }
+
     /// Every run, whether or not the update may use them ([`Placement::runs`]).
     pub fn all_runs(&self) -> &[Run] {
         &self.runs

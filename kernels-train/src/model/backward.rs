@@ -1,6 +1,6 @@
 //! The backward pass: every parameter's gradient, accumulated (+=) into the gradient buffers.
 
-use super::alloc::NormPartials;
+use super::alloc::{LayerSums, NormPartials};
 use super::products::{Dy, Half, Kept, Operand, Plans, Prep, backward, preps};
 use super::{Attention, B, Model, fast_params};
 use crate::Error;
@@ -21,6 +21,10 @@ struct Linear<'a> {
     plans: &'a Plans,
     half: &'a mut Option<Half>,
     rows: usize,
+    /// Where the layers' split weight gradients wait for one sum a layer, and the layer being
+    /// recorded (`None`: the head, summed on its own).
+    defer: Option<&'a mut LayerSums>,
+    layer: Option<usize>,
 }
 
 impl Linear<'_> {
@@ -41,7 +45,20 @@ impl Linear<'_> {
             return Err(Error::Config(format!("`{}` is not a matrix: no linear backward", shape.name)));
         };
         let dims = (self.rows, out, inp);
-        backward(b, self.plans, dy, w, prep, x, dw, residual, dx, dims)
+        // A layer's weight gradient whose parts wait for the layer's one sum, where it has one.
+        let defer = match (self.defer.as_deref_mut(), self.layer) {
+            (Some(d), Some(l)) => d.dst(l, shape.index).map(|dst| (&mut d.deferral, dst)),
+            _ => None,
+        };
+        backward(b, self.plans, dy, w, prep, x, dw, residual, dx, dims, defer)
+    }
+
+    /// Adds the deferred weight gradients of layer `l` into its part of the gradient pages.
+    fn finish_layer(&mut self, b: &Batch<'_>, l: usize) -> Result<(), Error> {
+        if let Some(d) = self.defer.as_deref_mut() {
+            d.add(b, l)?;
+        }
+        Ok(())
     }
 }
 
@@ -156,7 +173,7 @@ impl Model {
         let nba = kernels::norm::rmsnorm_backward_acc::Params::new(rows, d);
         let mut dgamma = Dgamma { pending: Vec::new(), rows, d };
 
-        let mut lin = Linear { plans, half, rows: rows as usize };
+        let mut lin = Linear { plans, half, rows: rows as usize, defer: s.layer_sums.as_mut(), layer: None };
         // Head (tied to the embedding): dhf = dlogits·E, dE += dlogitsᵀ·hf. Mixed precision:
         // dlogits arrive in f16, times the loss scale (undone by the optimizer), from the loss.
         let e = (&p.embedding, pv.embedding, &layout.embedding);
@@ -176,6 +193,7 @@ impl Model {
 
         for l in (0..c.layers).rev() {
             let (y, w, shape) = (&mut acts.layers[l], &p.layers[l], &layout.layers[l]);
+            lin.layer = Some(l);
             let pw = &pv.layers[l];
             // Mixed precision: each output gradient in f16 from the kernel that makes it (dx's
             // copy beside it).
@@ -261,6 +279,7 @@ impl Model {
             };
             let wqkv = (&w.wqkv, pw.wqkv, &shape.wqkv);
             lin.backward(b, dqkv, wqkv, y.h1.operand(), &mut g.layers[l].wqkv, None, &mut s.ma)?;
+            lin.finish_layer(b, l)?;
             // The first layer's dx goes to the embedding only, in f32: no f16 copy.
             let (x, rr, parts) = (&y.x_in, &y.rrms1, dgamma.partials(&mut s.norms, shape.attn_norm.index)?);
             match s.dy16.as_mut() {

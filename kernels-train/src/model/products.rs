@@ -93,12 +93,91 @@ impl Plans {
         Ok(())
     }
 
+    /// Records the weight gradient `c += a·bm` (`a` transposed): where its plan splits the
+    /// contraction and `defer` is given, the parts go to `defer`'s buffer and its sum is left
+    /// for [`Deferral::add`] (at `dst` of the layer's gradients); otherwise as [`Plans::run`].
+    fn run_weight_grad(
+        &self,
+        b: &Batch<'_>,
+        (a, bm): (Mat<'_>, Mat<'_>),
+        c: &mut B,
+        defer: Option<(&mut Deferral, usize)>,
+    ) -> Result<(), Error> {
+        let g = Gemm::of(&a, &bm)?.epilogue(Epilogue::Accumulate).precision(self.precision());
+        let plan = self.plan(b.gpu(), g)?;
+        match defer {
+            Some((d, dst)) if plan.defers_parts() => d.record(b, &plan, (a, bm), dst),
+            _ => self.run(b, (a, bm), Epilogue::Accumulate, None, c),
+        }
+    }
+
+    /// Floats a layer's [`Deferral`] needs for the weight gradients of the `[out, in]` weights
+    /// `shapes` over `rows` tokens (0 when none of their plans defers its parts), each product's
+    /// parts starting on the binding alignment (`align` floats).
+    pub fn deferred_len(
+        &self,
+        gpu: &Gpu,
+        rows: usize,
+        shapes: &[(usize, usize)],
+        align: usize,
+    ) -> Result<usize, Error> {
+        let mut total = 0;
+        for &(out, inp) in shapes {
+            let g = Gemm::new(out, inp, rows).elems(Elem::F16, Elem::F16).a_t(true).epilogue(Epilogue::Accumulate);
+            let plan = self.plan(gpu, g.precision(self.precision()))?;
+            if self.mode == Products::Half && plan.defers_parts() {
+                total += plan.scratch_len().next_multiple_of(align);
+            }
+        }
+        Ok(total)
+    }
+
     fn precision(&self) -> Precision {
         match self.mode {
             Products::Sgemm => Precision::F32Simt,
             Products::Split => Precision::F32,
             Products::Half => Precision::F16,
         }
+    }
+}
+
+/// A layer's split weight gradients, their parts summed by one dispatch
+/// (`kernels::gemm::add_parts`) instead of one each: each product leaves its parts in `parts`
+/// ([`Plans::run_weight_grad`]) and [`Deferral::add`] adds them all into `grads`, the part of the
+/// gradient pages that holds the layer's weight matrices.
+pub(super) struct Deferral {
+    pub parts: B,
+    /// The floats one product's parts start on (the binding alignment).
+    pub align: usize,
+    /// Where the next product's parts start.
+    next: usize,
+    sums: Vec<kernels::gemm::PartsSum>,
+}
+
+impl Deferral {
+    pub fn new(parts: B, align: usize) -> Deferral {
+        Deferral { parts, align, next: 0, sums: Vec::new() }
+    }
+
+    fn record(&mut self, b: &Batch<'_>, plan: &GemmPlan, (a, bm): (Mat<'_>, Mat<'_>), dst: usize) -> Result<(), Error> {
+        let (src, len) = (self.next, plan.scratch_len());
+        let mut at = self.parts.part(src..src + len)?;
+        gemm::gemm_parts(b, plan, a, bm, &mut at)?;
+        let g = plan.gemm();
+        self.sums.push(kernels::gemm::PartsSum { dst, len: g.m * g.n, parts: plan.parts(), src });
+        self.next = (src + len).next_multiple_of(self.align);
+        Ok(())
+    }
+
+    /// Adds the parts recorded since the last call into `grads` (one dispatch; none when no
+    /// product deferred).
+    pub fn add(&mut self, b: &Batch<'_>, grads: &mut B) -> Result<(), Error> {
+        if !self.sums.is_empty() {
+            gemm::add_parts(b, &self.parts, &self.sums, grads)?;
+        }
+        self.sums.clear();
+        self.next = 0;
+        Ok(())
     }
 }
 
@@ -386,6 +465,7 @@ pub(super) fn backward(
     residual: Option<&B>,
     dx: &mut B,
     (rows, out, inp): (usize, usize, usize),
+    defer: Option<(&mut Deferral, usize)>,
 ) -> Result<(), Error> {
     let e = if residual.is_some() { Epilogue::Residual } else { Epilogue::Store };
     match (x, dy) {
@@ -404,7 +484,7 @@ pub(super) fn backward(
             let wb = weight(&Operand::F16(x), w, prep, (out, inp))?;
             plans.run(b, (Mat::f16(dy16, rows, out), wb), e, residual, dx)?;
             let (dyt, xs) = (Mat::f16(dy16, rows, out).t(), Mat::f16(x, rows, inp));
-            plans.run(b, (dyt, xs), Epilogue::Accumulate, None, dw)?;
+            plans.run_weight_grad(b, (dyt, xs), dw, defer)?;
         }
     }
     Ok(())
