@@ -14,60 +14,37 @@ use kernels_train::params;
 
 /// Upper bounds of the step's dispatches on the adapter CI runs (lavapipe: no tensor cores, so
 /// the f32 products are the SIMT ones and the f16 products unsplit), f32 and mixed precision:
-/// the counts measured there, so any dispatch a change adds to the step shows up here. The model
-/// keeps Wq, Wk, Wv as one weight and W1, W3 as another (`params::fused`), so a layer has four
-/// weight matrices, each one forward product, one input gradient and one weight gradient (the
-/// SIMT weight gradients split into parts and add them in one more dispatch). Of the f32 step's
-/// 497, the update takes 95: the gradient norm 21 (74 tensors, four a dispatch: 18 + 2, then the
-/// stats) and AdamW one per tensor (74); the forward, the loss and the backward the rest, the
-/// RMSNorm dγ reduces among them four norms a dispatch (`norm::rmsnorm_dgamma_reduce4`: 25
-/// norms in 6 + 1, where one a norm would take 25). The mixed step takes flash attention
-/// (`AUTO_ORDER_MIXED`): five dispatches a layer fewer than the fast path's attention; its loss
-/// head is one kernel (`loss::cross_entropy_f16`); of its casts, one a layer remains (dO's
-/// gradient cast): the others are written in f16 by the kernels that make the values
-/// (attention's output by the flash forward; Q, K, V by RoPE from the fused projection,
-/// `rope::rope_qkv_f16`, and the fused projection's gradient by RoPE's backward from dq, dk, dv,
-/// `rope::rope_qkv_backward_f16`).
-const MAX_F32: usize = 497;
-const MAX_MIXED: usize = 413;
+/// the counts measured there, so any dispatch a change adds to the step shows up here.
+///
+/// What a step records, per layer: four weight matrices (Wq, Wk, Wv stacked as one, W1 and W3
+/// as another: `params::fused`), each one forward product, one input gradient and one weight
+/// gradient (12); two RMSNorms forward and two backward; SwiGLU forward and backward; RoPE
+/// forward and backward (each writing Q, K, V or the fused dqkv directly, in f16 in mixed
+/// precision); attention (flash: forward, Δ with dO's f16 copy, dK/dV, dQ). Once a step: the
+/// embedding, the final norm, the tied head, the loss, the embedding backward (slices and their
+/// reduce), every norm's dγ in one dispatch (`norm::rmsnorm_dgamma_reduce_all`), the gradient
+/// norm (one dispatch per page of the gradients: `model::arena`) and its stats, and AdamW (one
+/// dispatch per run of tensors of one weight decay: two on one page). The SIMT f32 weight
+/// gradients split into parts and add them in one more dispatch each.
+const MAX_F32: usize = 404;
+const MAX_MIXED: usize = 308;
 
-/// The same bounds where tensor cores run the products: the f32 products go through the scaled
-/// split, and the f16 weight gradients split into parts by the adapter's tuning table add their
-/// sums. The f32 products split their activations per product (A's scale word, max and split;
-/// both operands for the weight gradients) and read each weight's halves, made once a step
-/// after the update: one clear of the scale words, each matrix's AdamW folding its maximum in,
-/// and one split per matrix, so a forward or input-gradient product records 4 dispatches (5
-/// with a residual) and a weight gradient 7.
-///
-/// f32: from the 2038 measured on an H200 with every product splitting both operands, the
-/// projections unfused and the embedding backward in one dispatch: 2038 − 2 × 170 products +
-/// 86 weight splits + 1 (the sliced embedding backward's reduce) = 1785. The fused projections
-/// remove 54 dispatches a layer on any adapter — Q, K, V's products 12 + 35 → 4 + 11, gate and
-/// up's 8 + 23 → 4 + 11, three AdamW and three weight splits — and 9 of the gradient norm (110
-/// tensors in 29 dispatches, 74 in 20); the dγ reduces four norms a dispatch remove 18 more:
-/// 1785 − 12 × 54 − 9 − 18 = 1110.
-///
-/// Mixed: from the 838 measured on an H200 with flash attention, the projections unfused and a
-/// separate cast for every f16 operand: +1 (the sliced embedding backward's reduce), −2 (the
-/// one-kernel loss head), −11 × 12 for the casts the producing kernels write themselves (Q and K
-/// by RoPE; Q, K, V not cast again for the backward; the dY of W2, Wo, W1, W3, Wq and Wk) and
-/// −12 for attention's output (written in f16 by the flash forward) gives 693. The fused
-/// projections remove 17 a layer there: 9 products (Q, K, V's 9 → 3, gate and up's 6 → 3), V's
-/// cast and dv's gradient cast (written by RoPE's kernels, still one dispatch each way), 3
-/// AdamW, and 3 split sums (the H200's table splits the weight gradients of Wq, Wk, Wv, W1, W3
-/// and of the fused Wqkv and W13, one sum each); and 9 of the gradient norm; and the dγ reduces
-/// four norms a dispatch, 18: 693 − 12 × 17 − 9 − 18 = 462. Each of these is one dispatch on any
-/// adapter but the split sums, which lavapipe does not make: there the projections remove 14 a
-/// layer, 608 − 12 × 14 − 9 − 18 = 413 (`MAX_MIXED`, measured). An H100, which takes the
-/// H200's table, records exactly 462 and 1110.
-const MAX_F32_TENSOR_CORES: usize = 1110;
-const MAX_MIXED_TENSOR_CORES: usize = 462;
+/// The same bounds where tensor cores run the products (an H100 or H200 takes the H200's
+/// table). Mixed precision: the weight gradients the table splits into parts leave them for one
+/// sum a layer (`gemm::add_parts`): 25 a layer and 17 a step. f32 goes through the scaled
+/// split: each product splits its activations (A's scale word, max and split; both operands for
+/// the weight gradients) and reads each weight's halves, made once a step after the update (one
+/// clear of the scale words, each matrix's AdamW folding its maximum in, one split per matrix),
+/// so a forward or input-gradient product records 4 dispatches (5 with a residual) and a weight
+/// gradient 7; its AdamW runs per tensor.
+const MAX_F32_TENSOR_CORES: usize = 1085;
+const MAX_MIXED_TENSOR_CORES: usize = 317;
 
 /// The f32 step on the split core in its portable form (`ModelOptions::split_products`), counted
 /// on any adapter: the same products, plans and halves as the tensor-core f32 step, so the
-/// count differs from MAX_F32_TENSOR_CORES only by what the adapter's attention path records
-/// (measured on lavapipe, fast attention: 1110, the figure computed above).
-const MAX_F32_SPLIT: usize = 1110;
+/// count differs from MAX_F32_TENSOR_CORES only by what the adapter's attention path and its
+/// pages record (lavapipe: fast attention; the pages its binding limit allows).
+const MAX_F32_SPLIT: usize = 1087;
 
 fn gpt2_small() -> ModelConfig {
     ModelConfig::new(768, 12, 12, 12, 1024)

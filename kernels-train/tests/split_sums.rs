@@ -10,6 +10,7 @@
 
 mod common;
 
+use kernels::gemm::{self, Elem, Epilogue, F16Config, Gemm};
 use kernels_train::config::{ModelConfig, TrainConfig};
 use kernels_train::model::{Model, ModelOptions, Precision};
 use kernels_train::params;
@@ -26,8 +27,9 @@ fn split_weight_gradients_sum_once_a_layer() {
     cfg.ffn_hidden = 40;
     let batch = 2;
     let rows = batch * cfg.seq_len;
-    // Each layer's weight-gradient products [out, in] over the rows, split in 2 to 4 parts, on
-    // the portable variant's block shape.
+    // Each layer's weight-gradient products [out, in] over the rows, split in 2 to 4 parts
+    // (as many as the contraction's steps allow), on the default block shape of the variant
+    // that runs.
     let kv = cfg.kv_heads * cfg.head_dim();
     let shapes = [
         (cfg.dim + 2 * kv, cfg.dim, 2),
@@ -35,14 +37,18 @@ fn split_weight_gradients_sum_once_a_layer() {
         (2 * cfg.ffn_hidden, cfg.dim, 4),
         (cfg.dim, cfg.ffn_hidden, 2),
     ];
-    let mut table = String::from("# core a_t b_t m n k bm bn bk tm tn pad prefetch group wg parts\n");
-    // The tied head's weight gradient stays whole (its own split would add its own sum).
-    for (out, inp, parts) in shapes.into_iter().chain([(cfg.vocab, cfg.dim, 1)]) {
-        table.push_str(&format!("f16 1 0 {out} {inp} {rows} 128 64 16 4 2 8 1 1 256 {parts}\n"));
-    }
-    let path = std::env::temp_dir().join(format!("kernels-split-sums-{}.txt", std::process::id()));
-    std::fs::write(&path, table).unwrap();
-
+    let config = F16Config::default_for(kernels::ops::on_tensor_cores(&gpu, &kernels::linear::gemm16::KERNEL));
+    // A table of these shapes with the given splits (the tied head's weight gradient always
+    // whole: its own split would add its own sum).
+    let table = |split: bool| {
+        let mut text = String::new();
+        for (out, inp, parts) in shapes.into_iter().chain([(cfg.vocab, cfg.dim, 1)]) {
+            let g = Gemm::new(out, inp, rows).elems(Elem::F16, Elem::F16).a_t(true).epilogue(Epilogue::Accumulate);
+            text.push_str(&gemm::table_line(&g, &config, if split { parts } else { 1 }));
+            text.push('\n');
+        }
+        text
+    };
     let mut rng = Rng::new(common::seed("split sums"));
     let weights = params::layout(&cfg).map(|p| {
         (0..p.elements())
@@ -54,14 +60,20 @@ fn split_weight_gradients_sum_once_a_layer() {
     let options = ModelOptions { precision: Precision::Mixed, ..ModelOptions::default() };
     let t = TrainConfig { batch, precision: Precision::Mixed, ..TrainConfig::default() };
 
-    let mut plain = Model::with_options(&gpu, &cfg, batch, &weights, None, options).unwrap();
+    // Both models through a table of their own (the committed tables would split on tensor
+    // cores as they choose).
+    let model_with = |split: bool| {
+        let path = std::env::temp_dir().join(format!("kernels-split-sums-{}-{split}.txt", std::process::id()));
+        std::fs::write(&path, table(split)).unwrap();
+        // SAFETY of the test: the only test of this binary, so no other thread reads the variable.
+        unsafe { std::env::set_var(kernels::gemm::TABLE_ENV, &path) };
+        let made = Model::with_options(&gpu, &cfg, batch, &weights, None, options);
+        unsafe { std::env::remove_var(kernels::gemm::TABLE_ENV) };
+        let _ = std::fs::remove_file(&path);
+        made.unwrap()
+    };
+    let (mut plain, mut model) = (model_with(false), model_with(true));
     let unsplit = plain.step_dispatches(batch, &t, 0).unwrap();
-    // SAFETY of the test: the only test of this binary, so no other thread reads the variable.
-    unsafe { std::env::set_var(kernels::gemm::TABLE_ENV, &path) };
-    let made = Model::with_options(&gpu, &cfg, batch, &weights, None, options);
-    unsafe { std::env::remove_var(kernels::gemm::TABLE_ENV) };
-    let _ = std::fs::remove_file(&path);
-    let mut model = made.unwrap();
     let split = model.step_dispatches(batch, &t, 0).unwrap();
     // Four split products a layer, one sum a layer (one each would be four).
     assert_eq!(split, unsplit + cfg.layers, "{split} dispatches split, {unsplit} unsplit");
