@@ -463,11 +463,14 @@ fn attention_fast_delta(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(
 // ±65504 clamped, NaN kept; any NaN, ±Inf or value beyond ±65504 sets `flag[0]` to 1, never
 // clears it). `o`, `d_o` `[B, S, H, Dh]` f32; `d_o16` `[B·S, H·Dh/4]` vec4<f16> (Dh % 4 == 0, so
 // the rows have no padding); `delta` `[B, H, S]`. Overwrites `delta` and `d_o16`.
-// Grid: one invocation per (b, s, h) row — `threads(B·S·H)`, past 65535 workgroups through
-// `flat_id`.
-// @grid threads(p.batch * p.seq * p.heads)
+// Each invocation loads one vec4 of dO and of O (consecutive invocations, consecutive vec4s: the
+// loads coalesce) and writes its f16 copy; the workgroup's rows' FMA chains then run from
+// workgroup memory, one invocation a row. Grid: one workgroup per ⌊WG / (Dh/4)⌋ (b, s, h) rows,
+// past 65535 workgroups through `flat_wg`.
+// @grid workgroups(ceil_div(p.batch * p.seq * p.heads, WG / (p.head_dim / 4)))
 // @requires p.head_dim >= 4
 // @requires p.head_dim % 4 == 0
+// @requires p.head_dim <= 4 * WG
 // @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
 // @requires len(d_o) >= p.batch * p.seq * p.heads * p.head_dim
 // @requires len(d_o16) * 4 >= p.batch * p.seq * p.heads * p.head_dim
@@ -487,33 +490,49 @@ struct Params {
 @group(0) @binding(5) var<uniform> p: Params;
 //#include "lib/f16x4.wgsl"
 
+var<workgroup> dc_g: array<vec4<f32>, WG>;
+var<workgroup> dc_x: array<vec4<f32>, WG>;
+
 @compute @workgroup_size(WG)
-fn attention_delta_cast16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = flat_id(gid, nwg);
-    if (row >= p.batch * p.seq * p.heads) {
-        return;
+fn attention_delta_cast16(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let q = p.head_dim / 4u;
+    let per = WG / q;
+    let r = tid / q;
+    let c = tid % q;
+    let row = flat_wg(wid, nwg) * per + r;
+    let live = r < per && row < p.batch * p.seq * p.heads;
+    if (live) {
+        let a = row * p.head_dim + 4u * c;
+        let g = vec4<f32>(d_o[a], d_o[a + 1u], d_o[a + 2u], d_o[a + 3u]);
+        let x = vec4<f32>(o[a], o[a + 1u], o[a + 2u], o[a + 3u]);
+        dc_g[tid] = g;
+        dc_x[tid] = x;
+        if (overflows16(g)) {
+            atomicOr(&flag[0], 1u);
+        }
+        d_o16[a / 4u] = to_f16x4(g);
     }
-    let h = row % p.heads;
-    let bs = row / p.heads;
-    let s = bs % p.seq;
-    let b = bs / p.seq;
-    let a = row * p.head_dim;
-    var t = 0.0;
-    var over = false;
-    for (var d = 0u; d < p.head_dim; d += 4u) {
-        let g = vec4<f32>(d_o[a + d], d_o[a + d + 1u], d_o[a + d + 2u], d_o[a + d + 3u]);
-        let x = vec4<f32>(o[a + d], o[a + d + 1u], o[a + d + 2u], o[a + d + 3u]);
-        t = fma(g.x, x.x, t);
-        t = fma(g.y, x.y, t);
-        t = fma(g.z, x.z, t);
-        t = fma(g.w, x.w, t);
-        over = over || overflows16(g);
-        d_o16[(a + d) / 4u] = to_f16x4(g);
+    workgroupBarrier();
+    if (live && c == 0u) {
+        var t = 0.0;
+        for (var j = 0u; j < q; j++) {
+            let g = dc_g[tid + j];
+            let x = dc_x[tid + j];
+            t = fma(g.x, x.x, t);
+            t = fma(g.y, x.y, t);
+            t = fma(g.z, x.z, t);
+            t = fma(g.w, x.w, t);
+        }
+        let h = row % p.heads;
+        let bs = row / p.heads;
+        let s = bs % p.seq;
+        let b = bs / p.seq;
+        delta[(b * p.heads + h) * p.seq + s] = t;
     }
-    if (over) {
-        atomicOr(&flag[0], 1u);
-    }
-    delta[(b * p.heads + h) * p.seq + s] = t;
 }
 
 // --- KERNEL: attention_fast_ptx ---

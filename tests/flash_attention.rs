@@ -147,6 +147,17 @@ fn run16(gpu: &Gpu, x: &Inputs, sh: Shape, scale: f32) -> Out {
     let bits = |v: &[kernels::ops::F16x4]| v.iter().flatten().map(|h| h.to_bits()).collect::<Vec<u16>>();
     assert_eq!(bits(&got16[..want16.len()]), bits(&want16), "{sh:?}: O's f16 copy");
     assert!(got16[want16.len()].iter().all(|h| h.to_f32().is_nan()), "{sh:?}: O's f16 copy wrote past its end");
+    // Δ is the bits of the f32 path's kernel on the same O and dO.
+    let mut delta = poisoned(gpu, sh.rows());
+    let dp = kernels::backward_attention::attention_fast_delta::Params::new(
+        sh.batch as u32,
+        sh.seq as u32,
+        sh.heads as u32,
+        dh as u32,
+    );
+    kernels::backward_attention::attention_fast_delta(gpu, &y.o, &d_o, &mut delta, dp).unwrap();
+    let got_delta = y.delta.read(gpu).unwrap();
+    assert!(same_bits(&got_delta[..sh.rows()], &delta.read(gpu).unwrap()[..sh.rows()]), "{sh:?}: Δ");
     // dO's copy is the bits the gradient cast makes (the products read it).
     let got16 = d_o16.read(gpu).unwrap();
     let want16 = kernels::ops::to_f16x4(&x.d_o, rows, cols);

@@ -13,7 +13,7 @@ pub fn class_of(qualified: &str) -> &'static str {
         "attention"
     } else if matches!(module, "linear")
         && (kernel.starts_with("matmul") || kernel.starts_with("gemm"))
-        && kernel != "matmul_parts_add"
+        && !kernel.starts_with("matmul_parts_add")
     {
         "products"
     } else {
@@ -92,6 +92,7 @@ mod tests {
         assert_eq!(class_of("linear::matmul_at_pres_split"), "products");
         assert_eq!(class_of("linear::precise_split"), "memory-bound");
         assert_eq!(class_of("linear::matmul_parts_add"), "memory-bound");
+        assert_eq!(class_of("linear::matmul_parts_add4"), "memory-bound");
         assert_eq!(class_of("cast::cast_f16x4"), "memory-bound");
         assert_eq!(class_of("attention::attention_fast_scores"), "attention");
         assert_eq!(class_of("backward_attention::attention_backward_dq"), "attention");
