@@ -296,12 +296,40 @@ fn matmul_parts_add4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
     for (var t = 0u; t < 4u; t++) {
         let s = p.seg[t];
         if (s.z > 0u && i >= s.x && i - s.x < s.y) {
-            let e = i - s.x;
-            var sum = parts[s.w + e];
-            for (var q = 1u; q < s.z; q++) {
-                sum += parts[s.w + q * s.y + e];
+            let n = s.z;
+            let l = s.y;
+            let at = s.w + (i - s.x);
+            // The first eight parts' loads (and y's) issued before any is added, so they are in
+            // flight together; the additions in part order, none for a part that is absent (an
+            // added 0 could turn a −0 sum into +0).
+            let y0 = y[i];
+            let v0 = parts[at];
+            var v1 = 0.0;
+            var v2 = 0.0;
+            var v3 = 0.0;
+            var v4 = 0.0;
+            var v5 = 0.0;
+            var v6 = 0.0;
+            var v7 = 0.0;
+            if (n > 1u) { v1 = parts[at + l]; }
+            if (n > 2u) { v2 = parts[at + 2u * l]; }
+            if (n > 3u) { v3 = parts[at + 3u * l]; }
+            if (n > 4u) { v4 = parts[at + 4u * l]; }
+            if (n > 5u) { v5 = parts[at + 5u * l]; }
+            if (n > 6u) { v6 = parts[at + 6u * l]; }
+            if (n > 7u) { v7 = parts[at + 7u * l]; }
+            var sum = v0;
+            if (n > 1u) { sum += v1; }
+            if (n > 2u) { sum += v2; }
+            if (n > 3u) { sum += v3; }
+            if (n > 4u) { sum += v4; }
+            if (n > 5u) { sum += v5; }
+            if (n > 6u) { sum += v6; }
+            if (n > 7u) { sum += v7; }
+            for (var q = 8u; q < n; q++) {
+                sum += parts[at + q * l];
             }
-            y[i] = y[i] + sum;
+            y[i] = y0 + sum;
             return;
         }
     }
