@@ -1,12 +1,13 @@
 // The optimizer step, entirely on the GPU (no readback): global gradient-norm clipping, then
 // AdamW (f32 state, 8-bit state, or f32 masters with an f16 copy: `adamw_mixed`) on every
-// parameter tensor, and the loss scaler of mixed precision (below). Each tensor is its own buffer.
+// parameter tensor, and the loss scaler of mixed precision (below). A "tensor" is any buffer the
+// host binds: one parameter's, or a run of parameters that lie in one allocation with zeros
+// between them (the trainer's pages), which the same kernels update in one dispatch.
 //
 // One step over T tensors, recorded in one batch:
 //   1. for each tensor k: `reduce_norm_sq(g_k, partials, bad, {n_k, offset_k})`, with
 //      offset_0 = 0 and offset_{k+1} = offset_k + ⌈n_k / NORM_BLOCK⌉ (NORM_BLOCK = 4096): the
-//      host assigns each tensor its own range of partials in one shared buffer
-//      (`reduce_norm_sq4` does four consecutive tensors in one dispatch, the same values);
+//      host assigns each tensor its own range of partials in one shared buffer;
 //   2. `finalize_grad_stats(partials, bad, stats, {count = Σ_k ⌈n_k / 4096⌉, max_norm})`;
 //   3. for each tensor: `adamw_update(…, stats, …)` or `adamw_8bit_update(…, stats, …)`.
 //
@@ -128,75 +129,6 @@ fn reduce_norm_sq(
     if (tid == 0u) {
         partials[p.offset + b] = total.x;
         bad[p.offset + b] = u32(total.y);
-    }
-}
-
-// --- KERNEL: reduce_norm_sq4 ---
-// `reduce_norm_sq` of up to four gradient tensors `g0 … g3` (n0 … n3 values) in one dispatch:
-// tensor k's blocks write the partials right after tensor k − 1's, from `p.offset` on — the
-// values four `reduce_norm_sq` dispatches with consecutive offsets write, summed in the same
-// order (the same bits). A slot with n = 0 has no blocks; bind any buffer there (e.g. g0 again).
-// Overwrites `partials[offset .. offset + Σ_k ⌈n_k/4096⌉]` and `bad` there; nothing else.
-// Grid: one workgroup per block of every tensor, in tensor order (2-D past the device's limit).
-// @grid workgroups(ceil_div(p.n0, NORM_BLOCK) + ceil_div(p.n1, NORM_BLOCK) + ceil_div(p.n2, NORM_BLOCK) + ceil_div(p.n3, NORM_BLOCK))
-// @requires len(g0) >= p.n0
-// @requires len(g1) >= p.n1
-// @requires len(g2) >= p.n2
-// @requires len(g3) >= p.n3
-// @requires len(partials) >= p.offset + ceil_div(p.n0, NORM_BLOCK) + ceil_div(p.n1, NORM_BLOCK) + ceil_div(p.n2, NORM_BLOCK) + ceil_div(p.n3, NORM_BLOCK)
-// @requires len(bad) >= p.offset + ceil_div(p.n0, NORM_BLOCK) + ceil_div(p.n1, NORM_BLOCK) + ceil_div(p.n2, NORM_BLOCK) + ceil_div(p.n3, NORM_BLOCK)
-struct Params {
-    n0: u32,
-    n1: u32,
-    n2: u32,
-    n3: u32,
-    offset: u32,
-}
-@group(0) @binding(0) var<storage, read> g0: array<f32>;
-@group(0) @binding(1) var<storage, read> g1: array<f32>;
-@group(0) @binding(2) var<storage, read> g2: array<f32>;
-@group(0) @binding(3) var<storage, read> g3: array<f32>;
-@group(0) @binding(4) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(5) var<storage, read_write> bad: array<u32>;
-@group(0) @binding(6) var<uniform> p: Params;
-
-// Value j of tensor t (t is the same for the whole workgroup: the branch is uniform).
-fn norm_load(t: u32, j: u32) -> f32 {
-    switch t {
-        case 0u: { return g0[j]; }
-        case 1u: { return g1[j]; }
-        case 2u: { return g2[j]; }
-        default: { return g3[j]; }
-    }
-}
-
-//#include "lib/norm_sq.wgsl"
-
-@compute @workgroup_size(WG)
-fn reduce_norm_sq4(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
-    let wb = flat_wg(wid, nwg);
-    let ns = vec4<u32>(p.n0, p.n1, p.n2, p.n3);
-    let nb = (ns + vec4<u32>(NORM_BLOCK - 1u)) / NORM_BLOCK;
-    // The tensor t this workgroup's block belongs to and the block b inside it.
-    var t = 0u;
-    var b = wb;
-    while (t < 4u && b >= nb[t]) {
-        b -= nb[t];
-        t++;
-    }
-    // Whole workgroups past the end (2-D grid tail) leave together: control flow stays uniform.
-    if (t >= 4u) {
-        return;
-    }
-    let total = norm_sq_block(t, b, ns[t], tid);
-    if (tid == 0u) {
-        let o = p.offset + wb;
-        partials[o] = total.x;
-        bad[o] = u32(total.y);
     }
 }
 

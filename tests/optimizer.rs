@@ -10,9 +10,7 @@ mod reference;
 
 use common::{assert_close, gpu, gpu_with, rel_err, rng, uniform};
 use kernels::infrastructure::axpy;
-use kernels::optimizer::{
-    adamw_8bit_update, adamw_update, adamw_update_absmax, finalize_grad_stats, reduce_norm_sq, reduce_norm_sq4,
-};
+use kernels::optimizer::{adamw_8bit_update, adamw_update, adamw_update_absmax, finalize_grad_stats, reduce_norm_sq};
 use kernels::{Batch, Buffer, Error, Gpu, GpuOptions};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -173,119 +171,6 @@ fn norm_sq_tree_variant() {
         return;
     };
     check_norm(&gpu, "norm (tree)");
-}
-
-/// `reduce_norm_sq4` over four tensors at a time (groups with empty slots, bound to the first
-/// tensor again, among them) writes each tensor's partials where `reduce_norm_sq` with
-/// consecutive offsets does: against the float64 partials, and the same bits as the one-tensor
-/// dispatches. Poisoned partials, with a tail past the last that must stay.
-fn check_norm4(gpu: &Gpu, label: &str) {
-    let mut rng = rng(label);
-    // Groups of (up to) four tensor lengths; 0: an empty slot.
-    let groups: [[usize; 4]; 3] = [[1, 4097, 255, 100_003], [8192, 0, 257, 0], [4096 * 3 + 5, 0, 0, 0]];
-    let lens: Vec<usize> = groups.iter().flatten().copied().filter(|&n| n > 0).collect();
-    let mut host: Vec<Vec<f32>> = lens.iter().map(|&n| uniform(&mut rng, n, -1.0, 1.0)).collect();
-    host[1][4096] = f32::NAN;
-    host[3][50_000] = f32::INFINITY;
-    host[4][8191] = f32::NEG_INFINITY;
-    let grads: Vec<Buffer<f32>> = host.iter().map(|g| gpu.upload(g).unwrap()).collect();
-    let (offs, count) = offsets(&lens);
-    let want: Vec<(f64, u32)> = host.iter().flat_map(|g| reference::norm_sq_partials(g)).collect();
-    assert_eq!(want.len(), count);
-    let run = |four: bool| {
-        let mut partials = gpu.filled(count + 3, f32::NAN).unwrap();
-        let mut bad = gpu.filled(count + 3, u32::MAX).unwrap();
-        let batch = gpu.batch();
-        if four {
-            let mut next = 0;
-            for group in &groups {
-                let first = next;
-                let slot = |k: usize| {
-                    let before = group[..k].iter().filter(|&&n| n > 0).count();
-                    if group[k] > 0 { &grads[first + before] } else { &grads[first] }
-                };
-                let n = |k: usize| group[k] as u32;
-                let np = reduce_norm_sq4::Params::new(n(0), n(1), n(2), n(3), offs[first] as u32);
-                reduce_norm_sq4(&batch, slot(0), slot(1), slot(2), slot(3), &mut partials, &mut bad, np).unwrap();
-                next += group.iter().filter(|&&n| n > 0).count();
-            }
-        } else {
-            for (g, &off) in grads.iter().zip(&offs) {
-                let np = reduce_norm_sq::Params::new(g.len() as u32, off as u32);
-                reduce_norm_sq(&batch, g, &mut partials, &mut bad, np).unwrap();
-            }
-        }
-        batch.submit().unwrap();
-        (partials.read(gpu).unwrap(), bad.read(gpu).unwrap())
-    };
-    let (partials, bad) = run(true);
-    for (j, (&got, &(w, wb))) in partials.iter().zip(&want).enumerate() {
-        assert_rel(&format!("{label}: partial {j}"), got as f64, w, 1e-5);
-        assert_eq!(bad[j], wb, "{label}: non-finite count of partial {j}");
-    }
-    assert_eq!(bad[..count].iter().sum::<u32>(), 3, "{label}: non-finite count");
-    assert!(partials[count..].iter().all(|v| v.is_nan()), "{label}: partials past count written");
-    assert!(bad[count..].iter().all(|&v| v == u32::MAX), "{label}: counts past count written");
-    let (one, one_bad) = run(false);
-    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&partials), bits(&one), "{label}: not the one-tensor dispatches' bits");
-    assert_eq!(bad, one_bad, "{label}: not the one-tensor dispatches' counts");
-}
-
-/// `reduce_norm_sq4` under a 2-D grid with a workgroup past the last block (as the runtime's
-/// fallback lays out a long grid): the same bits as its own 1-D grid, the spare workgroup writing
-/// nothing. Through the untyped API, as the updates' 2-D test above.
-#[test]
-fn norm_sq4_on_a_2d_grid() {
-    use kernels::__private::bytemuck::bytes_of;
-    use kernels::{Arg, Call, Grid, Record};
-    let Some(gpu) = gpu() else { return };
-    let mut rng = rng("norm4 2-D");
-    // Blocks: 1 + 1 + 0 + 1 = 3, on a (2, 2, 1) grid of 4 workgroups.
-    let (a, b, c) =
-        (uniform(&mut rng, 4096, -1.0, 1.0), uniform(&mut rng, 10, -1.0, 1.0), uniform(&mut rng, 77, -1.0, 1.0));
-    let (ga, gb, gc) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap(), gpu.upload(&c).unwrap());
-    let np = reduce_norm_sq4::Params::new(4096, 10, 0, 77, 1);
-    let run = |grid: Option<Grid>| {
-        let mut partials = gpu.filled(6, f32::NAN).unwrap();
-        let mut bad = gpu.filled(6, u32::MAX).unwrap();
-        match grid {
-            None => reduce_norm_sq4(&gpu, &ga, &gb, &ga, &gc, &mut partials, &mut bad, np).unwrap(),
-            Some(grid) => {
-                let args = [
-                    Arg::storage(&ga, false),
-                    Arg::storage(&gb, false),
-                    Arg::storage(&ga, false),
-                    Arg::storage(&gc, false),
-                    Arg::storage(&partials, true),
-                    Arg::storage(&bad, true),
-                    Arg::uniform(bytes_of(&np)),
-                ];
-                let call = Call { kernel: &reduce_norm_sq4::KERNEL, grid, args: &args, overrides: &[] };
-                (&gpu).record(call).unwrap();
-            }
-        }
-        (partials.read(&gpu).unwrap(), bad.read(&gpu).unwrap())
-    };
-    let (one, one_bad) = run(None);
-    let (two, two_bad) = run(Some(Grid::Explicit([2, 2, 1])));
-    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&one), bits(&two), "partials under the 2-D grid");
-    assert_eq!(one_bad, two_bad);
-    let want: Vec<(f64, u32)> = [&a[..], &b, &c].iter().flat_map(|g| reference::norm_sq_partials(g)).collect();
-    for (j, (&got, &(w, _))) in one[1..4].iter().zip(&want).enumerate() {
-        assert_rel(&format!("2-D partial {j}"), got as f64, w, 1e-5);
-    }
-    assert!(one[0].is_nan() && one[4..].iter().all(|v| v.is_nan()), "partials outside [1, 4) written: {one:?}");
-    assert_eq!(&one_bad[1..4], &[0, 0, 0]);
-}
-
-#[test]
-fn norm_sq_four_tensors_a_dispatch() {
-    let Some(gpu) = gpu() else { return };
-    check_norm4(&gpu, "norm4 (subgroups)");
-    let Some(tree) = gpu_with(GpuOptions::from_env().subgroups(false)) else { return };
-    check_norm4(&tree, "norm4 (tree)");
 }
 
 /// Per step: the gradient scale of each tensor, the max_norm (≤ 0: clipping off), and whether

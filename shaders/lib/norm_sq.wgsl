@@ -1,6 +1,5 @@
-// One block of the gradient norm's partial sums, shared by `reduce_norm_sq` (one tensor) and
-// `reduce_norm_sq4` (up to four) in `12_optimizer.wgsl`; the order of every sum is in
-// `reduce_norm_sq`'s header there.
+// One block of the gradient norm's partial sums, for `reduce_norm_sq` in `12_optimizer.wgsl`;
+// the order of every sum is in its header there.
 //
 // Provides `norm_sq_block(t, b, n, tid)`: (Σ x² over the finite values, count of the others) of
 // block b of tensor t (n values), the same on every invocation of the workgroup, which all call
