@@ -254,16 +254,14 @@ struct AddParams {
 @group(0) @binding(0) var<storage, read> parts: array<f32>;
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
 @group(0) @binding(2) var<uniform> p: AddParams;
+//#include "lib/parts_sum.wgsl"
 
 @compute @workgroup_size(WG)
 fn matmul_parts_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_id(gid, nwg);
     if (i < p.len) {
-        var sum = parts[i];
-        for (var s = 1u; s < p.parts; s++) {
-            sum += parts[s * p.len + i];
-        }
-        y[i] = y[i] + sum;
+        let y0 = y[i];
+        y[i] = y0 + parts_sum(i, p.parts, p.len);
     }
 }
 
@@ -272,7 +270,7 @@ fn matmul_parts_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
 // outputs lie apart (a layer's weight gradients, consecutive in the trainer's gradient
 // allocation). Segment t = `p.seg[t]` = (dst, len, parts, src): for i < len,
 // `y[dst + i] += parts[src] [i] + parts[src + len] [i] + …` over its `parts` parts in increasing
-// order (the same sum as `matmul_parts_add`: the same bits). Segments with 0 parts are skipped;
+// order (`lib/parts_sum.wgsl`, as `matmul_parts_add` sums: the same bits). Segments with 0 parts are skipped;
 // segments may not overlap; elements of `y` outside every segment are untouched.
 // Grid: one invocation per element of `y` up to `p.span` (the end of the last segment), 1-D.
 // @grid threads(p.span)
@@ -286,6 +284,7 @@ struct Sums {
 @group(0) @binding(0) var<storage, read> parts: array<f32>;
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
 @group(0) @binding(2) var<uniform> p: Sums;
+//#include "lib/parts_sum.wgsl"
 
 @compute @workgroup_size(WG)
 fn matmul_parts_add4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -296,40 +295,8 @@ fn matmul_parts_add4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
     for (var t = 0u; t < 4u; t++) {
         let s = p.seg[t];
         if (s.z > 0u && i >= s.x && i - s.x < s.y) {
-            let n = s.z;
-            let l = s.y;
-            let at = s.w + (i - s.x);
-            // The first eight parts' loads (and y's) issued before any is added, so they are in
-            // flight together; the additions in part order, none for a part that is absent (an
-            // added 0 could turn a −0 sum into +0).
             let y0 = y[i];
-            let v0 = parts[at];
-            var v1 = 0.0;
-            var v2 = 0.0;
-            var v3 = 0.0;
-            var v4 = 0.0;
-            var v5 = 0.0;
-            var v6 = 0.0;
-            var v7 = 0.0;
-            if (n > 1u) { v1 = parts[at + l]; }
-            if (n > 2u) { v2 = parts[at + 2u * l]; }
-            if (n > 3u) { v3 = parts[at + 3u * l]; }
-            if (n > 4u) { v4 = parts[at + 4u * l]; }
-            if (n > 5u) { v5 = parts[at + 5u * l]; }
-            if (n > 6u) { v6 = parts[at + 6u * l]; }
-            if (n > 7u) { v7 = parts[at + 7u * l]; }
-            var sum = v0;
-            if (n > 1u) { sum += v1; }
-            if (n > 2u) { sum += v2; }
-            if (n > 3u) { sum += v3; }
-            if (n > 4u) { sum += v4; }
-            if (n > 5u) { sum += v5; }
-            if (n > 6u) { sum += v6; }
-            if (n > 7u) { sum += v7; }
-            for (var q = 8u; q < n; q++) {
-                sum += parts[at + q * l];
-            }
-            y[i] = y0 + sum;
+            y[i] = y0 + parts_sum(s.w + (i - s.x), s.z, s.y);
             return;
         }
     }
