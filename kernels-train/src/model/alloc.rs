@@ -529,18 +529,16 @@ impl Model {
                 let n = rows.div_ceil(norm_block) * d;
                 let step = (gpu.storage_alignment() as usize).div_ceil(4);
                 let stride = n.next_multiple_of(step);
-                let gains: Vec<usize> =
-                    layout.iter().enumerate().filter(|(_, p)| !p.decays()).map(|(i, _)| i).collect();
-                let bytes = (gains.len() * stride * 4) as u64;
                 let report = gpu.report();
+                let limit = report.max_storage_binding.min(report.max_buffer_size);
                 match placement.gains_run(&layout, d) {
-                    Some((run, gstride)) if bytes <= report.max_storage_binding.min(report.max_buffer_size) => {
-                        let whole = z(gains.len() * stride)?;
+                    Some(g) if (g.gains.len() * stride * 4) as u64 <= limit => {
+                        let whole = z(g.gains.len() * stride)?;
                         let mut parts: Vec<Option<B>> = (0..layout.count()).map(|_| None).collect();
-                        for (t, &i) in gains.iter().enumerate() {
+                        for (t, &i) in g.gains.iter().enumerate() {
                             parts[i] = Some(whole.part(t * stride..t * stride + n)?);
                         }
-                        NormPartials::All { whole, parts, stride, run, gstride }
+                        NormPartials::All { whole, parts, stride, run: g.run, gstride: g.stride }
                     }
                     _ => NormPartials::Four(Box::new([z(n)?, z(n)?, z(n)?, z(n)?])),
                 }

@@ -28,6 +28,13 @@ pub(super) struct Run {
     pub decays: bool,
 }
 
+/// The norms' gains as one run at one stride ([`Placement::gains_run`]).
+pub(super) struct GainsRun {
+    pub gains: Vec<usize>,
+    pub run: usize,
+    pub stride: usize,
+}
+
 /// Where every fused tensor lies: its page and start, and each page's length, in f32 elements.
 pub(super) struct Placement {
     /// Per tensor in the fused order: (page, start).
@@ -101,16 +108,17 @@ impl Placement {
     }
 
     /// The run that holds every tensor that does not decay — the norms' gains, all of `len`
-    /// elements — at one stride, when there is exactly one: its index among
-    /// [`Placement::all_runs`] and the stride in elements.
-    pub fn gains_run(&self, layout: &Fused<Param>, len: usize) -> Option<(usize, usize)> {
+    /// elements — at one stride, when there is exactly one: the gains' indices (fused order, as
+    /// they lie in the run), the run's index among [`Placement::all_runs`] and the stride in
+    /// elements.
+    pub fn gains_run(&self, layout: &Fused<Param>, len: usize) -> Option<GainsRun> {
         let gains: Vec<usize> = layout.iter().enumerate().filter(|(_, p)| !p.decays()).map(|(i, _)| i).collect();
         let runs: Vec<usize> = (0..self.runs.len()).filter(|&r| !self.runs[r].decays).collect();
         let (&[run], Some(&first)) = (&runs[..], gains.first()) else { return None };
         let stride = self.at.get(gains.get(1).copied()?).map_or(0, |a| a.1) - self.at[first].1;
         let even =
             gains.iter().enumerate().all(|(t, &i)| self.at[i] == (self.runs[run].page, self.at[first].1 + t * stride));
-        (even && stride >= len).then_some((run, stride))
+        (even && stride >= len).then_some(GainsRun { gains, run, stride })
     }
 
     /// Each page's length in f32 elements.
@@ -126,36 +134,40 @@ impl Placement {
         layout: &Fused<Param>,
         data: Option<&Fused<Vec<f32>>>,
     ) -> Result<Kind<f32>, Error> {
-        let whole: Vec<B> = self.pages.iter().map(|&n| gpu.zeros::<f32>(n)).collect::<Result<_, _>>()?;
-        let mut i = 0;
-        let values: Vec<Option<&Vec<f32>>> = match data {
-            Some(d) => d.iter().map(Some).collect(),
-            None => vec![None; self.at.len()],
-        };
-        let parts = layout.as_ref().try_map(|p| -> Result<B, Error> {
-            let (page, start) = self.at[i];
-            let mut part = whole[page].part(start..start + p.elements())?;
-            if let Some(v) = values[i] {
+        let mut kind = self.pages_of::<f32>(gpu, layout, 1, |p| p.elements())?;
+        if let Some(d) = data {
+            for (part, v) in kind.parts.iter_mut().zip(d.iter()) {
                 part.write(gpu, v)?;
             }
-            i += 1;
-            Ok(part)
-        })?;
-        Ok(Kind { whole, parts })
+        }
+        Ok(kind)
     }
 
     /// The f16 copies' pages (f16x4 units, a quarter of the f32 elements) and each tensor's part
     /// (its f16x4 rows).
     pub fn allocate_f16(&self, gpu: &Gpu, layout: &Fused<Param>) -> Result<Kind<F16x4>, Error> {
-        let whole: Vec<Buffer<F16x4>> =
-            self.pages.iter().map(|&n| gpu.zeros::<F16x4>(n / 4)).collect::<Result<_, _>>()?;
-        let mut i = 0;
-        let parts = layout.as_ref().try_map(|p| -> Result<Buffer<F16x4>, Error> {
-            let (page, start) = self.at[i];
+        self.pages_of::<F16x4>(gpu, layout, 4, |p| {
             let (r, c) = super::products::rows_cols(&p.shape);
-            debug_assert!(4 * f16x4_len(r, c) <= self.lens[i]);
+            f16x4_len(r, c)
+        })
+    }
+
+    /// Zeroed pages of `T`, each tensor's part at its start divided by `per` (the f32 elements
+    /// one `T` stands for), `len` long.
+    fn pages_of<T: Element>(
+        &self,
+        gpu: &Gpu,
+        layout: &Fused<Param>,
+        per: usize,
+        len: impl Fn(&Param) -> usize,
+    ) -> Result<Kind<T>, Error> {
+        let whole: Vec<Buffer<T>> = self.pages.iter().map(|&n| gpu.zeros::<T>(n / per)).collect::<Result<_, _>>()?;
+        let mut i = 0;
+        let parts = layout.as_ref().try_map(|p| -> Result<Buffer<T>, Error> {
+            let (page, start) = self.at[i];
+            debug_assert!(len(p) * per <= self.lens[i].next_multiple_of(per));
             i += 1;
-            Ok(whole[page].part(start / 4..start / 4 + f16x4_len(r, c))?)
+            Ok(whole[page].part(start / per..start / per + len(p))?)
         })?;
         Ok(Kind { whole, parts })
     }
