@@ -483,6 +483,192 @@ fn gemm16_residual(
 //#endif
 }
 
+// --- KERNEL: gemm16_swiglu ---
+// `gemm16`'s Y = op(A)·op(B) over the fused gate/up weight (N = 2·F columns: the gate's F, then
+// the up's F), and in the same dispatch SwiGLU of it: `h[r, j] = f16(silu(Y[r, j]) ·
+// Y[r, F + j])`, the arithmetic and rounding of `activation::swiglu_gu_f16` on the stored Y (the
+// same bits). Y [M, N] f32 row-major (overwritten, for the backward), `h` [M, F] in the f16x4 row
+// layout (F % 16 = 0: no padding), the down projection's operand. The product's columns
+// alternate tiles of 16 between the two halves (`G_NMAP` = 16), so each workgroup's block holds
+// matching gate and up columns; after storing it the workgroup reads it back (its own stores,
+// behind a storage barrier) and writes the block's part of h. No split of the contraction.
+// Record it through `kernels::gemm::gemm_swiglu`.
+// Grid: p.tiles = ⌈M/G_BM⌉·⌈N/G_BN⌉ workgroups, 1-D, 2-D past the device's limit.
+// @grid workgroups(p.tiles)
+// @requires p.parts <= 1
+// @requires p.n % 32 == 0
+// @requires len(a) >= min(p.m * ceil_div(p.k, 4), p.k * ceil_div(p.m, 4))
+// @requires len(b) >= min(p.n * ceil_div(p.k, 4), p.k * ceil_div(p.n, 4))
+// @requires len(y) >= p.m * p.n
+// @requires len(h) >= p.m * (p.n / 8)
+//#include "lib/gemm16.wgsl"
+//#include "lib/f16x4.wgsl"
+//#include "lib/activations.wgsl"
+@group(0) @binding(0) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> h: array<vec4<f16>>;
+@group(0) @binding(4) var<uniform> p: GemmParams;
+
+fn store_out(row: u32, col: u32, v: f32) {
+    y[row * g_n + col] = v;
+}
+
+//#if coop
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = row * g_n + col;
+    let ld = g_n;
+    coopStoreT(c, &y[at], ld);
+}
+//#endif
+
+// The block's part of h: gate columns [n0/2, n0/2 + G_BN/2) of rows [m0, m0 + G_BM), 4 a step.
+fn swiglu_block(tid: u32, blk: vec3<u32>) {
+    let f = g_n / 2u;
+    let per_row = G_BN / 8u;
+    for (var e = tid; e < G_BM * per_row * blk.z; e += G_WG) {
+        let row = blk.x + e / per_row;
+        let c = blk.y / 2u + 4u * (e % per_row);
+        if (row < g_m && c < f) {
+            let i = row * g_n + c;
+            let g = vec4<f32>(y[i], y[i + 1u], y[i + 2u], y[i + 3u]);
+            let u = vec4<f32>(y[i + f], y[i + f + 1u], y[i + f + 2u], y[i + f + 3u]);
+            h[row * (f / 4u) + c / 4u] = to_f16x4(swiglu4(g, u));
+        }
+    }
+}
+
+@compute @workgroup_size(G_WG)
+fn gemm16_swiglu(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let w = flat_wg(wid, nwg);
+//#if coop
+    g16_run(w, tid, sg, nsg);
+//#else
+    g16_run(w, tid);
+//#endif
+    storageBarrier();
+    swiglu_block(tid, g16_block(w));
+}
+
+// --- KERNEL: gemm16_rope_qkv ---
+// `gemm16`'s Y = op(A)·op(B) over the fused attention projection (the rows of
+// `lib/rope_qkv.wgsl`: N = (H + 2·Hkv)·Dh columns, Q's, K's, V's), and in the same dispatch what
+// `rope::rope_qkv_f16` makes of Y: the rotated Q and K and the unrotated V in f16 (the same
+// arithmetic and rounding on the stored Y, so the same bits), `q16` [M, H·Dh/4], `k16` and `v16`
+// [M, Hkv·Dh/4] vec4<f16> (Dh % 4 = 0: no padding), M = batch·seq rows at positions
+// (row mod seq) + pos_offset. Y [M, N] f32 (overwritten). After storing its block the workgroup
+// reads it back (its own stores, behind a storage barrier) and writes the block's columns of the
+// three (a rotated pair is two neighbouring columns, inside every block). No split of the
+// contraction. Record it through `kernels::gemm::gemm_rope_qkv`.
+// Grid: p.tiles = ⌈M/G_BM⌉·⌈N/G_BN⌉ workgroups, 1-D, 2-D past the device's limit.
+// @grid workgroups(p.tiles)
+// @requires p.parts <= 1
+// @requires p.head_dim % 4 == 0
+// @requires p.head_dim >= 4
+// @requires p.n == (p.heads + 2 * p.kv_heads) * p.head_dim
+// @requires p.m == p.batch * p.seq
+// @requires len(a) >= min(p.m * ceil_div(p.k, 4), p.k * ceil_div(p.m, 4))
+// @requires len(b) >= min(p.n * ceil_div(p.k, 4), p.k * ceil_div(p.n, 4))
+// @requires len(y) >= p.m * p.n
+// @requires len(q16) >= p.m * (p.heads * p.head_dim / 4)
+// @requires len(k16) >= p.m * (p.kv_heads * p.head_dim / 4)
+// @requires len(v16) >= p.m * (p.kv_heads * p.head_dim / 4)
+struct GemmRopeParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    parts: u32,
+    chunk: u32,
+    tiles: u32,
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    pos_offset: u32,
+    base: f32,
+}
+//#include "lib/gemm16.wgsl"
+//#include "lib/f16x4.wgsl"
+//#include "lib/rope.wgsl"
+//#include "lib/rope_qkv.wgsl"
+@group(0) @binding(0) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> q16: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read_write> k16: array<vec4<f16>>;
+@group(0) @binding(5) var<storage, read_write> v16: array<vec4<f16>>;
+@group(0) @binding(6) var<uniform> p: GemmRopeParams;
+
+fn store_out(row: u32, col: u32, v: f32) {
+    y[row * g_n + col] = v;
+}
+
+//#if coop
+fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    let at = row * g_n + col;
+    let ld = g_n;
+    coopStoreT(c, &y[at], ld);
+}
+//#endif
+
+// The block's columns of Q, K and V: fused columns [n0, n0 + G_BN) of rows [m0, m0 + G_BM),
+// 4 a step (Dh % 4 = 0: the 4 lie in one head of one part).
+fn rope_block(tid: u32, blk: vec3<u32>) {
+    let per_row = G_BN / 4u;
+    for (var e = tid; e < G_BM * per_row * blk.z; e += G_WG) {
+        let row = blk.x + e / per_row;
+        let c = blk.y + 4u * (e % per_row);
+        if (row < g_m && c < g_n) {
+            let i = row * g_n + c;
+            var lo = vec2<f32>(y[i], y[i + 1u]);
+            var hi = vec2<f32>(y[i + 2u], y[i + 3u]);
+            let at = qkv_col(c);
+            if (at.part != 2u) {
+                lo = rope_rotate(lo, qkv_cs(row, at.col));
+                hi = rope_rotate(hi, qkv_cs(row, at.col + 2u));
+            }
+            let o = row * (at.width / 4u) + at.col / 4u;
+            let v = to_f16x4(vec4<f32>(lo, hi));
+            if (at.part == 0u) {
+                q16[o] = v;
+            } else if (at.part == 1u) {
+                k16[o] = v;
+            } else {
+                v16[o] = v;
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(G_WG)
+fn gemm16_rope_qkv(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let w = flat_wg(wid, nwg);
+//#if coop
+    g16_run(w, tid, sg, nsg);
+//#else
+    g16_run(w, tid);
+//#endif
+    storageBarrier();
+    rope_block(tid, g16_block(w));
+}
+
 // --- KERNEL: precise_clear ---
 // Clears the scale bits of the precise products: overwrites amax[0 .. n] with 0 (before
 // `precise_absmax` folds operands into them). One workgroup.

@@ -1240,11 +1240,161 @@ pub fn add_parts(rec: impl Record + Copy, parts: &Buffer<f32>, sums: &[PartsSum]
     matmul_parts_add4(rec, parts, c, matmul_parts_add4::Sums::new(seg, u32_of(span, "span")?))
 }
 
-/// Where the f16 core's product goes: C (through the workspace's scratch where it is split), or,
-/// for [`gemm_parts`], its parts left in a buffer.
+/// Where the f16 core's product goes: C (through the workspace's scratch where it is split);
+/// for [`gemm_parts`], its parts left in a buffer; for [`gemm_swiglu`] and [`gemm_rope_qkv`], C
+/// and what their epilogues make of it.
 enum F16Out<'a> {
-    C { c: &'a mut Buffer<f32>, ws: &'a mut GemmWorkspace },
+    C {
+        c: &'a mut Buffer<f32>,
+        ws: &'a mut GemmWorkspace,
+    },
     Parts(&'a mut Buffer<f32>),
+    SwiGlu {
+        c: &'a mut Buffer<f32>,
+        h: &'a mut Buffer<F16x4>,
+    },
+    Rope {
+        c: &'a mut Buffer<f32>,
+        q: &'a mut Buffer<F16x4>,
+        k: &'a mut Buffer<F16x4>,
+        v: &'a mut Buffer<F16x4>,
+        rope: RopeQkv,
+    },
+}
+
+/// The columns of a tile of `gemm16_swiglu`'s product order (`G_NMAP`): gate and up tiles of
+/// this many columns alternate, so the fused product's N must be a multiple of twice it.
+const SWIGLU_TILE: u32 = 16;
+
+// ---- Fused epilogues ----
+
+impl GemmPlan {
+    /// Whether the product can run with a fused epilogue ([`gemm_swiglu`], [`gemm_rope_qkv`]):
+    /// the f16 core, its contraction whole, C overwritten.
+    pub fn fuses_epilogue(&self) -> bool {
+        matches!(self.core, Core::F16 { .. }) && self.parts == 1 && self.gemm.epilogue == Epilogue::Store
+    }
+
+    fn check_fused(&self, what: &str) -> Result<()> {
+        if self.fuses_epilogue() {
+            return Ok(());
+        }
+        Err(Error::BadArguments {
+            kernel: what.into(),
+            detail: format!(
+                "the plan is {} with {:?}: a fused epilogue takes the f16 core, its contraction whole (1 part), \
+                 Epilogue::Store",
+                self.describe(),
+                self.gemm.epilogue
+            ),
+        })
+    }
+}
+
+/// Records `C = op(A)·op(B)` over a fused gate/up weight (C's n = 2·F columns: the gate's F,
+/// then the up's F) and, in the same dispatch, SwiGLU of it: `h[r, j] = silu(C[r, j]) · C[r, F +
+/// j]` rounded to f16 into `h` (`[m, F]`, the f16x4 row layout) — the bits
+/// `activation::swiglu_gu_f16` makes of C (`linear::gemm16_swiglu`). C is written too (the
+/// backward reads it). The plan must [`GemmPlan::fuses_epilogue`], with n a multiple of 32.
+pub fn gemm_swiglu(
+    rec: impl Record + Copy,
+    plan: &GemmPlan,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    c: &mut Buffer<f32>,
+    h: &mut Buffer<F16x4>,
+) -> Result<()> {
+    plan.check_fused("gemm_swiglu")?;
+    let Core::F16 { tensor_cores, config } = plan.core else { unreachable!("checked: the f16 core") };
+    check_operands(plan, &a, &b)?;
+    let (m, n) = (plan.gemm.m, plan.gemm.n);
+    if n % (2 * SWIGLU_TILE as usize) != 0 {
+        return Err(Error::BadArguments {
+            kernel: "gemm_swiglu".into(),
+            detail: format!("n = {n}: the fused gate/up product's columns must be a multiple of 32"),
+        });
+    }
+    if c.len() < m * n {
+        return Err(len_error("C", m * n, c.len()));
+    }
+    if h.len() < f16x4_len(m, n / 2) {
+        return Err(len_error("H", f16x4_len(m, n / 2), h.len()));
+    }
+    if m == 0 {
+        return Ok(());
+    }
+    record_f16(rec, plan, tensor_cores, &config, a, b, None, F16Out::SwiGlu { c, h })
+}
+
+/// The rotary embedding of [`gemm_rope_qkv`]'s fused attention projection: `batch` sequences of
+/// `seq` rows, `heads` query and `kv_heads` key/value heads of `head_dim` columns, positions
+/// from `pos_offset`, frequencies from `base` (as `rope::rope_qkv_f16` takes them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeQkv {
+    /// Sequences.
+    pub batch: usize,
+    /// Rows per sequence.
+    pub seq: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key and value heads.
+    pub kv_heads: usize,
+    /// Columns per head (a multiple of 4 here).
+    pub head_dim: usize,
+    /// The position of each sequence's first row.
+    pub pos_offset: usize,
+    /// The rotary base (10000 in LLaMA).
+    pub base: f32,
+}
+
+/// Records `C = op(A)·op(B)` over a fused attention projection (C's n = (heads + 2·kv_heads)·
+/// head_dim columns: Q's, then K's, then V's; m = batch·seq rows) and, in the same dispatch,
+/// Q and K rotated and V as they are, rounded to f16 into `q` (`[m, heads·head_dim]`), `k` and
+/// `v` (`[m, kv_heads·head_dim]`, the f16x4 row layout) — the bits `rope::rope_qkv_f16` makes
+/// of C (`linear::gemm16_rope_qkv`). C is written too. The plan must
+/// [`GemmPlan::fuses_epilogue`]; head_dim must be a multiple of 4.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_rope_qkv(
+    rec: impl Record + Copy,
+    plan: &GemmPlan,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    c: &mut Buffer<f32>,
+    rope: RopeQkv,
+    q: &mut Buffer<F16x4>,
+    k: &mut Buffer<F16x4>,
+    v: &mut Buffer<F16x4>,
+) -> Result<()> {
+    plan.check_fused("gemm_rope_qkv")?;
+    let Core::F16 { tensor_cores, config } = plan.core else { unreachable!("checked: the f16 core") };
+    check_operands(plan, &a, &b)?;
+    let (m, n) = (plan.gemm.m, plan.gemm.n);
+    let RopeQkv { batch, seq, heads, kv_heads, head_dim, .. } = rope;
+    let bad = |detail: String| Err(Error::BadArguments { kernel: "gemm_rope_qkv".into(), detail });
+    if head_dim % 4 != 0 || head_dim == 0 {
+        return bad(format!("head_dim = {head_dim}: the fused rotation takes a multiple of 4"));
+    }
+    if batch * seq != m || (heads + 2 * kv_heads) * head_dim != n {
+        return bad(format!(
+            "{rope:?} makes rows of {} columns and {} rows; the product is [{m}, {n}]",
+            (heads + 2 * kv_heads) * head_dim,
+            batch * seq
+        ));
+    }
+    if c.len() < m * n {
+        return Err(len_error("C", m * n, c.len()));
+    }
+    for (buf, cols, what) in
+        [(&*q, heads * head_dim, "Q"), (&*k, kv_heads * head_dim, "K"), (&*v, kv_heads * head_dim, "V")]
+    {
+        if buf.len() < f16x4_len(m, cols) {
+            return Err(len_error(what, f16x4_len(m, cols), buf.len()));
+        }
+    }
+    if m == 0 {
+        return Ok(());
+    }
+    record_f16(rec, plan, tensor_cores, &config, a, b, None, F16Out::Rope { c, q, k, v, rope })
 }
 
 fn f16_of<'a>(mat: &Mat<'a>) -> Result<&'a Buffer<F16x4>> {
@@ -1280,7 +1430,7 @@ fn record_f16(
     residual: Option<&Buffer<f32>>,
     out: F16Out<'_>,
 ) -> Result<()> {
-    use crate::linear::{gemm16, gemm16_residual, matmul_parts_add};
+    use crate::linear::{gemm16, gemm16_residual, gemm16_rope_qkv, gemm16_swiglu, matmul_parts_add};
     let g = plan.gemm;
     let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
     let blocks = g.m.div_ceil(cfg.bm as usize) * g.n.div_ceil(cfg.bn as usize);
@@ -1308,12 +1458,44 @@ fn record_f16(
                 N_C: shape(n),
                 K_C: shape(k),
                 $($extra: $value,)*
+                ..Default::default()
             }
         };
     }
     let (c, ws) = match out {
         F16Out::C { c, ws } => (c, ws),
         F16Out::Parts(parts) => return gemm16(rec, pa, pb, parts, p, overrides!(gemm16, G_ACC: Some(false))),
+        F16Out::SwiGlu { c, h } => {
+            let p = gemm16_swiglu::GemmParams::new(m, n, k, 1, k, tiles);
+            return gemm16_swiglu(
+                rec,
+                pa,
+                pb,
+                c,
+                h,
+                p,
+                gemm16_swiglu::Overrides { G_NMAP: Some(SWIGLU_TILE), ..overrides!(gemm16_swiglu) },
+            );
+        }
+        F16Out::Rope { c, q, k: k16, v, rope } => {
+            let r = |x: usize, what: &str| u32_of(x, what);
+            let p = gemm16_rope_qkv::GemmRopeParams::new(
+                m,
+                n,
+                k,
+                1,
+                k,
+                tiles,
+                r(rope.batch, "batch")?,
+                r(rope.seq, "seq")?,
+                r(rope.heads, "heads")?,
+                r(rope.kv_heads, "kv_heads")?,
+                r(rope.head_dim, "head_dim")?,
+                r(rope.pos_offset, "pos_offset")?,
+                rope.base,
+            );
+            return gemm16_rope_qkv(rec, pa, pb, c, q, k16, v, p, overrides!(gemm16_rope_qkv));
+        }
     };
     match (g.epilogue, residual) {
         (Epilogue::Residual, Some(r)) => gemm16_residual(

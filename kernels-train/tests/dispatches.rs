@@ -20,25 +20,26 @@ use kernels_train::params;
 /// as another: `params::fused`), each one forward product, one input gradient and one weight
 /// gradient (12); two RMSNorms forward and two backward; SwiGLU forward and backward; RoPE
 /// forward and backward (each writing Q, K, V or the fused dqkv directly, in f16 in mixed
-/// precision); attention (flash: forward, Δ with dO's f16 copy, dK/dV, dQ). Once a step: the
+/// precision, where SwiGLU's and RoPE's forwards run in the epilogues of the gate/up and the
+/// attention projection's products: `gemm::gemm_swiglu`, `gemm::gemm_rope_qkv`); attention (flash: forward, Δ with dO's f16 copy, dK/dV, dQ). Once a step: the
 /// embedding, the final norm, the tied head, the loss, the embedding backward (slices and their
 /// reduce), every norm's dγ in one dispatch (`norm::rmsnorm_dgamma_reduce_all`), the gradient
 /// norm (one dispatch per page of the gradients: `model::arena`) and its stats, and AdamW (one
 /// dispatch per run of tensors of one weight decay: two on one page). The SIMT f32 weight
 /// gradients split into parts and add them in one more dispatch each.
 const MAX_F32: usize = 404;
-const MAX_MIXED: usize = 308;
+const MAX_MIXED: usize = 284;
 
 /// The same bounds where tensor cores run the products (an H100 or H200 takes the H200's
 /// table). Mixed precision: the weight gradients the table splits into parts leave them for one
-/// sum a layer (`gemm::add_parts`): 25 a layer and 17 a step. f32 goes through the scaled
+/// sum a layer (`gemm::add_parts`): 23 a layer and 17 a step. f32 goes through the scaled
 /// split: each product splits its activations (A's scale word, max and split; both operands for
 /// the weight gradients) and reads each weight's halves, made once a step after the update (one
 /// clear of the scale words, each matrix's AdamW folding its maximum in, one split per matrix),
 /// so a forward or input-gradient product records 4 dispatches (5 with a residual) and a weight
 /// gradient 7; its AdamW runs per tensor.
 const MAX_F32_TENSOR_CORES: usize = 1085;
-const MAX_MIXED_TENSOR_CORES: usize = 317;
+const MAX_MIXED_TENSOR_CORES: usize = 293;
 
 /// The f32 step on the split core in its portable form (`ModelOptions::split_products`), counted
 /// on any adapter: the same products, plans and halves as the tensor-core f32 step, so the

@@ -13,7 +13,8 @@
 //   `store_out(row, col, v)`: one output element (row < M and col < N guaranteed);
 //   `coop_out(c, row, col)` (tensor cores only): one whole 16×16 tile inside the output, with
 //   N % 4 = 0 (16-byte aligned rows);
-// both adding `g_off` (the current part's offset, for split contractions), and calls
+// both adding `g_off` (the current part's offset, for split contractions) and both given the
+// stored column (`G_NMAP`), and calls
 // `g16_run(w, tid, sg, nsg)` (`g16_run(w, tid)` without coop) with its linear workgroup index.
 //
 // Work. Workgroup w computes the G_BM×G_BN output block `g_order(w mod blocks)` of part
@@ -80,6 +81,11 @@ override G_PF: bool = true;
 // Block rows per group of the launch order: consecutive workgroups walk G_GROUP block rows of
 // one block column before the next, so the blocks in flight share operand slices in L2.
 override G_GROUP: u32 = 1u;
+// Column order of the product (0: as stored). With G_NMAP = t (N a multiple of 2t), the
+// product's columns are B's and the output's with tiles of t columns alternating between the two
+// halves of N: column v is stored column `g_ncol(v)`, so a block of 2t·j columns holds matching
+// columns of both halves (the gate and up halves of a fused SwiGLU product, for its epilogue).
+override G_NMAP: u32 = 0u;
 // The shape compiled in (0: read `p`); when set, equal to p.m, p.n, p.k.
 override M_C: u32 = 0u;
 override N_C: u32 = 0u;
@@ -113,6 +119,17 @@ var<private> g_k: u32;
 var<private> g_aq: u32;
 var<private> g_bq: u32;
 var<private> g_off: u32;
+
+// The stored column of the product's column v (`G_NMAP`).
+fn g_ncol(v: u32) -> u32 {
+    if (G_NMAP == 0u) {
+        return v;
+    }
+    // (max: naga evaluates the division for G_NMAP = 0 too, and rejects a zero divisor.)
+    let t = max(G_NMAP, 1u);
+    let tile = v / t;
+    return (tile % 2u) * (g_n / 2u) + (tile / 2u) * t + v % t;
+}
 
 // vec4s per staged row (without padding) and per stored row of workgroup memory, of A and B.
 fn g_rowa() -> u32 {
@@ -159,11 +176,11 @@ fn g_gb(e: u32, n0: u32, kc: u32, ke: u32) -> vec4<f16> {
     let q = e % g_rowb();
     if (B_T) {
         let kk = kc + 4u * q;
-        let at = min(n0 + sr, g_n - 1u) * g_bq + min(kk / 4u, g_bq - 1u);
+        let at = g_ncol(min(n0 + sr, g_n - 1u)) * g_bq + min(kk / 4u, g_bq - 1u);
         return select(vec4<f16>(), b[at], kk < ke);
     }
     let kr = kc + sr;
-    let at = min(kr, g_k - 1u) * g_bq + min(n0 / 4u + q, g_bq - 1u);
+    let at = min(kr, g_k - 1u) * g_bq + g_ncol(4u * min(n0 / 4u + q, g_bq - 1u)) / 4u;
     return select(vec4<f16>(), b[at], kr < ke);
 }
 
@@ -407,7 +424,7 @@ fn g_portable(tid: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
                 if (computes && row < g_m) {
                     for (var j = 0u; j < 4u; j++) {
                         if (col + j < g_n) {
-                            store_out(row, col + j, g_acc[i][j]);
+                            store_out(row, g_ncol(col + j), g_acc[i][j]);
                         }
                     }
                 }
@@ -440,6 +457,11 @@ fn g_frag_b(tc: u32, s: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&g_sb[at], ld);
 }
 
+// A whole tile at the product's (row, col) to the includer's store, at its stored column.
+fn g_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
+    coop_out(c, row, g_ncol(col));
+}
+
 // Tile (i, j) of the groups first … first + nsg − 1 (one per subgroup) through workgroup memory,
 // masked: every subgroup stores its tile `c` in its slot, then the workgroup copies the slots'
 // elements inside the output. Call in uniform control flow with uniform i, j, first.
@@ -455,7 +477,7 @@ fn g_edge_out(c: coop_mat16x16<f32, C>, tid: u32, sg: u32, nsg: u32, first: u32,
         let row = m0 + ((g / gn) * G_TM + i) * 16u + (e % 256u) / 16u;
         let col = n0 + ((g % gn) * G_TN + j) * 16u + e % 16u;
         if (row < g_m && col < g_n) {
-            store_out(row, col, g_edge[e]);
+            store_out(row, g_ncol(col), g_edge[e]);
         }
     }
 }
@@ -652,27 +674,27 @@ fn g_group(tid: u32, sg: u32, nsg: u32, first: u32, m0: u32, n0: u32, kb: u32, k
     let r0 = m0 + tr0 * 16u;
     let q0 = n0 + tc0 * 16u;
     for (var d = direct; d == 1u; d = 0u) {
-        coop_out(c00, r0, q0);
-        if (G_TN > 1u) { coop_out(c01, r0, q0 + 16u); }
-        if (G_TN > 2u) { coop_out(c02, r0, q0 + 32u); }
-        if (G_TN > 3u) { coop_out(c03, r0, q0 + 48u); }
+        g_out(c00, r0, q0);
+        if (G_TN > 1u) { g_out(c01, r0, q0 + 16u); }
+        if (G_TN > 2u) { g_out(c02, r0, q0 + 32u); }
+        if (G_TN > 3u) { g_out(c03, r0, q0 + 48u); }
         if (G_TM > 1u) {
-            coop_out(c10, r0 + 16u, q0);
-            if (G_TN > 1u) { coop_out(c11, r0 + 16u, q0 + 16u); }
-            if (G_TN > 2u) { coop_out(c12, r0 + 16u, q0 + 32u); }
-            if (G_TN > 3u) { coop_out(c13, r0 + 16u, q0 + 48u); }
+            g_out(c10, r0 + 16u, q0);
+            if (G_TN > 1u) { g_out(c11, r0 + 16u, q0 + 16u); }
+            if (G_TN > 2u) { g_out(c12, r0 + 16u, q0 + 32u); }
+            if (G_TN > 3u) { g_out(c13, r0 + 16u, q0 + 48u); }
         }
         if (G_TM > 2u) {
-            coop_out(c20, r0 + 32u, q0);
-            if (G_TN > 1u) { coop_out(c21, r0 + 32u, q0 + 16u); }
-            if (G_TN > 2u) { coop_out(c22, r0 + 32u, q0 + 32u); }
-            if (G_TN > 3u) { coop_out(c23, r0 + 32u, q0 + 48u); }
+            g_out(c20, r0 + 32u, q0);
+            if (G_TN > 1u) { g_out(c21, r0 + 32u, q0 + 16u); }
+            if (G_TN > 2u) { g_out(c22, r0 + 32u, q0 + 32u); }
+            if (G_TN > 3u) { g_out(c23, r0 + 32u, q0 + 48u); }
         }
         if (G_TM > 3u) {
-            coop_out(c30, r0 + 48u, q0);
-            if (G_TN > 1u) { coop_out(c31, r0 + 48u, q0 + 16u); }
-            if (G_TN > 2u) { coop_out(c32, r0 + 48u, q0 + 32u); }
-            if (G_TN > 3u) { coop_out(c33, r0 + 48u, q0 + 48u); }
+            g_out(c30, r0 + 48u, q0);
+            if (G_TN > 1u) { g_out(c31, r0 + 48u, q0 + 16u); }
+            if (G_TN > 2u) { g_out(c32, r0 + 48u, q0 + 32u); }
+            if (G_TN > 3u) { g_out(c33, r0 + 48u, q0 + 48u); }
         }
     }
     for (var d = direct; d == 0u; d = 1u) {
@@ -701,6 +723,19 @@ fn g_group(tid: u32, sg: u32, nsg: u32, first: u32, m0: u32, n0: u32, kb: u32, k
     }
 }
 //#endif
+
+// The output block of workgroup `w` of an unsplit product: (first row, first column of the
+// product, 1), or 0s past the grid's blocks. For epilogues that read the block back after
+// `g16_run` (behind a `storageBarrier`: its stores are the workgroup's own).
+fn g16_block(w: u32) -> vec3<u32> {
+    let bm = (g_m + G_BM - 1u) / G_BM;
+    let bn = (g_n + G_BN - 1u) / G_BN;
+    if (w >= bm * bn) {
+        return vec3<u32>(0u);
+    }
+    let blk = g_order(w, bm, bn);
+    return vec3<u32>(blk.x * G_BM, blk.y * G_BN, 1u);
+}
 
 // The product for workgroup `w` (the 2-D fallback's linear index).
 //#if coop

@@ -2,12 +2,13 @@
 
 use super::B;
 use super::alloc::Qkv;
-use super::products::{Kept, Operand, Plans, Prep, forward, forward_residual, preps};
+use super::products::{Fused16, Kept, Operand, Plans, Prep, forward, forward_fused, forward_residual, preps};
 use super::{Attention, Model, fast_params};
 use crate::Error;
 use kernels::Batch;
 use kernels::attention::{attention_decode, attention_forward};
 use kernels::embedding::embed_lookup;
+use kernels::gemm::RopeQkv;
 use kernels::loss::{cross_entropy, sum_losses};
 use kernels::norm::rmsnorm_forward;
 use kernels::rope::{rope_qkv, rope_qkv_f16};
@@ -84,7 +85,22 @@ impl Model {
             let pos = at.unwrap_or(0) as u32;
             // Q, K and V in one product into the fused rows, which RoPE splits (and rotates) into
             // the tensors attention reads: no copies.
-            forward(b, split, h1, &w.wqkv, pw.wqkv, &mut s.qkv, mm(hq + 2 * kv, d))?;
+            // A step's forward in mixed precision rotates and rounds Q, K, V in the product's
+            // epilogue where its plan allows (the same bits as `rope_qkv_f16`).
+            let roped = match (&mut layer.qkv, pass) {
+                (Qkv::F16 { q, k, v, .. }, Pass::Full) => {
+                    let (bu, su) = (batch, seq);
+                    let (hu, hkvu, dhu) = (h as usize, hkv as usize, dh as usize);
+                    let rope =
+                        RopeQkv { batch: bu, seq: su, heads: hu, kv_heads: hkvu, head_dim: dhu, pos_offset: 0, base };
+                    let then = Fused16::Rope { rope, q, k, v };
+                    forward_fused(b, split, h1, &w.wqkv, pw.wqkv, &mut s.qkv, then, mm(hq + 2 * kv, d))?
+                }
+                _ => {
+                    forward(b, split, h1, &w.wqkv, pw.wqkv, &mut s.qkv, mm(hq + 2 * kv, d))?;
+                    false
+                }
+            };
             let rp = kernels::rope::rope_qkv::Params::new(bt, sq, h, hkv, dh, pos, base);
             // Generation's new token: its key and value at row t of the cache.
             let n = kv as usize;
@@ -103,6 +119,7 @@ impl Model {
                 Qkv::F16 { q, k, v, cache_k, cache_v } => {
                     let p16 = kernels::rope::rope_qkv_f16::Params::new(bt, sq, h, hkv, dh, pos, base);
                     match pass {
+                        Pass::Full if roped => {}
                         Pass::Full => rope_qkv_f16(b, &s.qkv, q, k, v, p16)?,
                         // The f16 copies, and the f32 keys and values for the cache from the same
                         // rotation (the f32 values the f16 copies round).
@@ -178,15 +195,20 @@ impl Model {
             norm_into(b, &mut layer.x_mid, res, &w.ffn_norm, &mut layer.h2, &mut layer.rrms2, norm)?;
             let h2 = layer.h2.operand();
             // The gate and up projections in one product; SwiGLU reads both halves of its rows.
-            forward(b, split, h2, &w.w13, pw.w13, &mut layer.gu, mm(2 * f, d))?;
+            // In mixed precision SwiGLU's f16 output comes from the product's epilogue where its
+            // plan allows (the same bits as `swiglu_gu_f16`).
             match &mut layer.a {
                 Kept::F32(a) => {
+                    forward(b, split, h2, &w.w13, pw.w13, &mut layer.gu, mm(2 * f, d))?;
                     let sw = kernels::activation::swiglu_gu::RowsParams::new(rows, f);
                     kernels::activation::swiglu_gu(b, &layer.gu, a, sw)?;
                 }
                 Kept::F16(a16) => {
-                    let sw = kernels::activation::swiglu_gu_f16::RowsParams::new(rows, f);
-                    kernels::activation::swiglu_gu_f16(b, &layer.gu, a16, sw)?;
+                    let then = Fused16::SwiGlu(a16);
+                    if !forward_fused(b, split, h2, &w.w13, pw.w13, &mut layer.gu, then, mm(2 * f, d))? {
+                        let sw = kernels::activation::swiglu_gu_f16::RowsParams::new(rows, f);
+                        kernels::activation::swiglu_gu_f16(b, &layer.gu, a16, sw)?;
+                    }
                 }
             }
             // The layer's output x_mid + a·W2ᵀ is the next layer's input (or the final one's).

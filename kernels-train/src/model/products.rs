@@ -17,7 +17,7 @@ use super::B;
 use crate::Error;
 use crate::params::Param;
 use crate::params::fused::Fused;
-use kernels::gemm::{self, Elem, Epilogue, Gemm, GemmPlan, GemmWorkspace, Halves, Mat, Precision};
+use kernels::gemm::{self, Elem, Epilogue, Gemm, GemmPlan, GemmWorkspace, Halves, Mat, Precision, RopeQkv};
 use kernels::ops::{F16x4, f16x4_len};
 use kernels::{Batch, Buffer, Gpu, Record};
 use std::cell::RefCell;
@@ -414,6 +414,48 @@ pub(super) fn forward(
     let (mu, nu, ku) = (m as usize, n as usize, k as usize);
     let wb = weight(&x, w, prep, (nu, ku))?;
     plans.run(b, (activation(&x, (mu, ku)), wb.t()), Epilogue::Store, None, y)
+}
+
+/// What a forward product's epilogue makes of its output in the same dispatch, in f16 (mixed
+/// precision): `kernels::gemm::gemm_swiglu`'s SwiGLU of the fused gate/up rows, or
+/// `kernels::gemm::gemm_rope_qkv`'s rotated Q and K and V of the fused attention projection.
+pub(super) enum Fused16<'a> {
+    SwiGlu(&'a mut Buffer<F16x4>),
+    Rope { rope: RopeQkv, q: &'a mut Buffer<F16x4>, k: &'a mut Buffer<F16x4>, v: &'a mut Buffer<F16x4> },
+}
+
+/// `y = x·wᵀ` as [`forward`], and `then` in the same dispatch where the plan fuses epilogues
+/// (the f16 core with its contraction whole, and the shape the epilogue takes: a gate/up width
+/// that is a multiple of 32, a head dim that is a multiple of 4). Returns whether it did; if
+/// not, only `y` is written and the caller runs the separate kernel (which gives the same bits).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn forward_fused(
+    b: &Batch<'_>,
+    plans: &Plans,
+    x: Operand<'_>,
+    w: &B,
+    prep: Prep<'_>,
+    y: &mut B,
+    then: Fused16<'_>,
+    (m, n, k): (u32, u32, u32),
+) -> Result<bool, Error> {
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    let (xa, wb) = (activation(&x, (mu, ku)), weight(&x, w, prep, (nu, ku))?.t());
+    let g = Gemm::of(&xa, &wb)?.epilogue(Epilogue::Store).precision(plans.precision());
+    let plan = plans.plan(b.gpu(), g)?;
+    let fits = match &then {
+        Fused16::SwiGlu(_) => nu.is_multiple_of(32),
+        Fused16::Rope { rope, .. } => rope.head_dim.is_multiple_of(4),
+    };
+    if !(plan.fuses_epilogue() && fits) {
+        plans.run(b, (xa, wb), Epilogue::Store, None, y)?;
+        return Ok(false);
+    }
+    match then {
+        Fused16::SwiGlu(h) => gemm::gemm_swiglu(b, &plan, xa, wb, y, h)?,
+        Fused16::Rope { rope, q, k, v } => gemm::gemm_rope_qkv(b, &plan, xa, wb, y, rope, q, k, v)?,
+    }
+    Ok(true)
 }
 
 /// `y = resid + x·wᵀ` for an f32 `x` [m, k] and w [n, k] (`resid` a different buffer from `y`).
