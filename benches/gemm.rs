@@ -10,6 +10,9 @@
 //!                            shape and with each of LIST (`bm,bn,bk,tm,tn,prefetch,group,wg`
 //!                            separated by spaces; the plan's split kept), the fastest of each
 //!                            shape as a tuning-table line to PATH
+//! gemm --fused               the fused epilogues (`gemm::gemm_swiglu`, `gemm::gemm_rope_qkv`) at
+//!                            the trainer's shapes against the plain product alone and followed by
+//!                            the separate kernel they replace
 //! ```
 //! Each measurement runs the library's own plan: a check on fresh random inputs first (the
 //! largest error of 256 sampled outputs against float64, relative to Σ|a||b|, must be within
@@ -472,9 +475,105 @@ fn compare(gpu: &Gpu, out: &mut Out, configs: &[F16Config], table: Option<&str>)
     write_table(&lines, table);
 }
 
+/// GPU time of `per` dispatches recorded by `run`: a warm-up of about `warm_s` seconds (at
+/// least 3 repeats), then `repeats` timed in one submission; the median repeat's sum of its
+/// dispatches' durations.
+fn time_dispatches(
+    gpu: &Gpu,
+    per: usize,
+    warm_s: f64,
+    repeats: usize,
+    mut run: impl FnMut(&kernels::Batch<'_>) -> kernels::Result<()>,
+) -> f64 {
+    let once = gpu.profiled_batch(per as u32).unwrap();
+    run(&once).unwrap();
+    let first = once.submit_profiled().unwrap();
+    assert_eq!(first.dispatches.len(), per, "dispatches recorded by one repeat");
+    let one: f64 = first.dispatches.iter().map(|d| d.end_ns - d.start_ns).sum();
+    let warm = ((warm_s * 1e9 / one.max(1.0)).ceil() as usize).clamp(3, 5000);
+    let warmup = gpu.batch();
+    for _ in 0..warm {
+        run(&warmup).unwrap();
+    }
+    warmup.submit().unwrap();
+    let batch = gpu.profiled_batch((repeats * per) as u32).unwrap();
+    for _ in 0..repeats {
+        run(&batch).unwrap();
+    }
+    let prof = batch.submit_profiled().unwrap();
+    median(prof.dispatches.chunks(per).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect())
+}
+
+/// The fused epilogues at the trainer's shapes (gpt2-small, 8 × 1024 rows: the gate/up product
+/// 8192×4096×768 with SwiGLU, the attention projection 8192×2304×768 with RoPE and Q/K/V's f16
+/// copies): the plain product, the product and the separate kernel (`swiglu_gu_f16`,
+/// `rope_qkv_f16`), and the fused product, each its GPU time.
+fn fused(gpu: &Gpu, out: &mut Out) {
+    use kernels::gemm::RopeQkv;
+    let cpu = gpu.report().device_type == "Cpu";
+    let (batch, seq, d, f, heads, dh) = if cpu { (2, 64, 64, 128, 2, 16) } else { (8, 1024, 768, 2048, 12, 64) };
+    let rows = batch * seq;
+    let repeats = if cpu { 3 } else { 20 };
+    let warm_s = if cpu { 0.0 } else { 0.3 };
+    println!("\n| product | M×N×K | plan | product alone | + separate kernel | fused | fused / (product + kernel) |");
+    println!("|---|---|---|---|---|---|---|");
+    for (i, swiglu) in [true, false].into_iter().enumerate() {
+        let n = if swiglu { 2 * f } else { 3 * heads * dh };
+        let g = Gemm::new(rows, n, d).elems(Elem::F16, Elem::F16).b_t(true);
+        let plan = g.plan(gpu).unwrap();
+        let what = if swiglu { "gate/up + SwiGLU" } else { "QKV + RoPE" };
+        if !plan.fuses_epilogue() {
+            println!("| {what} | {rows}×{n}×{d} | {} | (the plan does not fuse) | | | |", plan.describe());
+            continue;
+        }
+        let pr = Problem::new(gpu, g, 40 + i as u64);
+        let (a, b) = pr.mats();
+        let mut c = gpu.zeros::<f32>(rows * n).unwrap();
+        let mut ws = GemmWorkspace::new(gpu, &[&plan]).unwrap();
+        let mut o1 = gpu.zeros::<F16x4>(ops::f16x4_len(rows, if swiglu { f } else { heads * dh })).unwrap();
+        let mut o2 = gpu.zeros::<F16x4>(ops::f16x4_len(rows, heads * dh)).unwrap();
+        let mut o3 = gpu.zeros::<F16x4>(ops::f16x4_len(rows, heads * dh)).unwrap();
+        let u = |x: usize| x as u32;
+        let rope = RopeQkv { batch, seq, heads, kv_heads: heads, head_dim: dh, pos_offset: 0, base: 10000.0 };
+        let plain = time_dispatches(gpu, 1, warm_s, repeats, |rec| gemm::gemm(rec, &plan, a, b, None, &mut c, &mut ws));
+        let separate = time_dispatches(gpu, 2, warm_s, repeats, |rec| {
+            gemm::gemm(rec, &plan, a, b, None, &mut c, &mut ws)?;
+            if swiglu {
+                let p = kernels::activation::swiglu_gu_f16::RowsParams::new(u(rows), u(f));
+                kernels::activation::swiglu_gu_f16(rec, &c, &mut o1, p)
+            } else {
+                let p =
+                    kernels::rope::rope_qkv_f16::Params::new(u(batch), u(seq), u(heads), u(heads), u(dh), 0, 10000.0);
+                kernels::rope::rope_qkv_f16(rec, &c, &mut o1, &mut o2, &mut o3, p)
+            }
+        });
+        let fused = time_dispatches(gpu, 1, warm_s, repeats, |rec| {
+            if swiglu {
+                gemm::gemm_swiglu(rec, &plan, a, b, &mut c, &mut o1)
+            } else {
+                gemm::gemm_rope_qkv(rec, &plan, a, b, &mut c, rope, &mut o1, &mut o2, &mut o3)
+            }
+        });
+        let us = |ns: f64| ns / 1e3;
+        println!(
+            "| {what} | {rows}×{n}×{d} | {} | {:.1} µs | {:.1} µs | {:.1} µs | {:.2} |",
+            plan.describe(),
+            us(plain),
+            us(separate),
+            us(fused),
+            fused / separate
+        );
+        out.line(&format!(
+            "\"what\":\"fused\",\"epilogue\":{what:?},\"m\":{rows},\"n\":{n},\"k\":{d},\"plan\":{:?},\"plain_ns\":{plain:.0},\"separate_ns\":{separate:.0},\"fused_ns\":{fused:.0}",
+            plan.describe()
+        ));
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let (mut tune_mode, mut budget, mut table, mut quick) = (false, 300.0, None, false);
+    let mut fused_mode = false;
     let mut configs: Option<Vec<F16Config>> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -483,6 +582,7 @@ fn main() {
                 configs = Some(list.split_whitespace().map(parse_config).collect());
             }
             "--tune" => tune_mode = true,
+            "--fused" => fused_mode = true,
             "--quick" => quick = true,
             "--budget-s" => budget = args.next().and_then(|v| v.parse().ok()).expect("--budget-s SECONDS"),
             "--table" => table = Some(args.next().expect("--table PATH")),
@@ -495,7 +595,9 @@ fn main() {
         json: std::env::var("KERNELS_BENCH_JSON").ok().map(|p| std::fs::File::create(p).unwrap()),
         adapter: gpu.report().name.clone(),
     };
-    if let Some(c) = configs {
+    if fused_mode {
+        fused(&gpu, &mut out);
+    } else if let Some(c) = configs {
         compare(&gpu, &mut out, &c, table.as_deref());
     } else if tune_mode {
         tune(&gpu, &mut out, budget, table.as_deref(), quick);
