@@ -487,8 +487,8 @@ fn gemm16_residual(
 // `gemm16`'s Y = op(A)·op(B) over the fused gate/up weight (N = 2·F columns: the gate's F, then
 // the up's F), and in the same dispatch SwiGLU of it: `h[r, j] = f16(silu(Y[r, j]) ·
 // Y[r, F + j])`, the arithmetic and rounding of `activation::swiglu_gu_f16` on the stored Y (the
-// same bits). Y [M, N] f32 row-major (overwritten, for the backward), `h` [M, F] in the f16x4 row
-// layout (F % 16 = 0: no padding), the down projection's operand. The product's columns
+// same bits). Y [M, N] f32 row-major (kept for the backward), `h` [M, F] in the f16x4 row
+// layout (F % 16 = 0: no padding), the down projection's operand. Overwrites `y` and `h`. The product's columns
 // alternate tiles of 16 between the two halves (`G_NMAP` = 16), so each workgroup's block holds
 // matching gate and up columns; after storing it the workgroup reads it back (its own stores,
 // behind a storage barrier) and writes the block's part of h. No split of the contraction.
@@ -592,10 +592,10 @@ fn gemm16_swiglu(
 // `rope::rope_qkv_f16` makes of Y: the rotated Q and K and the unrotated V in f16 (the same
 // arithmetic and rounding on the stored Y, so the same bits), `q16` [M, H·Dh/4], `k16` and `v16`
 // [M, Hkv·Dh/4] vec4<f16> (Dh % 4 = 0: no padding), M = batch·seq rows at positions
-// (row mod seq) + pos_offset. Y [M, N] f32 (overwritten). After storing its block the workgroup
-// reads it back (its own stores, behind a storage barrier) and writes the block's columns of the
-// three (a rotated pair is two neighbouring columns, inside every block). No split of the
-// contraction. Record it through `kernels::gemm::gemm_rope_qkv`.
+// (row mod seq) + pos_offset. Y [M, N] f32. Overwrites `y`, `q16`, `k16`, `v16`. After storing
+// its block the workgroup reads it back (its own stores, behind a storage barrier) and writes the
+// block's columns of the three (a rotated pair is two neighbouring columns, inside every block).
+// No split of the contraction. Record it through `kernels::gemm::gemm_rope_qkv`.
 // Grid: p.tiles = ⌈M/G_BM⌉·⌈N/G_BN⌉ workgroups, 1-D, 2-D past the device's limit.
 // @grid workgroups(p.tiles)
 // @requires p.parts <= 1
