@@ -88,6 +88,9 @@ mod tests {
         assert_eq!(class_of("linear::matmul_t"), "products");
         assert_eq!(class_of("linear::gemm16"), "products");
         assert_eq!(class_of("linear::gemm16_residual"), "products");
+        // A product with its epilogue counts as a product, the epilogue's time included.
+        assert_eq!(class_of("linear::gemm16_swiglu"), "products");
+        assert_eq!(class_of("linear::gemm16_rope_qkv"), "products");
         assert_eq!(class_of("linear::matmul_t_pres"), "products");
         assert_eq!(class_of("linear::matmul_at_pres_split"), "products");
         assert_eq!(class_of("linear::precise_split"), "memory-bound");
