@@ -13,10 +13,10 @@
 
 mod common;
 
-use common::{gpu, rng, uniform};
+use common::{gpu, gpu_with, rng, uniform};
 use kernels::gemm::{self, Core, Elem, F16Config, Gemm, GemmPlan, Mat, RopeQkv};
 use kernels::ops::{self, F16x4};
-use kernels::{Buffer, Gpu};
+use kernels::{Buffer, Gpu, GpuOptions};
 use rand::rngs::StdRng;
 
 fn round16(v: &[f32]) -> Vec<f32> {
@@ -120,6 +120,55 @@ fn plan_for(gpu: &Gpu, g: Gemm, config: F16Config) -> Option<GemmPlan> {
     Some(plan)
 }
 
+/// `gemm_swiglu` under `plan` (m × 2F × k, B stored [n, k] when `b_t`) on fresh operands against
+/// float64 and, with `separate`, against `swiglu_gu_f16` on the stored C.
+fn check_swiglu(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    plan: &GemmPlan,
+    (m, f, k): (usize, usize, usize),
+    b_t: bool,
+    separate: bool,
+) {
+    let n = 2 * f;
+    let what = format!("swiglu {} ({m}×{n}×{k}, b_t {b_t})", plan.describe());
+    let (x, xb) = operand(gpu, rng, m, k, 1.0);
+    let (w, wb) = if b_t { operand(gpu, rng, n, k, 1.0) } else { operand(gpu, rng, k, n, 1.0) };
+    let wm = if b_t { Mat::f16(&wb, n, k).t() } else { Mat::f16(&wb, k, n) };
+    let mut c = gpu.filled(m * n + 7, f32::NAN).unwrap();
+    let hl = ops::f16x4_len(m, f);
+    let mut h = poisoned16(gpu, hl);
+    gemm::gemm_swiglu(gpu, plan, Mat::f16(&xb, m, k), wm, &mut c, &mut h).unwrap();
+    let got_c = c.read(gpu).unwrap();
+    let got_h = h.read(gpu).unwrap();
+    let (want, abs) = reference(&x, &w, (m, n, k), b_t);
+    let bounds = check_c(&what, &got_c, &want, &abs, k);
+    check_tail16(&what, &got_h, hl);
+    let hv = flat16(&got_h[..hl]);
+    for r in 0..m {
+        for j in 0..f {
+            let (gi, ui) = (r * n + j, r * n + f + j);
+            let (gv, uv) = (want[gi], want[ui]);
+            let s = 1.0 / (1.0 + (-gv).exp());
+            let ref_h = gv * s * uv;
+            let moved = 1.1 * uv.abs() * bounds[gi] + (gv * s).abs() * bounds[ui];
+            let bound = half_ulp(ref_h) + moved + 1e-6 * ref_h.abs();
+            let e = (hv[r * f + j] as f64 - ref_h).abs();
+            assert!(e <= bound, "{what}: h[{r}, {j}] = {} against {ref_h} (bound {bound:e})", hv[r * f + j]);
+        }
+    }
+    if !separate {
+        return;
+    }
+    // The separate kernel on the stored C: the same bits.
+    let mut h2 = poisoned16(gpu, hl);
+    let p = kernels::activation::swiglu_gu_f16::RowsParams::new(m as u32, f as u32);
+    kernels::activation::swiglu_gu_f16(gpu, &c, &mut h2, p).unwrap();
+    let sep = h2.read(gpu).unwrap();
+    let same = got_h[..hl].iter().flatten().zip(sep[..hl].iter().flatten()).all(|(a, b)| a.to_bits() == b.to_bits());
+    assert!(same, "{what}: the fused SwiGLU differs from activation::swiglu_gu_f16 on the same C");
+}
+
 #[test]
 fn swiglu_epilogue_matches_float64_and_the_separate_kernel() {
     let Some(gpu) = gpu() else { return };
@@ -132,46 +181,87 @@ fn swiglu_epilogue_matches_float64_and_the_separate_kernel() {
     let shapes = [(1, 16, 5), (70, 48, 33), (130, 80, 40), (256, 64, 64)];
     for config in configs(tc) {
         for (i, &(m, f, k)) in shapes.iter().enumerate() {
-            let n = 2 * f;
             // The trainer's orientation (X·Wᵀ), and B stored [k, n] once per block shape.
             let b_t = i != 1;
-            let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).b_t(b_t);
+            let g = Gemm::new(m, 2 * f, k).elems(Elem::F16, Elem::F16).b_t(b_t);
             let Some(plan) = plan_for(&gpu, g, config) else { continue };
-            let what = format!("swiglu {} ({m}×{n}×{k}, b_t {b_t})", plan.describe());
-            let (x, xb) = operand(&gpu, &mut rng, m, k, 1.0);
-            let (w, wb) = if b_t { operand(&gpu, &mut rng, n, k, 1.0) } else { operand(&gpu, &mut rng, k, n, 1.0) };
-            let wm = if b_t { Mat::f16(&wb, n, k).t() } else { Mat::f16(&wb, k, n) };
-            let mut c = gpu.filled(m * n + 7, f32::NAN).unwrap();
-            let hl = ops::f16x4_len(m, f);
-            let mut h = poisoned16(&gpu, hl);
-            gemm::gemm_swiglu(&gpu, &plan, Mat::f16(&xb, m, k), wm, &mut c, &mut h).unwrap();
-            let got_c = c.read(&gpu).unwrap();
-            let got_h = h.read(&gpu).unwrap();
-            let (want, abs) = reference(&x, &w, (m, n, k), b_t);
-            let bounds = check_c(&what, &got_c, &want, &abs, k);
-            check_tail16(&what, &got_h, hl);
-            let hv = flat16(&got_h[..hl]);
-            for r in 0..m {
-                for j in 0..f {
-                    let (gi, ui) = (r * n + j, r * n + f + j);
-                    let (gv, uv) = (want[gi], want[ui]);
-                    let s = 1.0 / (1.0 + (-gv).exp());
-                    let ref_h = gv * s * uv;
-                    let moved = 1.1 * uv.abs() * bounds[gi] + (gv * s).abs() * bounds[ui];
-                    let bound = half_ulp(ref_h) + moved + 1e-6 * ref_h.abs();
-                    let e = (hv[r * f + j] as f64 - ref_h).abs();
-                    assert!(e <= bound, "{what}: h[{r}, {j}] = {} against {ref_h} (bound {bound:e})", hv[r * f + j]);
+            check_swiglu(&gpu, &mut rng, &plan, (m, f, k), b_t, true);
+        }
+    }
+}
+
+/// `gemm_rope_qkv` under `plan` (batch·seq × (heads + 2·kv_heads)·dh × k, B stored [n, k] when
+/// `b_t`) on fresh operands against float64 and, with `separate`, against `rope_qkv_f16` on the
+/// stored C.
+fn check_rope(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    plan: &GemmPlan,
+    (batch, seq, heads, kv_heads, dh, k, pos): (usize, usize, usize, usize, usize, usize, usize),
+    b_t: bool,
+    separate: bool,
+) {
+    let (m, n) = (batch * seq, (heads + 2 * kv_heads) * dh);
+    let what = format!("rope {} ({m}×{n}×{k}, b_t {b_t}, heads {heads}/{kv_heads}×{dh})", plan.describe());
+    let rope = RopeQkv { batch, seq, heads, kv_heads, head_dim: dh, pos_offset: pos, base: 10000.0 };
+    let (x, xb) = operand(gpu, rng, m, k, 1.0);
+    let (w, wb) = if b_t { operand(gpu, rng, n, k, 1.0) } else { operand(gpu, rng, k, n, 1.0) };
+    let wm = if b_t { Mat::f16(&wb, n, k).t() } else { Mat::f16(&wb, k, n) };
+    let mut c = gpu.filled(m * n + 7, f32::NAN).unwrap();
+    let (lq, lk) = (ops::f16x4_len(m, heads * dh), ops::f16x4_len(m, kv_heads * dh));
+    let (mut q, mut kk, mut v) = (poisoned16(gpu, lq), poisoned16(gpu, lk), poisoned16(gpu, lk));
+    gemm::gemm_rope_qkv(gpu, plan, Mat::f16(&xb, m, k), wm, &mut c, rope, &mut q, &mut kk, &mut v).unwrap();
+    let got_c = c.read(gpu).unwrap();
+    let got = [q.read(gpu).unwrap(), kk.read(gpu).unwrap(), v.read(gpu).unwrap()];
+    let (want, abs) = reference(&x, &w, (m, n, k), b_t);
+    let bounds = check_c(&what, &got_c, &want, &abs, k);
+    let widths = [heads * dh, kv_heads * dh, kv_heads * dh];
+    let offsets = [0, heads * dh, (heads + kv_heads) * dh];
+    for part in 0..3 {
+        let len = ops::f16x4_len(m, widths[part]);
+        check_tail16(&what, &got[part], len);
+        let vals = flat16(&got[part][..len]);
+        for r in 0..m {
+            for c2 in (0..widths[part]).step_by(2) {
+                let at = r * n + offsets[part] + c2;
+                let (x0, x1) = (want[at], want[at + 1]);
+                let (mut y0, mut y1, mut theta) = (x0, x1, 0.0);
+                if part < 2 {
+                    let i = (c2 % dh) / 2;
+                    let inv = 10000f64.powf(-(2.0 * i as f64) / dh as f64);
+                    theta = ((r % seq) + pos) as f64 * inv;
+                    (y0, y1) = (x0 * theta.cos() - x1 * theta.sin(), x0 * theta.sin() + x1 * theta.cos());
+                }
+                let moved = bounds[at] + bounds[at + 1] + 1e-6 * (1.0 + theta) * (x0.abs() + x1.abs());
+                for (e, yv) in [(0, y0), (1, y1)] {
+                    let gv = vals[r * widths[part] + c2 + e] as f64;
+                    let bound = half_ulp(yv) + moved;
+                    assert!(
+                        (gv - yv).abs() <= bound,
+                        "{what}: part {part} [{r}, {}] = {gv} against {yv} (bound {bound:e})",
+                        c2 + e
+                    );
                 }
             }
-            // The separate kernel on the stored C: the same bits.
-            let mut h2 = poisoned16(&gpu, hl);
-            let p = kernels::activation::swiglu_gu_f16::RowsParams::new(m as u32, f as u32);
-            kernels::activation::swiglu_gu_f16(&gpu, &c, &mut h2, p).unwrap();
-            let sep = h2.read(&gpu).unwrap();
-            let same =
-                got_h[..hl].iter().flatten().zip(sep[..hl].iter().flatten()).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{what}: the fused SwiGLU differs from activation::swiglu_gu_f16 on the same C");
         }
+    }
+    if !separate {
+        return;
+    }
+    // The separate kernel on the stored C: the same bits.
+    let (mut q2, mut k2, mut v2) = (poisoned16(gpu, lq), poisoned16(gpu, lk), poisoned16(gpu, lk));
+    let u = |x: usize| x as u32;
+    let p = kernels::rope::rope_qkv_f16::Params::new(u(batch), u(seq), u(heads), u(kv_heads), u(dh), u(pos), 10000.0);
+    kernels::rope::rope_qkv_f16(gpu, &c, &mut q2, &mut k2, &mut v2, p).unwrap();
+    let sep = [q2.read(gpu).unwrap(), k2.read(gpu).unwrap(), v2.read(gpu).unwrap()];
+    for part in 0..3 {
+        let len = ops::f16x4_len(m, widths[part]);
+        let same = got[part][..len]
+            .iter()
+            .flatten()
+            .zip(sep[part][..len].iter().flatten())
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{what}: part {part} differs from rope::rope_qkv_f16 on the same C");
     }
 }
 
@@ -187,79 +277,32 @@ fn rope_epilogue_matches_float64_and_the_separate_kernel() {
     // blocks; a block boundary inside a part; the trainer's head dim with grouped heads.
     let shapes = [(1, 1, 1, 1, 4, 5, 0), (2, 7, 3, 1, 8, 33, 3), (3, 50, 4, 2, 16, 40, 0), (2, 65, 4, 2, 64, 48, 11)];
     for config in configs(tc) {
-        for (i, &(batch, seq, heads, kv_heads, dh, k, pos)) in shapes.iter().enumerate() {
-            let (m, n) = (batch * seq, (heads + 2 * kv_heads) * dh);
+        for (i, &shape) in shapes.iter().enumerate() {
+            let (batch, seq, heads, kv_heads, dh, k, _) = shape;
             let b_t = i != 2;
-            let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).b_t(b_t);
+            let g = Gemm::new(batch * seq, (heads + 2 * kv_heads) * dh, k).elems(Elem::F16, Elem::F16).b_t(b_t);
             let Some(plan) = plan_for(&gpu, g, config) else { continue };
-            let what = format!("rope {} ({m}×{n}×{k}, b_t {b_t}, heads {heads}/{kv_heads}×{dh})", plan.describe());
-            let rope = RopeQkv { batch, seq, heads, kv_heads, head_dim: dh, pos_offset: pos, base: 10000.0 };
-            let (x, xb) = operand(&gpu, &mut rng, m, k, 1.0);
-            let (w, wb) = if b_t { operand(&gpu, &mut rng, n, k, 1.0) } else { operand(&gpu, &mut rng, k, n, 1.0) };
-            let wm = if b_t { Mat::f16(&wb, n, k).t() } else { Mat::f16(&wb, k, n) };
-            let mut c = gpu.filled(m * n + 7, f32::NAN).unwrap();
-            let (lq, lk) = (ops::f16x4_len(m, heads * dh), ops::f16x4_len(m, kv_heads * dh));
-            let (mut q, mut kk, mut v) = (poisoned16(&gpu, lq), poisoned16(&gpu, lk), poisoned16(&gpu, lk));
-            gemm::gemm_rope_qkv(&gpu, &plan, Mat::f16(&xb, m, k), wm, &mut c, rope, &mut q, &mut kk, &mut v).unwrap();
-            let got_c = c.read(&gpu).unwrap();
-            let got = [q.read(&gpu).unwrap(), kk.read(&gpu).unwrap(), v.read(&gpu).unwrap()];
-            let (want, abs) = reference(&x, &w, (m, n, k), b_t);
-            let bounds = check_c(&what, &got_c, &want, &abs, k);
-            let widths = [heads * dh, kv_heads * dh, kv_heads * dh];
-            let offsets = [0, heads * dh, (heads + kv_heads) * dh];
-            for part in 0..3 {
-                let len = ops::f16x4_len(m, widths[part]);
-                check_tail16(&what, &got[part], len);
-                let vals = flat16(&got[part][..len]);
-                for r in 0..m {
-                    for c2 in (0..widths[part]).step_by(2) {
-                        let at = r * n + offsets[part] + c2;
-                        let (x0, x1) = (want[at], want[at + 1]);
-                        let (mut y0, mut y1, mut theta) = (x0, x1, 0.0);
-                        if part < 2 {
-                            let i = (c2 % dh) / 2;
-                            let inv = 10000f64.powf(-(2.0 * i as f64) / dh as f64);
-                            theta = ((r % seq) + pos) as f64 * inv;
-                            (y0, y1) = (x0 * theta.cos() - x1 * theta.sin(), x0 * theta.sin() + x1 * theta.cos());
-                        }
-                        let moved = bounds[at] + bounds[at + 1] + 1e-6 * (1.0 + theta) * (x0.abs() + x1.abs());
-                        for (e, yv) in [(0, y0), (1, y1)] {
-                            let gv = vals[r * widths[part] + c2 + e] as f64;
-                            let bound = half_ulp(yv) + moved;
-                            assert!(
-                                (gv - yv).abs() <= bound,
-                                "{what}: part {part} [{r}, {}] = {gv} against {yv} (bound {bound:e})",
-                                c2 + e
-                            );
-                        }
-                    }
-                }
-            }
-            // The separate kernel on the stored C: the same bits.
-            let (mut q2, mut k2, mut v2) = (poisoned16(&gpu, lq), poisoned16(&gpu, lk), poisoned16(&gpu, lk));
-            let u = |x: usize| x as u32;
-            let p = kernels::rope::rope_qkv_f16::Params::new(
-                u(batch),
-                u(seq),
-                u(heads),
-                u(kv_heads),
-                u(dh),
-                u(pos),
-                10000.0,
-            );
-            kernels::rope::rope_qkv_f16(&gpu, &c, &mut q2, &mut k2, &mut v2, p).unwrap();
-            let sep = [q2.read(&gpu).unwrap(), k2.read(&gpu).unwrap(), v2.read(&gpu).unwrap()];
-            for part in 0..3 {
-                let len = ops::f16x4_len(m, widths[part]);
-                let same = got[part][..len]
-                    .iter()
-                    .flatten()
-                    .zip(sep[part][..len].iter().flatten())
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{what}: part {part} differs from rope::rope_qkv_f16 on the same C");
-            }
+            check_rope(&gpu, &mut rng, &plan, shape, b_t, true);
         }
     }
+}
+
+#[test]
+fn fused_epilogues_take_the_two_d_grid() {
+    // Against float64 only: the separate kernels' grids pass this small limit.
+    let Some(gpu) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(8)) else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let mut rng = rng("gemm_fused_2d");
+    // More blocks than 8 workgroups a dimension with either default block shape (128×64 portable,
+    // 128×256 on tensor cores), fewer than 8².
+    let (m, f, k) = (600, 160, 40);
+    let plan = Gemm::new(m, 2 * f, k).elems(Elem::F16, Elem::F16).b_t(true).plan(&gpu).unwrap();
+    check_swiglu(&gpu, &mut rng, &plan, (m, f, k), true, false);
+    let shape = (5, 120, 8, 4, 32, 40, 2);
+    let g = Gemm::new(5 * 120, (8 + 2 * 4) * 32, 40).elems(Elem::F16, Elem::F16).b_t(true);
+    check_rope(&gpu, &mut rng, &g.plan(&gpu).unwrap(), shape, true, false);
 }
 
 #[test]
