@@ -488,10 +488,11 @@ fn gemm16_residual(
 // the up's F), and in the same dispatch SwiGLU of it: `h[r, j] = f16(silu(Y[r, j]) ·
 // Y[r, F + j])`, the arithmetic and rounding of `activation::swiglu_gu_f16` on the stored Y (the
 // same bits). Y [M, N] f32 row-major (kept for the backward), `h` [M, F] in the f16x4 row
-// layout (F % 16 = 0: no padding), the down projection's operand. Overwrites `y` and `h`. The product's columns
-// alternate tiles of 16 between the two halves (`G_NMAP` = 16), so each workgroup's block holds
-// matching gate and up columns; after storing it the workgroup reads it back (its own stores,
-// behind a storage barrier) and writes the block's part of h. No split of the contraction.
+// layout (F % 16 = 0: no padding), the down projection's operand. Overwrites `y` and `h`. The
+// product's columns alternate tiles of 16 between the two halves (`G_NMAP` = 16), so each
+// workgroup's block holds matching gate and up columns; after storing it the workgroup reads it
+// back (its own stores, behind a storage barrier) and writes the block's part of h. No split of
+// the contraction.
 // Record it through `kernels::gemm::gemm_swiglu`.
 // Grid: p.tiles = ⌈M/G_BM⌉·⌈N/G_BN⌉ workgroups, 1-D, 2-D past the device's limit.
 // @grid workgroups(p.tiles)
@@ -522,47 +523,19 @@ fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
 }
 //#endif
 
-// Item e of the block's part of h: gate columns [n0/2, n0/2 + G_BN/2) of rows [m0, m0 + G_BM),
-// 4 an item: where it goes, whether it exists, and its gate and up values (read at a valid
-// index either way, so the loads need no branch).
-struct SwItem {
-    at: u32,
-    ok: bool,
-    g: vec4<f32>,
-    u: vec4<f32>,
-}
-
-fn swiglu_item(e: u32, blk: vec3<u32>) -> SwItem {
+// The block's part of h: gate columns [n0/2, n0/2 + G_BN/2) of rows [m0, m0 + G_BM), 4 a step.
+fn swiglu_block(tid: u32, blk: vec3<u32>) {
     let f = g_n / 2u;
     let per_row = G_BN / 8u;
-    let row = blk.x + e / per_row;
-    let c = blk.y / 2u + 4u * (e % per_row);
-    let ok = (blk.z == 1u) && e < G_BM * per_row && row < g_m && c < f;
-    let i = select(0u, row * g_n + c, ok);
-    let g = vec4<f32>(y[i], y[i + 1u], y[i + 2u], y[i + 3u]);
-    let u = vec4<f32>(y[i + f], y[i + f + 1u], y[i + f + 2u], y[i + f + 3u]);
-    return SwItem(row * (f / 4u) + c / 4u, ok, g, u);
-}
-
-fn swiglu_store(s: SwItem) {
-    if (s.ok) {
-        h[s.at] = to_f16x4(swiglu4(s.g, s.u));
-    }
-}
-
-// The block's part of h, four items an invocation at a time with all their loads issued before
-// any store (one workgroup fills a multiprocessor here, so nothing else hides their latency).
-fn swiglu_block(tid: u32, blk: vec3<u32>) {
-    let total = G_BM * (G_BN / 8u) * blk.z;
-    for (var e = tid; e < total; e += 4u * G_WG) {
-        let s0 = swiglu_item(e, blk);
-        let s1 = swiglu_item(e + G_WG, blk);
-        let s2 = swiglu_item(e + 2u * G_WG, blk);
-        let s3 = swiglu_item(e + 3u * G_WG, blk);
-        swiglu_store(s0);
-        swiglu_store(s1);
-        swiglu_store(s2);
-        swiglu_store(s3);
+    for (var e = tid; e < G_BM * per_row * blk.z; e += G_WG) {
+        let row = blk.x + e / per_row;
+        let c = blk.y / 2u + 4u * (e % per_row);
+        if (row < g_m && c < f) {
+            let i = row * g_n + c;
+            let g = vec4<f32>(y[i], y[i + 1u], y[i + 2u], y[i + 3u]);
+            let u = vec4<f32>(y[i + f], y[i + f + 1u], y[i + f + 2u], y[i + f + 3u]);
+            h[row * (f / 4u) + c / 4u] = to_f16x4(swiglu4(g, u));
+        }
     }
 }
 
@@ -648,68 +621,32 @@ fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
 }
 //#endif
 
-// Item e of the block's columns of Q, K and V: fused columns [n0, n0 + G_BN) of rows
-// [m0, m0 + G_BM), 4 an item (Dh % 4 = 0: the 4 lie in one head of one part): its row and
-// column, whether it exists, and its values (read at a valid index either way).
-struct RpItem {
-    row: u32,
-    c: u32,
-    ok: bool,
-    x: vec4<f32>,
-}
-
-fn rope_item(e: u32, blk: vec3<u32>) -> RpItem {
-    let per_row = G_BN / 4u;
-    let row = blk.x + e / per_row;
-    let c = blk.y + 4u * (e % per_row);
-    let ok = (blk.z == 1u) && e < G_BM * per_row && row < g_m && c < g_n;
-    let i = select(0u, row * g_n + c, ok);
-    return RpItem(row, c, ok, vec4<f32>(y[i], y[i + 1u], y[i + 2u], y[i + 3u]));
-}
-
-fn rope_store(r: RpItem) {
-    if (!r.ok) {
-        return;
-    }
-    var lo = r.x.xy;
-    var hi = r.x.zw;
-    let at = qkv_col(r.c);
-    if (at.part != 2u) {
-        lo = rope_rotate(lo, qkv_cs(r.row, at.col));
-        hi = rope_rotate(hi, qkv_cs(r.row, at.col + 2u));
-    }
-    let o = r.row * (at.width / 4u) + at.col / 4u;
-    let v = to_f16x4(vec4<f32>(lo, hi));
-    if (at.part == 0u) {
-        q16[o] = v;
-    } else if (at.part == 1u) {
-        k16[o] = v;
-    } else {
-        v16[o] = v;
-    }
-}
-
-// The block's columns of Q, K and V, eight items an invocation at a time with all their loads
-// issued before any store (one workgroup fills a multiprocessor here).
+// The block's columns of Q, K and V: fused columns [n0, n0 + G_BN) of rows [m0, m0 + G_BM),
+// 4 a step (Dh % 4 = 0: the 4 lie in one head of one part).
 fn rope_block(tid: u32, blk: vec3<u32>) {
-    let total = G_BM * (G_BN / 4u) * blk.z;
-    for (var e = tid; e < total; e += 8u * G_WG) {
-        let r0 = rope_item(e, blk);
-        let r1 = rope_item(e + G_WG, blk);
-        let r2 = rope_item(e + 2u * G_WG, blk);
-        let r3 = rope_item(e + 3u * G_WG, blk);
-        let r4 = rope_item(e + 4u * G_WG, blk);
-        let r5 = rope_item(e + 5u * G_WG, blk);
-        let r6 = rope_item(e + 6u * G_WG, blk);
-        let r7 = rope_item(e + 7u * G_WG, blk);
-        rope_store(r0);
-        rope_store(r1);
-        rope_store(r2);
-        rope_store(r3);
-        rope_store(r4);
-        rope_store(r5);
-        rope_store(r6);
-        rope_store(r7);
+    let per_row = G_BN / 4u;
+    for (var e = tid; e < G_BM * per_row * blk.z; e += G_WG) {
+        let row = blk.x + e / per_row;
+        let c = blk.y + 4u * (e % per_row);
+        if (row < g_m && c < g_n) {
+            let i = row * g_n + c;
+            var lo = vec2<f32>(y[i], y[i + 1u]);
+            var hi = vec2<f32>(y[i + 2u], y[i + 3u]);
+            let at = qkv_col(c);
+            if (at.part != 2u) {
+                lo = rope_rotate(lo, qkv_cs(row, at.col));
+                hi = rope_rotate(hi, qkv_cs(row, at.col + 2u));
+            }
+            let o = row * (at.width / 4u) + at.col / 4u;
+            let v = to_f16x4(vec4<f32>(lo, hi));
+            if (at.part == 0u) {
+                q16[o] = v;
+            } else if (at.part == 1u) {
+                k16[o] = v;
+            } else {
+                v16[o] = v;
+            }
+        }
     }
 }
 
