@@ -1275,27 +1275,46 @@ impl GemmPlan {
         matches!(self.core, Core::F16 { .. }) && self.parts == 1 && self.gemm.epilogue == Epilogue::Store
     }
 
-    fn check_fused(&self, what: &str) -> Result<()> {
-        if self.fuses_epilogue() {
-            return Ok(());
-        }
-        Err(Error::BadArguments {
-            kernel: what.into(),
-            detail: format!(
-                "the plan is {} with {:?}: a fused epilogue takes the f16 core, its contraction whole (1 part), \
-                 Epilogue::Store",
-                self.describe(),
-                self.gemm.epilogue
-            ),
-        })
+    /// Whether [`gemm_swiglu`] takes this plan: it [`GemmPlan::fuses_epilogue`] and its n is a
+    /// multiple of 32.
+    pub fn fuses_swiglu(&self) -> bool {
+        self.fuses_epilogue() && swiglu_mismatch(self.gemm.n).is_none()
     }
+
+    /// Whether [`gemm_rope_qkv`] takes this plan for `rope`: it [`GemmPlan::fuses_epilogue`],
+    /// `rope` makes its shape and the head dim is a multiple of 4.
+    pub fn fuses_rope(&self, rope: &RopeQkv) -> bool {
+        self.fuses_epilogue() && rope.mismatch(self.gemm.m, self.gemm.n).is_none()
+    }
+
+    /// The f16 core's variant and block shape, or why the plan takes no fused epilogue.
+    fn check_fused(&self, what: &str) -> Result<(bool, F16Config)> {
+        match self.core {
+            Core::F16 { tensor_cores, config } if self.fuses_epilogue() => Ok((tensor_cores, config)),
+            _ => Err(Error::BadArguments {
+                kernel: what.into(),
+                detail: format!(
+                    "the plan is {} with {:?}: a fused epilogue takes the f16 core, its contraction whole (1 \
+                     part), Epilogue::Store",
+                    self.describe(),
+                    self.gemm.epilogue
+                ),
+            }),
+        }
+    }
+}
+
+/// Why a product of n columns is no fused gate/up product for [`gemm_swiglu`], if it is not.
+fn swiglu_mismatch(n: usize) -> Option<String> {
+    (!n.is_multiple_of(2 * SWIGLU_TILE as usize))
+        .then(|| format!("n = {n}: the fused gate/up product's columns must be a multiple of 32"))
 }
 
 /// Records `C = op(A)·op(B)` over a fused gate/up weight (C's n = 2·F columns: the gate's F,
 /// then the up's F) and, in the same dispatch, SwiGLU of it: `h[r, j] = silu(C[r, j]) · C[r, F +
 /// j]` rounded to f16 into `h` (`[m, F]`, the f16x4 row layout) — the bits
 /// `activation::swiglu_gu_f16` makes of C (`linear::gemm16_swiglu`). C is written too (the
-/// backward reads it). The plan must [`GemmPlan::fuses_epilogue`], with n a multiple of 32.
+/// backward reads it). The plan must [`GemmPlan::fuses_swiglu`].
 pub fn gemm_swiglu(
     rec: impl Record + Copy,
     plan: &GemmPlan,
@@ -1304,15 +1323,11 @@ pub fn gemm_swiglu(
     c: &mut Buffer<f32>,
     h: &mut Buffer<F16x4>,
 ) -> Result<()> {
-    plan.check_fused("gemm_swiglu")?;
-    let Core::F16 { tensor_cores, config } = plan.core else { unreachable!("checked: the f16 core") };
+    let (tensor_cores, config) = plan.check_fused("gemm_swiglu")?;
     check_operands(plan, &a, &b)?;
     let (m, n) = (plan.gemm.m, plan.gemm.n);
-    if n % (2 * SWIGLU_TILE as usize) != 0 {
-        return Err(Error::BadArguments {
-            kernel: "gemm_swiglu".into(),
-            detail: format!("n = {n}: the fused gate/up product's columns must be a multiple of 32"),
-        });
+    if let Some(detail) = swiglu_mismatch(n) {
+        return Err(Error::BadArguments { kernel: "gemm_swiglu".into(), detail });
     }
     if c.len() < m * n {
         return Err(len_error("C", m * n, c.len()));
@@ -1347,12 +1362,25 @@ pub struct RopeQkv {
     pub base: f32,
 }
 
+impl RopeQkv {
+    /// Why an [m, n] product is not this rotation's fused projection, if it is not.
+    fn mismatch(&self, m: usize, n: usize) -> Option<String> {
+        let RopeQkv { batch, seq, heads, kv_heads, head_dim, .. } = *self;
+        if head_dim == 0 || !head_dim.is_multiple_of(4) {
+            return Some(format!("head_dim = {head_dim}: the fused rotation takes a multiple of 4"));
+        }
+        let (rows, cols) = (batch * seq, (heads + 2 * kv_heads) * head_dim);
+        (rows != m || cols != n)
+            .then(|| format!("{self:?} makes rows of {cols} columns and {rows} rows; the product is [{m}, {n}]"))
+    }
+}
+
 /// Records `C = op(A)·op(B)` over a fused attention projection (C's n = (heads + 2·kv_heads)·
 /// head_dim columns: Q's, then K's, then V's; m = batch·seq rows) and, in the same dispatch,
 /// Q and K rotated and V as they are, rounded to f16 into `q` (`[m, heads·head_dim]`), `k` and
 /// `v` (`[m, kv_heads·head_dim]`, the f16x4 row layout) — the bits `rope::rope_qkv_f16` makes
 /// of C (`linear::gemm16_rope_qkv`). C is written too. The plan must
-/// [`GemmPlan::fuses_epilogue`]; head_dim must be a multiple of 4.
+/// [`GemmPlan::fuses_rope`] for `rope`.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_rope_qkv(
     rec: impl Record + Copy,
@@ -1365,22 +1393,13 @@ pub fn gemm_rope_qkv(
     k: &mut Buffer<F16x4>,
     v: &mut Buffer<F16x4>,
 ) -> Result<()> {
-    plan.check_fused("gemm_rope_qkv")?;
-    let Core::F16 { tensor_cores, config } = plan.core else { unreachable!("checked: the f16 core") };
+    let (tensor_cores, config) = plan.check_fused("gemm_rope_qkv")?;
     check_operands(plan, &a, &b)?;
     let (m, n) = (plan.gemm.m, plan.gemm.n);
-    let RopeQkv { batch, seq, heads, kv_heads, head_dim, .. } = rope;
-    let bad = |detail: String| Err(Error::BadArguments { kernel: "gemm_rope_qkv".into(), detail });
-    if head_dim % 4 != 0 || head_dim == 0 {
-        return bad(format!("head_dim = {head_dim}: the fused rotation takes a multiple of 4"));
+    if let Some(detail) = rope.mismatch(m, n) {
+        return Err(Error::BadArguments { kernel: "gemm_rope_qkv".into(), detail });
     }
-    if batch * seq != m || (heads + 2 * kv_heads) * head_dim != n {
-        return bad(format!(
-            "{rope:?} makes rows of {} columns and {} rows; the product is [{m}, {n}]",
-            (heads + 2 * kv_heads) * head_dim,
-            batch * seq
-        ));
-    }
+    let RopeQkv { heads, kv_heads, head_dim, .. } = rope;
     if c.len() < m * n {
         return Err(len_error("C", m * n, c.len()));
     }

@@ -131,6 +131,7 @@ fn check_swiglu(
     separate: bool,
 ) {
     let n = 2 * f;
+    assert!(plan.fuses_swiglu(), "{}", plan.describe());
     let what = format!("swiglu {} ({m}×{n}×{k}, b_t {b_t})", plan.describe());
     let (x, xb) = operand(gpu, rng, m, k, 1.0);
     let (w, wb) = if b_t { operand(gpu, rng, n, k, 1.0) } else { operand(gpu, rng, k, n, 1.0) };
@@ -202,8 +203,9 @@ fn check_rope(
     separate: bool,
 ) {
     let (m, n) = (batch * seq, (heads + 2 * kv_heads) * dh);
-    let what = format!("rope {} ({m}×{n}×{k}, b_t {b_t}, heads {heads}/{kv_heads}×{dh})", plan.describe());
     let rope = RopeQkv { batch, seq, heads, kv_heads, head_dim: dh, pos_offset: pos, base: 10000.0 };
+    assert!(plan.fuses_rope(&rope), "{}", plan.describe());
+    let what = format!("rope {} ({m}×{n}×{k}, b_t {b_t}, heads {heads}/{kv_heads}×{dh})", plan.describe());
     let (x, xb) = operand(gpu, rng, m, k, 1.0);
     let (w, wb) = if b_t { operand(gpu, rng, n, k, 1.0) } else { operand(gpu, rng, k, n, 1.0) };
     let wm = if b_t { Mat::f16(&wb, n, k).t() } else { Mat::f16(&wb, k, n) };
@@ -321,6 +323,7 @@ fn fused_epilogues_refuse_what_they_cannot_do() {
     let plan = Gemm::new(m, 48, k).elems(Elem::F16, Elem::F16).b_t(true).plan_with(&gpu, config, 1).unwrap();
     let mut c = gpu.zeros::<f32>(m * 48).unwrap();
     let mut h = gpu.zeros::<F16x4>(ops::f16x4_len(m, 24)).unwrap();
+    assert!(plan.fuses_epilogue() && !plan.fuses_swiglu());
     let e = msg(gemm::gemm_swiglu(&gpu, &plan, Mat::f16(&xb, m, k), Mat::f16(&wb, 48, k).t(), &mut c, &mut h));
     assert!(e.contains("multiple of 32"), "{e}");
     // A split contraction.
@@ -347,6 +350,7 @@ fn fused_epilogues_refuse_what_they_cannot_do() {
         (RopeQkv { batch: 1, seq: 8, heads: 4, kv_heads: 2, head_dim: 6, pos_offset: 0, base: 1e4 }, "multiple of 4"),
         (RopeQkv { batch: 2, seq: 8, heads: 2, kv_heads: 1, head_dim: 16, pos_offset: 0, base: 1e4 }, "the product is"),
     ] {
+        assert!(!plan.fuses_rope(&rope), "{rope:?}");
         let wm = Mat::f16(&wb, 64, k).t();
         let e = msg(gemm::gemm_rope_qkv(&gpu, &plan, Mat::f16(&xb, m, k), wm, &mut c, rope, &mut q, &mut kk, &mut v));
         assert!(e.contains(want), "{e}");

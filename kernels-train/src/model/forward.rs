@@ -89,10 +89,8 @@ impl Model {
             // epilogue where its plan allows (the same bits as `rope_qkv_f16`).
             let roped = match (&mut layer.qkv, pass) {
                 (Qkv::F16 { q, k, v, .. }, Pass::Full) => {
-                    let (bu, su) = (batch, seq);
-                    let (hu, hkvu, dhu) = (h as usize, hkv as usize, dh as usize);
-                    let rope =
-                        RopeQkv { batch: bu, seq: su, heads: hu, kv_heads: hkvu, head_dim: dhu, pos_offset: 0, base };
+                    let (heads, kv_heads, head_dim) = (c.heads, c.kv_heads, c.head_dim());
+                    let rope = RopeQkv { batch, seq, heads, kv_heads, head_dim, pos_offset: 0, base };
                     let then = Fused16::Rope { rope, q, k, v };
                     forward_fused(b, split, h1, &w.wqkv, pw.wqkv, &mut s.qkv, then, mm(hq + 2 * kv, d))?
                 }

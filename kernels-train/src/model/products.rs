@@ -424,10 +424,9 @@ pub(super) enum Fused16<'a> {
     Rope { rope: RopeQkv, q: &'a mut Buffer<F16x4>, k: &'a mut Buffer<F16x4>, v: &'a mut Buffer<F16x4> },
 }
 
-/// `y = x·wᵀ` as [`forward`], and `then` in the same dispatch where the plan fuses epilogues
-/// (the f16 core with its contraction whole, and the shape the epilogue takes: a gate/up width
-/// that is a multiple of 32, a head dim that is a multiple of 4). Returns whether it did; if
-/// not, only `y` is written and the caller runs the separate kernel (which gives the same bits).
+/// `y = x·wᵀ` as [`forward`], and `then` in the same dispatch where the plan takes that epilogue
+/// (`GemmPlan::fuses_swiglu`, `GemmPlan::fuses_rope`). Returns whether it did; if not, only `y`
+/// is written and the caller runs the separate kernel (which gives the same bits).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn forward_fused(
     b: &Batch<'_>,
@@ -443,11 +442,11 @@ pub(super) fn forward_fused(
     let (xa, wb) = (activation(&x, (mu, ku)), weight(&x, w, prep, (nu, ku))?.t());
     let g = Gemm::of(&xa, &wb)?.epilogue(Epilogue::Store).precision(plans.precision());
     let plan = plans.plan(b.gpu(), g)?;
-    let fits = match &then {
-        Fused16::SwiGlu(_) => nu.is_multiple_of(32),
-        Fused16::Rope { rope, .. } => rope.head_dim.is_multiple_of(4),
+    let fuses = match &then {
+        Fused16::SwiGlu(_) => plan.fuses_swiglu(),
+        Fused16::Rope { rope, .. } => plan.fuses_rope(rope),
     };
-    if !(plan.fuses_epilogue() && fits) {
+    if !fuses {
         plans.run(b, (xa, wb), Epilogue::Store, None, y)?;
         return Ok(false);
     }
