@@ -165,23 +165,7 @@ fn measure(gpu: &Gpu, pr: &Problem, plan: &GemmPlan, warm_s: f64, repeats: usize
     let guess = flops / 2e14; // seconds at 200 TFLOP/s
     let cpu = gpu.report().device_type == "Cpu";
     let warm = if cpu { 1 } else { ((warm_s / guess).ceil() as usize).clamp(3, 2000) };
-    // The warm-up unprofiled (a batch's timestamps are bounded), submitted just before the
-    // timed repeats so the GPU never idles between them.
-    let warmup = gpu.batch();
-    for _ in 0..warm {
-        run(&warmup, &mut c, &mut ws)?;
-    }
-    warmup.submit().map_err(|e| e.to_string())?;
-    let batch = gpu.profiled_batch((repeats * plan.dispatches()) as u32).map_err(|e| e.to_string())?;
-    for _ in 0..repeats {
-        run(&batch, &mut c, &mut ws)?;
-    }
-    let prof = batch.submit_profiled().map_err(|e| e.to_string())?;
-    if prof.dispatches.len() != repeats * plan.dispatches() {
-        return Err(format!("{} dispatches timed, {} recorded", prof.dispatches.len(), repeats * plan.dispatches()));
-    }
-    let per = plan.dispatches();
-    let ns = median(prof.dispatches.chunks(per).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect());
+    let ns = time_repeats(gpu, plan.dispatches(), warm, repeats, |rec| run(rec, &mut c, &mut ws))?;
     Ok(Measured { ns, tflops: flops / ns / 1e3, error, ok })
 }
 
@@ -475,33 +459,44 @@ fn compare(gpu: &Gpu, out: &mut Out, configs: &[F16Config], table: Option<&str>)
     write_table(&lines, table);
 }
 
-/// GPU time of `per` dispatches recorded by `run`: a warm-up of about `warm_s` seconds (at
-/// least 3 repeats), then `repeats` timed in one submission; the median repeat's sum of its
-/// dispatches' durations.
-fn time_dispatches(
+/// GPU time of one repeat of `run` (`per` dispatches): `warm` repeats submitted unprofiled (a
+/// batch's timestamps are bounded), then `repeats` timed in one submission right after, so the
+/// GPU never idles between them; the median repeat's sum of its dispatches' durations.
+fn time_repeats<E: std::fmt::Display>(
+    gpu: &Gpu,
+    per: usize,
+    warm: usize,
+    repeats: usize,
+    mut run: impl FnMut(&kernels::Batch<'_>) -> Result<(), E>,
+) -> Result<f64, String> {
+    let warmup = gpu.batch();
+    for _ in 0..warm {
+        run(&warmup).map_err(|e| e.to_string())?;
+    }
+    warmup.submit().map_err(|e| e.to_string())?;
+    let batch = gpu.profiled_batch((repeats * per) as u32).map_err(|e| e.to_string())?;
+    for _ in 0..repeats {
+        run(&batch).map_err(|e| e.to_string())?;
+    }
+    let prof = batch.submit_profiled().map_err(|e| e.to_string())?;
+    if prof.dispatches.len() != repeats * per {
+        return Err(format!("{} dispatches timed, {} recorded", prof.dispatches.len(), repeats * per));
+    }
+    Ok(median(prof.dispatches.chunks(per).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect()))
+}
+
+/// [`time_repeats`] after a warm-up of about `warm_s` seconds (at least 3 repeats), sized by one
+/// timed repeat.
+fn time_warm(
     gpu: &Gpu,
     per: usize,
     warm_s: f64,
     repeats: usize,
     mut run: impl FnMut(&kernels::Batch<'_>) -> kernels::Result<()>,
 ) -> f64 {
-    let once = gpu.profiled_batch(per as u32).unwrap();
-    run(&once).unwrap();
-    let first = once.submit_profiled().unwrap();
-    assert_eq!(first.dispatches.len(), per, "dispatches recorded by one repeat");
-    let one: f64 = first.dispatches.iter().map(|d| d.end_ns - d.start_ns).sum();
+    let one = time_repeats(gpu, per, 0, 1, &mut run).unwrap();
     let warm = ((warm_s * 1e9 / one.max(1.0)).ceil() as usize).clamp(3, 5000);
-    let warmup = gpu.batch();
-    for _ in 0..warm {
-        run(&warmup).unwrap();
-    }
-    warmup.submit().unwrap();
-    let batch = gpu.profiled_batch((repeats * per) as u32).unwrap();
-    for _ in 0..repeats {
-        run(&batch).unwrap();
-    }
-    let prof = batch.submit_profiled().unwrap();
-    median(prof.dispatches.chunks(per).map(|c| c.iter().map(|d| d.end_ns - d.start_ns).sum()).collect())
+    time_repeats(gpu, per, warm, repeats, run).unwrap()
 }
 
 /// The fused epilogues at the trainer's shapes (gpt2-small, 8 × 1024 rows: the gate/up product
@@ -535,8 +530,8 @@ fn fused(gpu: &Gpu, out: &mut Out) {
         let mut o3 = gpu.zeros::<F16x4>(ops::f16x4_len(rows, heads * dh)).unwrap();
         let u = |x: usize| x as u32;
         let rope = RopeQkv { batch, seq, heads, kv_heads: heads, head_dim: dh, pos_offset: 0, base: 10000.0 };
-        let plain = time_dispatches(gpu, 1, warm_s, repeats, |rec| gemm::gemm(rec, &plan, a, b, None, &mut c, &mut ws));
-        let separate = time_dispatches(gpu, 2, warm_s, repeats, |rec| {
+        let plain = time_warm(gpu, 1, warm_s, repeats, |rec| gemm::gemm(rec, &plan, a, b, None, &mut c, &mut ws));
+        let separate = time_warm(gpu, 2, warm_s, repeats, |rec| {
             gemm::gemm(rec, &plan, a, b, None, &mut c, &mut ws)?;
             if swiglu {
                 let p = kernels::activation::swiglu_gu_f16::RowsParams::new(u(rows), u(f));
@@ -547,7 +542,7 @@ fn fused(gpu: &Gpu, out: &mut Out) {
                 kernels::rope::rope_qkv_f16(rec, &c, &mut o1, &mut o2, &mut o3, p)
             }
         });
-        let fused = time_dispatches(gpu, 1, warm_s, repeats, |rec| {
+        let fused = time_warm(gpu, 1, warm_s, repeats, |rec| {
             if swiglu {
                 gemm::gemm_swiglu(rec, &plan, a, b, &mut c, &mut o1)
             } else {
