@@ -973,21 +973,31 @@ fn matmul_at_pres_split(
     pf_block(tid, blk.x, blk.y, begin, nk, fs);
 }
 
-// --- KERNEL: precise_take_scale ---
-// Readies the scale words of a split-core product whose B operand was split ahead of it
-// (`gemm::Halves`): amax[0] = 0, for `precise_absmax` to fold A's largest magnitude into, and
-// amax[1] = scales[slot], B's word as its halves were made with. Overwrites amax[0] and
-// amax[1]; `scales` is read only. One dispatch where a product that splits both operands
-// records the clear, B's max and B's split.
+// --- KERNEL: precise_take_scales ---
+// Readies the scale words of a split-core product with an operand split ahead of it
+// (`gemm::Halves`): amax[0] = scales_a[p.a_slot] where p.take has bit 0 (A's halves), else 0
+// for `precise_absmax` to fold A's largest magnitude into; amax[1] likewise from
+// scales_b[p.b_slot] with bit 1. The product kernels read their operands' words at amax[0]
+// and amax[1]; the words of prepared halves live elsewhere, one buffer for many operands.
+// Overwrites amax[0] and amax[1]; `scales_a` and `scales_b` are read only (the same buffer may
+// be both). One dispatch in place of a clear, or of an operand's max and split.
 // @grid workgroups(1)
-// @requires len(scales) >= slot + 1
+// @requires len(scales_a) >= p.a_slot + 1
+// @requires len(scales_b) >= p.b_slot + 1
 // @requires len(amax) >= 2
-@group(0) @binding(0) var<storage, read> scales: array<u32>;
-@group(0) @binding(1) var<storage, read_write> amax: array<u32>;
-@group(0) @binding(2) var<uniform> slot: u32;
+struct TakeParams {
+    a_slot: u32,
+    b_slot: u32,
+    take: u32,
+}
+
+@group(0) @binding(0) var<storage, read> scales_a: array<u32>;
+@group(0) @binding(1) var<storage, read> scales_b: array<u32>;
+@group(0) @binding(2) var<storage, read_write> amax: array<u32>;
+@group(0) @binding(3) var<uniform> p: TakeParams;
 
 @compute @workgroup_size(1)
-fn precise_take_scale() {
-    amax[0] = 0u;
-    amax[1] = scales[slot];
+fn precise_take_scales() {
+    amax[0] = select(0u, scales_a[p.a_slot], (p.take & 1u) != 0u);
+    amax[1] = select(0u, scales_b[p.b_slot], (p.take & 2u) != 0u);
 }

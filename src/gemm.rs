@@ -39,8 +39,8 @@ pub enum Elem {
     F32,
     /// f16 in the f16x4 row layout ([`F16x4`]: rows padded to a multiple of 4 elements).
     F16,
-    /// An f32 matrix already scaled and split into its f16 halves ([`Halves`]): the B operand of
-    /// an f32 product on the split core, which then takes the halves instead of splitting B.
+    /// An f32 matrix already scaled and split into its f16 halves ([`Halves`]): an operand of an
+    /// f32 product on the split core, which then takes the halves instead of splitting it.
     Split,
 }
 
@@ -88,8 +88,10 @@ impl<'a> Mat<'a> {
     }
 
     /// An f32 `rows × cols` matrix by its prepared halves ([`Halves::split`]), its scale word at
-    /// `slot` of `scales`: the B operand of an f32 product on the split core, which reads the
-    /// halves instead of splitting the matrix again (the same bits as splitting it itself).
+    /// `slot` of `scales`: an operand of an f32 product on the split core (A, B or both), which
+    /// reads the halves instead of splitting the matrix again (the same bits as splitting it
+    /// itself). One split serves every product of the matrix, e.g. an output gradient's input-
+    /// and weight-gradient products.
     pub fn split(halves: &'a Halves, scales: &'a Buffer<u32>, slot: usize) -> Self {
         Mat { data: Data::Split { halves, scales, slot }, rows: halves.rows, cols: halves.cols, transposed: false }
     }
@@ -250,8 +252,9 @@ impl Gemm {
     /// f16 operands or both operands transposed.
     pub fn plan_split(self, gpu: &Gpu) -> Result<GemmPlan> {
         // The SIMT plan of the same f32 product checks the shape and orientation.
-        let b = if self.b == Elem::Split { Elem::F32 } else { self.b };
-        let mut plan = GemmPlan::new(gpu, Gemm { precision: Precision::F32Simt, b, ..self }, None)?;
+        let f32_of = |e: Elem| if e == Elem::Split { Elem::F32 } else { e };
+        let (a, b) = (f32_of(self.a), f32_of(self.b));
+        let mut plan = GemmPlan::new(gpu, Gemm { precision: Precision::F32Simt, a, b, ..self }, None)?;
         plan.gemm = self;
         plan.make_split();
         Ok(plan)
@@ -469,8 +472,8 @@ impl GemmPlan {
                 if forced.is_some() {
                     return unsupported("an f16 block shape for a product that does not run on the f16 core");
                 }
-                if a != Elem::F32 || !matches!(b, Elem::F32 | Elem::Split) {
-                    return unsupported("f32 precision takes f32 operands (B may be an f32 matrix's prepared halves)");
+                if !matches!(a, Elem::F32 | Elem::Split) || !matches!(b, Elem::F32 | Elem::Split) {
+                    return unsupported("f32 precision takes f32 operands (or an f32 matrix's prepared halves)");
                 }
                 if a_t && b_t {
                     return unsupported("both operands transposed: no f32 core has this orientation");
@@ -479,7 +482,7 @@ impl GemmPlan {
                     && crate::ops::on_tensor_cores(gpu, &crate::linear::matmul_t_pres::KERNEL);
                 if split {
                     plan.make_split();
-                } else if b == Elem::Split {
+                } else if a == Elem::Split || b == Elem::Split {
                     return unsupported(
                         "prepared halves (Elem::Split) are read by the split core only, which this adapter does not \
                          run for this product (Gemm::plan_split makes its portable form)",
@@ -560,9 +563,10 @@ impl GemmPlan {
                 1 + usize::from(self.parts > 1) + usize::from(self.parts > 1 && e != Epilogue::Accumulate)
             }
             Core::Split => {
-                // The clear, each operand's max and split, the product; with B's halves prepared,
-                // `precise_take_scale` (A's word cleared, B's taken), A's max and split, the product.
-                let base = if self.gemm.b == Elem::Split { 4 } else { 6 } + usize::from(self.gemm.a_t);
+                // The scale words (`precise_take_scales`), a max and a split for each operand not
+                // prepared, the product; a weight gradient's parts sum.
+                let own = |x: Elem| 2 * usize::from(x != Elem::Split);
+                let base = 2 + own(self.gemm.a) + own(self.gemm.b) + usize::from(self.gemm.a_t);
                 base + usize::from(e == Epilogue::Residual) + usize::from(self.gemm.a_t && e == Epilogue::Store)
             }
             Core::Simt => {
@@ -922,9 +926,10 @@ pub mod autotune {
 
 // ---- Operands split ahead ----
 
-/// An f32 matrix's scaled f16 halves made once and read by many products: the B operand of the
+/// An f32 matrix's scaled f16 halves made once and read by many products: an operand of the
 /// split core ([`Mat::split`]), e.g. a weight split when the optimizer writes it and read by its
-/// forward and input-gradient products, each of which then skips B's max and split passes. The
+/// forward and input-gradient products, or an output gradient split once for its input- and
+/// weight-gradient products, each of which then skips that operand's max and split passes. The
 /// halves are what the product would make itself (the same kernels, the same scale), so its
 /// result is the same bits.
 ///
@@ -957,6 +962,19 @@ impl Halves {
     /// Columns of the matrix.
     pub fn cols(&self) -> usize {
         self.cols
+    }
+
+    /// Makes these halves those of a `rows × cols` matrix (zeros or stale values until split),
+    /// reusing the buffers: one set of halves serves matrices of several shapes in turn. An error
+    /// when the buffers are too small.
+    pub fn set_shape(&mut self, rows: usize, cols: usize) -> Result<()> {
+        u32_of(rows * cols, "rows·cols")?;
+        let need = f16x4_len(rows, cols);
+        if need > self.hi.len() {
+            return Err(len_error("the halves of the reshaped matrix", need, self.hi.len()));
+        }
+        (self.rows, self.cols) = (rows, cols);
+        Ok(())
     }
 
     /// Records zeroing every scale word of `scales` (before [`Halves::split`] or a kernel folds
@@ -1138,10 +1156,12 @@ fn check_operands(plan: &GemmPlan, a: &Mat<'_>, b: &Mat<'_>) -> Result<()> {
             return Err(len_error(what, mat.stored_len(), mat.buffer_len()));
         }
     }
-    if let Data::Split { scales, slot, .. } = b.data
-        && slot >= scales.len()
-    {
-        return Err(len_error("B's scale word's slot", slot + 1, scales.len()));
+    for (mat, what) in [(a, "A's scale word's slot"), (b, "B's scale word's slot")] {
+        if let Data::Split { scales, slot, .. } = mat.data
+            && slot >= scales.len()
+        {
+            return Err(len_error(what, slot + 1, scales.len()));
+        }
     }
     Ok(())
 }
@@ -1548,46 +1568,57 @@ fn record_split(
     ws: &mut GemmWorkspace,
 ) -> Result<()> {
     use crate::linear::{HalvesParams, matmul_at_pres_split, matmul_pres, matmul_t_pres, precise_absmax};
-    use crate::linear::{precise_clear, precise_split};
+    use crate::linear::{precise_split, precise_take_scales};
     let g = plan.gemm;
     let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
-    let xa = f32_of(&a)?;
-    // Scale and split A (and B, unless it comes split) into the workspace's halves; amax[0] is
-    // A's scale word, amax[1] B's.
-    let prepared = match b.data {
-        Data::Split { halves, scales, slot } => Some((halves, scales, slot)),
-        _ => None,
-    };
-    match prepared {
-        Some((_, scales, slot)) => crate::linear::precise_take_scale(rec, scales, &mut ws.amax, u32_of(slot, "slot")?)?,
-        None => precise_clear(rec, &mut ws.amax, 2)?,
-    }
-    let len = u32_of(a.rows * a.cols, "operand elements")?;
-    precise_absmax(rec, xa, &mut ws.amax, crate::linear::precise_absmax::AbsParams::new(len, 0))?;
-    let xb = match prepared {
-        Some(_) => None,
-        None => {
-            let xb = f32_of(&b)?;
-            let len = u32_of(b.rows * b.cols, "operand elements")?;
-            precise_absmax(rec, xb, &mut ws.amax, crate::linear::precise_absmax::AbsParams::new(len, 1))?;
-            Some(xb)
+    // The product kernels read A's scale word at amax[0] and B's at amax[1]: a prepared
+    // operand's word is copied there, the other's is cleared for its max and split, which
+    // write the operand's halves into the workspace.
+    fn prepared<'m>(mat: &Mat<'m>) -> Option<(&'m Halves, &'m Buffer<u32>, usize)> {
+        match mat.data {
+            Data::Split { halves, scales, slot } => Some((halves, scales, slot)),
+            _ => None,
         }
-    };
-    let sa = HalvesParams::new(u32_of(a.rows, "rows")?, u32_of(a.cols, "cols")?, 0);
-    precise_split(rec, xa, &ws.amax, &mut ws.a_hi, &mut ws.a_lo, sa)?;
-    if let Some(xb) = xb {
-        let sb = HalvesParams::new(u32_of(b.rows, "rows")?, u32_of(b.cols, "cols")?, 1);
-        precise_split(rec, xb, &ws.amax, &mut ws.b_hi, &mut ws.b_lo, sb)?;
+    }
+    let (pa, pb) = (prepared(&a), prepared(&b));
+    {
+        let any = pa.or(pb).map(|(_, s, _)| s);
+        let (sa, sb) = (pa.map(|(_, s, _)| s).or(any), pb.map(|(_, s, _)| s).or(any));
+        let take = u32::from(pa.is_some()) | (u32::from(pb.is_some()) << 1);
+        let slot = |p: Option<(&Halves, &Buffer<u32>, usize)>| u32_of(p.map_or(0, |(.., s)| s), "slot");
+        let tp = crate::linear::precise_take_scales::TakeParams::new(slot(pa)?, slot(pb)?, take);
+        match (sa, sb) {
+            (Some(sa), Some(sb)) => precise_take_scales(rec, sa, sb, &mut ws.amax, tp)?,
+            _ => crate::linear::precise_clear(rec, &mut ws.amax, 2)?,
+        }
+    }
+    let mut own = Vec::with_capacity(2);
+    for (mat, slot) in [(&a, 0u32), (&b, 1u32)] {
+        if prepared(mat).is_none() {
+            let x = f32_of(mat)?;
+            let len = u32_of(mat.rows * mat.cols, "operand elements")?;
+            precise_absmax(rec, x, &mut ws.amax, crate::linear::precise_absmax::AbsParams::new(len, slot))?;
+            own.push((x, mat.rows, mat.cols, slot));
+        }
+    }
+    for (x, rows, cols, slot) in own {
+        let hp = HalvesParams::new(u32_of(rows, "rows")?, u32_of(cols, "cols")?, slot);
+        let (hi, lo) = if slot == 0 { (&mut ws.a_hi, &mut ws.a_lo) } else { (&mut ws.b_hi, &mut ws.b_lo) };
+        precise_split(rec, x, &ws.amax, hi, lo, hp)?;
     }
     if let (Epilogue::Residual, Some(r)) = (g.epilogue, residual) {
         crate::infrastructure::copy(rec, r, c, u32_of(g.m * g.n, "m·n")?)?;
     }
     let acc = g.epilogue != Epilogue::Store;
     let shape = |d: u32| (d != 0).then_some(d);
-    let GemmWorkspace { scratch, a_hi, a_lo, b_hi: ws_hi, b_lo: ws_lo, amax, .. } = &mut *ws;
-    let (b_hi, b_lo): (&Buffer<F16x4>, &Buffer<F16x4>) = match prepared {
+    let GemmWorkspace { scratch, a_hi: wa_hi, a_lo: wa_lo, b_hi: wb_hi, b_lo: wb_lo, amax, .. } = &mut *ws;
+    let (a_hi, a_lo): (&Buffer<F16x4>, &Buffer<F16x4>) = match pa {
         Some((h, ..)) => (&h.hi, &h.lo),
-        None => (ws_hi, ws_lo),
+        None => (wa_hi, wa_lo),
+    };
+    let (b_hi, b_lo): (&Buffer<F16x4>, &Buffer<F16x4>) = match pb {
+        Some((h, ..)) => (&h.hi, &h.lo),
+        None => (wb_hi, wb_lo),
     };
     match (g.a_t, g.b_t) {
         (false, true) => {

@@ -78,34 +78,47 @@ fn check_plan(gpu: &Gpu, rng: &mut StdRng, plan: &GemmPlan, what: &str) {
     let rb = gpu.upload(&r).unwrap();
     let mut ws = GemmWorkspace::new(gpu, &[plan]).unwrap();
     let residual = (g.epilogue == Epilogue::Residual).then_some(&rb);
-    let got = if g.b == Elem::Split {
-        // B's halves made ahead, its scale word at slot 2 of four (the others then set to a
-        // magnitude that would show if the product read them), against the plan that splits B
-        // itself on the same operands: the same bits.
-        let bf = b.f32.as_ref().unwrap();
-        let mut halves = Halves::new(gpu, b.rows, b.cols).unwrap();
-        let mut scales = gpu.filled(4, u32::MAX).unwrap();
-        Halves::clear_scales(gpu, &mut scales).unwrap();
-        halves.split(gpu, bf, &mut scales, 2).unwrap();
-        let mut words = scales.read(gpu).unwrap();
-        for (i, w) in words.iter_mut().enumerate() {
-            if i != 2 {
-                *w = 0x7e00_0000;
+    let got = if g.a == Elem::Split || g.b == Elem::Split {
+        // The prepared operands' halves made ahead, A's scale word at slot 1 of one buffer of
+        // four, B's at slot 2 of another (the other words then set to a magnitude that would
+        // show if the product read them), against the plan that splits both operands itself on
+        // the same values: the same bits.
+        let prepare = |op: &Operand, slot: usize| {
+            let mut halves = Halves::new(gpu, op.rows, op.cols).unwrap();
+            let mut scales = gpu.filled(4, u32::MAX).unwrap();
+            Halves::clear_scales(gpu, &mut scales).unwrap();
+            halves.split(gpu, op.f32.as_ref().unwrap(), &mut scales, slot).unwrap();
+            let mut words = scales.read(gpu).unwrap();
+            for (i, w) in words.iter_mut().enumerate() {
+                if i != slot {
+                    *w = 0x7e00_0000;
+                }
             }
-        }
-        scales.write(gpu, &words).unwrap();
-        let bm = Mat::split(&halves, &scales, 2);
-        let bm = if g.b_t { bm.t() } else { bm };
-        gemm::gemm(gpu, plan, a.mat(g.a_t), bm, residual, &mut c, &mut ws).unwrap();
+            scales.write(gpu, &words).unwrap();
+            (halves, scales)
+        };
+        let pa = (g.a == Elem::Split).then(|| prepare(&a, 1));
+        let pb = (g.b == Elem::Split).then(|| prepare(&b, 2));
+        let am = match &pa {
+            Some((h, s)) => Mat::split(h, s, 1),
+            None => a.mat(false),
+        };
+        let bm = match &pb {
+            Some((h, s)) => Mat::split(h, s, 2),
+            None => b.mat(false),
+        };
+        let (am, bm) = (if g.a_t { am.t() } else { am }, if g.b_t { bm.t() } else { bm });
+        gemm::gemm(gpu, plan, am, bm, residual, &mut c, &mut ws).unwrap();
         let got = c.read(gpu).unwrap();
-        let itself = Gemm { b: Elem::F32, ..g }.plan_split(gpu).unwrap();
-        assert_eq!(itself.dispatches(), plan.dispatches() + 2, "prepared halves skip B's max and split");
+        let itself = Gemm { a: Elem::F32, b: Elem::F32, ..g }.plan_split(gpu).unwrap();
+        let skipped = 2 * (usize::from(pa.is_some()) + usize::from(pb.is_some()));
+        assert_eq!(itself.dispatches(), plan.dispatches() + skipped, "prepared halves skip their max and split");
         let mut c2 = gpu.upload(&init).unwrap();
         let mut ws2 = GemmWorkspace::new(gpu, &[&itself]).unwrap();
         gemm::gemm(gpu, &itself, a.mat(g.a_t), b.mat(g.b_t), residual, &mut c2, &mut ws2).unwrap();
         let want = c2.read(gpu).unwrap();
         let same = got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
-        assert!(same, "{m}×{n}×{k}: prepared halves give other bits than the product that splits B itself");
+        assert!(same, "{m}×{n}×{k}: prepared halves give other bits than the product that splits itself");
         got
     } else {
         gemm::gemm(gpu, plan, a.mat(g.a_t), b.mat(g.b_t), residual, &mut c, &mut ws).unwrap();
@@ -325,10 +338,11 @@ fn f32_products_match_float64() {
     check_plan(&gpu, &mut rng, &split, "weight gradient");
 }
 
-/// B split ahead of its products (a weight's halves, made once a step) through the split core:
-/// every orientation and epilogue, against float64 and bit for bit against the product that
-/// splits B itself. Where the adapter runs f32 products on the SIMT core, a plan for prepared
-/// halves is refused (only the split core reads them).
+/// Operands split ahead of their products (a weight's halves, made once a step; an output
+/// gradient's, made once for its two products) through the split core: A, B or both, every
+/// orientation and epilogue, against float64 and bit for bit against the product that splits
+/// them itself. Where the adapter runs f32 products on the SIMT core, a plan for prepared halves
+/// is refused (only the split core reads them).
 #[test]
 fn prepared_halves_match_the_product_that_splits_itself() {
     let Some(gpu) = gpu() else { return };
@@ -339,8 +353,14 @@ fn prepared_halves_match_the_product_that_splits_itself() {
     for &(m, n, k) in SHAPES {
         for (a_t, b_t) in [(false, true), (false, false), (true, false)] {
             for e in EPILOGUES {
-                let g = Gemm::new(m, n, k).elems(Elem::F32, Elem::Split).a_t(a_t).b_t(b_t).epilogue(e);
-                check_plan(&gpu, &mut rng, &g.plan_split(&gpu).unwrap(), "prepared B");
+                for (ea, eb, what) in [
+                    (Elem::F32, Elem::Split, "prepared B"),
+                    (Elem::Split, Elem::F32, "prepared A"),
+                    (Elem::Split, Elem::Split, "prepared A and B"),
+                ] {
+                    let g = Gemm::new(m, n, k).elems(ea, eb).a_t(a_t).b_t(b_t).epilogue(e);
+                    check_plan(&gpu, &mut rng, &g.plan_split(&gpu).unwrap(), what);
+                }
             }
         }
     }
@@ -361,7 +381,16 @@ fn prepared_halves_match_the_product_that_splits_itself() {
     let (mut y, mut ws) = (gpu.zeros::<f32>(64 * 64).unwrap(), GemmWorkspace::new(&gpu, &[&plan]).unwrap());
     let bad = Mat::split(&halves, &scales, 1).t();
     let e = gemm::gemm(&gpu, &plan, Mat::f32(&x, 64, 64), bad, None, &mut y, &mut ws).unwrap_err();
-    assert!(e.to_string().contains("slot"), "{e}");
+    assert!(e.to_string().contains("B's scale word"), "{e}");
+    let both = Gemm::new(64, 64, 64).elems(Elem::Split, Elem::Split).b_t(true).plan_split(&gpu).unwrap();
+    let mut ws = GemmWorkspace::new(&gpu, &[&both]).unwrap();
+    let (good, bad) = (Mat::split(&halves, &scales, 0), Mat::split(&halves, &scales, 1));
+    let e = gemm::gemm(&gpu, &both, bad, good.t(), None, &mut y, &mut ws).unwrap_err();
+    assert!(e.to_string().contains("A's scale word"), "{e}");
+    // Halves take another shape within their buffers, and refuse one past them.
+    assert!(halves.set_shape(128, 64).is_err());
+    halves.set_shape(32, 100).unwrap();
+    assert_eq!((halves.rows(), halves.cols()), (32, 100));
 }
 
 #[test]

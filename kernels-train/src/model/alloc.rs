@@ -504,7 +504,9 @@ impl Model {
                 _ => None,
             })
             .collect();
-        let plans = Plans::new(gpu, products, rows, &shapes)?;
+        // The widest output gradient of a block's linear layers (not the tied head's).
+        let dy_cols = layout.layers.iter().flat_map(|l| [&l.wqkv, &l.wo, &l.w13, &l.w2]).map(|p| p.shape[0]).max();
+        let plans = Plans::new(gpu, products, rows, &shapes, dy_cols.unwrap_or(0))?;
         let halves = if products == Products::Split { Some(Prepared::new(gpu, &layout)?) } else { None };
         let norm_block = kernels::norm::NORM_BLOCK as usize;
         let scratch = Scratch {

@@ -42,14 +42,44 @@ pub(super) struct Plans {
     mode: Products,
     plans: RefCell<HashMap<Gemm, GemmPlan>>,
     ws: RefCell<GemmWorkspace>,
+    /// The split mode's output gradient, split once for both products of a layer's backward
+    /// ([`backward`]); `None` in the other modes.
+    dy: RefCell<Option<SharedDy>>,
+}
+
+/// An output gradient's halves and its scale word (slot 0), shared by the input-gradient and
+/// weight-gradient products of one layer: they read one split of dY instead of making it
+/// twice. Sized for the layers' widest output gradient; a wider one (the tied head's, whose
+/// halves would be as large as the logits) takes the products' own splits.
+struct SharedDy {
+    halves: Halves,
+    scales: Buffer<u32>,
+    capacity: usize,
 }
 
 impl Plans {
     /// Plans for `mode`, with the workspace sized for every product of a step over `rows` tokens
-    /// of the `[out, in]` weights `shapes`.
-    pub fn new(gpu: &Gpu, mode: Products, rows: usize, shapes: &[(usize, usize)]) -> Result<Plans, Error> {
-        let plans =
-            Plans { mode, plans: RefCell::new(HashMap::new()), ws: RefCell::new(GemmWorkspace::new(gpu, &[])?) };
+    /// of the `[out, in]` weights `shapes`; in the split mode, halves for output gradients up to
+    /// `dy_cols` wide, shared by each layer's two backward products.
+    pub fn new(
+        gpu: &Gpu,
+        mode: Products,
+        rows: usize,
+        shapes: &[(usize, usize)],
+        dy_cols: usize,
+    ) -> Result<Plans, Error> {
+        let dy = if mode == Products::Split {
+            let capacity = f16x4_len(rows, dy_cols);
+            Some(SharedDy { halves: Halves::new(gpu, rows, dy_cols)?, scales: gpu.zeros(1)?, capacity })
+        } else {
+            None
+        };
+        let plans = Plans {
+            mode,
+            plans: RefCell::new(HashMap::new()),
+            ws: RefCell::new(GemmWorkspace::new(gpu, &[])?),
+            dy: RefCell::new(dy),
+        };
         let mut need = (0, 0);
         for &(out, inp) in shapes {
             for g in step_products(mode, rows, out, inp) {
@@ -196,11 +226,13 @@ fn step_products(mode: Products, rows: usize, out: usize, inp: usize) -> Vec<Gem
         let g = g(m, n, k);
         if mode == Products::Split { g.elems(Elem::F32, Elem::Split) } else { g }
     };
+    // ... and so do its output gradients, split once for both backward products.
+    let dy = |g: Gemm| if mode == Products::Split { g.elems(Elem::Split, g.b) } else { g };
     let mut v = vec![
         w(rows, out, inp).b_t(true),
-        w(rows, inp, out),
-        w(rows, inp, out).epilogue(Epilogue::Residual),
-        g(out, inp, rows).a_t(true).epilogue(Epilogue::Accumulate),
+        dy(w(rows, inp, out)),
+        dy(w(rows, inp, out).epilogue(Epilogue::Residual)),
+        dy(g(out, inp, rows).a_t(true).epilogue(Epilogue::Accumulate)),
     ];
     // f32 residual branches (mixed precision adds the residual in the next norm instead).
     if mode != Products::Half {
@@ -512,8 +544,23 @@ pub(super) fn backward(
     match (x, dy) {
         (Operand::F32(x), Dy::F32(dy)) => {
             let wb = weight(&Operand::F32(x), w, prep, (out, inp))?;
-            plans.run(b, (Mat::f32(dy, rows, out), wb), e, residual, dx)?;
-            plans.run(b, (Mat::f32(dy, rows, out).t(), Mat::f32(x, rows, inp)), Epilogue::Accumulate, None, dw)?;
+            let mut shared = plans.dy.borrow_mut();
+            match shared.as_mut().filter(|s| f16x4_len(rows, out) <= s.capacity) {
+                Some(s) => {
+                    // dY's max and split once, read by both products: the bits each would make.
+                    s.halves.set_shape(rows, out)?;
+                    Halves::clear_scales(b, &mut s.scales)?;
+                    s.halves.split(b, dy, &mut s.scales, 0)?;
+                    let dys = Mat::split(&s.halves, &s.scales, 0);
+                    plans.run(b, (dys, wb), e, residual, dx)?;
+                    plans.run(b, (dys.t(), Mat::f32(x, rows, inp)), Epilogue::Accumulate, None, dw)?;
+                }
+                None => {
+                    plans.run(b, (Mat::f32(dy, rows, out), wb), e, residual, dx)?;
+                    let xs = Mat::f32(x, rows, inp);
+                    plans.run(b, (Mat::f32(dy, rows, out).t(), xs), Epilogue::Accumulate, None, dw)?;
+                }
+            }
         }
         (Operand::F32(_), Dy::F16(_)) => {
             return Err(Error::Config("internal: an f16 output gradient for an f32 linear layer".into()));
