@@ -47,7 +47,7 @@ const FW_LD: u32 = 18u;
 const FW_STEP: u32 = 32u;
 // One step buffer: K's 32 rows, then V's.
 const FW_BUF: u32 = 2u * FW_STEP * FW_LD;
-// Floats per row of the 64 × 32 score block.
+// Floats per row of the 64 × 32 score block (a multiple of 4: the block is held as vec4s).
 const FW_LDR: u32 = 36u;
 // vec4<f16>s per row of the 64 × 32 P block (32 halves and 8 of padding).
 const FW_LDP: u32 = 10u;
@@ -56,13 +56,16 @@ const FW_TAU: f32 = 8.0;
 const FW_F16_MAX: f32 = 65504.0;
 
 var<workgroup> fw_kv: array<vec4<f16>, 2304>;
-var<workgroup> fw_r: array<f32, 2304>;
+// The score block as vec4s: a row owner reads its 8 floats as two 16-byte loads, and with rows
+// 9 vec4s apart the eight lanes of a quarter subgroup fall on distinct banks (scalar loads of
+// the same floats would meet 4-way conflicts).
+var<workgroup> fw_r: array<vec4<f32>, 576>;
 var<workgroup> fw_p: array<vec4<f16>, 640>;
 var<workgroup> fw_grow: array<u32, 8>;
 const_assert 2u * FW_BUF == 2304u && 64u * FW_LD <= FW_BUF;
-const_assert 64u * FW_LDR == 2304u && 64u * FW_LDP == 640u;
+const_assert 64u * FW_LDR == 4u * 576u && FW_LDR % 4u == 0u && 64u * FW_LDP == 640u;
 // What `flash_attention::WORKGROUP_BYTES_FWD_TC` says.
-const_assert 2304u * 8u + 2304u * 4u + 640u * 8u + 32u == 32800u;
+const_assert 2304u * 8u + 576u * 16u + 640u * 8u + 32u == 32800u;
 
 // Step t's loads: vec4s tid + 256e (e = 0 … 3) of K's and V's rows k0 … k0 + 31 (zeros past the
 // sequence). Loaded before they are stored so they are in flight during the softmax.
@@ -104,8 +107,8 @@ fn fw_scores(q: array<coop_mat16x16<f16, A>, 4>, buf: u32, m0: u32, n0: u32) {
     c = coopMultiplyAdd(q[1], coopLoad<coop_mat16x16<f16, B>>(&fw_kv[kb + 4u], FW_LD), c);
     c = coopMultiplyAdd(q[2], coopLoad<coop_mat16x16<f16, B>>(&fw_kv[kb + 8u], FW_LD), c);
     c = coopMultiplyAdd(q[3], coopLoad<coop_mat16x16<f16, B>>(&fw_kv[kb + 12u], FW_LD), c);
-    let at = m0 * FW_LDR + n0;
-    let ld = FW_LDR;
+    let at = (m0 * FW_LDR + n0) / 4u;
+    let ld = FW_LDR / 4u;
     coopStoreT(c, &fw_r[at], ld);
 }
 
@@ -121,29 +124,27 @@ fn fw_pv(acc: coop_mat16x16<f32, C>, buf: u32, m0: u32, n0: u32) -> coop_mat16x1
 
 // A tile into `fw_r` at the score tile's slot (rows m0 …, columns n0 …).
 fn fw_put(c: coop_mat16x16<f32, C>, m0: u32, n0: u32) {
-    let at = m0 * FW_LDR + n0;
-    let ld = FW_LDR;
+    let at = (m0 * FW_LDR + n0) / 4u;
+    let ld = FW_LDR / 4u;
     coopStoreT(c, &fw_r[at], ld);
 }
 
 // The tile back from that slot.
 fn fw_get(m0: u32, n0: u32) -> coop_mat16x16<f32, C> {
-    return coopLoadT<coop_mat16x16<f32, C>>(&fw_r[m0 * FW_LDR + n0], FW_LDR);
+    return coopLoadT<coop_mat16x16<f32, C>>(&fw_r[(m0 * FW_LDR + n0) / 4u], FW_LDR / 4u);
 }
 
+// The 8 floats of the score block from float `at` (a multiple of 4).
 fn fw_r8(at: u32) -> array<vec4<f32>, 2> {
-    return array<vec4<f32>, 2>(
-        vec4<f32>(fw_r[at], fw_r[at + 1u], fw_r[at + 2u], fw_r[at + 3u]),
-        vec4<f32>(fw_r[at + 4u], fw_r[at + 5u], fw_r[at + 6u], fw_r[at + 7u]),
-    );
+    let i = at / 4u;
+    return array<vec4<f32>, 2>(fw_r[i], fw_r[i + 1u]);
 }
 
 // Scales the row owner's 8 floats of `fw_r` (row er, columns ec …) by f.
 fn fw_scale8(er: u32, ec: u32, f: f32) {
-    let at = er * FW_LDR + ec;
-    for (var e = 0u; e < 8u; e++) {
-        fw_r[at + e] = f * fw_r[at + e];
-    }
+    let i = (er * FW_LDR + ec) / 4u;
+    fw_r[i] = f * fw_r[i];
+    fw_r[i + 1u] = f * fw_r[i + 1u];
 }
 
 // One O tile scaled row by row (each owner's α) through its slot of `fw_r`. Call in uniform

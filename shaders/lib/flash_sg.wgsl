@@ -47,10 +47,14 @@ const FS_LDH: u32 = 10u;
 
 // Two step buffers; before the walk, the workgroup's own 64 rows of two operands.
 var<workgroup> fs_kv: array<vec4<f16>, 2304>;
-// Each subgroup's 16 rows of FS_LDR floats, and its f16 blocks.
-var<workgroup> fs_r: array<f32, 64u * FS_LDR>;
+// Each subgroup's 16 rows of FS_LDR floats, held as vec4s: a lane reads its row's 16 floats as
+// four 16-byte loads, and with rows 9 vec4s apart (FS_LDR = 36) the eight lanes of a quarter
+// subgroup fall on distinct banks (scalar loads of the same floats would meet 4-way
+// conflicts); and its f16 blocks.
+var<workgroup> fs_r: array<vec4<f32>, 16u * FS_LDR>;
 var<workgroup> fs_h: array<vec4<f16>, FS_HLEN>;
 const_assert 2u * FS_BUF == 2304u && 2u * 64u * FS_LD == 2304u && FS_SG * 32u == FS_WG;
+const_assert FS_LDR % 4u == 0u;
 
 // The next step's rows, loaded a step ahead: vec4 tid + 128e of each operand's 32 rows.
 var<private> fs_p0: vec4<f16>;
@@ -141,20 +145,17 @@ fn fs_hy(acc: coop_mat16x16<f32, C>, hb: u32, yb: u32, n0: u32) -> coop_mat16x16
     return c;
 }
 
-// A tile into the f32 region at `at` (rows FS_LDR floats apart).
+// A tile into the f32 region at float `at` (a multiple of 4; rows FS_LDR floats apart).
 fn fs_put(c: coop_mat16x16<f32, C>, at: u32) {
-    let ld = FS_LDR;
-    coopStoreT(c, &fs_r[at], ld);
+    let i = at / 4u;
+    let ld = FS_LDR / 4u;
+    coopStoreT(c, &fs_r[i], ld);
 }
 
-// 16 floats of the region from `at`.
+// 16 floats of the region from float `at` (a multiple of 4).
 fn fs_r16(at: u32) -> array<vec4<f32>, 4> {
-    return array<vec4<f32>, 4>(
-        vec4<f32>(fs_r[at], fs_r[at + 1u], fs_r[at + 2u], fs_r[at + 3u]),
-        vec4<f32>(fs_r[at + 4u], fs_r[at + 5u], fs_r[at + 6u], fs_r[at + 7u]),
-        vec4<f32>(fs_r[at + 8u], fs_r[at + 9u], fs_r[at + 10u], fs_r[at + 11u]),
-        vec4<f32>(fs_r[at + 12u], fs_r[at + 13u], fs_r[at + 14u], fs_r[at + 15u]),
-    );
+    let i = at / 4u;
+    return array<vec4<f32>, 4>(fs_r[i], fs_r[i + 1u], fs_r[i + 2u], fs_r[i + 3u]);
 }
 
 // 16 values rounded to f16 into the f16 block at `at` (a dS beyond ±65504 is clamped; the
