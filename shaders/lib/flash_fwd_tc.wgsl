@@ -12,7 +12,7 @@
 // FW_TAU (P ≤ e^FW_TAU ≈ 2981, well inside f16 and f32): the decision is one value for the whole
 // workgroup (`workgroupUniformLoad`), and only then O takes the round trip through workgroup
 // memory to be rescaled. With scores of realistic spread that happens in the first steps or
-// never. Step t + 1's K and V are loaded while step t's scores and softmax are computed, and
+// never. While the row owners work on step t's softmax, step t + 1's K and V are loaded and
 // stored into the other buffer, so a step passes two barriers: after the scores' store, and the
 // uniform load (which also publishes P and the next step's operands).
 //
@@ -231,16 +231,14 @@ fn fw_forward(w: u32, tid: u32, sg: u32, lane: u32) {
     for (var t = 0u; t < steps; t++) {
         let buf = t % 2u;
         let k0 = t * FW_STEP;
-        // The next step's loads go out before this step's products, so their latency hides
-        // behind the products, the barrier and the softmax.
+        fw_scores(q, buf, m0, sn);
+        // S is visible, and every reader of the other buffer (the last step's V) is done.
+        workgroupBarrier();
         let next = t + 1u < steps;
         var nx: array<vec4<f16>, 4>;
         if (next) {
             nx = fw_load_step(tid, k0 + FW_STEP);
         }
-        fw_scores(q, buf, m0, sn);
-        // S is visible, and every reader of the other buffer (the last step's V) is done.
-        workgroupBarrier();
         let raw = fw_r8(er * FW_LDR + ec);
         let keys = vec4<u32>(k0 + ec) + vec4<u32>(0u, 1u, 2u, 3u);
         let ok = vec4<bool>(inside);
