@@ -33,21 +33,21 @@ const MAX_MIXED: usize = 284;
 /// The same bounds where tensor cores run the products (an H100 or H200 takes the H200's
 /// table). Mixed precision: the weight gradients the table splits into parts leave them for one
 /// sum a layer (`gemm::add_parts`): 23 a layer and 17 a step. f32 goes through the scaled
-/// split: each weight's halves are made once a step after the update (one clear of the scale
-/// words, each matrix's AdamW folding its maximum in, one split per matrix) and read by its
-/// forward and input-gradient products; each output gradient is split once (its word's clear,
-/// max and split) and read by both of its backward products. So a forward product records 4
-/// dispatches (the scale words, X's max and split, the product; 5 with a residual), a layer's
-/// backward 10 (dY's 3, the input gradient's scale words and product, the weight gradient's
-/// scale words, X's max and split, the product and its parts' sum); its AdamW runs per tensor.
-const MAX_F32_TENSOR_CORES: usize = 1036;
+/// split, each operand split once a step: the weights after the update (one clear of the scale
+/// words, each matrix's AdamW folding its maximum in, one split per matrix), the layer inputs
+/// that only products read when the forward makes them (their word's clear, max and split), the
+/// output gradients in the backward (the same three). A product then records its scale words
+/// and itself; one that splits an operand itself (the attention output's, which stays f32 for
+/// the attention backward) its max and split too; a residual its copy, a weight gradient its
+/// parts' sum. Its AdamW runs per tensor.
+const MAX_F32_TENSOR_CORES: usize = 999;
 const MAX_MIXED_TENSOR_CORES: usize = 293;
 
 /// The f32 step on the split core in its portable form (`ModelOptions::split_products`), counted
 /// on any adapter: the same products, plans and halves as the tensor-core f32 step, so the
 /// count differs from MAX_F32_TENSOR_CORES only by what the adapter's attention path and its
 /// pages record (lavapipe: fast attention; the pages its binding limit allows).
-const MAX_F32_SPLIT: usize = 1038;
+const MAX_F32_SPLIT: usize = 1001;
 
 fn gpt2_small() -> ModelConfig {
     ModelConfig::new(768, 12, 12, 12, 1024)

@@ -115,4 +115,24 @@ fn the_split_step_with_weights_split_once_matches_float64_and_the_sgemm() {
         }
         last = Some(b);
     }
+    // Generation on the trained models: the split mode keeps its layer inputs as halves made
+    // for as many rows as the forward has (the prompt's, then one token's through the cache,
+    // then the whole context's), and its logits stay those of the SGEMM model within the
+    // rounding of the split and of 3 steps of training apart.
+    let mut ctx: Vec<u32> = tokens[..5].to_vec();
+    for k in 0..4 {
+        let (a, b) = if k < 3 {
+            (split.next_logits_cached(&ctx).unwrap(), sgemm.next_logits_cached(&ctx).unwrap())
+        } else {
+            (split.next_logits(&ctx).unwrap(), sgemm.next_logits(&ctx).unwrap())
+        };
+        let num: f64 = a.iter().zip(&b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum::<f64>().sqrt();
+        let den: f64 = b.iter().map(|&y| (y as f64).powi(2)).sum::<f64>().sqrt();
+        eprintln!("generation {k}: logits {:.2e} apart (relative)", num / den);
+        assert!(den > 0.0 && num <= 1e-3 * den, "generation {k}: logits {:e} apart (relative)", num / den);
+        let next = (0..b.len()).max_by(|&i, &j| b[i].total_cmp(&b[j])).unwrap();
+        if k < 3 {
+            ctx.push(next as u32);
+        }
+    }
 }

@@ -14,6 +14,7 @@ use kernels::{Buffer, Gpu};
 
 /// Activations one layer keeps for its backward pass.
 /// In mixed precision every linear layer's input is kept only as its f16 copy ([`Kept::F16`]),
+/// on the f32 split core the norms' and SwiGLU's outputs only as their halves ([`Kept::Split`]),
 /// and the attention output in f32 (its backward reads it) and f16; on the f16 attention paths
 /// Q, K and V too ([`Qkv::F16`]).
 pub(super) struct Layer {
@@ -126,6 +127,9 @@ pub(super) struct Scratch {
     /// Mixed precision on the f16 attention paths: dO's f16 copy and (the fast path's) dP/dS
     /// workspace.
     pub att16: Option<Attention16>,
+    /// The f32 split core: the norms' and SwiGLU's f32 output `[rows, max(dim, ffn)]`, split
+    /// at once into the kept halves ([`Kept::split_from`]).
+    pub kept32: Option<B>,
 }
 
 /// Mixed precision where the products split weight gradients into parts: each layer's sums of
@@ -456,6 +460,10 @@ impl Model {
         let rows = batch * s;
         let probs_len = fast_params(cfg, batch, cfg.seq_len).probs_len();
         let kept = |cols: usize| Kept::zeros(gpu, half, rows, cols);
+        // A linear layer's input that only products read: its halves on the split core.
+        let input = |cols: usize| {
+            if products == Products::Split { Kept::halves(gpu, rows, cols) } else { kept(cols) }
+        };
         let att16 = if (fast || flash) && half && Attention16::applies(gpu, cfg, batch, flash) {
             Some(Attention16::new(gpu, cfg, batch, fast)?)
         } else {
@@ -474,24 +482,24 @@ impl Model {
         for _ in 0..cfg.layers {
             layers.push(Layer {
                 x_in: z(rows * d)?,
-                h1: kept(d)?,
+                h1: input(d)?,
                 rrms1: z(rows)?,
                 qkv: qkv()?,
                 att: z(rows * hq)?,
                 att16: if half { Some(gpu.zeros(f16x4_len(rows, hq))?) } else { None },
                 lse: z(batch * cfg.heads * s)?,
                 x_mid: z(rows * d)?,
-                h2: kept(d)?,
+                h2: input(d)?,
                 rrms2: z(rows)?,
                 gu: z(rows * 2 * f)?,
-                a: kept(f)?,
+                a: input(f)?,
                 probs: if fast { Some(z(probs_len)?) } else { None },
             });
         }
         let acts = Activations {
             layers,
             xf: z(rows * d)?,
-            hf: kept(d)?,
+            hf: input(d)?,
             rrms_f: z(rows)?,
             logits: z(rows * cfg.vocab)?,
             dlogits16: if half { Some(gpu.zeros(f16x4_len(rows, cfg.vocab))?) } else { None },
@@ -552,6 +560,7 @@ impl Model {
             )?,
             fast_delta: if fast { Some(z(batch * cfg.heads * s)?) } else { None },
             att16,
+            kept32: if products == Products::Split { Some(z(rows * d.max(f))?) } else { None },
         };
         // Each gradient page's partial sums of squares, one per NORM_BLOCK elements, side by side.
         let block = kernels::optimizer::NORM_BLOCK as usize;

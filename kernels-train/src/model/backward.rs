@@ -210,9 +210,10 @@ impl Model {
                     let sb = kernels::backward_ffn::ffn_swiglu_backward_gu_f16::RowsParams::new(rows, f);
                     ffn_swiglu_backward_gu_f16(b, &y.gu, &s.da, dgu, flag(lin.half)?, sb)?;
                 }
+                Kept::Split(..) => return Err(Error::Config("internal: SwiGLU's gradient kept as halves".into())),
             }
             let w13 = (&w.w13, pw.w13, &shape.w13);
-            lin.backward(b, s.dgu.dy(), w13, y.h2.operand(), &mut g.layers[l].w13, None, &mut s.mb)?;
+            lin.backward(b, s.dgu.dy()?, w13, y.h2.operand(), &mut g.layers[l].w13, None, &mut s.mb)?;
             // dx += the norm's input gradient (the residual stream's two paths meet here).
             let (x, rr, parts) = (&y.x_mid, &y.rrms2, dgamma.partials(&mut s.norms, shape.ffn_norm.index)?);
             match s.dy16.as_mut() {

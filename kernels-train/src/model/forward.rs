@@ -80,7 +80,8 @@ impl Model {
             // its f16 copy only, by the fused norm or SwiGLU) and read by the products here and
             // by the weight gradients.
             let res = if pending { done.last().map(|prev| &prev.x_mid) } else { None };
-            norm_into(b, &mut layer.x_in, res, &w.attn_norm, &mut layer.h1, &mut layer.rrms1, norm)?;
+            let kept32 = s.kept32.as_mut();
+            norm_into(b, &mut layer.x_in, res, &w.attn_norm, &mut layer.h1, kept32, &mut layer.rrms1, norm)?;
             let h1 = layer.h1.operand();
             let pos = at.unwrap_or(0) as u32;
             // Q, K and V in one product into the fused rows, which RoPE splits (and rotates) into
@@ -190,7 +191,8 @@ impl Model {
             let wo = (&w.wo, pw.wo);
             pending = residual_forward(b, split, att, wo, &layer.x_in, &mut layer.x_mid, mm(d, hq))?;
             let res = if pending { Some(&layer.x_in) } else { None };
-            norm_into(b, &mut layer.x_mid, res, &w.ffn_norm, &mut layer.h2, &mut layer.rrms2, norm)?;
+            let kept32 = s.kept32.as_mut();
+            norm_into(b, &mut layer.x_mid, res, &w.ffn_norm, &mut layer.h2, kept32, &mut layer.rrms2, norm)?;
             let h2 = layer.h2.operand();
             // The gate and up projections in one product; SwiGLU reads both halves of its rows.
             // In mixed precision SwiGLU's f16 output comes from the product's epilogue where its
@@ -200,6 +202,13 @@ impl Model {
                     forward(b, split, h2, &w.w13, pw.w13, &mut layer.gu, mm(2 * f, d))?;
                     let sw = kernels::activation::swiglu_gu::RowsParams::new(rows, f);
                     kernels::activation::swiglu_gu(b, &layer.gu, a, sw)?;
+                }
+                a @ Kept::Split(..) => {
+                    forward(b, split, h2, &w.w13, pw.w13, &mut layer.gu, mm(2 * f, d))?;
+                    let sw = kernels::activation::swiglu_gu::RowsParams::new(rows, f);
+                    let a32 = s.kept32.as_mut().ok_or_else(missing_kept32)?;
+                    kernels::activation::swiglu_gu(b, &layer.gu, a32, sw)?;
+                    a.split_from(b, a32, (rows as usize, f as usize))?;
                 }
                 Kept::F16(a16) => {
                     let then = Fused16::SwiGlu(a16);
@@ -218,7 +227,7 @@ impl Model {
             pending = residual_forward(b, split, layer.a.operand(), w2, &layer.x_mid, out, mm(d, f))?;
         }
         let res = if pending { acts.layers.last().map(|last| &last.x_mid) } else { None };
-        norm_into(b, &mut acts.xf, res, &p.final_norm, &mut acts.hf, &mut acts.rrms_f, norm)?;
+        norm_into(b, &mut acts.xf, res, &p.final_norm, &mut acts.hf, s.kept32.as_mut(), &mut acts.rrms_f, norm)?;
         forward(b, split, acts.hf.operand(), &p.embedding, pv.embedding, &mut acts.logits, mm(v, d))?;
         Ok(())
     }
@@ -281,7 +290,7 @@ fn residual_forward(
     (m, n, k): (u32, u32, u32),
 ) -> Result<bool, Error> {
     match x {
-        Operand::F32(x) => {
+        Operand::F32(_) | Operand::Split(..) => {
             forward_residual(b, split, x, w, prep, resid, out, (m, n, k))?;
             Ok(false)
         }
@@ -293,21 +302,29 @@ fn residual_forward(
 }
 
 /// RMSNorm of `x` [rows, d] into the kept activation `y`, its reciprocal RMS into `rrms`. f32:
-/// `norm::rmsnorm_forward`. f16 (mixed precision): `norm::rmsnorm_f16`, or with `res` (a
+/// `norm::rmsnorm_forward`; into `tmp` first and then split where `y` keeps only halves
+/// ([`Kept::split_from`]). f16 (mixed precision): `norm::rmsnorm_f16`, or with `res` (a
 /// residual branch's pending `+ resid`, see [`residual_forward`])
 /// `norm::residual_rmsnorm_f16`, which first adds `res` into `x` in place.
+#[allow(clippy::too_many_arguments)]
 fn norm_into(
     b: &Batch<'_>,
     x: &mut B,
     res: Option<&B>,
     gamma: &B,
     y: &mut Kept,
+    tmp: Option<&mut B>,
     rrms: &mut B,
     (rows, d, eps): (u32, u32, f32),
 ) -> Result<(), Error> {
     match (y, res) {
         (Kept::F32(y), None) => {
             rmsnorm_forward(b, x, gamma, y, rrms, kernels::norm::rmsnorm_forward::Params::new(rows, d, eps))?
+        }
+        (y @ Kept::Split(..), None) => {
+            let tmp = tmp.ok_or_else(missing_kept32)?;
+            rmsnorm_forward(b, x, gamma, tmp, rrms, kernels::norm::rmsnorm_forward::Params::new(rows, d, eps))?;
+            y.split_from(b, tmp, (rows as usize, d as usize))?;
         }
         (Kept::F16(y), None) => {
             let p = kernels::norm::rmsnorm_f16::NormParams::new(rows, d, eps);
@@ -317,9 +334,13 @@ fn norm_into(
             let p = kernels::norm::residual_rmsnorm_f16::NormParams::new(rows, d, eps);
             kernels::norm::residual_rmsnorm_f16(b, x, res, gamma, y, rrms, p)?
         }
-        (Kept::F32(_), Some(_)) => {
+        (Kept::F32(_) | Kept::Split(..), Some(_)) => {
             return Err(Error::Config("internal: a pending residual add before an f32 norm".into()));
         }
     }
     Ok(())
+}
+
+fn missing_kept32() -> Error {
+    Error::Config("internal: kept halves without the f32 temporary they are split from".into())
 }

@@ -220,23 +220,21 @@ fn step_products(mode: Products, rows: usize, out: usize, inp: usize) -> Vec<Gem
         Products::Split => (Elem::F32, Precision::F32),
         Products::Sgemm => (Elem::F32, Precision::F32Simt),
     };
-    let g = |m, n, k| Gemm::new(m, n, k).elems(e, e).precision(precision);
-    // The split mode's weight operands come split ([`Prepared`]).
-    let w = |m, n, k| {
-        let g = g(m, n, k);
-        if mode == Products::Split { g.elems(Elem::F32, Elem::Split) } else { g }
+    // The split mode's operands come split: the weights ([`Prepared`]), the layers' kept inputs
+    // ([`Kept::Split`]) and the output gradients (split once for both backward products).
+    let g = |m, n, k| {
+        let g = Gemm::new(m, n, k).elems(e, e).precision(precision);
+        if mode == Products::Split { g.elems(Elem::Split, Elem::Split) } else { g }
     };
-    // ... and so do its output gradients, split once for both backward products.
-    let dy = |g: Gemm| if mode == Products::Split { g.elems(Elem::Split, g.b) } else { g };
     let mut v = vec![
-        w(rows, out, inp).b_t(true),
-        dy(w(rows, inp, out)),
-        dy(w(rows, inp, out).epilogue(Epilogue::Residual)),
-        dy(g(out, inp, rows).a_t(true).epilogue(Epilogue::Accumulate)),
+        g(rows, out, inp).b_t(true),
+        g(rows, inp, out),
+        g(rows, inp, out).epilogue(Epilogue::Residual),
+        g(out, inp, rows).a_t(true).epilogue(Epilogue::Accumulate),
     ];
     // f32 residual branches (mixed precision adds the residual in the next norm instead).
     if mode != Products::Half {
-        v.push(w(rows, out, inp).b_t(true).epilogue(Epilogue::Residual));
+        v.push(g(rows, out, inp).b_t(true).epilogue(Epilogue::Residual));
     }
     v.dedup();
     v
@@ -355,16 +353,18 @@ fn weight<'a>(x: &Operand<'_>, w: &'a B, prep: Prep<'a>, (n, k): (usize, usize))
     Ok(match (x, prep) {
         (Operand::F16(_), Prep::F16(w16)) => Mat::f16(w16, n, k),
         (Operand::F16(_), _) => return Err(missing()),
-        (Operand::F32(_), Prep::Split(h, scales, slot)) => Mat::split(h, scales, slot),
-        (Operand::F32(_), _) => Mat::f32(w, n, k),
+        (Operand::F32(_) | Operand::Split(..), Prep::Split(h, scales, slot)) => Mat::split(h, scales, slot),
+        (Operand::F32(_) | Operand::Split(..), _) => Mat::f32(w, n, k),
     })
 }
 
-/// An activation `[m, k]` as a product's operand.
+/// An activation `[m, k]` as a product's operand (halves carry their own shape, set when they
+/// were made: [`Kept::split_from`]).
 fn activation<'a>(x: &Operand<'a>, (m, k): (usize, usize)) -> Mat<'a> {
     match *x {
         Operand::F32(x) => Mat::f32(x, m, k),
         Operand::F16(x) => Mat::f16(x, m, k),
+        Operand::Split(h, scales) => Mat::split(h, scales, 0),
     }
 }
 
@@ -386,6 +386,11 @@ pub(super) enum Kept {
     /// Only the f16 copy, in the f16x4 row layout (mixed precision: written directly by
     /// `norm::rmsnorm_f16` and `activation::swiglu_f16`; nothing reads the f32 values).
     F16(Buffer<F16x4>),
+    /// Only the scaled f16 halves and their scale word (f32 precision on the split core): the
+    /// norm's or SwiGLU's f32 output goes to a temporary and is split once ([`Kept::split_from`]);
+    /// the forward product and the weight gradient both read the halves, the ones each would
+    /// make itself, so the products keep their bits and the input is not split twice.
+    Split(Halves, Buffer<u32>),
 }
 
 impl Kept {
@@ -394,29 +399,48 @@ impl Kept {
         Ok(if half { Kept::F16(gpu.zeros(f16x4_len(rows, cols))?) } else { Kept::F32(gpu.zeros(rows * cols)?) })
     }
 
+    /// Halves for up to `[rows, cols]` (the split mode's layer inputs).
+    pub fn halves(gpu: &Gpu, rows: usize, cols: usize) -> Result<Kept, Error> {
+        Ok(Kept::Split(Halves::new(gpu, rows, cols)?, gpu.zeros(1)?))
+    }
+
     /// The product operand.
     pub fn operand(&self) -> Operand<'_> {
         match self {
             Kept::F32(x) => Operand::F32(x),
             Kept::F16(x) => Operand::F16(x),
+            Kept::Split(h, scales) => Operand::Split(h, scales),
         }
     }
 
+    /// Records making the halves those of `x` `[rows, cols]` (f32): the scale word cleared,
+    /// x's largest magnitude folded in, the split.
+    pub fn split_from(&mut self, b: &Batch<'_>, x: &B, (rows, cols): (usize, usize)) -> Result<(), Error> {
+        let Kept::Split(h, scales) = self else {
+            return Err(Error::Config("internal: splitting into a kept input without halves".into()));
+        };
+        h.set_shape(rows, cols)?;
+        Halves::clear_scales(b, scales)?;
+        Ok(h.split(b, x, scales, 0)?)
+    }
+
     /// As an output gradient (an f16 one written, with the overflow check, by its producer).
-    pub fn dy(&self) -> Dy<'_> {
+    pub fn dy(&self) -> Result<Dy<'_>, Error> {
         match self {
-            Kept::F32(x) => Dy::F32(x),
-            Kept::F16(x) => Dy::F16(x),
+            Kept::F32(x) => Ok(Dy::F32(x)),
+            Kept::F16(x) => Ok(Dy::F16(x)),
+            Kept::Split(..) => Err(Error::Config("internal: split halves as an output gradient".into())),
         }
     }
 }
 
-/// A product's activation operand: f32 (the SGEMM) or f16 in the f16x4 row layout (the f16
-/// products).
+/// A product's activation operand: f32, f16 in the f16x4 row layout (the f16 products), or an
+/// f32 matrix's halves with its scale word at slot 0 (the split core, [`Kept::Split`]).
 #[derive(Clone, Copy)]
 pub(super) enum Operand<'a> {
     F32(&'a B),
     F16(&'a Buffer<F16x4>),
+    Split(&'a Halves, &'a Buffer<u32>),
 }
 
 /// A weight matrix's shape [out, in] as (rows, cols); a vector [n] as one row.
@@ -489,12 +513,13 @@ pub(super) fn forward_fused(
     Ok(true)
 }
 
-/// `y = resid + x·wᵀ` for an f32 `x` [m, k] and w [n, k] (`resid` a different buffer from `y`).
+/// `y = resid + x·wᵀ` for an f32 `x` [m, k] (or its halves) and w [n, k] (`resid` a different
+/// buffer from `y`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn forward_residual(
     b: &Batch<'_>,
     plans: &Plans,
-    x: &B,
+    x: Operand<'_>,
     w: &B,
     prep: Prep<'_>,
     resid: &B,
@@ -502,8 +527,11 @@ pub(super) fn forward_residual(
     (m, n, k): (u32, u32, u32),
 ) -> Result<(), Error> {
     let (mu, nu, ku) = (m as usize, n as usize, k as usize);
-    let wb = weight(&Operand::F32(x), w, prep, (nu, ku))?;
-    plans.run(b, (Mat::f32(x, mu, ku), wb.t()), Epilogue::Residual, Some(resid), y)
+    if let Operand::F16(_) = x {
+        return Err(Error::Config("internal: an f16 input for an f32 residual product".into()));
+    }
+    let wb = weight(&x, w, prep, (nu, ku))?;
+    plans.run(b, (activation(&x, (mu, ku)), wb.t()), Epilogue::Residual, Some(resid), y)
 }
 
 /// An output gradient dY as a linear layer's backward receives it.
@@ -542,8 +570,9 @@ pub(super) fn backward(
 ) -> Result<(), Error> {
     let e = if residual.is_some() { Epilogue::Residual } else { Epilogue::Store };
     match (x, dy) {
-        (Operand::F32(x), Dy::F32(dy)) => {
-            let wb = weight(&Operand::F32(x), w, prep, (out, inp))?;
+        (Operand::F32(_) | Operand::Split(..), Dy::F32(dy)) => {
+            let wb = weight(&x, w, prep, (out, inp))?;
+            let xm = activation(&x, (rows, inp));
             let mut shared = plans.dy.borrow_mut();
             match shared.as_mut().filter(|s| f16x4_len(rows, out) <= s.capacity) {
                 Some(s) => {
@@ -553,16 +582,15 @@ pub(super) fn backward(
                     s.halves.split(b, dy, &mut s.scales, 0)?;
                     let dys = Mat::split(&s.halves, &s.scales, 0);
                     plans.run(b, (dys, wb), e, residual, dx)?;
-                    plans.run(b, (dys.t(), Mat::f32(x, rows, inp)), Epilogue::Accumulate, None, dw)?;
+                    plans.run(b, (dys.t(), xm), Epilogue::Accumulate, None, dw)?;
                 }
                 None => {
                     plans.run(b, (Mat::f32(dy, rows, out), wb), e, residual, dx)?;
-                    let xs = Mat::f32(x, rows, inp);
-                    plans.run(b, (Mat::f32(dy, rows, out).t(), xs), Epilogue::Accumulate, None, dw)?;
+                    plans.run(b, (Mat::f32(dy, rows, out).t(), xm), Epilogue::Accumulate, None, dw)?;
                 }
             }
         }
-        (Operand::F32(_), Dy::F16(_)) => {
+        (Operand::F32(_) | Operand::Split(..), Dy::F16(_)) => {
             return Err(Error::Config("internal: an f16 output gradient for an f32 linear layer".into()));
         }
         (Operand::F16(_), Dy::F32(_)) => {
