@@ -563,8 +563,9 @@ impl GemmPlan {
                 1 + usize::from(self.parts > 1) + usize::from(self.parts > 1 && e != Epilogue::Accumulate)
             }
             Core::Split => {
-                // The scale words (`precise_take_scales`), a max and a split for each operand not
-                // prepared, the product; a weight gradient's parts sum.
+                // The scale words (`precise_take_scales`; a clear where neither operand is
+                // prepared), a max and a split for each operand not prepared, the product; a
+                // weight gradient's parts sum.
                 let own = |x: Elem| 2 * usize::from(x != Elem::Split);
                 let base = 2 + own(self.gemm.a) + own(self.gemm.b) + usize::from(self.gemm.a_t);
                 base + usize::from(e == Epilogue::Residual) + usize::from(self.gemm.a_t && e == Epilogue::Store)
@@ -1558,6 +1559,14 @@ fn record_f16(
     }
 }
 
+/// An operand's prepared halves, scale words and slot, if it comes split.
+fn prepared<'m>(mat: &Mat<'m>) -> Option<(&'m Halves, &'m Buffer<u32>, usize)> {
+    match mat.data {
+        Data::Split { halves, scales, slot } => Some((halves, scales, slot)),
+        _ => None,
+    }
+}
+
 fn record_split(
     rec: impl Record + Copy,
     plan: &GemmPlan,
@@ -1574,12 +1583,6 @@ fn record_split(
     // The product kernels read A's scale word at amax[0] and B's at amax[1]: a prepared
     // operand's word is copied there, the other's is cleared for its max and split, which
     // write the operand's halves into the workspace.
-    fn prepared<'m>(mat: &Mat<'m>) -> Option<(&'m Halves, &'m Buffer<u32>, usize)> {
-        match mat.data {
-            Data::Split { halves, scales, slot } => Some((halves, scales, slot)),
-            _ => None,
-        }
-    }
     let (pa, pb) = (prepared(&a), prepared(&b));
     {
         let any = pa.or(pb).map(|(_, s, _)| s);
