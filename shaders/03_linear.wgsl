@@ -510,18 +510,7 @@ fn gemm16_residual(
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<storage, read_write> h: array<vec4<f16>>;
 @group(0) @binding(4) var<uniform> p: GemmParams;
-
-fn store_out(row: u32, col: u32, v: f32) {
-    y[row * g_n + col] = v;
-}
-
-//#if coop
-fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
-    let at = row * g_n + col;
-    let ld = g_n;
-    coopStoreT(c, &y[at], ld);
-}
-//#endif
+//#include "lib/gemm16_store.wgsl"
 
 // The block's part of h: gate columns [n0/2, n0/2 + G_BN/2) of rows [m0, m0 + G_BM), 4 a step.
 fn swiglu_block(tid: u32, blk: vec3<u32>) {
@@ -608,18 +597,7 @@ struct GemmRopeParams {
 @group(0) @binding(4) var<storage, read_write> k16: array<vec4<f16>>;
 @group(0) @binding(5) var<storage, read_write> v16: array<vec4<f16>>;
 @group(0) @binding(6) var<uniform> p: GemmRopeParams;
-
-fn store_out(row: u32, col: u32, v: f32) {
-    y[row * g_n + col] = v;
-}
-
-//#if coop
-fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
-    let at = row * g_n + col;
-    let ld = g_n;
-    coopStoreT(c, &y[at], ld);
-}
-//#endif
+//#include "lib/gemm16_store.wgsl"
 
 // The block's columns of Q, K and V: fused columns [n0, n0 + G_BN) of rows [m0, m0 + G_BM),
 // 4 a step (Dh % 4 = 0: the 4 lie in one head of one part).
