@@ -1584,16 +1584,15 @@ fn record_split(
     // operand's word is copied there, the other's is cleared for its max and split, which
     // write the operand's halves into the workspace.
     let (pa, pb) = (prepared(&a), prepared(&b));
-    {
-        let any = pa.or(pb).map(|(_, s, _)| s);
-        let (sa, sb) = (pa.map(|(_, s, _)| s).or(any), pb.map(|(_, s, _)| s).or(any));
-        let take = u32::from(pa.is_some()) | (u32::from(pb.is_some()) << 1);
-        let slot = |p: Option<(&Halves, &Buffer<u32>, usize)>| u32_of(p.map_or(0, |(.., s)| s), "slot");
-        let tp = crate::linear::precise_take_scales::TakeParams::new(slot(pa)?, slot(pb)?, take);
-        match (sa, sb) {
-            (Some(sa), Some(sb)) => precise_take_scales(rec, sa, sb, &mut ws.amax, tp)?,
-            _ => crate::linear::precise_clear(rec, &mut ws.amax, 2)?,
+    // An operand not prepared binds the other's words (read, not taken).
+    match (pa.or(pb), pb.or(pa)) {
+        (Some((_, sa, _)), Some((_, sb, _))) => {
+            let take = u32::from(pa.is_some()) | (u32::from(pb.is_some()) << 1);
+            let slot = |p: Option<(&Halves, &Buffer<u32>, usize)>| u32_of(p.map_or(0, |(.., s)| s), "slot");
+            let tp = crate::linear::precise_take_scales::TakeParams::new(slot(pa)?, slot(pb)?, take);
+            precise_take_scales(rec, sa, sb, &mut ws.amax, tp)?;
         }
+        _ => crate::linear::precise_clear(rec, &mut ws.amax, 2)?,
     }
     let mut own = Vec::with_capacity(2);
     for (mat, slot) in [(&a, 0u32), (&b, 1u32)] {

@@ -128,7 +128,7 @@ pub(super) struct Scratch {
     /// workspace.
     pub att16: Option<Attention16>,
     /// The f32 split core: the norms' and SwiGLU's f32 output `[rows, max(dim, ffn)]`, split
-    /// at once into the kept halves ([`Kept::split_from`]).
+    /// at once into the kept halves ([`Kept::write_f32`]).
     pub kept32: Option<B>,
 }
 

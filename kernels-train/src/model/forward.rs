@@ -198,17 +198,12 @@ impl Model {
             // In mixed precision SwiGLU's f16 output comes from the product's epilogue where its
             // plan allows (the same bits as `swiglu_gu_f16`).
             match &mut layer.a {
-                Kept::F32(a) => {
+                a @ (Kept::F32(_) | Kept::Split(_)) => {
                     forward(b, split, h2, &w.w13, pw.w13, &mut layer.gu, mm(2 * f, d))?;
                     let sw = kernels::activation::swiglu_gu::RowsParams::new(rows, f);
-                    kernels::activation::swiglu_gu(b, &layer.gu, a, sw)?;
-                }
-                a @ Kept::Split(..) => {
-                    forward(b, split, h2, &w.w13, pw.w13, &mut layer.gu, mm(2 * f, d))?;
-                    let sw = kernels::activation::swiglu_gu::RowsParams::new(rows, f);
-                    let a32 = s.kept32.as_mut().ok_or_else(missing_kept32)?;
-                    kernels::activation::swiglu_gu(b, &layer.gu, a32, sw)?;
-                    a.split_from(b, a32, (rows as usize, f as usize))?;
+                    let gu = &layer.gu;
+                    let dims = (rows as usize, f as usize);
+                    a.write_f32(b, s.kept32.as_mut(), dims, |a| Ok(kernels::activation::swiglu_gu(b, gu, a, sw)?))?;
                 }
                 Kept::F16(a16) => {
                     let then = Fused16::SwiGlu(a16);
@@ -302,10 +297,10 @@ fn residual_forward(
 }
 
 /// RMSNorm of `x` [rows, d] into the kept activation `y`, its reciprocal RMS into `rrms`. f32:
-/// `norm::rmsnorm_forward`; into `tmp` first and then split where `y` keeps only halves
-/// ([`Kept::split_from`]). f16 (mixed precision): `norm::rmsnorm_f16`, or with `res` (a
-/// residual branch's pending `+ resid`, see [`residual_forward`])
-/// `norm::residual_rmsnorm_f16`, which first adds `res` into `x` in place.
+/// `norm::rmsnorm_forward` (through `tmp` where `y` keeps only halves: [`Kept::write_f32`]).
+/// f16 (mixed precision): `norm::rmsnorm_f16`, or with `res` (a residual branch's pending
+/// `+ resid`, see [`residual_forward`]) `norm::residual_rmsnorm_f16`, which first adds `res`
+/// into `x` in place.
 #[allow(clippy::too_many_arguments)]
 fn norm_into(
     b: &Batch<'_>,
@@ -318,13 +313,9 @@ fn norm_into(
     (rows, d, eps): (u32, u32, f32),
 ) -> Result<(), Error> {
     match (y, res) {
-        (Kept::F32(y), None) => {
-            rmsnorm_forward(b, x, gamma, y, rrms, kernels::norm::rmsnorm_forward::Params::new(rows, d, eps))?
-        }
-        (y @ Kept::Split(..), None) => {
-            let tmp = tmp.ok_or_else(missing_kept32)?;
-            rmsnorm_forward(b, x, gamma, tmp, rrms, kernels::norm::rmsnorm_forward::Params::new(rows, d, eps))?;
-            y.split_from(b, tmp, (rows as usize, d as usize))?;
+        (y @ (Kept::F32(_) | Kept::Split(_)), None) => {
+            let p = kernels::norm::rmsnorm_forward::Params::new(rows, d, eps);
+            y.write_f32(b, tmp, (rows as usize, d as usize), |y| Ok(rmsnorm_forward(b, x, gamma, y, rrms, p)?))?
         }
         (Kept::F16(y), None) => {
             let p = kernels::norm::rmsnorm_f16::NormParams::new(rows, d, eps);
@@ -339,8 +330,4 @@ fn norm_into(
         }
     }
     Ok(())
-}
-
-fn missing_kept32() -> Error {
-    Error::Config("internal: kept halves without the f32 temporary they are split from".into())
 }

@@ -44,17 +44,44 @@ pub(super) struct Plans {
     ws: RefCell<GemmWorkspace>,
     /// The split mode's output gradient, split once for both products of a layer's backward
     /// ([`backward`]); `None` in the other modes.
-    dy: RefCell<Option<SharedDy>>,
+    /// Sized for the layers' widest output gradient; a wider one (the tied head's, whose halves
+    /// would be as large as the logits) takes the products' own splits.
+    dy: RefCell<Option<OwnHalves>>,
 }
 
-/// An output gradient's halves and its scale word (slot 0), shared by the input-gradient and
-/// weight-gradient products of one layer: they read one split of dY instead of making it
-/// twice. Sized for the layers' widest output gradient; a wider one (the tied head's, whose
-/// halves would be as large as the logits) takes the products' own splits.
-struct SharedDy {
+/// An f32 matrix's halves with a scale word of their own (slot 0 of a one-word buffer), made
+/// again for each matrix split into them, up to the size they were made for: a layer's kept
+/// input ([`Kept::Split`]) or an output gradient, each read by two products.
+pub(super) struct OwnHalves {
     halves: Halves,
     scales: Buffer<u32>,
+    /// [`F16x4`] elements per half.
     capacity: usize,
+}
+
+impl OwnHalves {
+    pub fn new(gpu: &Gpu, rows: usize, cols: usize) -> Result<OwnHalves, Error> {
+        let capacity = f16x4_len(rows, cols);
+        Ok(OwnHalves { halves: Halves::new(gpu, rows, cols)?, scales: gpu.zeros(1)?, capacity })
+    }
+
+    /// Whether a `rows × cols` matrix fits.
+    pub fn fits(&self, rows: usize, cols: usize) -> bool {
+        f16x4_len(rows, cols) <= self.capacity
+    }
+
+    /// Records making them the halves of `x` `[rows, cols]` (f32): the word cleared, x's
+    /// largest magnitude folded in, the split — what a product splitting x itself records.
+    pub fn split_from(&mut self, b: &Batch<'_>, x: &B, (rows, cols): (usize, usize)) -> Result<(), Error> {
+        self.halves.set_shape(rows, cols)?;
+        Halves::clear_scales(b, &mut self.scales)?;
+        Ok(self.halves.split(b, x, &mut self.scales, 0)?)
+    }
+
+    /// As a product operand (the shape of the last split).
+    pub fn mat(&self) -> Mat<'_> {
+        Mat::split(&self.halves, &self.scales, 0)
+    }
 }
 
 impl Plans {
@@ -68,12 +95,7 @@ impl Plans {
         shapes: &[(usize, usize)],
         dy_cols: usize,
     ) -> Result<Plans, Error> {
-        let dy = if mode == Products::Split {
-            let capacity = f16x4_len(rows, dy_cols);
-            Some(SharedDy { halves: Halves::new(gpu, rows, dy_cols)?, scales: gpu.zeros(1)?, capacity })
-        } else {
-            None
-        };
+        let dy = if mode == Products::Split { Some(OwnHalves::new(gpu, rows, dy_cols)?) } else { None };
         let plans = Plans {
             mode,
             plans: RefCell::new(HashMap::new()),
@@ -359,12 +381,12 @@ fn weight<'a>(x: &Operand<'_>, w: &'a B, prep: Prep<'a>, (n, k): (usize, usize))
 }
 
 /// An activation `[m, k]` as a product's operand (halves carry their own shape, set when they
-/// were made: [`Kept::split_from`]).
+/// were made: [`OwnHalves::split_from`]).
 fn activation<'a>(x: &Operand<'a>, (m, k): (usize, usize)) -> Mat<'a> {
     match *x {
         Operand::F32(x) => Mat::f32(x, m, k),
         Operand::F16(x) => Mat::f16(x, m, k),
-        Operand::Split(h, scales) => Mat::split(h, scales, 0),
+        Operand::Split(h) => h.mat(),
     }
 }
 
@@ -387,10 +409,11 @@ pub(super) enum Kept {
     /// `norm::rmsnorm_f16` and `activation::swiglu_f16`; nothing reads the f32 values).
     F16(Buffer<F16x4>),
     /// Only the scaled f16 halves and their scale word (f32 precision on the split core): the
-    /// norm's or SwiGLU's f32 output goes to a temporary and is split once ([`Kept::split_from`]);
-    /// the forward product and the weight gradient both read the halves, the ones each would
-    /// make itself, so the products keep their bits and the input is not split twice.
-    Split(Halves, Buffer<u32>),
+    /// norm's or SwiGLU's f32 output goes to a temporary and is split once
+    /// ([`OwnHalves::split_from`]); the forward product and the weight gradient both read the
+    /// halves, the ones each would make itself, so the products keep their bits and the input is
+    /// not split twice.
+    Split(OwnHalves),
 }
 
 impl Kept {
@@ -401,7 +424,7 @@ impl Kept {
 
     /// Halves for up to `[rows, cols]` (the split mode's layer inputs).
     pub fn halves(gpu: &Gpu, rows: usize, cols: usize) -> Result<Kept, Error> {
-        Ok(Kept::Split(Halves::new(gpu, rows, cols)?, gpu.zeros(1)?))
+        Ok(Kept::Split(OwnHalves::new(gpu, rows, cols)?))
     }
 
     /// The product operand.
@@ -409,19 +432,31 @@ impl Kept {
         match self {
             Kept::F32(x) => Operand::F32(x),
             Kept::F16(x) => Operand::F16(x),
-            Kept::Split(h, scales) => Operand::Split(h, scales),
+            Kept::Split(h) => Operand::Split(h),
         }
     }
 
-    /// Records making the halves those of `x` `[rows, cols]` (f32): the scale word cleared,
-    /// x's largest magnitude folded in, the split.
-    pub fn split_from(&mut self, b: &Batch<'_>, x: &B, (rows, cols): (usize, usize)) -> Result<(), Error> {
-        let Kept::Split(h, scales) = self else {
-            return Err(Error::Config("internal: splitting into a kept input without halves".into()));
-        };
-        h.set_shape(rows, cols)?;
-        Halves::clear_scales(b, scales)?;
-        Ok(h.split(b, x, scales, 0)?)
+    /// Records `write` of this kept input's f32 values `[rows, cols]` (a norm's or SwiGLU's):
+    /// into the input itself ([`Kept::F32`]), or into `tmp` and then split into its halves
+    /// ([`Kept::Split`]).
+    pub fn write_f32(
+        &mut self,
+        b: &Batch<'_>,
+        tmp: Option<&mut B>,
+        (rows, cols): (usize, usize),
+        write: impl FnOnce(&mut B) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        match self {
+            Kept::F32(y) => write(y),
+            Kept::Split(h) => {
+                let tmp = tmp.ok_or_else(|| {
+                    Error::Config("internal: kept halves without the f32 temporary they are split from".into())
+                })?;
+                write(tmp)?;
+                h.split_from(b, tmp, (rows, cols))
+            }
+            Kept::F16(_) => Err(Error::Config("internal: f32 values for an input kept in f16".into())),
+        }
     }
 
     /// As an output gradient (an f16 one written, with the overflow check, by its producer).
@@ -435,12 +470,12 @@ impl Kept {
 }
 
 /// A product's activation operand: f32, f16 in the f16x4 row layout (the f16 products), or an
-/// f32 matrix's halves with its scale word at slot 0 (the split core, [`Kept::Split`]).
+/// f32 matrix's halves (the split core, [`Kept::Split`]).
 #[derive(Clone, Copy)]
 pub(super) enum Operand<'a> {
     F32(&'a B),
     F16(&'a Buffer<F16x4>),
-    Split(&'a Halves, &'a Buffer<u32>),
+    Split(&'a OwnHalves),
 }
 
 /// A weight matrix's shape [out, in] as (rows, cols); a vector [n] as one row.
@@ -574,13 +609,11 @@ pub(super) fn backward(
             let wb = weight(&x, w, prep, (out, inp))?;
             let xm = activation(&x, (rows, inp));
             let mut shared = plans.dy.borrow_mut();
-            match shared.as_mut().filter(|s| f16x4_len(rows, out) <= s.capacity) {
+            match shared.as_mut().filter(|s| s.fits(rows, out)) {
                 Some(s) => {
                     // dY's max and split once, read by both products: the bits each would make.
-                    s.halves.set_shape(rows, out)?;
-                    Halves::clear_scales(b, &mut s.scales)?;
-                    s.halves.split(b, dy, &mut s.scales, 0)?;
-                    let dys = Mat::split(&s.halves, &s.scales, 0);
+                    s.split_from(b, dy, (rows, out))?;
+                    let dys = s.mat();
                     plans.run(b, (dys, wb), e, residual, dx)?;
                     plans.run(b, (dys.t(), xm), Epilogue::Accumulate, None, dw)?;
                 }
