@@ -1480,8 +1480,18 @@ fn record_f16(
     // The shape compiled in where tensor cores run (one pipeline per shape).
     let shape = |d: u32| (tensor_cores && d != 0).then_some(d);
     let split = plan.parts > 1;
+    // The split compiled in with the shape, for a constant trip count (`G_PARTS`); the products
+    // with an epilogue run unsplit.
+    let (parts, chunk) = (u32_of(plan.parts, "parts")?, u32_of(plan.chunk, "chunk")?);
+    let exact = |parts: u32, chunk: u32| {
+        m.is_multiple_of(cfg.bm)
+            && n.is_multiple_of(cfg.bn)
+            && k.is_multiple_of(cfg.bk)
+            && (parts <= 1 || chunk.is_multiple_of(cfg.bk))
+    };
     macro_rules! overrides {
-        ($module:ident $(, $extra:ident: $value:expr)*) => {
+        ($module:ident, $split:expr $(, $extra:ident: $value:expr)*) => {{
+            let (parts, chunk): (u32, u32) = $split;
             $module::Overrides {
                 A_T: Some(g.a_t),
                 B_T: Some(g.b_t),
@@ -1497,14 +1507,19 @@ fn record_f16(
                 M_C: shape(m),
                 N_C: shape(n),
                 K_C: shape(k),
+                G_PARTS: shape(parts),
+                G_CHUNK: shape(chunk),
+                G_EXACT: Some(exact(parts, chunk)),
                 $($extra: $value,)*
                 ..Default::default()
             }
-        };
+        }};
     }
     let (c, ws) = match out {
         F16Out::C { c, ws } => (c, ws),
-        F16Out::Parts(parts) => return gemm16(rec, pa, pb, parts, p, overrides!(gemm16, G_ACC: Some(false))),
+        F16Out::Parts(parts_out) => {
+            return gemm16(rec, pa, pb, parts_out, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(false)));
+        }
         F16Out::SwiGlu { c, h } => {
             let p = gemm16_swiglu::GemmParams::new(m, n, k, 1, k, tiles);
             return gemm16_swiglu(
@@ -1514,7 +1529,7 @@ fn record_f16(
                 c,
                 h,
                 p,
-                gemm16_swiglu::Overrides { G_NMAP: Some(SWIGLU_TILE), ..overrides!(gemm16_swiglu) },
+                gemm16_swiglu::Overrides { G_NMAP: Some(SWIGLU_TILE), ..overrides!(gemm16_swiglu, (1, k)) },
             );
         }
         F16Out::Rope { c, q, k: k16, v, rope } => {
@@ -1534,7 +1549,7 @@ fn record_f16(
                 r(rope.pos_offset, "pos_offset")?,
                 rope.base,
             );
-            return gemm16_rope_qkv(rec, pa, pb, c, q, k16, v, p, overrides!(gemm16_rope_qkv));
+            return gemm16_rope_qkv(rec, pa, pb, c, q, k16, v, p, overrides!(gemm16_rope_qkv, (1, k)));
         }
     };
     match (g.epilogue, residual) {
@@ -1545,11 +1560,13 @@ fn record_f16(
             r,
             c,
             gemm16_residual::GemmParams::new(m, n, k, 1, k, tiles),
-            overrides!(gemm16_residual),
+            overrides!(gemm16_residual, (1, k)),
         ),
-        (e, _) if !split => gemm16(rec, pa, pb, c, p, overrides!(gemm16, G_ACC: Some(e == Epilogue::Accumulate))),
+        (e, _) if !split => {
+            gemm16(rec, pa, pb, c, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(e == Epilogue::Accumulate)))
+        }
         (e, _) => {
-            gemm16(rec, pa, pb, &mut ws.scratch, p, overrides!(gemm16, G_ACC: Some(false)))?;
+            gemm16(rec, pa, pb, &mut ws.scratch, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(false)))?;
             if e == Epilogue::Store {
                 crate::infrastructure::fill_zero(rec, c, u32_of(g.m * g.n, "m·n")?)?;
             }

@@ -234,9 +234,14 @@ fn f16_block_shapes_and_splits_match_float64() {
             let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).a_t(orient.0).b_t(orient.1);
             check_plan(&gpu, &mut rng, &g.plan_with(&gpu, config, 1).unwrap(), "config");
         }
-        // Split contractions: parts of whole steps, the last one short, and a part past the end.
-        for (parts, e) in [(2, Epilogue::Accumulate), (3, Epilogue::Store)] {
-            let g = Gemm::new(140, 130, 200).elems(Elem::F16, Elem::F16).a_t(true).epilogue(e);
+        // Split contractions: parts of whole steps, the last one short, and a part past the end;
+        // then one the blocks cover exactly (the loads without clamps or masks).
+        for (parts, e, (m, n, k)) in [
+            (2, Epilogue::Accumulate, (140, 130, 200)),
+            (3, Epilogue::Store, (140, 130, 200)),
+            (2, Epilogue::Store, (256, 256, 256)),
+        ] {
+            let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).a_t(true).epilogue(e);
             let plan = g.plan_with(&gpu, config, parts).unwrap();
             assert!(plan.parts() > 1, "{}", plan.describe());
             check_plan(&gpu, &mut rng, &plan, "split");

@@ -90,6 +90,14 @@ override G_NMAP: u32 = 0u;
 override M_C: u32 = 0u;
 override N_C: u32 = 0u;
 override K_C: u32 = 0u;
+// The split of the contraction compiled in (0: read `p`); when set, equal to p.parts and p.chunk.
+// With the shape, a constant trip count for the contraction loop, which lets the register
+// prefetch's loads stay in flight across the products (a trip count read from `p` does not).
+override G_PARTS: u32 = 0u;
+override G_CHUNK: u32 = 0u;
+// Every block wholly inside the product and every part's range a multiple of G_BK (M % G_BM,
+// N % G_BN and K % G_BK all 0): the operand loads need no clamp and no mask.
+override G_EXACT: bool = false;
 
 // Invocations per workgroup: 256, or 128 (fewer registers per workgroup, so more workgroups per
 // multiprocessor). The kernels' `@workgroup_size`.
@@ -161,6 +169,12 @@ fn g_pfb() -> u32 {
 fn g_ga(e: u32, m0: u32, kc: u32, ke: u32) -> vec4<f16> {
     let sr = e / g_rowa();
     let q = e % g_rowa();
+    if (G_EXACT) {
+        if (A_T) {
+            return a[(kc + sr) * g_aq + m0 / 4u + q];
+        }
+        return a[(m0 + sr) * g_aq + kc / 4u + q];
+    }
     if (A_T) {
         let kr = kc + sr;
         let at = min(kr, g_k - 1u) * g_aq + min(m0 / 4u + q, g_aq - 1u);
@@ -174,6 +188,12 @@ fn g_ga(e: u32, m0: u32, kc: u32, ke: u32) -> vec4<f16> {
 fn g_gb(e: u32, n0: u32, kc: u32, ke: u32) -> vec4<f16> {
     let sr = e / g_rowb();
     let q = e % g_rowb();
+    if (G_EXACT) {
+        if (B_T) {
+            return b[g_ncol(n0 + sr) * g_bq + kc / 4u + q];
+        }
+        return b[(kc + sr) * g_bq + g_ncol(n0 + 4u * q) / 4u];
+    }
     if (B_T) {
         let kk = kc + 4u * q;
         let at = g_ncol(min(n0 + sr, g_n - 1u)) * g_bq + min(kk / 4u, g_bq - 1u);
@@ -756,7 +776,8 @@ fn g16_run(w: u32, tid: u32) {
     let bm = (m + G_BM - 1u) / G_BM;
     let bn = (n + G_BN - 1u) / G_BN;
     let blocks = bm * bn;
-    let parts = max(p.parts, 1u);
+    let parts = select(max(p.parts, 1u), G_PARTS, G_PARTS != 0u);
+    let chunk = select(p.chunk, G_CHUNK, G_CHUNK != 0u);
     if (w >= blocks * parts) {
         return;
     }
@@ -764,13 +785,13 @@ fn g16_run(w: u32, tid: u32) {
     let blk = g_order(w % blocks, bm, bn);
     let m0 = blk.x * G_BM;
     let n0 = blk.y * G_BN;
-    let kb = select(0u, min(part * p.chunk, k), parts > 1u);
-    let ke = select(k, min(kb + p.chunk, k), parts > 1u);
+    let kb = select(0u, min(part * chunk, k), parts > 1u);
+    let ke = select(k, min(kb + chunk, k), parts > 1u);
     g_off = select(0u, part * m * n, parts > 1u);
     // (Every override is named in every variant: the pipeline is built with all of them.)
     let groups = (G_BM / (16u * G_TM)) * (G_BN / (16u * G_TN));
 //#if coop
-    let direct = u32(m0 + G_BM <= m) & u32(n0 + G_BN <= n) & u32(n % 4u == 0u);
+    let direct = (u32(G_EXACT) | (u32(m0 + G_BM <= m) & u32(n0 + G_BN <= n))) & u32(n % 4u == 0u);
     // Edge blocks store through `g_edge`, one tile per subgroup: at most 8 subgroups there.
     let edge_fits = u32(nsg <= 8u) | direct;
     for (var fits = edge_fits & u32(nsg <= 16u) & u32(groups % nsg == 0u); fits == 1u; fits = 0u) {
