@@ -649,11 +649,10 @@ pub(crate) struct Entry {
 /// or for forcing block shapes and splits on any adapter (tests of the split paths).
 pub const TABLE_ENV: &str = "KERNELS_GEMM_TABLE";
 
-/// The committed tables: (adapter name fragment, text). The H100 takes the H200's: the same
-/// Hopper chip with its 132 multiprocessors at the same clocks (the H200 differs in memory), so
-/// the same block shapes; a weight gradient's split follows the block count either way.
+/// The committed tables: (adapter name fragment, text), each measured on its adapter.
 const H200_TABLE: &str = include_str!("../tuning/nvidia-h200.txt");
-const TABLES: &[(&str, &str)] = &[("H200", H200_TABLE), ("H100", H200_TABLE)];
+const H100_TABLE: &str = include_str!("../tuning/nvidia-h100.txt");
+const TABLES: &[(&str, &str)] = &[("H200", H200_TABLE), ("H100", H100_TABLE)];
 
 fn parse_table(text: &str) -> Vec<Entry> {
     text.lines().filter_map(parse_entry).collect()
