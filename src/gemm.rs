@@ -1475,13 +1475,12 @@ fn record_f16(
     let blocks = g.m.div_ceil(cfg.bm as usize) * g.n.div_ceil(cfg.bn as usize);
     let tiles = u32_of(blocks * plan.parts, "workgroups")?;
     let (pa, pb) = (f16_of(&a)?, f16_of(&b)?);
-    let p = gemm16::GemmParams::new(m, n, k, u32_of(plan.parts, "parts")?, u32_of(plan.chunk, "chunk")?, tiles);
-    // The shape compiled in where tensor cores run (one pipeline per shape).
+    let (parts, chunk) = (u32_of(plan.parts, "parts")?, u32_of(plan.chunk, "chunk")?);
+    let p = gemm16::GemmParams::new(m, n, k, parts, chunk, tiles);
+    // The shape compiled in where tensor cores run (one pipeline per shape), and with it the
+    // split, for a constant trip count (`G_PARTS`); the products with an epilogue run unsplit.
     let shape = |d: u32| (tensor_cores && d != 0).then_some(d);
     let split = plan.parts > 1;
-    // The split compiled in with the shape, for a constant trip count (`G_PARTS`); the products
-    // with an epilogue run unsplit.
-    let (parts, chunk) = (u32_of(plan.parts, "parts")?, u32_of(plan.chunk, "chunk")?);
     let exact = |parts: u32, chunk: u32| {
         m.is_multiple_of(cfg.bm)
             && n.is_multiple_of(cfg.bn)
