@@ -67,36 +67,17 @@ const_assert 64u * FW_LDR == 4u * 576u && FW_LDR % 4u == 0u && 64u * FW_LDP == 6
 // What `flash_attention::WORKGROUP_BYTES_FWD_TC` says.
 const_assert 2304u * 8u + 576u * 16u + 640u * 8u + 32u == 32800u;
 
-// Whether key `row`, dims 4·d4 … are inside K and V, and their vec4's index there (0 outside).
-fn fw_kv_in(row: u32, d4: u32) -> bool {
-    return row < p.seq && d4 < select(p.head_dim, FL_DH, FL_DH != 0u) / 4u;
-}
-
-fn fw_kv_index(row: u32, d4: u32) -> u32 {
-    let dq = select(p.head_dim, FL_DH, FL_DH != 0u) / 4u;
-    let head = fl_b * p.seq * p.kv_heads + row * p.kv_heads + fl_kvh;
-    return select(0u, head * dq + d4, fw_kv_in(row, d4));
-}
-
 // Step t's loads: vec4s tid + 256e (e = 0 … 3) of K's and V's rows k0 … k0 + 31 (zeros past the
-// sequence). Loaded before they are stored so they are in flight during the softmax. K and V are
-// indexed directly rather than through `fl_load`'s switch over the operands, so the SPIR-V has no
-// branch around the loads (a helper's constant argument is folded only once the driver inlines).
+// sequence). Loaded before they are stored so they are in flight during the softmax.
 fn fw_load_step(tid: u32, k0: u32) -> array<vec4<f16>, 4> {
     var out: array<vec4<f16>, 4>;
     let f0 = tid;
     let f1 = tid + WG;
-    let r0 = k0 + f0 / 16u;
-    let r1 = k0 + f1 / 16u;
-    let i0 = fw_kv_index(r0, f0 % 16u);
-    let i1 = fw_kv_index(r1, f1 % 16u);
-    let in0 = fw_kv_in(r0, f0 % 16u);
-    let in1 = fw_kv_in(r1, f1 % 16u);
-    // e = 0, 1: K; e = 2, 3: V.
-    out[0] = select(vec4<f16>(0.0h), k[i0], in0);
-    out[1] = select(vec4<f16>(0.0h), k[i1], in1);
-    out[2] = select(vec4<f16>(0.0h), v[i0], in0);
-    out[3] = select(vec4<f16>(0.0h), v[i1], in1);
+    // e = 0, 1: K (rows f / 16); e = 2, 3: V.
+    out[0] = fl_load(FL_K, k0 + f0 / 16u, f0 % 16u);
+    out[1] = fl_load(FL_K, k0 + f1 / 16u, f1 % 16u);
+    out[2] = fl_load(FL_V, k0 + f0 / 16u, f0 % 16u);
+    out[3] = fl_load(FL_V, k0 + f1 / 16u, f1 % 16u);
     return out;
 }
 
