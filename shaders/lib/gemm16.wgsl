@@ -156,6 +156,14 @@ fn g_ldb() -> u32 {
     return g_rowb() + G_PAD / 4u;
 }
 
+// vec4 loads per invocation per slice.
+fn g_pfa() -> u32 {
+    return G_BM * G_BK / (4u * G_WG);
+}
+
+fn g_pfb() -> u32 {
+    return G_BN * G_BK / (4u * G_WG);
+}
 
 // vec4 e of A's slice at contraction index kc of the block at row m0 (zero past ke), and its slot.
 fn g_ga(e: u32, m0: u32, kc: u32, ke: u32) -> vec4<f16> {
@@ -225,10 +233,7 @@ var<private> g_pb6: vec4<f16>;
 var<private> g_pb7: vec4<f16>;
 
 fn g_fetch(tid: u32, m0: u32, n0: u32, kc: u32, ke: u32) {
-    // vec4 loads per invocation per slice, written out rather than returned by a helper: naga folds
-    // an expression of overrides to a constant, but a call's result stays a runtime value in the
-    // SPIR-V, and the driver then keeps the prefetch's loads behind real branches.
-    let na = G_BM * G_BK / (4u * G_WG);
+    let na = g_pfa();
     g_pa0 = g_ga(tid, m0, kc, ke);
     if (na > 1u) {
         g_pa1 = g_ga(tid + G_WG, m0, kc, ke);
@@ -243,7 +248,7 @@ fn g_fetch(tid: u32, m0: u32, n0: u32, kc: u32, ke: u32) {
         g_pa6 = g_ga(tid + 6u * G_WG, m0, kc, ke);
         g_pa7 = g_ga(tid + 7u * G_WG, m0, kc, ke);
     }
-    let nb = G_BN * G_BK / (4u * G_WG);
+    let nb = g_pfb();
     g_pb0 = g_gb(tid, n0, kc, ke);
     if (nb > 1u) {
         g_pb1 = g_gb(tid + G_WG, n0, kc, ke);
@@ -261,7 +266,7 @@ fn g_fetch(tid: u32, m0: u32, n0: u32, kc: u32, ke: u32) {
 }
 
 fn g_stage(tid: u32) {
-    let na = G_BM * G_BK / (4u * G_WG);
+    let na = g_pfa();
     g_sa[g_slot_a(tid)] = g_pa0;
     if (na > 1u) {
         g_sa[g_slot_a(tid + G_WG)] = g_pa1;
@@ -276,7 +281,7 @@ fn g_stage(tid: u32) {
         g_sa[g_slot_a(tid + 6u * G_WG)] = g_pa6;
         g_sa[g_slot_a(tid + 7u * G_WG)] = g_pa7;
     }
-    let nb = G_BN * G_BK / (4u * G_WG);
+    let nb = g_pfb();
     g_sb[g_slot_b(tid)] = g_pb0;
     if (nb > 1u) {
         g_sb[g_slot_b(tid + G_WG)] = g_pb1;
