@@ -32,7 +32,13 @@ fn cli(args: &[&str]) -> Result<(), cli::Failure> {
 fn text(seed: u64) -> Vec<u8> {
     let mut rng = Rng::new(seed);
     let mut t = data::built_in_text();
-    t.truncate(120_000 + rng.below(30_000) as usize);
+    // Cut at a character's first byte: the text is UTF-8 with multi-byte characters in it, and
+    // the tokenizer is trained on it as a string.
+    let mut end = (120_000 + rng.below(30_000) as usize).min(t.len());
+    while end < t.len() && t[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    t.truncate(end);
     for _ in 0..200 {
         let mut at = rng.below(t.len() as u64) as usize;
         while t[at] & 0xC0 == 0x80 {
