@@ -28,22 +28,24 @@ fn cli(args: &[&str]) -> Result<(), cli::Failure> {
     cli::run(Args::parse_from(all), &Stop::new())
 }
 
-/// The built-in text with random lines mixed in, so every seed cuts it differently.
+/// The first byte of the UTF-8 character at byte `i` of `t` (`i` itself at the end).
+fn char_start(t: &[u8], mut i: usize) -> usize {
+    while i < t.len() && t[i] & 0xC0 == 0x80 {
+        i -= 1;
+    }
+    i
+}
+
+/// The built-in text with random lines mixed in, so every seed cuts it differently. Cuts and
+/// insertions fall on a character's first byte: the text has multi-byte characters, and the
+/// tokenizer is trained on it as a string.
 fn text(seed: u64) -> Vec<u8> {
     let mut rng = Rng::new(seed);
     let mut t = data::built_in_text();
-    // Cut at a character's first byte: the text is UTF-8 with multi-byte characters in it, and
-    // the tokenizer is trained on it as a string.
-    let mut end = (120_000 + rng.below(30_000) as usize).min(t.len());
-    while end < t.len() && t[end] & 0xC0 == 0x80 {
-        end -= 1;
-    }
+    let end = char_start(&t, (120_000 + rng.below(30_000) as usize).min(t.len()));
     t.truncate(end);
     for _ in 0..200 {
-        let mut at = rng.below(t.len() as u64) as usize;
-        while t[at] & 0xC0 == 0x80 {
-            at -= 1;
-        }
+        let at = char_start(&t, rng.below(t.len() as u64) as usize);
         let line = format!("\nline {} of noise ünïcödé\n", rng.below(1 << 30));
         t.splice(at..at, line.bytes());
     }

@@ -112,8 +112,9 @@ fn a_checkpoint_records_its_tokenizer_and_resume_and_generate_refuse_another() {
     let other = dir.join("other.json");
     let text = built_in_text();
     // The first half, cut where a character starts (the built-in text has multi-byte ones).
-    let half = (0..=text.len() / 2).rev().find(|&i| std::str::from_utf8(&text[..i]).is_ok()).unwrap();
-    let other_tk = Tokenizer::train_bpe(std::str::from_utf8(&text[..half]).unwrap(), 300).unwrap();
+    let text = std::str::from_utf8(&text).unwrap();
+    let half = (0..=text.len() / 2).rev().find(|&i| text.is_char_boundary(i)).unwrap();
+    let other_tk = Tokenizer::train_bpe(&text[..half], 300).unwrap();
     std::fs::write(&other, other_tk.json().unwrap()).unwrap();
     let otherp = other.to_str().unwrap();
     let refusals: [&[&str]; 5] = [
