@@ -91,8 +91,7 @@ override M_C: u32 = 0u;
 override N_C: u32 = 0u;
 override K_C: u32 = 0u;
 // The split of the contraction compiled in (0: read `p`); when set, equal to p.parts and p.chunk.
-// With the shape, a constant trip count for the contraction loop, which lets the register
-// prefetch's loads stay in flight across the products (a trip count read from `p` does not).
+// With the shape, the contraction loop's trip count is a constant for the driver.
 override G_PARTS: u32 = 0u;
 override G_CHUNK: u32 = 0u;
 // Every block wholly inside the product and every part's range a multiple of G_BK (M % G_BM,
