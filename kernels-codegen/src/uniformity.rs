@@ -20,7 +20,12 @@
 //!   little stricter than WGSL);
 //! - a helper function that needs uniform control flow passes the need to its callers, together
 //!   with the parameters whose values steer it (so `wg_reduce_sum(tid, v)` is fine to call with
-//!   a non-uniform `v`).
+//!   a non-uniform `v`);
+//! - WGSL's `subgroup_uniformity` diagnostic, turned off for a function, lifts the check from
+//!   its operations of subgroup scope: subgroup operations, `subgroupBarrier` and
+//!   cooperative-matrix operations. Those need only the subgroup to agree, which the analysis
+//!   cannot see (a branch on `subgroupAny`, say), so the author vouches for it; workgroup
+//!   barriers and `workgroupUniformLoad` stay checked.
 
 use naga::{Block, Expression, Function, Handle, Module, Span, Statement};
 use std::collections::HashMap;
@@ -62,12 +67,23 @@ impl Taint {
 
 #[derive(Clone, Debug, Default)]
 struct Summary {
-    /// Why calling this function needs uniform control flow (what, where).
+    /// Why calling this function needs uniform control flow (what, where), for operations of
+    /// workgroup scope and for those of subgroup scope.
     requires: Option<(String, Span)>,
+    requires_subgroup: Option<(String, Span)>,
     /// Parameters that steer the control flow reaching those operations.
     cf_params: u64,
+    cf_params_subgroup: u64,
     /// How uniform the return value is.
     ret: Taint,
+}
+
+/// Which invocations an operation runs across: all of the workgroup's must reach it together,
+/// or all of the subgroup's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scope {
+    Workgroup,
+    Subgroup,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -329,8 +345,8 @@ impl Analyzer<'_> {
         }
     }
 
-    fn require(&mut self, cf: Taint, what: String, span: Span) {
-        if self.subgroup_lint_off && what.contains("subgroup operation") {
+    fn require(&mut self, cf: Taint, what: String, span: Span, scope: Scope) {
+        if self.subgroup_lint_off && scope == Scope::Subgroup {
             return;
         }
         if let Some(cause) = cf.cause {
@@ -342,9 +358,13 @@ impl Analyzer<'_> {
             return;
         }
         if !self.entry {
-            self.summary.cf_params |= cf.params;
-            if self.summary.requires.is_none() {
-                self.summary.requires = Some((what, span));
+            let (params, requires) = match scope {
+                Scope::Workgroup => (&mut self.summary.cf_params, &mut self.summary.requires),
+                Scope::Subgroup => (&mut self.summary.cf_params_subgroup, &mut self.summary.requires_subgroup),
+            };
+            *params |= cf.params;
+            if requires.is_none() {
+                *requires = Some((what, span));
             }
         }
     }
@@ -381,6 +401,7 @@ impl Analyzer<'_> {
                             cf,
                             "cooperative-matrix operation".into(),
                             if at.is_defined() { at } else { span },
+                            Scope::Subgroup,
                         );
                     }
                 }
@@ -441,20 +462,24 @@ impl Analyzer<'_> {
                 Flow { ret: Some(cf), ..Flow::default() }
             }
             S::Kill => Flow { ret: Some(cf), ..Flow::default() },
-            S::ControlBarrier(_) | S::MemoryBarrier(_) => {
-                self.require(cf, "barrier".into(), span);
+            S::ControlBarrier(flags) | S::MemoryBarrier(flags) => {
+                if flags == naga::Barrier::SUB_GROUP {
+                    self.require(cf, "subgroup barrier".into(), span, Scope::Subgroup);
+                } else {
+                    self.require(cf, "barrier".into(), span, Scope::Workgroup);
+                }
                 Flow::default()
             }
             S::WorkGroupUniformLoad { .. } => {
-                self.require(cf, "`workgroupUniformLoad`".into(), span);
+                self.require(cf, "`workgroupUniformLoad`".into(), span, Scope::Workgroup);
                 Flow::default()
             }
             S::SubgroupBallot { .. } | S::SubgroupGather { .. } | S::SubgroupCollectiveOperation { .. } => {
-                self.require(cf, "subgroup operation".into(), span);
+                self.require(cf, "subgroup operation".into(), span, Scope::Subgroup);
                 Flow::default()
             }
             S::CooperativeStore { .. } => {
-                self.require(cf, "cooperative-matrix operation".into(), span);
+                self.require(cf, "cooperative-matrix operation".into(), span, Scope::Subgroup);
                 Flow::default()
             }
             S::Store { pointer, value } => {
@@ -488,7 +513,11 @@ impl Analyzer<'_> {
                 };
                 if let Some((what, _)) = &callee.requires {
                     let eff = cf.join(pick(callee.cf_params, &arg_taints));
-                    self.require(eff, format!("call to `{name}` (which contains a {what})"), span);
+                    self.require(eff, format!("call to `{name}` (which contains a {what})"), span, Scope::Workgroup);
+                }
+                if let Some((what, _)) = &callee.requires_subgroup {
+                    let eff = cf.join(pick(callee.cf_params_subgroup, &arg_taints));
+                    self.require(eff, format!("call to `{name}` (which contains a {what})"), span, Scope::Subgroup);
                 }
                 if let Some(r) = result {
                     let t = Taint { cause: callee.ret.cause.map(|_| span), params: 0 }
@@ -607,6 +636,31 @@ mod tests {
             entry("if (x[t] > 0.0) { x[t] = subgroupAdd(1.0); workgroupBarrier(); }")
         );
         assert_eq!(errors_raw(&src), vec!["barrier in non-uniform control flow".to_string()]);
+    }
+
+    #[test]
+    fn turning_the_subgroup_diagnostic_off_lifts_subgroup_barriers_but_not_workgroup_ones() {
+        // A branch every lane of a subgroup takes together (the analysis sees a subgroup result).
+        let helper = "fn h() { subgroupBarrier(); }\n";
+        let body = "if (subgroupAny(x[t] > 0.0)) { subgroupBarrier(); h(); }";
+        assert_eq!(
+            errors_raw(&format!("{helper}{}", entry(body))),
+            vec![
+                "subgroup barrier in non-uniform control flow".to_string(),
+                "call to `h` (which contains a subgroup barrier) in non-uniform control flow".to_string(),
+            ]
+        );
+        let off = entry(body).replace("@compute", "@diagnostic(off, subgroup_uniformity) @compute");
+        assert!(errors_raw(&format!("{helper}{off}")).is_empty());
+        // A helper with both kinds passes the workgroup barrier's need on to a caller that has
+        // the diagnostic off.
+        let both = "fn g() { subgroupBarrier(); workgroupBarrier(); }\n";
+        let off = entry("if (subgroupAny(x[t] > 0.0)) { g(); }")
+            .replace("@compute", "@diagnostic(off, subgroup_uniformity) @compute");
+        assert_eq!(
+            errors_raw(&format!("{both}{off}")),
+            vec!["call to `g` (which contains a barrier) in non-uniform control flow".to_string()]
+        );
     }
 
     /// `depth` loops nested, each bounded by the invocation index, a barrier inside.
