@@ -869,17 +869,15 @@ fn flash_forward16(
 }
 
 // --- KERNEL: flash_forward16_tc ---
-// `flash_forward16` for head dims up to 64 on tensor cores, each of four subgroups owning 16 of
-// the block's 64 queries (`lib/flash_sg_fwd.wgsl`): Q in registers, K and V staged per step of
-// 32 keys into alternating buffers (one workgroup barrier a step), S and P through the
-// subgroup's own workgroup memory, O in cooperative-matrix accumulators rescaled only when a
-// row of the subgroup passes its reference maximum by more than e^8. The same inputs and
-// outputs; P is rounded to f16 relative to that reference (≤ e^8) instead of the running
-// maximum. Needs tensor cores, subgroups of 32 (four to a workgroup of 128) and
-// SUBGROUP_BARRIER; `flash_attention::forward16` runs it only there (else `flash_forward16`),
-// and a direct call on other subgroup sizes writes NaN. Deterministic. Overwrites `o` (the
-// first B·S·H·Dh elements), `o16` and `lse` (the first B·H·S), as `flash_forward16`. Needs
-// SHADER_F16.
+// `flash_forward16` for head dims up to 64 on tensor cores (`lib/flash_fwd_tc.wgsl`): Q in
+// registers, K and V staged whole per step of 32 keys into alternating buffers, O in
+// cooperative-matrix accumulators rescaled only when a row's maximum passes its reference by
+// more than e^8. The same inputs and outputs; P is rounded to f16 relative to that reference
+// (≤ e^8) instead of the running maximum. Its tensor-core form needs eight subgroups (subgroups
+// of 32) and 32,800 bytes of workgroup memory; `flash_attention::forward16` runs it only where
+// that form runs (else `flash_forward16`), and its portable form is `flash_forward16`'s.
+// Deterministic. Overwrites `o` (the first B·S·H·Dh elements), `o16` and `lse` (the first
+// B·H·S), as `flash_forward16`. Needs SHADER_F16.
 // @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
 // @requires p.head_dim >= 4
 // @requires p.head_dim <= 64
@@ -897,31 +895,28 @@ fn flash_forward16(
 //#include "lib/flash_f16.wgsl"
 //#include "lib/flash_coop.wgsl"
 //#include "lib/flash_fwd.wgsl"
-//#include "lib/f16x4.wgsl"
-//#include "lib/flash_sg.wgsl"
-//#include "lib/flash_sg_fwd.wgsl"
-const FS_LDR: u32 = 36u;
-const FS_HLEN: u32 = 640u;
-// What `flash_attention::WORKGROUP_BYTES_FWD_TC` says.
-const_assert 2304u * 8u + 64u * FS_LDR * 4u + FS_HLEN * 8u == 32768u;
+//#include "lib/flash_fwd_tc.wgsl"
 
-@compute @workgroup_size(FS_WG)
+@compute @workgroup_size(WG)
 fn flash_forward16_tc(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
+//#if coop
     @builtin(subgroup_id) sg: u32,
     @builtin(subgroup_invocation_id) lane: u32,
     @builtin(num_subgroups) nsg: u32,
+//#endif
 ) {
     let w = flat_wg(wid, nwg);
-    for (var fits = u32(nsg == FS_SG); fits == 1u; fits = 0u) {
-        fs_forward(w, tid, sg, lane);
+//#if coop
+    for (var fits = u32(nsg == 8u); fits == 1u; fits = 0u) {
+        fw_forward(w, tid, sg, lane);
     }
-    let nbh = p.batch * p.heads;
-    let nqb = (p.seq + FL_T - 1u) / FL_T;
-    if (nsg != FS_SG && w < nbh * nqb) {
-        fl_set_head(w % nbh);
-        fs_poison(tid, false, (nqb - 1u - w / nbh) * FL_T);
+    if (nsg != 8u) {
+        fw_poison(w, tid);
     }
+//#else
+    flash_forward_body(w, tid, false);
+//#endif
 }

@@ -1165,7 +1165,7 @@ fn flash_backward_dq16(
 
 // --- KERNEL: flash_backward_dkdv16_tc ---
 // `flash_backward_dkdv16` for head dims up to 64 on tensor cores, each of four subgroups owning
-// 16 of the block's 64 keys (`lib/flash_sg_bwd.wgsl`): K and V in registers, Q, dO, lse and Δ staged
+// 16 of the block's 64 keys (`lib/flash_sg.wgsl`): K and V in registers, Q, dO, lse and Δ staged
 // per step of 32 queries into alternating buffers (one workgroup barrier a step), Sᵀ, dPᵀ, P and
 // dS through the subgroup's own workgroup memory, dK and dV in cooperative-matrix accumulators.
 // The same inputs, outputs, rounding (P and dS to f16 for the products, everything else f32),
@@ -1193,7 +1193,6 @@ fn flash_backward_dq16(
 //#include "lib/flash_bwd.wgsl"
 //#include "lib/f16x4.wgsl"
 //#include "lib/flash_sg.wgsl"
-//#include "lib/flash_sg_bwd.wgsl"
 const FS_LDR: u32 = 36u;
 const FS_HLEN: u32 = 1280u;
 // What `flash_attention::WORKGROUP_BYTES_TC` says (with `fs_ld`).
@@ -1226,7 +1225,7 @@ fn flash_backward_dkdv16_tc(
 
 // --- KERNEL: flash_backward_dq16_tc ---
 // `flash_backward_dq16` for head dims up to 64 on tensor cores, each of four subgroups owning 16
-// of the block's 64 queries (`lib/flash_sg_bwd.wgsl`): Q and dO in registers, K and V staged per
+// of the block's 64 queries (`lib/flash_sg.wgsl`): Q and dO in registers, K and V staged per
 // step of 32 keys into alternating buffers (one workgroup barrier a step), S, dP and dS through
 // the subgroup's own workgroup memory, dQ in cooperative-matrix accumulators. The same inputs,
 // output, rounding and order as `flash_backward_dq16`. Needs tensor cores, subgroups of 32
@@ -1251,7 +1250,6 @@ fn flash_backward_dkdv16_tc(
 //#include "lib/flash_bwd.wgsl"
 //#include "lib/f16x4.wgsl"
 //#include "lib/flash_sg.wgsl"
-//#include "lib/flash_sg_bwd.wgsl"
 const FS_LDR: u32 = 36u;
 const FS_HLEN: u32 = 640u;
 const_assert 2304u * 8u + 64u * FS_LDR * 4u + FS_HLEN * 8u <= 38400u;

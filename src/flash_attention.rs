@@ -30,15 +30,16 @@
 //! and the head dim is at most 64 (the trainer's), [`forward16`] records `flash_forward16_tc` and
 //! [`backward16`] `flash_backward_dkdv16_tc` and `flash_backward_dq16_tc` instead of the sliced
 //! kernels, which re-stage every operand per product in slices of 32 dims and pass workgroup
-//! barriers between every stage. In all three each of four subgroups owns 16 of a workgroup's
-//! 64 rows and keeps its scores, P, dS and results to itself (through its own workgroup memory,
+//! barriers between every stage. The forward keeps Q in registers and O in cooperative-matrix
+//! accumulators, stages K and V per step of 32 keys into alternating buffers, and rescales O
+//! only when a row's maximum passes its reference by more than e⁸, so P is rounded to f16
+//! relative to that reference (≤ e⁸) instead of the running maximum (see
+//! `lib/flash_fwd_tc.wgsl`). In the backward each of four subgroups owns 16 of a workgroup's 64
+//! rows and keeps its scores, P, dS and results to itself (through its own workgroup memory,
 //! behind subgroup barriers); the workgroup shares only the walked operands, staged in steps of
-//! 32 rows, one workgroup barrier a step (see `lib/flash_sg.wgsl`). The backward has the sliced
-//! pair's inputs, outputs, rounding points and order. The forward keeps O in cooperative-matrix
-//! accumulators and rescales it only when a row of the subgroup passes its reference maximum
-//! by more than e⁸, so P is rounded to f16 relative to that reference (≤ e⁸) instead of the
-//! running maximum (see `lib/flash_sg_fwd.wgsl`). [`forward16_form`] and [`backward16_form`]
-//! say which kernels run.
+//! 32 rows, one workgroup barrier a step (see `lib/flash_sg.wgsl`): same inputs, outputs,
+//! rounding points and order as the sliced pair. [`forward16_form`] and [`backward16_form`] say
+//! which kernels run.
 //!
 //! **Workgroup memory.** The kernels stage 64-row blocks: the f32 form and the f16 form's
 //! portable variant need up to 29 KiB (lavapipe offers 32 KiB), the tensor-core variant 37 KiB
@@ -86,7 +87,7 @@ pub const WORKGROUP_BYTES_PORTABLE: u32 = 29_696;
 pub const WORKGROUP_BYTES_COOP: u32 = 37_888;
 
 /// Workgroup memory, in bytes, of the tensor-core forward (`flash_forward16_tc`).
-pub const WORKGROUP_BYTES_FWD_TC: u32 = 32_768;
+pub const WORKGROUP_BYTES_FWD_TC: u32 = 32_800;
 
 /// Workgroup memory, in bytes, of the tensor-core backward (the larger of
 /// `flash_backward_dkdv16_tc` and `flash_backward_dq16_tc`).
@@ -104,8 +105,9 @@ pub enum Flash16Form {
 }
 
 /// Whether the head-dim-≤-64 tensor-core kernels `kernels` run for `p` on `gpu` with `bytes` of
-/// workgroup memory: their tensor-core form selected, every subgroup 32 wide (their rows are
-/// shared among exactly four subgroups), the head dim at most 64.
+/// workgroup memory: their tensor-core form selected, every subgroup 32 wide (the forward's
+/// tiles are shared among exactly eight subgroups, the backward's rows among four), the head
+/// dim at most 64.
 fn tensor_core_form(gpu: &Gpu, p: &Params, kernels: &[&KernelDef], bytes: u32) -> Flash16Form {
     let r = gpu.report();
     let fits = p.head_dim <= 64
@@ -117,7 +119,7 @@ fn tensor_core_form(gpu: &Gpu, p: &Params, kernels: &[&KernelDef], bytes: u32) -
 }
 
 /// The kernel [`forward16`] records for `p` on `gpu`: [`Flash16Form::TensorCores`]
-/// (`flash_forward16_tc`, 32,768 bytes of workgroup memory) where its tensor-core form runs and
+/// (`flash_forward16_tc`, 32,800 bytes of workgroup memory) where its tensor-core form runs and
 /// the head dim is at most 64; else [`Flash16Form::Sliced`].
 pub fn forward16_form(gpu: &Gpu, p: &Params) -> Flash16Form {
     tensor_core_form(gpu, p, &[&flash_forward16_tc::KERNEL], WORKGROUP_BYTES_FWD_TC)

@@ -284,22 +284,20 @@ fn r16(x: f64) -> f64 {
 
 /// How the f16 forward that runs rounds P (`flash_attention::forward16_form`): keys walked in
 /// steps of `step`, P = exp(s − m_ref) rounded to f16, where a row's reference m_ref is its first
-/// step's maximum and then moves — for every row of its group of `group` queries at once, to
-/// max(m_ref, the step's maximum) — only at a step where some row of the group passes its m_ref
-/// by more than `tau`. The sliced kernel takes the running maximum at every block of 64 keys
-/// (τ = 0 gives exactly that), the tensor-core one steps of 32 keys, τ = 8 and a subgroup's 16
-/// queries.
+/// step's maximum and then moves — for every row of the 64-query block at once, to max(m_ref,
+/// the step's maximum) — only at a step where some row's maximum passes its m_ref by more than
+/// `tau`. The sliced kernel takes the running maximum at every block of 64 keys (τ = 0 gives
+/// exactly that), the tensor-core one steps of 32 keys and τ = 8.
 #[derive(Clone, Copy, Debug)]
 struct ForwardRule {
     step: usize,
     tau: f64,
-    group: usize,
 }
 
 fn forward_rule(gpu: &Gpu, sh: Shape) -> ForwardRule {
     match flash_attention::forward16_form(gpu, &params(sh, scale_of(sh))) {
-        flash_attention::Flash16Form::Sliced => ForwardRule { step: 64, tau: 0.0, group: 64 },
-        flash_attention::Flash16Form::TensorCores => ForwardRule { step: 32, tau: 8.0, group: 16 },
+        flash_attention::Flash16Form::Sliced => ForwardRule { step: 64, tau: 0.0 },
+        flash_attention::Flash16Form::TensorCores => ForwardRule { step: 32, tau: 8.0 },
     }
 }
 
@@ -341,11 +339,10 @@ fn model16(x16: &Inputs, d_o32: &[f32], got: &Out, sh: Shape, scale: f64, rule: 
                     (0..=s).map(|j| scale * dot(&x16.q[qa..qa + dh], &x16.k[kv_at(b, j, kvh)..][..dh])).collect()
                 })
                 .collect();
-            // The forward, a group of queries at a time (the rows that share the decisions),
-            // keys up to the end of their block of 64.
-            for q0 in (0..s_len).step_by(rule.group) {
-                let rows = q0..s_len.min(q0 + rule.group);
-                let kend = s_len.min((q0 / 64 + 1) * 64);
+            // The forward, a block of 64 queries at a time (the rows that share the decisions).
+            for q0 in (0..s_len).step_by(64) {
+                let rows = q0..s_len.min(q0 + 64);
+                let kend = rows.end;
                 let mut m_ref = vec![f64::NEG_INFINITY; rows.len()];
                 let final_m: Vec<f64> =
                     rows.clone().map(|s| scores[s].iter().copied().fold(f64::NEG_INFINITY, f64::max)).collect();

@@ -1,6 +1,6 @@
 // The bindings and operand hooks of `flash_backward_dq16` and `flash_backward_dq16_tc`: one
 // interface, two bodies (the sliced products of `lib/flash_bwd.wgsl` and the subgroup rows of
-// `lib/flash_sg_bwd.wgsl`).
+// `lib/flash_sg.wgsl`).
 struct Params {
     batch: u32,
     seq: u32,

@@ -1,6 +1,6 @@
 // The bindings and operand hooks of `flash_forward16` and `flash_forward16_tc`: one
-// interface, two bodies (the sliced products of `lib/flash_fwd.wgsl` and the subgroup rows of
-// `lib/flash_sg_fwd.wgsl`).
+// interface, two bodies (the sliced products of `lib/flash_fwd.wgsl` and the resident ones of
+// `lib/flash_fwd_tc.wgsl`).
 struct Params {
     batch: u32,
     seq: u32,

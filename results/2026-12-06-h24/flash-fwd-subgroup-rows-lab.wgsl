@@ -1,3 +1,48 @@
+// --- KERNEL: flash_forward16_sg ---
+// @grid workgroups(p.batch * p.heads * ceil_div(p.seq, FL_T))
+// @requires p.head_dim >= 4
+// @requires p.head_dim <= 64
+// @requires p.head_dim % 4 == 0
+// @requires p.kv_heads >= 1
+// @requires p.heads % p.kv_heads == 0
+// @requires len(q) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(k) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(v) * 4 >= p.batch * p.seq * p.kv_heads * p.head_dim
+// @requires len(o) >= p.batch * p.seq * p.heads * p.head_dim
+// @requires len(lse) >= p.batch * p.heads * p.seq
+// @requires len(o16) * 4 >= p.batch * p.seq * p.heads * p.head_dim
+// @unchecked
+//#include "lib/flash.wgsl"
+//#include "lib/flash_fwd16_io.wgsl"
+//#include "lib/flash_f16.wgsl"
+//#include "lib/flash_coop.wgsl"
+//#include "lib/flash_fwd.wgsl"
+//#include "lib/f16x4.wgsl"
+//#include "lib/flash_sg.wgsl"
+//#include "lib/flash_sg_fwd.wgsl"
+const FS_LDR: u32 = 36u;
+const FS_HLEN: u32 = 640u;
+
+@compute @workgroup_size(FS_WG)
+fn flash_forward16_sg(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+    @builtin(num_subgroups) nsg: u32,
+) {
+    let w = flat_wg(wid, nwg);
+    for (var fits = u32(nsg == FS_SG); fits == 1u; fits = 0u) {
+        fs_forward(w, tid, sg, lane);
+    }
+    let nqb = (p.seq + FL_T - 1u) / FL_T;
+    if (nsg != FS_SG && w < p.batch * p.heads * nqb) {
+        fl_set_head(w % (p.batch * p.heads));
+        fs_poison(tid, false, (nqb - 1u - w / (p.batch * p.heads)) * FL_T);
+    }
+}
+
 // The forward in the subgroup-row form of `lib/flash_sg.wgsl` (head dim ≤ 64): each of four
 // subgroups of 32 owns 16 of the workgroup's 64 queries, Q's fragments in registers; K and V
 // are staged per step of 32 keys into alternating buffers (one workgroup barrier a step); S and
@@ -11,12 +56,6 @@
 // α = exp(m_ref − m_new). With scores of realistic spread that happens in the first steps or
 // never. The first step sets m_ref to its maxima (every row has key 0). ℓ sums the unrounded P
 // (f32); at the end O / ℓ and lse = m_ref + log ℓ. Fixed orders: the bits repeat run to run.
-// The rounding points are the sliced forward's, with P relative to m_ref instead of the running
-// maximum and steps of 32 keys instead of blocks of 64 (the tests' float64 model takes the form
-// that runs).
-//
-// Needs, beyond `lib/flash_sg.wgsl`, `lib/flash_fwd.wgsl` (`fl_p4`, `fl_max4`, `fl_sum4`) and
-// the kernel's `lse`.
 
 const FS_TAU: f32 = 8.0;
 
