@@ -139,15 +139,21 @@ fn g_ncol(v: u32) -> u32 {
 }
 
 // vec4s per staged row (without padding) and per stored row of workgroup memory, of A and B.
-// Derived overrides, not helper functions: the pipeline's constants then reach the staging
-// slots and the fragment loads' strides as constants in the SPIR-V. The same arithmetic behind
-// a chain of helper calls (a function returning another's result plus a constant) cost a
-// 128×256×32 block on an H100 70% of its rate (the driver's code for the loop used every
-// register), so keep them here and use them directly. Not for the plan to set.
-override G16_ROWA: u32 = select(G_BK, G_BM, A_T) / 4u;
-override G16_ROWB: u32 = select(G_BN, G_BK, B_T) / 4u;
-override G16_LDA: u32 = G16_ROWA + G_PAD / 4u;
-override G16_LDB: u32 = G16_ROWB + G_PAD / 4u;
+fn g_rowa() -> u32 {
+    return select(G_BK, G_BM, A_T) / 4u;
+}
+
+fn g_rowb() -> u32 {
+    return select(G_BN, G_BK, B_T) / 4u;
+}
+
+fn g_lda() -> u32 {
+    return g_rowa() + G_PAD / 4u;
+}
+
+fn g_ldb() -> u32 {
+    return g_rowb() + G_PAD / 4u;
+}
 
 // vec4 loads per invocation per slice.
 fn g_pfa() -> u32 {
@@ -160,8 +166,8 @@ fn g_pfb() -> u32 {
 
 // vec4 e of A's slice at contraction index kc of the block at row m0 (zero past ke), and its slot.
 fn g_ga(e: u32, m0: u32, kc: u32, ke: u32) -> vec4<f16> {
-    let sr = e / G16_ROWA;
-    let q = e % G16_ROWA;
+    let sr = e / g_rowa();
+    let q = e % g_rowa();
     if (G_EXACT) {
         if (A_T) {
             return a[(kc + sr) * g_aq + m0 / 4u + q];
@@ -179,8 +185,8 @@ fn g_ga(e: u32, m0: u32, kc: u32, ke: u32) -> vec4<f16> {
 }
 
 fn g_gb(e: u32, n0: u32, kc: u32, ke: u32) -> vec4<f16> {
-    let sr = e / G16_ROWB;
-    let q = e % G16_ROWB;
+    let sr = e / g_rowb();
+    let q = e % g_rowb();
     if (G_EXACT) {
         if (B_T) {
             return b[g_ncol(n0 + sr) * g_bq + kc / 4u + q];
@@ -198,11 +204,11 @@ fn g_gb(e: u32, n0: u32, kc: u32, ke: u32) -> vec4<f16> {
 }
 
 fn g_slot_a(e: u32) -> u32 {
-    return (e / G16_ROWA) * G16_LDA + e % G16_ROWA;
+    return (e / g_rowa()) * g_lda() + e % g_rowa();
 }
 
 fn g_slot_b(e: u32) -> u32 {
-    return (e / G16_ROWB) * G16_LDB + e % G16_ROWB;
+    return (e / g_rowb()) * g_ldb() + e % g_rowb();
 }
 
 // The invocation's share of the next slices, in named registers: wgpu bounds every loop (naga
@@ -318,8 +324,8 @@ fn g_prow(ty: u32, i: u32) -> u32 {
 // g_acc += the sub-block's products over the 4 staged k at 4·kq (sub-block at rows sm, columns
 // sn of the block).
 fn g_p4(tx: u32, ty: u32, sm: u32, sn: u32, kq: u32) {
-    let lda = G16_LDA;
-    let ldb = G16_LDB;
+    let lda = g_lda();
+    let ldb = g_ldb();
     // B at the invocation's 4 columns, one vec4 per k.
     var b0: vec4<f32>;
     var b1: vec4<f32>;
@@ -451,7 +457,7 @@ fn g_portable(tid: u32, m0: u32, n0: u32, kb: u32, ke: u32) {
 // The A fragment of block tile row `tr` and the B fragment of tile column `tc`, at the staged
 // slice's 16-deep part s.
 fn g_frag_a(tr: u32, s: u32) -> coop_mat16x16<f16, A> {
-    let ld = G16_LDA;
+    let ld = g_lda();
     if (A_T) {
         let at = s * 16u * ld + tr * 4u;
         return coopLoad<coop_mat16x16<f16, A>>(&g_sa[at], ld);
@@ -461,7 +467,7 @@ fn g_frag_a(tr: u32, s: u32) -> coop_mat16x16<f16, A> {
 }
 
 fn g_frag_b(tc: u32, s: u32) -> coop_mat16x16<f16, B> {
-    let ld = G16_LDB;
+    let ld = g_ldb();
     if (B_T) {
         let at = tc * 16u * ld + s * 4u;
         return coopLoad<coop_mat16x16<f16, B>>(&g_sb[at], ld);
