@@ -161,21 +161,27 @@ fn reference(kind: Kind, inp: &Inputs, w: &[f32]) -> Vec<f64> {
     }
 }
 
+/// `inp` with every value replaced by its magnitude and `w` as the weights, for bounds: the
+/// reference on it is Σ|x|·|w| per output, plus |r| and |y0| where `added` (else those are 0).
+fn magnitudes(inp: &Inputs, w: &[f32], added: bool) -> Inputs {
+    let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<f32>>();
+    let added_term = |v: &[f32]| if added { abs(v) } else { vec![0.0f32; v.len()] };
+    Inputs {
+        shape: inp.shape,
+        x: abs(&inp.x),
+        w: abs(w),
+        w_seen: abs(w),
+        r: added_term(&inp.r),
+        y0: added_term(&inp.y0),
+    }
+}
+
 /// The f16 kinds against the unrounded f32 weights: rounding moves each weight by at most 2⁻¹¹
 /// of itself, so each output moves by at most 2⁻¹¹·Σ|x|·|w| (a bound per element: a relative
 /// error in norm fails when a residual or accumulated value cancels the product).
 fn within_f16_rounding(what: &str, kind: Kind, inp: &Inputs, got: &[f32]) {
     let want = reference(kind, inp, &inp.w);
-    let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<f32>>();
-    let zeros = |v: &[f32]| vec![0.0f32; v.len()];
-    let magnitude = Inputs {
-        shape: inp.shape,
-        x: abs(&inp.x),
-        w: abs(&inp.w),
-        w_seen: abs(&inp.w),
-        r: zeros(&inp.r),
-        y0: zeros(&inp.y0),
-    };
+    let magnitude = magnitudes(inp, &inp.w, false);
     let bound = reference(kind, &magnitude, &magnitude.w);
     let terms = if kind.at() { inp.shape.0 } else { inp.shape.2 } as f64;
     for (i, ((g, w), b)) in got.iter().zip(&want).zip(&bound).enumerate() {
@@ -191,16 +197,8 @@ fn within_f16_rounding(what: &str, kind: Kind, inp: &Inputs, got: &[f32]) {
 /// fails these at small shapes whenever the added term cancels the product, whatever the
 /// rounding; a wrong or missing term is far beyond this bound.
 fn within_f32_rounding(what: &str, kind: Kind, inp: &Inputs, got: &[f32], want: &[f64]) {
-    let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<f32>>();
-    let magnitude = Inputs {
-        shape: inp.shape,
-        x: abs(&inp.x),
-        w: abs(&inp.w_seen),
-        w_seen: abs(&inp.w_seen),
-        r: abs(&inp.r),
-        y0: abs(&inp.y0),
-    };
-    let bound = reference(kind, &magnitude, &magnitude.w_seen);
+    let magnitude = magnitudes(inp, &inp.w_seen, true);
+    let bound = reference(kind, &magnitude, &magnitude.w);
     for (i, ((g, w), b)) in got.iter().zip(want).zip(&bound).enumerate() {
         let e = (*g as f64 - w).abs();
         assert!(e <= 1e-5 * b, "{what}: element {i}: {g} vs {w} (error {e:e} > 1e-5 · {b:e})");
