@@ -2,8 +2,8 @@
 //! gradient (the reference by central differences of the float64 loss), on a tiny
 //! configuration with grouped-query attention, random weights large enough that every
 //! nonlinearity matters, and random bytes. The f32 step on the scaled split (the products'
-//! split core, its portable form here) is checked the same way, and over a few training steps
-//! against the SGEMM's step.
+//! split core, its portable form here) is checked the same way, then over a few training steps
+//! against the float64 model on the weights each step starts from.
 
 mod common;
 #[path = "reference/model.rs"]
@@ -53,13 +53,17 @@ fn loss_and_every_gradient_match_float64() {
 /// The f32 step through the scaled split, where every weight's halves are made once per step
 /// (when the model is built, then after each update) and read by its forward and input-gradient
 /// products: the loss and every gradient against float64 within the SGEMM's bounds (the split
-/// is f32-accurate), then three training steps beside the SGEMM model from the same weights.
-/// Each step's loss must match the SGEMM's within LOSS_TOLERANCE, while the loss moves by more
-/// than ten times that from step to step: halves left stale after an update (a forward on the
-/// previous step's weights) would differ from the SGEMM's by that move, and fail.
+/// is f32-accurate), then three training steps, each step's loss against the float64 model's
+/// on the weights that step starts from (read back from the GPU), within the same bound. The
+/// loss moves by more than ten times that bound from step to step: halves left stale after an
+/// update (a forward on the previous step's weights) would miss by that move, and fail.
+///
+/// The reference for the later steps is the split model's own weights, not an SGEMM model
+/// trained beside it: AdamW's first steps move each weight by about lr times the sign of its
+/// gradient, so a gradient near zero that rounds to the other sign in one of the two models
+/// moves that weight 2·lr apart, and the two trajectories part by more than rounding bounds.
 #[test]
 fn the_split_step_with_weights_split_once_matches_float64_and_the_sgemm() {
-    const LOSS_TOLERANCE: f32 = 1e-4;
     let Some(gpu) = common::gpu() else { return };
     if !gpu.features().contains(kernels::wgpu::Features::SHADER_F16) {
         assert!(std::env::var("CI").is_err(), "CI's adapter (lavapipe) has SHADER_F16");
@@ -98,27 +102,27 @@ fn the_split_step_with_weights_split_once_matches_float64_and_the_sgemm() {
 
     let t = TrainConfig { batch, steps: 3, lr: 1e-2, min_lr: 1e-2, warmup: 0, ..TrainConfig::default() };
     let mut split = Model::with_options(&gpu, &cfg, batch, &weights, None, options(true)).unwrap();
-    let mut sgemm = Model::with_options(&gpu, &cfg, batch, &weights, None, options(false)).unwrap();
-    let mut last: Option<f32> = None;
+    let mut last: Option<f64> = None;
     for step in 0..3u64 {
-        let mut losses = [0.0f32; 2];
-        for (model, loss) in [&mut split, &mut sgemm].into_iter().zip(&mut losses) {
-            model.train_step(&tokens, &targets, batch, &t, step).unwrap();
-            *loss = model.read_loss().unwrap();
-        }
-        let [a, b] = losses;
-        eprintln!("step {step}: split {a:.6}, SGEMM {b:.6} (difference {:.2e})", (a - b).abs());
-        assert!((a - b).abs() <= LOSS_TOLERANCE, "step {step}: the split step's loss {a} against the SGEMM's {b}");
+        let w64: Vec<Vec<f64>> =
+            split.weights().unwrap().iter().map(|w| w.iter().map(|&x| x as f64).collect()).collect();
+        let want = reference::loss(&cfg, &w64, &tokens, &targets, batch);
+        split.train_step(&tokens, &targets, batch, &t, step).unwrap();
+        let got = split.read_loss().unwrap() as f64;
+        let tolerance = 1e-5 * want.abs();
+        eprintln!("step {step}: split {got:.6}, float64 {want:.6} (difference {:.2e})", (got - want).abs());
+        assert!((got - want).abs() <= tolerance, "step {step}: the split step's loss {got} against float64's {want}");
         if let Some(prev) = last {
-            let moved = (b - prev).abs();
-            assert!(moved > 10.0 * LOSS_TOLERANCE, "step {step}: the loss moved by {moved} only");
+            let moved = (want - prev).abs();
+            assert!(moved > 10.0 * tolerance, "step {step}: the loss moved by {moved} only");
         }
-        last = Some(b);
+        last = Some(want);
     }
-    // Generation on the trained models: the split mode keeps its layer inputs as halves made
+    // Generation on the trained model: the split mode keeps its layer inputs as halves made
     // for as many rows as the forward has (the prompt's, then one token's through the cache,
-    // then the whole context's), and its logits stay those of the SGEMM model within the
-    // rounding of the split and of 3 steps of training apart.
+    // then the whole context's), and its logits are those of an SGEMM model built from the
+    // same trained weights within the rounding of the split.
+    let mut sgemm = Model::with_options(&gpu, &cfg, batch, &split.weights().unwrap(), None, options(false)).unwrap();
     let mut ctx: Vec<u32> = tokens[..5].to_vec();
     for k in 0..4 {
         let (a, b) = if k < 3 {
@@ -129,7 +133,7 @@ fn the_split_step_with_weights_split_once_matches_float64_and_the_sgemm() {
         let num: f64 = a.iter().zip(&b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum::<f64>().sqrt();
         let den: f64 = b.iter().map(|&y| (y as f64).powi(2)).sum::<f64>().sqrt();
         eprintln!("generation {k}: logits {:.2e} apart (relative)", num / den);
-        assert!(den > 0.0 && num <= 1e-3 * den, "generation {k}: logits {:e} apart (relative)", num / den);
+        assert!(den > 0.0 && num <= 1e-4 * den, "generation {k}: logits {:e} apart (relative)", num / den);
         let next = (0..b.len()).max_by(|&i, &j| b[i].total_cmp(&b[j])).unwrap();
         if k < 3 {
             ctx.push(next as u32);
