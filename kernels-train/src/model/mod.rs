@@ -56,7 +56,7 @@ pub struct ModelOptions {
     /// f32 precision: run the products through the scaled split (`kernels::gemm`'s split core)
     /// even where the adapter has no tensor cores, in its portable form (f32 FMAs on the same
     /// halves). Where tensor cores run, f32 takes the split anyway; elsewhere this is for tests
-    /// of the split step against the SGEMM's, not for speed.
+    /// of the split step (against float64 and the SGEMM's products), not for speed.
     pub split_products: bool,
 }
 
