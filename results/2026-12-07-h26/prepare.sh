@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything next-run.sh carries, under .dev/ and .gl/ of this checkout (both ignored by
 # git), from the checkout's HEAD, the two patches beside this script and the lab patches of
-# -h17, -h22 and -h25. The patched builds happen in a temporary worktree whose target/ is a link
-# to this checkout's, so only the workspace's own crates build twice. Run from anywhere inside the checkout; then make
-# the call as NOTES.md says.
+# -h17, -h22 and -h25. Run from anywhere inside the checkout; then make the call as NOTES.md
+# says.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(git -C "$here" rev-parse --show-toplevel)
@@ -40,29 +39,35 @@ pack_one train "$(built train < .dev/g3/cargo.json)"
 cargo build --release --bench gemm --message-format=json > .dev/g3/cargo.json
 pack_one gemm "$(built gemm < .dev/g3/cargo.json)"
 
-wt=$(mktemp -d)/wt
-git worktree add --detach "$wt" HEAD
-ln -s "$root/target" "$wt/target"
-trap 'rm -f "$wt/target"; git -C "$root" worktree remove --force "$wt"' EXIT
-git -C "$wt" apply "$here/gemm16-stride-overrides.patch"
+# The patched builds happen in this checkout, not in a worktree elsewhere: a library kernel's
+# source path is compiled into the binaries (time_kernel reads the kernel's annotations from it),
+# and the device's copy of the tree sits at this checkout's path.
+patched=(shaders/lib/gemm16.wgsl shaders/lib/flash_fwd_tc.wgsl src/flash_attention.rs)
+git diff --quiet HEAD -- "${patched[@]}" || { echo "prepare.sh: ${patched[*]} have changes; commit or stash them" >&2; exit 1; }
+trap 'git checkout HEAD -- "${patched[@]}"' EXIT
+git apply "$here/gemm16-stride-overrides.patch"
 
 echo "== the stride overrides: products' tests and benches, time_kernel"
-(cd "$wt" && PACK_BENCHES="gemm" PACK_TESTS="gemm linear16 mixed" scripts/device/pack.sh > /dev/null)
-mv "$wt/.dev/bins.tar.xz" .dev/bins.tar.xz
-(cd "$wt" && cargo build --release --example time_kernel --message-format=json) > .dev/g3/cargo.json
+PACK_BENCHES="gemm" PACK_TESTS="gemm linear16 mixed" scripts/device/pack.sh > /dev/null
+mv .dev/bins.tar.xz .dev/bins_s.tar.xz
+cargo build --release --example time_kernel --message-format=json > .dev/g3/cargo.json
 pack_one time_kernel "$(built time_kernel < .dev/g3/cargo.json)"
 
 echo "== with the staged Q as well: attention's tests and bench"
-git -C "$wt" apply "$here/flash-fwd-q-staged.patch"
-(cd "$wt" && PACK_BENCHES="attention" PACK_TESTS="flash_attention flash" scripts/device/pack.sh > /dev/null)
-mv "$wt/.dev/bins.tar.xz" .dev/bins_q.tar.xz
+git apply "$here/flash-fwd-q-staged.patch"
+PACK_BENCHES="attention" PACK_TESTS="flash_attention flash" scripts/device/pack.sh > /dev/null
+mv .dev/bins.tar.xz .dev/bins_q.tar.xz
+mv .dev/bins_s.tar.xz .dev/bins.tar.xz
 rm -f .dev/g3/cargo.json
+mkdir -p .dev/f4/lib
+cp shaders/lib/flash_fwd_tc.wgsl .dev/f4/flash_fwd_tcq.wgsl
+git checkout HEAD -- "${patched[@]}"
 
 echo "== the forward's lab copies (.dev/f4)"
 F=.dev/f4
 cp shaders/00_shared.wgsl "$F/"
-cp -r shaders/lib "$F/lib"
-cp "$wt/shaders/lib/flash_fwd_tc.wgsl" "$F/lib/flash_fwd_tcq.wgsl"
+cp -r shaders/lib/. "$F/lib/"
+mv "$F/flash_fwd_tcq.wgsl" "$F/lib/"
 patch -s -o "$F/lib/flash_fwd_tcqn.wgsl" shaders/lib/flash_fwd_tc.wgsl < "$here/lab/flash_fwd_tcqn.patch"
 (cd "$F" && python3 "$here/lab/make_fwd.py" "$root/shaders/05_attention.wgsl")
 for k in flash_forward16_tc flash_forward16_tcq flash_forward16_tcqn; do
