@@ -63,7 +63,7 @@ for k in flash_forward16_tc flash_forward16_tcq flash_forward16_tcqn; do echo "=
 FA="batch=8 seq=1024 heads=12 kv_heads=12 head_dim=64 scale=0.125 FL_DH=64 len(q)=1572864 len(k)=1572864 len(v)=1572864 len(o)=6291456 len(lse)=98304 len(o16)=1572864"
 for rep in a b; do
   run fwd-lib-$rep attention::flash_forward16_tc $FA --warmup-ms 300
-  for k in tc tcq tcqn; do run fwd-$k-$rep ../f4/fwd.wgsl:flash_forward16_$k $FA --warmup-ms 300; done
+  for k in tc tcq tcqn; do run fwd-$k-$rep $F/fwd.wgsl:flash_forward16_$k $FA --warmup-ms 300; done
 done
 }
 save
