@@ -34,9 +34,8 @@ pack_one() { # NAME EXECUTABLE
 }
 
 echo "== main's train and gemm (the same-run baseline)"
-cargo build --release --example train --message-format=json > .dev/g3/cargo.json
+cargo build --release --example train --bench gemm --message-format=json > .dev/g3/cargo.json
 pack_one train "$(built train < .dev/g3/cargo.json)"
-cargo build --release --bench gemm --message-format=json > .dev/g3/cargo.json
 pack_one gemm "$(built gemm < .dev/g3/cargo.json)"
 
 # The patched builds happen in this checkout, not in a worktree elsewhere: a library kernel's
@@ -60,14 +59,13 @@ mv .dev/bins.tar.xz .dev/bins_q.tar.xz
 mv .dev/bins_s.tar.xz .dev/bins.tar.xz
 rm -f .dev/g3/cargo.json
 mkdir -p .dev/f4/lib
-cp shaders/lib/flash_fwd_tc.wgsl .dev/f4/flash_fwd_tcq.wgsl
+cp shaders/lib/flash_fwd_tc.wgsl .dev/f4/lib/flash_fwd_tcq.wgsl
 git checkout HEAD -- "${patched[@]}"
 
 echo "== the forward's lab copies (.dev/f4)"
 F=.dev/f4
 cp shaders/00_shared.wgsl "$F/"
 cp -r shaders/lib/. "$F/lib/"
-mv "$F/flash_fwd_tcq.wgsl" "$F/lib/"
 patch -s -o "$F/lib/flash_fwd_tcqn.wgsl" shaders/lib/flash_fwd_tc.wgsl < "$here/lab/flash_fwd_tcqn.patch"
 (cd "$F" && python3 "$here/lab/make_fwd.py" "$root/shaders/05_attention.wgsl")
 for k in flash_forward16_tc flash_forward16_tcq flash_forward16_tcqn; do
@@ -84,9 +82,8 @@ base=e8555df
 mkdir -p "$G/u8/lib"
 git show "$base:shaders/00_shared.wgsl" > "$G/u8/00_shared.wgsl"
 git show "$base:shaders/lib/gemm16.wgsl" > "$G/u8/lib/gemm16.wgsl"
-git show "$base:shaders/03_linear.wgsl" > "$G/u8/03_linear.wgsl"
-awk '/^\/\/ --- KERNEL: gemm16 ---$/ { on = 1 } on { print } on && /^}$/ { exit }' "$G/u8/03_linear.wgsl" > "$G/u8/g16.wgsl"
-rm "$G/u8/03_linear.wgsl"
+git show "$base:shaders/03_linear.wgsl" |
+    awk '/^\/\/ --- KERNEL: gemm16 ---$/ && !done { on = 1 } on { print } on && /^}$/ { on = 0; done = 1 }' > "$G/u8/g16.wgsl"
 split_at=$(grep -n '^--- a/gemm16 section' "$R/2026-12-06-h25/lab/u8.patch" | cut -d: -f1)
 head -n $((split_at - 1)) "$R/2026-12-06-h25/lab/u8.patch" | patch -s "$G/u8/lib/gemm16.wgsl"
 tail -n +"$split_at" "$R/2026-12-06-h25/lab/u8.patch" | patch -s "$G/u8/g16.wgsl"
