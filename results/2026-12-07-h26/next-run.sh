@@ -60,6 +60,7 @@ left 60 && {
 stamp flash
 F=$root/.dev/f4
 for k in flash_forward16_tc flash_forward16_tcq flash_forward16_tcqn; do echo "== $k" >> "$W/stats.log"; (cd $F && timeout -k 10 30 $bins/pipeline-stats -o FL_DH=64 $k.E.wgsl $k 2>&1 | grep -E "Register|Shared|error") >> "$W/stats.log"; done
+timeout -k 10 60 $bins/pipeline-stats -o FL_DH=64 --all --filter flash_backward,flash_forward >> "$W/stats-all.log" 2>&1
 FA="batch=8 seq=1024 heads=12 kv_heads=12 head_dim=64 scale=0.125 FL_DH=64 len(q)=1572864 len(k)=1572864 len(v)=1572864 len(o)=6291456 len(lse)=98304 len(o16)=1572864"
 for rep in a b; do
   run fwd-lib-$rep attention::flash_forward16_tc $FA --warmup-ms 300
