@@ -2,7 +2,8 @@
 # The f16 core with its staging strides as derived overrides: lab copies (u8: the library's core
 # cut down; u8o: that with the overrides) and the library's gemm16 at 4096^3 against the lean
 # kernel; every bench shape with the old and new binaries; the products' tests on tensor cores;
-# the mixed step profiled with old and new binaries; 300 mixed steps with the new.
+# the mixed step profiled with old and new binaries; 300 mixed and 300 f32 steps with the new; with
+# the staged Q chosen, the attention bench and PyTorch's SDPA beside it.
 set -uo pipefail
 # Every timeout ends in a kill (-k): train answers SIGTERM by finishing its step and saving.
 FINAL="$OUT"
@@ -93,11 +94,18 @@ stamp bench-new
 (cd $bins && KERNELS_BENCH_JSON="$W/gemm-new.jsonl" timeout -k 10 40 ./gemm --configs "") > "$W/gemm-new.log" 2>&1
 save
 }
+left 45 && { stamp train-f32; timeout -k 10 40 $T/train --preset gpt2-small --precision f32 --steps 300 --log-every 50 --eval-every 100000 --sample-bytes 0 --data /tmp/corpus.txt --checkpoint /tmp/ck/f.safetensors > "$W/train-f32.log" 2>&1; }
+save
+[ "$T" = "$qb" ] && left 60 && {
+stamp bench-attention; (cd $qb && KERNELS_BENCH_JSON="$W/attention.jsonl" timeout -k 10 30 ./attention) > "$W/bench-attention.log" 2>&1
+stamp sdpa; (cd "$root" && PYTHONUNBUFFERED=1 timeout -k 10 30 python3 scripts/device/sdpa_baseline.py --out "$W/sdpa.jsonl") > "$W/sdpa.log" 2>&1
+save
+}
 left 60 && { stamp train-medium; timeout -k 10 60 $T/train --preset gpt2-medium --precision mixed --steps 60 --log-every 20 --eval-every 100000 --sample-bytes 0 --data /tmp/corpus.txt --checkpoint /tmp/ck/m.safetensors > "$W/train-medium.log" 2>&1; }
 stamp end
 save
 cat "$W/gpu.txt" "$W/stats.log"; cut -c1-150 "$W/summary.log"; cat "$W/tests.log"
 grep -E "^\|" "$W/gemm-old.log" | head -14; grep -E "^\|" "$W/gemm-new.log" | head -14
 grep -E "one step|products|attention  " "$W/profile-new.log" "$W/profile-q.log" "$W/profile-old.log"; grep flash_forward "$W"/profile-*.log
-grep -E "tokens/s" "$W/train-new.log" "$W/train-medium.log" | tail -3
+grep -E "tokens/s" "$W/train-new.log" "$W/train-f32.log" "$W/train-medium.log" | tail -3
 grep -o '"impl": "[^"]*".*"model": "[^"]*".*"tokens_per_s": [0-9.]*' "$W/torch.jsonl" | sed 's/"dim".*"tokens_per_s"/ tokens_per_s/'
