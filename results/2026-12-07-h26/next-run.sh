@@ -37,15 +37,18 @@ run() { local name=$1; shift
   echo "$name: $(grep -E "^time|FLOP|error" "$W/one.log" | tr "\n" " ")" >> "$W/summary.log"
 }
 stamp lab
+# QUICK=1 keeps what decides the changes (the warm-up, the library at 4096^3, tests, profiles) and
+# drops the lab copies.
+lab() { [ -n "${QUICK:-}" ] || run "$@"; }
 BASE="m=4096 n=4096 k=4096 parts=1 chunk=4096 tiles=512 A_T=0 B_T=1 M_C=4096 N_C=4096 K_C=4096 G_BM=128 G_BN=256 G_BK=32 G_TM=4 G_TN=4 G_GROUP=4 G_EXACT=1 G_PF=1 --flops 2*m*n*k"
 L="m=4096 n=4096 k=4096 --shared none --grid 512 --flops 2*m*n*k L_PF=1"
 run warm lean_rt.wgsl:lean $L --warmup-ms 2500
-run lean gemm_lab.wgsl:lean $L --warmup-ms 400
-run u8 u8/g16.wgsl:gemm16 $BASE --warmup-ms 400
-run u8o u8o/g16.wgsl:gemm16 $BASE --warmup-ms 400
+lab lean gemm_lab.wgsl:lean $L --warmup-ms 400
+lab u8 u8/g16.wgsl:gemm16 $BASE --warmup-ms 400
+lab u8o u8o/g16.wgsl:gemm16 $BASE --warmup-ms 400
 run lib linear::gemm16 $BASE G_PARTS=1 G_CHUNK=4096 --warmup-ms 400
-run u8-b u8/g16.wgsl:gemm16 $BASE --warmup-ms 400
-run u8o-b u8o/g16.wgsl:gemm16 $BASE --warmup-ms 400
+lab u8-b u8/g16.wgsl:gemm16 $BASE --warmup-ms 400
+lab u8o-b u8o/g16.wgsl:gemm16 $BASE --warmup-ms 400
 save
 cd "$bins"
 stamp tests
@@ -63,7 +66,8 @@ F=$root/.dev/f4
 for k in flash_forward16_tc flash_forward16_tcq flash_forward16_tcqn; do echo "== $k" >> "$W/stats.log"; (cd $F && timeout -k 10 30 $bins/pipeline-stats -o FL_DH=64 $k.E.wgsl $k 2>&1 | grep -E "Register|Shared|error") >> "$W/stats.log"; done
 timeout -k 10 60 $bins/pipeline-stats -o FL_DH=64 --all --filter flash_backward,flash_forward >> "$W/stats-all.log" 2>&1
 FA="batch=8 seq=1024 heads=12 kv_heads=12 head_dim=64 scale=0.125 FL_DH=64 len(q)=1572864 len(k)=1572864 len(v)=1572864 len(o)=6291456 len(lse)=98304 len(o16)=1572864"
-for rep in a b; do
+reps="a b"; [ -n "${QUICK:-}" ] && reps=""
+for rep in $reps; do
   run fwd-lib-$rep attention::flash_forward16_tc $FA --warmup-ms 300
   for k in tc tcq tcqn; do run fwd-$k-$rep $F/fwd.wgsl:flash_forward16_$k $FA --warmup-ms 300; done
 done
