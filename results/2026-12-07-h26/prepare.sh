@@ -16,16 +16,7 @@ mkdir -p .dev/g3 .dev/f4 .gl
 
 # The executable cargo built for one target name, from its JSON messages on stdin.
 built() {
-    python3 -c '
-import json, sys
-for line in sys.stdin:
-    try:
-        m = json.loads(line)
-    except ValueError:
-        continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])
-' "$1" | tail -1
+    python3 "$root/scripts/device/cargo_executables.py" | awk -v n="$1" '$2 == n { e = $3 } END { print e }'
 }
 # A release binary, stripped and compressed (the carry limit counts the tracked tree too).
 pack_one() { # NAME EXECUTABLE

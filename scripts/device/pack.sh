@@ -5,25 +5,9 @@ set -euo pipefail
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 stage=$(mktemp -d)
 mkdir -p "$stage/tests"
-# Exact executables from cargo's own report (bench and test binaries share name prefixes).
-executables() {
-    python3 -c '
-import json, sys
-for line in sys.stdin:
-    try:
-        m = json.loads(line)
-    except ValueError:
-        continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        # Tests of member crates are named <crate dir>.<test> (kernels-train/tests/mixed.rs and
-        # tests/mixed.rs are both `mixed`); pipeline-stats.cli finds the binary beside tests/.
-        pkg = m["manifest_path"].split("/")[-2]
-        name = m["target"]["name"]
-        if m["target"]["kind"][0] == "test" and pkg in ("kernels-train", "kernels-runtime", "kernels-codegen", "web", "pipeline-stats"):
-            name = pkg + "." + name
-        print(m["target"]["kind"][0], name, m["executable"])
-'
-}
+# Exact executables from cargo's own report: KIND NAME PATH lines.
+here=$(cd "$(dirname "$0")" && pwd)
+executables() { python3 "$here/cargo_executables.py"; }
 # A shorter device run packs less: PACK_BENCHES="memory gemm" (default: every bench) and
 # PACK_TESTS="linear16 mixed" (default: every GPU test binary); PACK_TOOLS_ONLY=1 packs only
 # pipeline-stats (with its test) and coop-ceiling, for the phases `ceiling stats`.
