@@ -393,29 +393,7 @@ fn matmul_t_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
 @group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: GemmParams;
-override G_ACC: bool = false;
-
-fn store_out(row: u32, col: u32, v: f32) {
-    let at = g_off + row * g_n + col;
-    if (G_ACC) {
-        y[at] = y[at] + v;
-    } else {
-        y[at] = v;
-    }
-}
-
-//#if coop
-fn coop_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
-    let at = g_off + row * g_n + col;
-    let ld = g_n;
-    if (G_ACC) {
-        let sum = c + coopLoadT<coop_mat16x16<f32, C>>(&y[at], ld);
-        coopStoreT(sum, &y[at], ld);
-    } else {
-        coopStoreT(c, &y[at], ld);
-    }
-}
-//#endif
+//#include "lib/gemm16_out.wgsl"
 
 @compute @workgroup_size(G_WG)
 fn gemm16(
@@ -511,22 +489,7 @@ fn gemm16_residual(
 @group(0) @binding(3) var<storage, read_write> h: array<vec4<f16>>;
 @group(0) @binding(4) var<uniform> p: GemmParams;
 //#include "lib/gemm16_store.wgsl"
-
-// The block's part of h: gate columns [n0/2, n0/2 + G_BN/2) of rows [m0, m0 + G_BM), 4 a step.
-fn swiglu_block(tid: u32, blk: vec3<u32>) {
-    let f = g_n / 2u;
-    let per_row = G_BN / 8u;
-    for (var e = tid; e < G_BM * per_row * blk.z; e += G_WG) {
-        let row = blk.x + e / per_row;
-        let c = blk.y / 2u + 4u * (e % per_row);
-        if (row < g_m && c < f) {
-            let i = row * g_n + c;
-            let g = vec4<f32>(y[i], y[i + 1u], y[i + 2u], y[i + 3u]);
-            let u = vec4<f32>(y[i + f], y[i + f + 1u], y[i + f + 2u], y[i + f + 3u]);
-            h[row * (f / 4u) + c / 4u] = to_f16x4(swiglu4(g, u));
-        }
-    }
-}
+//#include "lib/swiglu_block.wgsl"
 
 @compute @workgroup_size(G_WG)
 fn gemm16_swiglu(
@@ -571,21 +534,6 @@ fn gemm16_swiglu(
 // @requires len(q16) >= p.m * (p.heads * p.head_dim / 4)
 // @requires len(k16) >= p.m * (p.kv_heads * p.head_dim / 4)
 // @requires len(v16) >= p.m * (p.kv_heads * p.head_dim / 4)
-struct GemmRopeParams {
-    m: u32,
-    n: u32,
-    k: u32,
-    parts: u32,
-    chunk: u32,
-    tiles: u32,
-    batch: u32,
-    seq: u32,
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    pos_offset: u32,
-    base: f32,
-}
 //#include "lib/gemm16.wgsl"
 //#include "lib/f16x4.wgsl"
 //#include "lib/rope.wgsl"
@@ -598,35 +546,7 @@ struct GemmRopeParams {
 @group(0) @binding(5) var<storage, read_write> v16: array<vec4<f16>>;
 @group(0) @binding(6) var<uniform> p: GemmRopeParams;
 //#include "lib/gemm16_store.wgsl"
-
-// The block's columns of Q, K and V: fused columns [n0, n0 + G_BN) of rows [m0, m0 + G_BM),
-// 4 a step (Dh % 4 = 0: the 4 lie in one head of one part).
-fn rope_block(tid: u32, blk: vec3<u32>) {
-    let per_row = G_BN / 4u;
-    for (var e = tid; e < G_BM * per_row * blk.z; e += G_WG) {
-        let row = blk.x + e / per_row;
-        let c = blk.y + 4u * (e % per_row);
-        if (row < g_m && c < g_n) {
-            let i = row * g_n + c;
-            var lo = vec2<f32>(y[i], y[i + 1u]);
-            var hi = vec2<f32>(y[i + 2u], y[i + 3u]);
-            let at = qkv_col(c);
-            if (at.part != 2u) {
-                lo = rope_rotate(lo, qkv_cs(row, at.col));
-                hi = rope_rotate(hi, qkv_cs(row, at.col + 2u));
-            }
-            let o = row * (at.width / 4u) + at.col / 4u;
-            let v = to_f16x4(vec4<f32>(lo, hi));
-            if (at.part == 0u) {
-                q16[o] = v;
-            } else if (at.part == 1u) {
-                k16[o] = v;
-            } else {
-                v16[o] = v;
-            }
-        }
-    }
-}
+//#include "lib/rope_block.wgsl"
 
 @compute @workgroup_size(G_WG)
 fn gemm16_rope_qkv(
@@ -641,6 +561,137 @@ fn gemm16_rope_qkv(
     let w = flat_wg(wid, nwg);
 //#if coop
     g16_run(w, tid, sg, nsg);
+//#else
+    g16_run(w, tid);
+//#endif
+    storageBarrier();
+    rope_block(tid, g16_block(w));
+}
+
+// --- KERNEL: gemm16_tc ---
+// `gemm16` for exact products on tensor cores only (`lib/gemm16_tc.wgsl`: every block inside the
+// output, whole steps of the contraction, the shape and the split compiled in, one tile group
+// per subgroup): the same bindings, overrides and results, at the rate of the contraction loop
+// alone. `kernels::gemm` records it where those conditions hold, `gemm16` elsewhere. Where the
+// workgroup's subgroups are not one per tile group it writes NaN to its block; without tensor
+// cores it runs `gemm16`'s portable path.
+// Grid: p.tiles = (M/G_BM)·(N/G_BN)·parts workgroups, 1-D, 2-D past the device's limit.
+// @grid workgroups(p.tiles)
+// @requires len(a) >= min(p.m * ceil_div(p.k, 4), p.k * ceil_div(p.m, 4))
+// @requires len(b) >= min(p.n * ceil_div(p.k, 4), p.k * ceil_div(p.n, 4))
+// @requires len(y) >= p.m * p.n * max(p.parts, 1)
+//#include "lib/gemm16.wgsl"
+@group(0) @binding(0) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: GemmParams;
+//#include "lib/gemm16_out.wgsl"
+//#include "lib/gemm16_tc.wgsl"
+
+@compute @workgroup_size(G_WG)
+fn gemm16_tc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+//#if coop
+    gx_run(flat_wg(wid, nwg), tid, sg, nsg);
+//#else
+    g16_run(flat_wg(wid, nwg), tid);
+//#endif
+}
+
+// --- KERNEL: gemm16_swiglu_tc ---
+// `gemm16_swiglu` for exact products on tensor cores only (`lib/gemm16_tc.wgsl`, as
+// `gemm16_tc`): the same bindings, overrides and results. No split of the contraction.
+// Grid: p.tiles = (M/G_BM)·(N/G_BN) workgroups, 1-D, 2-D past the device's limit.
+// @grid workgroups(p.tiles)
+// @requires p.parts <= 1
+// @requires p.n % 32 == 0
+// @requires len(a) >= min(p.m * ceil_div(p.k, 4), p.k * ceil_div(p.m, 4))
+// @requires len(b) >= min(p.n * ceil_div(p.k, 4), p.k * ceil_div(p.n, 4))
+// @requires len(y) >= p.m * p.n
+// @requires len(h) >= p.m * (p.n / 8)
+//#include "lib/gemm16.wgsl"
+//#include "lib/f16x4.wgsl"
+//#include "lib/activations.wgsl"
+@group(0) @binding(0) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> h: array<vec4<f16>>;
+@group(0) @binding(4) var<uniform> p: GemmParams;
+//#include "lib/gemm16_store.wgsl"
+//#include "lib/swiglu_block.wgsl"
+//#include "lib/gemm16_tc.wgsl"
+
+@compute @workgroup_size(G_WG)
+fn gemm16_swiglu_tc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let w = flat_wg(wid, nwg);
+//#if coop
+    gx_run(w, tid, sg, nsg);
+//#else
+    g16_run(w, tid);
+//#endif
+    storageBarrier();
+    swiglu_block(tid, g16_block(w));
+}
+
+// --- KERNEL: gemm16_rope_qkv_tc ---
+// `gemm16_rope_qkv` for exact products on tensor cores only (`lib/gemm16_tc.wgsl`, as
+// `gemm16_tc`): the same bindings, overrides and results. No split of the contraction.
+// Grid: p.tiles = (M/G_BM)·(N/G_BN) workgroups, 1-D, 2-D past the device's limit.
+// @grid workgroups(p.tiles)
+// @requires p.parts <= 1
+// @requires p.head_dim % 4 == 0
+// @requires p.head_dim >= 4
+// @requires p.n == (p.heads + 2 * p.kv_heads) * p.head_dim
+// @requires p.m == p.batch * p.seq
+// @requires len(a) >= min(p.m * ceil_div(p.k, 4), p.k * ceil_div(p.m, 4))
+// @requires len(b) >= min(p.n * ceil_div(p.k, 4), p.k * ceil_div(p.n, 4))
+// @requires len(y) >= p.m * p.n
+// @requires len(q16) >= p.m * (p.heads * p.head_dim / 4)
+// @requires len(k16) >= p.m * (p.kv_heads * p.head_dim / 4)
+// @requires len(v16) >= p.m * (p.kv_heads * p.head_dim / 4)
+//#include "lib/gemm16.wgsl"
+//#include "lib/f16x4.wgsl"
+//#include "lib/rope.wgsl"
+//#include "lib/rope_qkv.wgsl"
+@group(0) @binding(0) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> q16: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read_write> k16: array<vec4<f16>>;
+@group(0) @binding(5) var<storage, read_write> v16: array<vec4<f16>>;
+@group(0) @binding(6) var<uniform> p: GemmRopeParams;
+//#include "lib/gemm16_store.wgsl"
+//#include "lib/rope_block.wgsl"
+//#include "lib/gemm16_tc.wgsl"
+
+@compute @workgroup_size(G_WG)
+fn gemm16_rope_qkv_tc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+//#if coop
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+//#endif
+) {
+    let w = flat_wg(wid, nwg);
+//#if coop
+    gx_run(w, tid, sg, nsg);
 //#else
     g16_run(w, tid);
 //#endif

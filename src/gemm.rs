@@ -373,6 +373,32 @@ impl F16Config {
         (self.bm / (16 * self.tm)) * (self.bn / (16 * self.tn))
     }
 
+    /// Whether the exact tensor-core kernels (`linear::gemm16_tc`, `gemm16_swiglu_tc`,
+    /// `gemm16_rope_qkv_tc`) compute an m × n × k product split into `parts` of `chunk` with this
+    /// shape on `gpu`: their tensor-core form selected, every block inside the output, whole
+    /// contraction steps (a split's parts all `chunk` long), and the workgroup's subgroups one
+    /// per tile group (a subgroup size the adapter fixes). [`EXACT_TC_ENV`]` = 0` says no.
+    pub fn exact_tc(&self, gpu: &Gpu, m: usize, n: usize, k: usize, parts: usize, chunk: usize) -> bool {
+        let r = gpu.report();
+        let (bm, bn, bk) = (self.bm as usize, self.bn as usize, self.bk as usize);
+        let sg = r.subgroup_min_size;
+        exact_tc_allowed()
+            && sg != 0
+            && sg == r.subgroup_max_size
+            && self.wg == sg * self.groups()
+            && m.is_multiple_of(bm)
+            && n.is_multiple_of(bn)
+            && k.is_multiple_of(bk)
+            && (parts <= 1 || (chunk.is_multiple_of(bk) && parts * chunk == k))
+            && [
+                &crate::linear::gemm16_tc::KERNEL,
+                &crate::linear::gemm16_swiglu_tc::KERNEL,
+                &crate::linear::gemm16_rope_qkv_tc::KERNEL,
+            ]
+            .into_iter()
+            .all(|kernel| crate::ops::on_tensor_cores(gpu, kernel))
+    }
+
     fn label(&self) -> String {
         format!(
             "{}x{}x{} t{}x{} p{}{}{}{}",
@@ -420,6 +446,8 @@ pub struct GemmPlan {
     scratch: usize,
     /// F16x4 elements per operand half of the split core.
     halves: usize,
+    /// The f16 product runs on the exact tensor-core kernels ([`F16Config::exact_tc`]).
+    exact_tc: bool,
 }
 
 fn u32_of(v: usize, what: &str) -> Result<u32> {
@@ -434,7 +462,7 @@ impl GemmPlan {
         }
         let precision = gemm.resolved_precision();
         let unsupported = |why: &str| Err(Error::BadArguments { kernel: "gemm".into(), detail: why.to_string() });
-        let mut plan = GemmPlan { gemm, core: Core::Simt, parts: 1, chunk: k, scratch: 0, halves: 0 };
+        let mut plan = GemmPlan { gemm, core: Core::Simt, parts: 1, chunk: k, scratch: 0, halves: 0, exact_tc: false };
         match precision {
             Precision::F16 => {
                 if a != Elem::F16 || b != Elem::F16 {
@@ -467,6 +495,7 @@ impl GemmPlan {
                 }
                 plan.core = Core::F16 { tensor_cores, config };
                 plan.set_parts(parts, config.bk as usize);
+                plan.exact_tc = tensor_cores && config.exact_tc(gpu, m, n, k, plan.parts, plan.chunk);
             }
             Precision::F32 | Precision::F32Simt | Precision::Auto => {
                 if forced.is_some() {
@@ -528,6 +557,11 @@ impl GemmPlan {
         self.chunk = if parts > 1 { chunk } else { k };
         let (m, n) = (self.gemm.m, self.gemm.n);
         self.scratch = if parts > 1 { parts * m * n } else { 0 };
+    }
+
+    /// Whether the product runs on the exact tensor-core kernels ([`F16Config::exact_tc`]).
+    pub fn exact_tc(&self) -> bool {
+        self.exact_tc
     }
 
     /// The product this plan is for.
@@ -596,7 +630,12 @@ impl GemmPlan {
             Core::Simt => format!("f32 SIMT{parts}"),
             Core::Split => format!("f32 scaled split on tensor cores{parts}"),
             Core::F16 { tensor_cores, config } => {
-                format!("f16 {} {}{parts}", if tensor_cores { "tensor cores" } else { "portable" }, config.label())
+                let core = match (tensor_cores, self.exact_tc) {
+                    (true, true) => "tensor cores (exact)",
+                    (true, false) => "tensor cores",
+                    _ => "portable",
+                };
+                format!("f16 {core} {}{parts}", config.label())
             }
         }
     }
@@ -642,6 +681,22 @@ pub(crate) struct Entry {
     k: usize,
     config: F16Config,
     parts: usize,
+}
+
+/// The environment variable that, set to `0`, keeps every f16 product on the full core
+/// (`linear::gemm16` and its fused forms) where the exact tensor-core kernels would run: for
+/// measuring one against the other in the same process.
+pub const EXACT_TC_ENV: &str = "KERNELS_GEMM_EXACT_TC";
+
+fn exact_tc_allowed() -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        std::env::var(EXACT_TC_ENV).map_or(true, |v| v.trim() != "0")
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        true
+    }
 }
 
 /// The environment variable naming a tuning table file to use instead of the committed ones
@@ -1470,6 +1525,7 @@ fn record_f16(
     out: F16Out<'_>,
 ) -> Result<()> {
     use crate::linear::{gemm16, gemm16_residual, gemm16_rope_qkv, gemm16_swiglu, matmul_parts_add};
+    use crate::linear::{gemm16_rope_qkv_tc, gemm16_swiglu_tc, gemm16_tc};
     let g = plan.gemm;
     let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
     let blocks = g.m.div_ceil(cfg.bm as usize) * g.n.div_ceil(cfg.bn as usize);
@@ -1487,7 +1543,15 @@ fn record_f16(
             && k.is_multiple_of(cfg.bk)
             && (parts <= 1 || chunk.is_multiple_of(cfg.bk))
     };
+    // The full core's overrides (`overrides!`) and the exact kernels' (`overrides_tc!`: no
+    // G_EXACT, which they do not read).
     macro_rules! overrides {
+        ($module:ident, $split:expr $(, $extra:ident: $value:expr)*) => {{
+            let (parts, chunk): (u32, u32) = $split;
+            overrides_tc!($module, (parts, chunk), G_EXACT: Some(exact(parts, chunk)) $(, $extra: $value)*)
+        }};
+    }
+    macro_rules! overrides_tc {
         ($module:ident, $split:expr $(, $extra:ident: $value:expr)*) => {{
             let (parts, chunk): (u32, u32) = $split;
             $module::Overrides {
@@ -1507,16 +1571,28 @@ fn record_f16(
                 K_C: shape(k),
                 G_PARTS: shape(parts),
                 G_CHUNK: shape(chunk),
-                G_EXACT: Some(exact(parts, chunk)),
                 $($extra: $value,)*
                 ..Default::default()
             }
         }};
     }
+    // The exact tensor-core kernels where the plan found their conditions (the same bindings,
+    // overrides and results as the full core's).
+    let tc = plan.exact_tc;
     let (c, ws) = match out {
         F16Out::C { c, ws } => (c, ws),
+        F16Out::Parts(parts_out) if tc => {
+            let p = gemm16_tc::GemmParams::new(m, n, k, parts, chunk, tiles);
+            return gemm16_tc(rec, pa, pb, parts_out, p, overrides_tc!(gemm16_tc, (parts, chunk), G_ACC: Some(false)));
+        }
         F16Out::Parts(parts_out) => {
             return gemm16(rec, pa, pb, parts_out, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(false)));
+        }
+        F16Out::SwiGlu { c, h } if tc => {
+            let p = gemm16_swiglu_tc::GemmParams::new(m, n, k, 1, k, tiles);
+            let o =
+                gemm16_swiglu_tc::Overrides { G_NMAP: Some(SWIGLU_TILE), ..overrides_tc!(gemm16_swiglu_tc, (1, k)) };
+            return gemm16_swiglu_tc(rec, pa, pb, c, h, p, o);
         }
         F16Out::SwiGlu { c, h } => {
             let p = gemm16_swiglu::GemmParams::new(m, n, k, 1, k, tiles);
@@ -1547,6 +1623,25 @@ fn record_f16(
                 r(rope.pos_offset, "pos_offset")?,
                 rope.base,
             );
+            if tc {
+                let p = gemm16_rope_qkv_tc::GemmRopeParams {
+                    m: p.m,
+                    n: p.n,
+                    k: p.k,
+                    parts: p.parts,
+                    chunk: p.chunk,
+                    tiles: p.tiles,
+                    batch: p.batch,
+                    seq: p.seq,
+                    heads: p.heads,
+                    kv_heads: p.kv_heads,
+                    head_dim: p.head_dim,
+                    pos_offset: p.pos_offset,
+                    base: p.base,
+                };
+                let o = overrides_tc!(gemm16_rope_qkv_tc, (1, k));
+                return gemm16_rope_qkv_tc(rec, pa, pb, c, q, k16, v, p, o);
+            }
             return gemm16_rope_qkv(rec, pa, pb, c, q, k16, v, p, overrides!(gemm16_rope_qkv, (1, k)));
         }
     };
@@ -1560,11 +1655,22 @@ fn record_f16(
             gemm16_residual::GemmParams::new(m, n, k, 1, k, tiles),
             overrides!(gemm16_residual, (1, k)),
         ),
+        (e, _) if !split && tc => {
+            let p = gemm16_tc::GemmParams::new(m, n, k, parts, chunk, tiles);
+            let o = overrides_tc!(gemm16_tc, (parts, chunk), G_ACC: Some(e == Epilogue::Accumulate));
+            gemm16_tc(rec, pa, pb, c, p, o)
+        }
         (e, _) if !split => {
             gemm16(rec, pa, pb, c, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(e == Epilogue::Accumulate)))
         }
         (e, _) => {
-            gemm16(rec, pa, pb, &mut ws.scratch, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(false)))?;
+            if tc {
+                let p = gemm16_tc::GemmParams::new(m, n, k, parts, chunk, tiles);
+                let o = overrides_tc!(gemm16_tc, (parts, chunk), G_ACC: Some(false));
+                gemm16_tc(rec, pa, pb, &mut ws.scratch, p, o)?;
+            } else {
+                gemm16(rec, pa, pb, &mut ws.scratch, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(false)))?;
+            }
             if e == Epilogue::Store {
                 crate::infrastructure::fill_zero(rec, c, u32_of(g.m * g.n, "m·n")?)?;
             }

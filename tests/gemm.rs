@@ -250,6 +250,59 @@ fn f16_block_shapes_and_splits_match_float64() {
 }
 
 #[test]
+fn exact_products_take_the_exact_tensor_core_kernels() {
+    // Products whose blocks all lie inside the output run on `linear::gemm16_tc` where tensor
+    // cores run with subgroups one per tile group (on an H200 or H100: every block shape below
+    // but the last, whose 8 tile groups meet 4 subgroups); elsewhere, and for that shape, on the
+    // full core. Either way the result is checked against float64: every orientation, store,
+    // accumulate, and a split contraction of whole parts.
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let mut rng = rng("gemm_exact_tc");
+    let tc = tensor_cores(&gpu);
+    let r = gpu.report();
+    let fixed32 = r.subgroup_min_size == 32 && r.subgroup_max_size == 32;
+    let base = F16Config::default_for(true);
+    let cases = [
+        (base, true),
+        (F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, prefetch: true, ..base }, true),
+        (F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 4, wg: 128, group: 2, ..base }, true),
+        (F16Config { bm: 128, bn: 128, bk: 16, tm: 2, tn: 2, wg: 128, ..base }, false),
+    ];
+    let mut ran = 0;
+    for (config, exact) in cases {
+        // The portable variant stages smaller slices: the shapes it cannot hold are tensor-core
+        // shapes only.
+        if config.validate(false, false, tc).is_err() || config.validate(true, true, tc).is_err() {
+            assert!(!tc, "{config:?}");
+            continue;
+        }
+        ran += 1;
+        let (m, n, k) = (2 * config.bm as usize, 2 * config.bn as usize, 4 * config.bk as usize);
+        for (i, (a_t, b_t)) in [(false, true), (false, false), (true, false), (true, true)].into_iter().enumerate() {
+            let e = if i % 2 == 0 { Epilogue::Store } else { Epilogue::Accumulate };
+            let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).a_t(a_t).b_t(b_t).epilogue(e);
+            let plan = g.plan_with(&gpu, config, 1).unwrap();
+            assert_eq!(plan.exact_tc(), tc && fixed32 && exact, "{}", plan.describe());
+            check_plan(&gpu, &mut rng, &plan, "exact");
+        }
+        let g = Gemm::new(m, n, 2 * k).elems(Elem::F16, Elem::F16).a_t(true);
+        let plan = g.plan_with(&gpu, config, 2).unwrap();
+        assert_eq!(plan.parts(), 2);
+        assert_eq!(plan.exact_tc(), tc && fixed32 && exact, "{}", plan.describe());
+        check_plan(&gpu, &mut rng, &plan, "exact split");
+    }
+    assert!(ran > 0);
+    // One row more: the blocks no longer cover the output exactly.
+    let g = Gemm::new(2 * base.bm as usize + 1, 2 * base.bn as usize, 128).elems(Elem::F16, Elem::F16);
+    let plan = g.plan(&gpu).unwrap();
+    assert!(!plan.exact_tc(), "{}", plan.describe());
+    check_plan(&gpu, &mut rng, &plan, "inexact");
+}
+
+#[test]
 fn deferred_parts_add_to_the_bits_of_the_whole_product() {
     // Three split weight-gradient products (dW += Aᵀ·B) leave their parts in one buffer
     // (`gemm_parts`) and one dispatch adds them into one output holding the three results apart

@@ -290,6 +290,42 @@ fn rope_epilogue_matches_float64_and_the_separate_kernel() {
 }
 
 #[test]
+fn fused_epilogues_on_exact_blocks() {
+    // Shapes every block of the default and a 256×128 block shape covers exactly: on tensor
+    // cores with subgroups of 32 the exact kernels (`gemm16_swiglu_tc`, `gemm16_rope_qkv_tc`)
+    // run them, elsewhere the full ones; both against float64 and the separate kernels.
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let mut rng = rng("gemm_fused_exact");
+    let tc = tensor_cores(&gpu);
+    let r = gpu.report();
+    let exact = tc && r.subgroup_min_size == 32 && r.subgroup_max_size == 32;
+    let base = F16Config::default_for(tc);
+    let mut configs = vec![base];
+    if tc {
+        configs.push(F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, prefetch: true, ..base });
+    }
+    for config in configs {
+        for b_t in [true, false] {
+            let (m, f, k) = (256, 256, 96);
+            let Some(plan) = plan_for(&gpu, Gemm::new(m, 2 * f, k).elems(Elem::F16, Elem::F16).b_t(b_t), config) else {
+                continue;
+            };
+            assert_eq!(plan.exact_tc(), exact, "{}", plan.describe());
+            check_swiglu(&gpu, &mut rng, &plan, (m, f, k), b_t, true);
+            // batch·seq = 256 rows, (4 + 2·2)·64 = 512 columns.
+            let shape = (2, 128, 4, 2, 64, 64, 7);
+            let g = Gemm::new(256, 512, 64).elems(Elem::F16, Elem::F16).b_t(b_t);
+            let Some(plan) = plan_for(&gpu, g, config) else { continue };
+            assert_eq!(plan.exact_tc(), exact, "{}", plan.describe());
+            check_rope(&gpu, &mut rng, &plan, shape, b_t, true);
+        }
+    }
+}
+
+#[test]
 fn fused_epilogues_take_the_two_d_grid() {
     // Against float64 only: the separate kernels' grids pass this small limit.
     let Some(gpu) = gpu_with(GpuOptions::from_env().max_workgroups_per_dimension(8)) else { return };
