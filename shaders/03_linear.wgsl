@@ -598,10 +598,11 @@ fn gemm16_tc(
     @builtin(num_subgroups) nsg: u32,
 //#endif
 ) {
+    let w = flat_wg(wid, nwg);
 //#if coop
-    gx_run(flat_wg(wid, nwg), tid, sg, nsg);
+//#include "lib/gemm16_tc_main.wgsl"
 //#else
-    g16_run(flat_wg(wid, nwg), tid);
+    g16_run(w, tid);
 //#endif
 }
 
@@ -640,7 +641,7 @@ fn gemm16_swiglu_tc(
 ) {
     let w = flat_wg(wid, nwg);
 //#if coop
-    gx_run(w, tid, sg, nsg);
+//#include "lib/gemm16_tc_main.wgsl"
 //#else
     g16_run(w, tid);
 //#endif
@@ -691,7 +692,7 @@ fn gemm16_rope_qkv_tc(
 ) {
     let w = flat_wg(wid, nwg);
 //#if coop
-    gx_run(w, tid, sg, nsg);
+//#include "lib/gemm16_tc_main.wgsl"
 //#else
     g16_run(w, tid);
 //#endif

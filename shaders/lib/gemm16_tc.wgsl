@@ -17,6 +17,10 @@
 // per tile group (G_WG / subgroup size = `F16Config::groups`). Where the subgroups do not match
 // (a direct call on another adapter), the workgroup writes NaN through `store_out` instead.
 //
+// The loop and its accumulators are written in the kernel's entry point, not in a function it
+// calls (`lib/gemm16_tc_main.wgsl`, included inside the entry's body): called, the same code
+// took every register and ran at half the rate on the H100.
+//
 // Needs `lib/gemm16.wgsl` (overrides, staging slices, prefetch registers, launch order) before
 // it, and the including kernel's `store_out`/`coop_out` hooks and bindings `a`, `b`, `p`. Without
 // cooperative matrices the including kernels run `g16_run`'s portable path instead.
@@ -159,138 +163,4 @@ fn gx_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
     coop_out(c, row, gx_ncol(col));
 }
 
-// Subgroup sg's tile group of the block (m0, n0) over the contraction [kb, kb + steps·G_BK).
-fn gx_group(tid: u32, sg: u32, m0: u32, n0: u32, kb: u32, steps: u32) {
-    let gn = G_BN / (16u * G_TN);
-    let tr0 = (sg / gn) * G_TM;
-    let tc0 = (sg % gn) * G_TN;
-    var c00 = coop_mat16x16<f32, C>();
-    var c01 = coop_mat16x16<f32, C>();
-    var c02 = coop_mat16x16<f32, C>();
-    var c03 = coop_mat16x16<f32, C>();
-    var c10 = coop_mat16x16<f32, C>();
-    var c11 = coop_mat16x16<f32, C>();
-    var c12 = coop_mat16x16<f32, C>();
-    var c13 = coop_mat16x16<f32, C>();
-    var c20 = coop_mat16x16<f32, C>();
-    var c21 = coop_mat16x16<f32, C>();
-    var c22 = coop_mat16x16<f32, C>();
-    var c23 = coop_mat16x16<f32, C>();
-    var c30 = coop_mat16x16<f32, C>();
-    var c31 = coop_mat16x16<f32, C>();
-    var c32 = coop_mat16x16<f32, C>();
-    var c33 = coop_mat16x16<f32, C>();
-    if (G_PF) {
-        gx_fetch(tid, m0, n0, kb);
-    }
-    for (var i = 0u; i < steps; i++) {
-        let kc = kb + i * G_BK;
-        if (G_PF) {
-            gx_stage(tid);
-            workgroupBarrier();
-            if (i + 1u < steps) {
-                gx_fetch(tid, m0, n0, kc + G_BK);
-            }
-        } else {
-            gx_fetch(tid, m0, n0, kc);
-            gx_stage(tid);
-            workgroupBarrier();
-        }
-        for (var s = 0u; s < G_BK / 16u; s++) {
-            let b0 = gx_frag_b(tc0, s);
-            var b1 = b0;
-            var b2 = b0;
-            var b3 = b0;
-            if (G_TN > 1u) { b1 = gx_frag_b(tc0 + 1u, s); }
-            if (G_TN > 2u) { b2 = gx_frag_b(tc0 + 2u, s); }
-            if (G_TN > 3u) { b3 = gx_frag_b(tc0 + 3u, s); }
-            {
-                let x = gx_frag_a(tr0, s);
-                c00 = coopMultiplyAdd(x, b0, c00);
-                if (G_TN > 1u) { c01 = coopMultiplyAdd(x, b1, c01); }
-                if (G_TN > 2u) { c02 = coopMultiplyAdd(x, b2, c02); }
-                if (G_TN > 3u) { c03 = coopMultiplyAdd(x, b3, c03); }
-            }
-            if (G_TM > 1u) {
-                let x = gx_frag_a(tr0 + 1u, s);
-                c10 = coopMultiplyAdd(x, b0, c10);
-                if (G_TN > 1u) { c11 = coopMultiplyAdd(x, b1, c11); }
-                if (G_TN > 2u) { c12 = coopMultiplyAdd(x, b2, c12); }
-                if (G_TN > 3u) { c13 = coopMultiplyAdd(x, b3, c13); }
-            }
-            if (G_TM > 2u) {
-                let x = gx_frag_a(tr0 + 2u, s);
-                c20 = coopMultiplyAdd(x, b0, c20);
-                if (G_TN > 1u) { c21 = coopMultiplyAdd(x, b1, c21); }
-                if (G_TN > 2u) { c22 = coopMultiplyAdd(x, b2, c22); }
-                if (G_TN > 3u) { c23 = coopMultiplyAdd(x, b3, c23); }
-            }
-            if (G_TM > 3u) {
-                let x = gx_frag_a(tr0 + 3u, s);
-                c30 = coopMultiplyAdd(x, b0, c30);
-                if (G_TN > 1u) { c31 = coopMultiplyAdd(x, b1, c31); }
-                if (G_TN > 2u) { c32 = coopMultiplyAdd(x, b2, c32); }
-                if (G_TN > 3u) { c33 = coopMultiplyAdd(x, b3, c33); }
-            }
-        }
-        workgroupBarrier();
-    }
-    let r0 = m0 + tr0 * 16u;
-    let q0 = n0 + tc0 * 16u;
-    gx_out(c00, r0, q0);
-    if (G_TN > 1u) { gx_out(c01, r0, q0 + 16u); }
-    if (G_TN > 2u) { gx_out(c02, r0, q0 + 32u); }
-    if (G_TN > 3u) { gx_out(c03, r0, q0 + 48u); }
-    if (G_TM > 1u) {
-        gx_out(c10, r0 + 16u, q0);
-        if (G_TN > 1u) { gx_out(c11, r0 + 16u, q0 + 16u); }
-        if (G_TN > 2u) { gx_out(c12, r0 + 16u, q0 + 32u); }
-        if (G_TN > 3u) { gx_out(c13, r0 + 16u, q0 + 48u); }
-    }
-    if (G_TM > 2u) {
-        gx_out(c20, r0 + 32u, q0);
-        if (G_TN > 1u) { gx_out(c21, r0 + 32u, q0 + 16u); }
-        if (G_TN > 2u) { gx_out(c22, r0 + 32u, q0 + 32u); }
-        if (G_TN > 3u) { gx_out(c23, r0 + 32u, q0 + 48u); }
-    }
-    if (G_TM > 3u) {
-        gx_out(c30, r0 + 48u, q0);
-        if (G_TN > 1u) { gx_out(c31, r0 + 48u, q0 + 16u); }
-        if (G_TN > 2u) { gx_out(c32, r0 + 48u, q0 + 32u); }
-        if (G_TN > 3u) { gx_out(c33, r0 + 48u, q0 + 48u); }
-    }
-}
-
-// The product for workgroup `w` (the 2-D fallback's linear index) with `nsg` subgroups.
-fn gx_run(w: u32, tid: u32, sg: u32, nsg: u32) {
-    g_m = M_C;
-    g_n = N_C;
-    g_k = K_C;
-    let bm = M_C / G_BM;
-    let bn = N_C / G_BN;
-    let blocks = bm * bn;
-    let split = G_PARTS > 1u;
-    // p.tiles = blocks × parts: the grid's workgroups past it (the 2-D fallback) leave.
-    if (w >= p.tiles) {
-        return;
-    }
-    let part = w / blocks;
-    let blk = g_order(w % blocks, bm, bn);
-    let m0 = blk.x * G_BM;
-    let n0 = blk.y * G_BN;
-    // Unsplit, the first index and the trip count fold to constants.
-    let kb = select(0u, part * G_CHUNK, split);
-    let steps = select(K_C, G_CHUNK, split) / G_BK;
-    g_off = select(0u, part * M_C * N_C, split);
-    let groups = (G_BM / (16u * G_TM)) * (G_BN / (16u * G_TN));
-    for (var fits = u32(nsg == groups); fits == 1u; fits = 0u) {
-        gx_group(tid, sg, m0, n0, kb, steps);
-    }
-    if (nsg != groups) {
-        let nan = bitcast<f32>(0x7fc00000u);
-        for (var e = tid; e < G_BM * G_BN; e += G_WG) {
-            store_out(m0 + e / G_BN, gx_ncol(n0 + e % G_BN), nan);
-        }
-    }
-}
 //#endif
