@@ -489,7 +489,23 @@ fn gemm16_residual(
 @group(0) @binding(3) var<storage, read_write> h: array<vec4<f16>>;
 @group(0) @binding(4) var<uniform> p: GemmParams;
 //#include "lib/gemm16_store.wgsl"
-//#include "lib/swiglu_block.wgsl"
+
+// The block's part of h: gate columns [n0/2, n0/2 + G_BN/2) of rows [m0, m0 + G_BM), 4 a step.
+fn swiglu_block(tid: u32, blk: vec3<u32>) {
+    let f = g_n / 2u;
+    let per_row = G_BN / 8u;
+    for (var e = tid; e < G_BM * per_row * blk.z; e += G_WG) {
+        let row = blk.x + e / per_row;
+        let c = blk.y / 2u + 4u * (e % per_row);
+        if (row < g_m && c < f) {
+            let i = row * g_n + c;
+            let g = vec4<f32>(y[i], y[i + 1u], y[i + 2u], y[i + 3u]);
+            let u = vec4<f32>(y[i + f], y[i + f + 1u], y[i + f + 2u], y[i + f + 3u]);
+            h[row * (f / 4u) + c / 4u] = to_f16x4(swiglu4(g, u));
+        }
+    }
+}
+
 
 @compute @workgroup_size(G_WG)
 fn gemm16_swiglu(
@@ -571,10 +587,10 @@ fn gemm16_rope_qkv(
 // --- KERNEL: gemm16_tc ---
 // `gemm16` for exact products on tensor cores only (`lib/gemm16_tc.wgsl`: every block inside the
 // output, whole steps of the contraction, the shape and the split compiled in, one tile group
-// per subgroup): the same bindings, overrides and results, at the rate of the contraction loop
-// alone. `kernels::gemm` records it where those conditions hold, `gemm16` elsewhere. Where the
-// workgroup's subgroups are not one per tile group it writes NaN to its block; without tensor
-// cores it runs `gemm16`'s portable path.
+// per subgroup, no column map): the same bindings, overrides and results, at the rate of the
+// contraction loop alone. `kernels::gemm` records it where those conditions hold, `gemm16`
+// elsewhere; the kernel does not check them. Without tensor cores it runs `gemm16`'s portable
+// path.
 // Grid: p.tiles = (M/G_BM)·(N/G_BN)·parts workgroups, 1-D, 2-D past the device's limit.
 // @grid workgroups(p.tiles)
 // @requires len(a) >= min(p.m * ceil_div(p.k, 4), p.k * ceil_div(p.m, 4))
@@ -606,52 +622,10 @@ fn gemm16_tc(
 //#endif
 }
 
-// --- KERNEL: gemm16_swiglu_tc ---
-// `gemm16_swiglu` for exact products on tensor cores only (`lib/gemm16_tc.wgsl`, as
-// `gemm16_tc`): the same bindings, overrides and results. No split of the contraction.
-// Grid: p.tiles = (M/G_BM)·(N/G_BN) workgroups, 1-D, 2-D past the device's limit.
-// @grid workgroups(p.tiles)
-// @requires p.parts <= 1
-// @requires p.n % 32 == 0
-// @requires len(a) >= min(p.m * ceil_div(p.k, 4), p.k * ceil_div(p.m, 4))
-// @requires len(b) >= min(p.n * ceil_div(p.k, 4), p.k * ceil_div(p.n, 4))
-// @requires len(y) >= p.m * p.n
-// @requires len(h) >= p.m * (p.n / 8)
-//#include "lib/gemm16.wgsl"
-//#include "lib/f16x4.wgsl"
-//#include "lib/activations.wgsl"
-@group(0) @binding(0) var<storage, read> a: array<vec4<f16>>;
-@group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<storage, read_write> h: array<vec4<f16>>;
-@group(0) @binding(4) var<uniform> p: GemmParams;
-//#include "lib/gemm16_store.wgsl"
-//#include "lib/swiglu_block.wgsl"
-//#include "lib/gemm16_tc.wgsl"
-
-@compute @workgroup_size(G_WG)
-fn gemm16_swiglu_tc(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-//#if coop
-    @builtin(subgroup_id) sg: u32,
-    @builtin(num_subgroups) nsg: u32,
-//#endif
-) {
-    let w = flat_wg(wid, nwg);
-//#if coop
-//#include "lib/gemm16_tc_main.wgsl"
-//#else
-    g16_run(w, tid);
-//#endif
-    storageBarrier();
-    swiglu_block(tid, g16_block(w));
-}
-
 // --- KERNEL: gemm16_rope_qkv_tc ---
 // `gemm16_rope_qkv` for exact products on tensor cores only (`lib/gemm16_tc.wgsl`, as
-// `gemm16_tc`): the same bindings, overrides and results. No split of the contraction.
+// `gemm16_tc`, whose conditions the plan checks): the same bindings, overrides and results. No
+// split of the contraction.
 // Grid: p.tiles = (M/G_BM)·(N/G_BN) workgroups, 1-D, 2-D past the device's limit.
 // @grid workgroups(p.tiles)
 // @requires p.parts <= 1

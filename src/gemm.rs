@@ -373,11 +373,12 @@ impl F16Config {
         (self.bm / (16 * self.tm)) * (self.bn / (16 * self.tn))
     }
 
-    /// Whether the exact tensor-core kernels (`linear::gemm16_tc`, `gemm16_swiglu_tc`,
-    /// `gemm16_rope_qkv_tc`) compute an m × n × k product split into `parts` of `chunk` with this
-    /// shape on `gpu`: their tensor-core form selected, every block inside the output, whole
-    /// contraction steps (a split's parts all `chunk` long), and the workgroup's subgroups one
-    /// per tile group (a subgroup size the adapter fixes). [`EXACT_TC_ENV`]` = 0` says no.
+    /// Whether the exact tensor-core kernels (`linear::gemm16_tc`, `gemm16_rope_qkv_tc`) compute
+    /// an m × n × k product split into `parts` of `chunk` with this shape on `gpu`: their
+    /// tensor-core form selected, every block inside the output, whole contraction steps (a
+    /// split's parts all `chunk` long), and the workgroup's subgroups one per tile group (a
+    /// subgroup size the adapter fixes). The fused SwiGLU product (a column map the exact form
+    /// does not have) runs on the full core whatever this says. [`EXACT_TC_ENV`]` = 0` says no.
     pub fn exact_tc(&self, gpu: &Gpu, m: usize, n: usize, k: usize, parts: usize, chunk: usize) -> bool {
         let r = gpu.report();
         let (bm, bn, bk) = (self.bm as usize, self.bn as usize, self.bk as usize);
@@ -390,13 +391,9 @@ impl F16Config {
             && n.is_multiple_of(bn)
             && k.is_multiple_of(bk)
             && (parts <= 1 || (chunk.is_multiple_of(bk) && parts * chunk == k))
-            && [
-                &crate::linear::gemm16_tc::KERNEL,
-                &crate::linear::gemm16_swiglu_tc::KERNEL,
-                &crate::linear::gemm16_rope_qkv_tc::KERNEL,
-            ]
-            .into_iter()
-            .all(|kernel| crate::ops::on_tensor_cores(gpu, kernel))
+            && [&crate::linear::gemm16_tc::KERNEL, &crate::linear::gemm16_rope_qkv_tc::KERNEL]
+                .into_iter()
+                .all(|kernel| crate::ops::on_tensor_cores(gpu, kernel))
     }
 
     fn label(&self) -> String {
@@ -1525,7 +1522,7 @@ fn record_f16(
     out: F16Out<'_>,
 ) -> Result<()> {
     use crate::linear::{gemm16, gemm16_residual, gemm16_rope_qkv, gemm16_swiglu, matmul_parts_add};
-    use crate::linear::{gemm16_rope_qkv_tc, gemm16_swiglu_tc, gemm16_tc};
+    use crate::linear::{gemm16_rope_qkv_tc, gemm16_tc};
     let g = plan.gemm;
     let (m, n, k) = (u32_of(g.m, "m")?, u32_of(g.n, "n")?, u32_of(g.k, "k")?);
     let blocks = g.m.div_ceil(cfg.bm as usize) * g.n.div_ceil(cfg.bn as usize);
@@ -1544,14 +1541,20 @@ fn record_f16(
             && (parts <= 1 || chunk.is_multiple_of(cfg.bk))
     };
     // The full core's overrides (`overrides!`) and the exact kernels' (`overrides_tc!`: no
-    // G_EXACT, which they do not read).
+    // G_EXACT, which they do not read, and register prefetch always: their loop without it ran
+    // at 0.7 of the rate on the H100, whatever the table says for the full core).
     macro_rules! overrides {
         ($module:ident, $split:expr $(, $extra:ident: $value:expr)*) => {{
             let (parts, chunk): (u32, u32) = $split;
-            overrides_tc!($module, (parts, chunk), G_EXACT: Some(exact(parts, chunk)) $(, $extra: $value)*)
+            any_overrides!($module, (parts, chunk), G_EXACT: Some(exact(parts, chunk)), G_PF: Some(cfg.prefetch) $(, $extra: $value)*)
         }};
     }
     macro_rules! overrides_tc {
+        ($module:ident, $split:expr $(, $extra:ident: $value:expr)*) => {{
+            any_overrides!($module, $split, G_PF: Some(true) $(, $extra: $value)*)
+        }};
+    }
+    macro_rules! any_overrides {
         ($module:ident, $split:expr $(, $extra:ident: $value:expr)*) => {{
             let (parts, chunk): (u32, u32) = $split;
             $module::Overrides {
@@ -1563,7 +1566,6 @@ fn record_f16(
                 G_TM: Some(cfg.tm),
                 G_TN: Some(cfg.tn),
                 G_PAD: Some(cfg.pad),
-                G_PF: Some(cfg.prefetch),
                 G_GROUP: Some(cfg.group),
                 G_WG: Some(cfg.wg),
                 M_C: shape(m),
@@ -1587,12 +1589,6 @@ fn record_f16(
         }
         F16Out::Parts(parts_out) => {
             return gemm16(rec, pa, pb, parts_out, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(false)));
-        }
-        F16Out::SwiGlu { c, h } if tc => {
-            let p = gemm16_swiglu_tc::GemmParams::new(m, n, k, 1, k, tiles);
-            let o =
-                gemm16_swiglu_tc::Overrides { G_NMAP: Some(SWIGLU_TILE), ..overrides_tc!(gemm16_swiglu_tc, (1, k)) };
-            return gemm16_swiglu_tc(rec, pa, pb, c, h, p, o);
         }
         F16Out::SwiGlu { c, h } => {
             let p = gemm16_swiglu::GemmParams::new(m, n, k, 1, k, tiles);

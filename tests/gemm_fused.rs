@@ -292,8 +292,9 @@ fn rope_epilogue_matches_float64_and_the_separate_kernel() {
 #[test]
 fn fused_epilogues_on_exact_blocks() {
     // Shapes every block of the default and a 256×128 block shape covers exactly: on tensor
-    // cores with subgroups of 32 the exact kernels (`gemm16_swiglu_tc`, `gemm16_rope_qkv_tc`)
-    // run them, elsewhere the full ones; both against float64 and the separate kernels.
+    // cores with subgroups of 32 the plan is exact and the RoPE product runs on
+    // `gemm16_rope_qkv_tc` (the SwiGLU product, whose column map the exact form lacks, on the
+    // full kernel), elsewhere the full ones; against float64 and the separate kernels.
     let Some(gpu) = gpu() else { return };
     if !has_f16(&gpu) {
         return;

@@ -1,29 +1,31 @@
 // The f16 core's tensor-core path for exact products, on its own: `lib/gemm16.wgsl`'s product
 // where every block lies wholly inside the output and every step of the contraction is whole,
-// with nothing else in the kernel. The kernels that include it (`linear::gemm16_tc` and the
-// fused `_tc` forms) compute what their `gemm16` counterparts compute, with the same overrides
-// and the same order of sums, and `kernels::gemm` records them only where their conditions hold.
+// with nothing else in the kernel. The kernels that include it (`linear::gemm16_tc`,
+// `linear::gemm16_rope_qkv_tc`) compute what their `gemm16` counterparts compute, with the same
+// overrides and the same order of sums, and `kernels::gemm` records them only where their
+// conditions hold.
 //
-// Why a second form: on NVIDIA's Vulkan driver the contraction loop of the full core runs about
-// 30% slower than this loop alone, and what costs it is code the exact case never executes: the
-// clamped, masked operand loads of edge blocks (even behind a branch on a constant), a trip count
-// that depends on the workgroup id, strides reached through helper calls
-// (`results/2026-12-07-h27/NOTES.md` has the measurements, BENCHMARKS.md §1 the rates). So this
-// form has only the exact loads, strides as derived overrides, a trip count that is a constant
-// (the shape and the split compiled in), and one tile group per subgroup.
+// Why a second form: on NVIDIA's Vulkan driver (H100, driver 580.159.04) the contraction loop
+// of the full core runs at about 0.7 of this loop's rate, and what costs it is code the exact
+// case never executes or that folds to a constant: the clamped, masked operand loads of edge
+// blocks (even behind a branch on a constant override), a trip count that depends on the
+// workgroup id, strides reached through nested helper calls, the column map of `G_NMAP` (even
+// as a `select` on a constant), and the loop sitting in a function the entry calls rather than
+// in the entry itself. Each alone was enough (`results/2026-12-07-h27/NOTES.md`; the rates:
+// BENCHMARKS.md §1). So this form has only the exact loads, strides as derived overrides, a
+// trip count that is a constant (the shape and the split compiled in), no column map (G_NMAP
+// = 0), one tile group per subgroup, and its loop written into each entry
+// (`lib/gemm16_tc_main.wgsl`, included inside the entry's body).
 //
-// Conditions (the plan's `F16Config::exact_tc`): tensor cores; M_C, N_C, K_C set and M % G_BM,
-// N % G_BN, K % G_BK all 0; with G_PARTS = p > 1, K = p·G_CHUNK; the workgroup's subgroups one
-// per tile group (G_WG / subgroup size = `F16Config::groups`). Where the subgroups do not match
-// (a direct call on another adapter), the workgroup writes NaN through `store_out` instead.
-//
-// The loop and its accumulators are written in the kernel's entry point, not in a function it
-// calls (`lib/gemm16_tc_main.wgsl`, included inside the entry's body): called, the same code
-// took every register and ran at half the rate on the H100.
+// Conditions (the plan's `F16Config::exact_tc`, which the kernels do not check): tensor cores;
+// M_C, N_C, K_C set and M % G_BM, N % G_BN, K % G_BK all 0; with G_PARTS = p > 1,
+// K = p·G_CHUNK; the workgroup's subgroups one per tile group (G_WG / subgroup size =
+// `F16Config::groups`); G_NMAP = 0. A workgroup whose subgroups do not match computes nothing
+// (a NaN path for that case is code in the kernel, which is what costs the rate).
 //
 // Needs `lib/gemm16.wgsl` (overrides, staging slices, prefetch registers, launch order) before
-// it, and the including kernel's `store_out`/`coop_out` hooks and bindings `a`, `b`, `p`. Without
-// cooperative matrices the including kernels run `g16_run`'s portable path instead.
+// it, and the including kernel's `coop_out` hook and bindings `a`, `b`, `p`. Without cooperative
+// matrices the including kernels run `g16_run`'s portable path instead.
 
 //#if coop
 // vec4s per staged row of A and B without padding, and per stored row with it.
@@ -31,14 +33,6 @@ override G16_ROWA: u32 = select(G_BK, G_BM, A_T) / 4u;
 override G16_ROWB: u32 = select(G_BN, G_BK, B_T) / 4u;
 override G16_LDA: u32 = G16_ROWA + G_PAD / 4u;
 override G16_LDB: u32 = G16_ROWB + G_PAD / 4u;
-
-// The stored column of the product's column v (`G_NMAP`), as `g_ncol` with N compiled in.
-fn gx_ncol(v: u32) -> u32 {
-    // (max: naga evaluates the division for G_NMAP = 0 too, and rejects a zero divisor.)
-    let t = max(G_NMAP, 1u);
-    let tile = v / t;
-    return select((tile % 2u) * (N_C / 2u) + (tile / 2u) * t + v % t, v, G_NMAP == 0u);
-}
 
 // vec4 e of A's slice at contraction index kc of the block at row m0 (rows of M_C / 4 vec4s
 // where A is [K, M], of K_C / 4 where it is [M, K]).
@@ -55,9 +49,9 @@ fn gx_gb(e: u32, n0: u32, kc: u32) -> vec4<f16> {
     let sr = e / G16_ROWB;
     let q = e % G16_ROWB;
     if (B_T) {
-        return b[gx_ncol(n0 + sr) * (K_C / 4u) + kc / 4u + q];
+        return b[(n0 + sr) * (K_C / 4u) + kc / 4u + q];
     }
-    return b[(kc + sr) * (N_C / 4u) + gx_ncol(n0 + 4u * q) / 4u];
+    return b[(kc + sr) * (N_C / 4u) + n0 / 4u + q];
 }
 
 fn gx_slot_a(e: u32) -> u32 {
@@ -158,9 +152,9 @@ fn gx_frag_b(tc: u32, s: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&g_sb[at], ld);
 }
 
-// A whole tile at the product's (row, col) to the includer's store, at its stored column.
+// A whole tile at the product's (row, col) to the includer's store.
 fn gx_out(c: coop_mat16x16<f32, C>, row: u32, col: u32) {
-    coop_out(c, row, gx_ncol(col));
+    coop_out(c, row, col);
 }
 
 //#endif
