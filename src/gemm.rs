@@ -373,13 +373,16 @@ impl F16Config {
         (self.bm / (16 * self.tm)) * (self.bn / (16 * self.tn))
     }
 
-    /// Whether the exact tensor-core kernels (`linear::gemm16_tc`, `gemm16_rope_qkv_tc`) compute
-    /// an m × n × k product split into `parts` of `chunk` with this shape on `gpu`: their
-    /// tensor-core form selected, every block inside the output, whole contraction steps (a
-    /// split's parts all `chunk` long), and the workgroup's subgroups one per tile group (a
-    /// subgroup size the adapter fixes). The fused SwiGLU product (a column map the exact form
-    /// does not have) runs on the full core whatever this says. [`EXACT_TC_ENV`]` = 0` says no.
-    pub fn exact_tc(&self, gpu: &Gpu, m: usize, n: usize, k: usize, parts: usize, chunk: usize) -> bool {
+    /// Whether the exact tensor-core kernels (`linear::gemm16_tc`, `gemm16_rope_qkv_tc`) run an
+    /// m × n × k product of orientation (`a_t`, `b_t`) split into `parts` with this shape on
+    /// `gpu`: their tensor-core form selected, an X·Wᵀ product (`!a_t && b_t`) whole, every
+    /// block inside the output, whole contraction steps, and the workgroup's subgroups one per
+    /// tile group (a subgroup size the adapter fixes). Other orientations and split products
+    /// compute right on those kernels too, but measured faster on the full core's loop (H100,
+    /// BENCHMARKS.md §1). The fused SwiGLU product (a column map the exact form does not have)
+    /// runs on the full core whatever this says. [`EXACT_TC_ENV`]` = 0` says no.
+    #[allow(clippy::too_many_arguments)]
+    pub fn exact_tc(&self, gpu: &Gpu, m: usize, n: usize, k: usize, a_t: bool, b_t: bool, parts: usize) -> bool {
         let r = gpu.report();
         let (bm, bn, bk) = (self.bm as usize, self.bn as usize, self.bk as usize);
         let sg = r.subgroup_min_size;
@@ -390,7 +393,9 @@ impl F16Config {
             && m.is_multiple_of(bm)
             && n.is_multiple_of(bn)
             && k.is_multiple_of(bk)
-            && (parts <= 1 || (chunk.is_multiple_of(bk) && parts * chunk == k))
+            && !a_t
+            && b_t
+            && parts <= 1
             && [&crate::linear::gemm16_tc::KERNEL, &crate::linear::gemm16_rope_qkv_tc::KERNEL]
                 .into_iter()
                 .all(|kernel| crate::ops::on_tensor_cores(gpu, kernel))
@@ -492,7 +497,7 @@ impl GemmPlan {
                 }
                 plan.core = Core::F16 { tensor_cores, config };
                 plan.set_parts(parts, config.bk as usize);
-                plan.exact_tc = tensor_cores && config.exact_tc(gpu, m, n, k, plan.parts, plan.chunk);
+                plan.exact_tc = tensor_cores && config.exact_tc(gpu, m, n, k, a_t, b_t, plan.parts);
             }
             Precision::F32 | Precision::F32Simt | Precision::Auto => {
                 if forced.is_some() {

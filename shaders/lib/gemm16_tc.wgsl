@@ -12,7 +12,7 @@
 // workgroup id, strides reached through nested helper calls, the column map of `G_NMAP` (even
 // as a `select` on a constant), and the loop sitting in a function the entry calls rather than
 // in the entry itself. Each alone was enough (`results/2026-12-07-h27/NOTES.md`; the rates:
-// BENCHMARKS.md §1). So this form has only the exact loads, strides as derived overrides, a
+// BENCHMARKS.md §1). A NaN path after the loop, for the case that never runs, did not cost it. So this form has only the exact loads, strides as derived overrides, a
 // trip count that is a constant (the shape and the split compiled in), no column map (G_NMAP
 // = 0), one tile group per subgroup, and its loop written into each entry
 // (`lib/gemm16_tc_main.wgsl`, included inside the entry's body).
@@ -20,12 +20,14 @@
 // Conditions (the plan's `F16Config::exact_tc`, which the kernels do not check): tensor cores;
 // M_C, N_C, K_C set and M % G_BM, N % G_BN, K % G_BK all 0; with G_PARTS = p > 1,
 // K = p·G_CHUNK; the workgroup's subgroups one per tile group (G_WG / subgroup size =
-// `F16Config::groups`); G_NMAP = 0. A workgroup whose subgroups do not match computes nothing
-// (a NaN path for that case is code in the kernel, which is what costs the rate).
+// `F16Config::groups`); G_NMAP = 0. A workgroup whose subgroups do not match writes NaN to its
+// block. Every orientation and the split compute right (tested on the H100); the plan takes
+// this form for X·Wᵀ products whole, where it is the faster one (for dY·W, Xᵀ·dY and split
+// products the full core's loop measured faster).
 //
 // Needs `lib/gemm16.wgsl` (overrides, staging slices, prefetch registers, launch order) before
-// it, and the including kernel's `coop_out` hook and bindings `a`, `b`, `p`. Without cooperative
-// matrices the including kernels run `g16_run`'s portable path instead.
+// it, and the including kernel's `store_out`/`coop_out` hooks and bindings `a`, `b`, `p`.
+// Without cooperative matrices the including kernels run `g16_run`'s portable path instead.
 
 //#if coop
 // vec4s per staged row of A and B without padding, and per stored row with it.

@@ -127,3 +127,11 @@ for (var fits = u32(nsg == gx_groups) & u32(gx_live); fits == 1u; fits = 0u) {
         if (G_TN > 3u) { gx_out(c33, r0 + 48u, q0 + 48u); }
     }
 }
+// Subgroups that do not match the tile groups (a direct call on another adapter): NaN in the
+// block rather than numbers that look right.
+if (nsg != gx_groups && gx_live) {
+    let nan = bitcast<f32>(0x7fc00000u);
+    for (var e = tid; e < G_BM * G_BN; e += G_WG) {
+        store_out(gx_m0 + e / G_BN, gx_n0 + e % G_BN, nan);
+    }
+}
