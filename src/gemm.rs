@@ -368,6 +368,13 @@ impl F16Config {
             || (m.is_multiple_of(self.bm as usize) && n.is_multiple_of(self.bn as usize) && n.is_multiple_of(4))
     }
 
+    /// The block shapes the exact kernels have been run with on tensor cores (the tables' choices
+    /// and the tests': 32-deep slices, 4×4 tiles a subgroup, 128 or 256 invocations); others stay
+    /// on the full core until they have.
+    fn tested_exact_tc(&self) -> bool {
+        self.bk == 32 && self.tm == 4 && self.tn == 4 && matches!(self.wg, 128 | 256)
+    }
+
     /// Tensor-core tile groups of a block (each one subgroup's share).
     pub fn groups(&self) -> u32 {
         (self.bm / (16 * self.tm)) * (self.bn / (16 * self.tn))
@@ -377,9 +384,10 @@ impl F16Config {
     /// m × n × k product of orientation (`a_t`, `b_t`) split into `parts` with this shape on
     /// `gpu`: their tensor-core form selected, an X·Wᵀ product (`!a_t && b_t`) whole, every
     /// block inside the output, whole contraction steps, and the workgroup's subgroups one per
-    /// tile group (a subgroup size the adapter fixes). Other orientations and split products
-    /// compute right on those kernels too, but measured faster on the full core's loop (H100,
-    /// BENCHMARKS.md §1). The fused SwiGLU product (a column map the exact form does not have)
+    /// tile group (a subgroup size the adapter fixes), with a block shape they have run with on
+    /// tensor cores (32-deep slices, 4×4 tiles, 128 or 256 invocations). Other orientations and
+    /// split products compute right on those kernels too, but measured faster on the full core's
+    /// loop (H100, BENCHMARKS.md §1). The fused SwiGLU product (a column map the exact form does not have)
     /// runs on the full core whatever this says. [`EXACT_TC_ENV`]` = 0` says no.
     #[allow(clippy::too_many_arguments)]
     pub fn exact_tc(&self, gpu: &Gpu, m: usize, n: usize, k: usize, a_t: bool, b_t: bool, parts: usize) -> bool {
@@ -390,6 +398,7 @@ impl F16Config {
             && sg != 0
             && sg == r.subgroup_max_size
             && self.wg == sg * self.groups()
+            && self.tested_exact_tc()
             && m.is_multiple_of(bm)
             && n.is_multiple_of(bn)
             && k.is_multiple_of(bk)
