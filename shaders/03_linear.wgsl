@@ -588,9 +588,10 @@ fn gemm16_rope_qkv(
 // `gemm16` for exact products on tensor cores only (`lib/gemm16_tc.wgsl`: every block inside the
 // output, whole steps of the contraction, the shape and the split compiled in, one tile group
 // per subgroup, no column map): the same bindings, overrides and results, at the rate of the
-// contraction loop alone. `kernels::gemm` records it for X·Wᵀ products where those conditions
-// hold, `gemm16` elsewhere. Where the workgroup's subgroups are not one per tile group it writes
-// NaN to its block; without tensor cores it runs `gemm16`'s portable path.
+// contraction loop alone. Overwrites `y` (G_ACC = false) or accumulates into it (G_ACC = true),
+// as `gemm16`. `kernels::gemm` records it for X·Wᵀ products where those conditions hold,
+// `gemm16` elsewhere. Where the workgroup's subgroups are not one per tile group it writes NaN
+// to its block; without tensor cores it runs `gemm16`'s portable path.
 // Grid: p.tiles = (M/G_BM)·(N/G_BN)·parts workgroups, 1-D, 2-D past the device's limit.
 // @grid workgroups(p.tiles)
 // @requires len(a) >= min(p.m * ceil_div(p.k, 4), p.k * ceil_div(p.m, 4))
@@ -624,8 +625,8 @@ fn gemm16_tc(
 
 // --- KERNEL: gemm16_rope_qkv_tc ---
 // `gemm16_rope_qkv` for exact products on tensor cores only (`lib/gemm16_tc.wgsl`, as
-// `gemm16_tc`, whose conditions the plan checks): the same bindings, overrides and results. No
-// split of the contraction.
+// `gemm16_tc`, whose conditions the plan checks): the same bindings, overrides and results.
+// Overwrites `y`, `q16`, `k16`, `v16`. No split of the contraction.
 // Grid: p.tiles = (M/G_BM)·(N/G_BN) workgroups, 1-D, 2-D past the device's limit.
 // @grid workgroups(p.tiles)
 // @requires p.parts <= 1
