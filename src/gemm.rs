@@ -1593,14 +1593,10 @@ fn record_f16(
         }};
     }
     // The exact tensor-core kernels where the plan found their conditions (the same bindings,
-    // overrides and results as the full core's).
+    // overrides and results as the full core's; never for a split product).
     let tc = plan.exact_tc;
     let (c, ws) = match out {
         F16Out::C { c, ws } => (c, ws),
-        F16Out::Parts(parts_out) if tc => {
-            let p = gemm16_tc::GemmParams::new(m, n, k, parts, chunk, tiles);
-            return gemm16_tc(rec, pa, pb, parts_out, p, overrides_tc!(gemm16_tc, (parts, chunk), G_ACC: Some(false)));
-        }
         F16Out::Parts(parts_out) => {
             return gemm16(rec, pa, pb, parts_out, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(false)));
         }
@@ -1674,13 +1670,7 @@ fn record_f16(
             gemm16(rec, pa, pb, c, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(e == Epilogue::Accumulate)))
         }
         (e, _) => {
-            if tc {
-                let p = gemm16_tc::GemmParams::new(m, n, k, parts, chunk, tiles);
-                let o = overrides_tc!(gemm16_tc, (parts, chunk), G_ACC: Some(false));
-                gemm16_tc(rec, pa, pb, &mut ws.scratch, p, o)?;
-            } else {
-                gemm16(rec, pa, pb, &mut ws.scratch, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(false)))?;
-            }
+            gemm16(rec, pa, pb, &mut ws.scratch, p, overrides!(gemm16, (parts, chunk), G_ACC: Some(false)))?;
             if e == Epilogue::Store {
                 crate::infrastructure::fill_zero(rec, c, u32_of(g.m * g.n, "m·n")?)?;
             }
