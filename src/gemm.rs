@@ -1614,40 +1614,22 @@ fn record_f16(
         }
         F16Out::Rope { c, q, k: k16, v, rope } => {
             let r = |x: usize, what: &str| u32_of(x, what);
-            let p = gemm16_rope_qkv::GemmRopeParams::new(
-                m,
-                n,
-                k,
-                1,
-                k,
-                tiles,
-                r(rope.batch, "batch")?,
-                r(rope.seq, "seq")?,
-                r(rope.heads, "heads")?,
-                r(rope.kv_heads, "kv_heads")?,
-                r(rope.head_dim, "head_dim")?,
-                r(rope.pos_offset, "pos_offset")?,
-                rope.base,
-            );
-            if tc {
-                let p = gemm16_rope_qkv_tc::GemmRopeParams {
-                    m: p.m,
-                    n: p.n,
-                    k: p.k,
-                    parts: p.parts,
-                    chunk: p.chunk,
-                    tiles: p.tiles,
-                    batch: p.batch,
-                    seq: p.seq,
-                    heads: p.heads,
-                    kv_heads: p.kv_heads,
-                    head_dim: p.head_dim,
-                    pos_offset: p.pos_offset,
-                    base: p.base,
+            let (batch, seq, heads) = (r(rope.batch, "batch")?, r(rope.seq, "seq")?, r(rope.heads, "heads")?);
+            let (kv_heads, head_dim) = (r(rope.kv_heads, "kv_heads")?, r(rope.head_dim, "head_dim")?);
+            let pos_offset = r(rope.pos_offset, "pos_offset")?;
+            // The two kernels' uniforms are one WGSL struct (`lib/rope_block.wgsl`), two Rust types.
+            macro_rules! rope_params {
+                ($module:ident) => {
+                    $module::GemmRopeParams::new(
+                        m, n, k, 1, k, tiles, batch, seq, heads, kv_heads, head_dim, pos_offset, rope.base,
+                    )
                 };
-                let o = overrides_tc!(gemm16_rope_qkv_tc, (1, k));
+            }
+            if tc {
+                let (p, o) = (rope_params!(gemm16_rope_qkv_tc), overrides_tc!(gemm16_rope_qkv_tc, (1, k)));
                 return gemm16_rope_qkv_tc(rec, pa, pb, c, q, k16, v, p, o);
             }
+            let p = rope_params!(gemm16_rope_qkv);
             return gemm16_rope_qkv(rec, pa, pb, c, q, k16, v, p, overrides!(gemm16_rope_qkv, (1, k)));
         }
     };
