@@ -1197,6 +1197,10 @@ const FS_LDR: u32 = 36u;
 const FS_HLEN: u32 = 1280u;
 // What `flash_attention::WORKGROUP_BYTES_TC` says (with `fs_ld`).
 const_assert 2304u * 8u + 64u * FS_LDR * 4u + FS_HLEN * 8u + 128u * 4u == 38400u;
+// Every row the walk reads exists (S a multiple of 64, head dim 64): the rows are read without
+// the bounds test (faster on the NVIDIA driver, the same values). A call with other values gets
+// NaN.
+override FL_EXACT: bool = false;
 
 @compute @workgroup_size(FS_WG)
 fn flash_backward_dkdv16_tc(
@@ -1209,11 +1213,12 @@ fn flash_backward_dkdv16_tc(
 ) {
     let w = flat_wg(wid, nwg);
     var bad = false;
-    for (var fits = u32(nsg == FS_SG); fits == 1u; fits = 0u) {
+    let exact_ok = !FL_EXACT || (p.seq % 64u == 0u && p.head_dim == 64u);
+    for (var fits = u32(nsg == FS_SG && exact_ok); fits == 1u; fits = 0u) {
         bad = fs_dkdv(w, tid, sg, lane);
     }
     let kbb = fl_key_block(w);
-    if (nsg != FS_SG && kbb.x < (p.seq + FL_T - 1u) / FL_T) {
+    if ((nsg != FS_SG || !exact_ok) && kbb.x < (p.seq + FL_T - 1u) / FL_T) {
         fl_set_head(kbb.y / p.kv_heads * p.heads + kbb.y % p.kv_heads * (p.heads / p.kv_heads));
         fs_poison(tid, false, kbb.x * FL_T);
         fs_poison(tid, true, kbb.x * FL_T);
@@ -1253,6 +1258,10 @@ fn flash_backward_dkdv16_tc(
 const FS_LDR: u32 = 36u;
 const FS_HLEN: u32 = 640u;
 const_assert 2304u * 8u + 64u * FS_LDR * 4u + FS_HLEN * 8u <= 38400u;
+// Every row the walk reads exists (S a multiple of 64, head dim 64): the rows are read without
+// the bounds test (faster on the NVIDIA driver, the same values). A call with other values gets
+// NaN.
+override FL_EXACT: bool = false;
 
 @compute @workgroup_size(FS_WG)
 fn flash_backward_dq16_tc(
@@ -1264,10 +1273,11 @@ fn flash_backward_dq16_tc(
     @builtin(num_subgroups) nsg: u32,
 ) {
     let w = flat_wg(wid, nwg);
-    for (var fits = u32(nsg == FS_SG); fits == 1u; fits = 0u) {
+    let exact_ok = !FL_EXACT || (p.seq % 64u == 0u && p.head_dim == 64u);
+    for (var fits = u32(nsg == FS_SG && exact_ok); fits == 1u; fits = 0u) {
         fs_dq(w, tid, sg, lane);
     }
-    if (nsg != FS_SG && w < p.batch * p.heads * ((p.seq + FL_T - 1u) / FL_T)) {
+    if ((nsg != FS_SG || !exact_ok) && w < p.batch * p.heads * ((p.seq + FL_T - 1u) / FL_T)) {
         let qbh = fl_query_block(w);
         fl_set_head(qbh.y);
         fs_poison(tid, false, qbh.x * FL_T);

@@ -39,7 +39,9 @@
 //! behind subgroup barriers); the workgroup shares only the walked operands, staged in steps of
 //! 32 rows, one workgroup barrier a step (see `lib/flash_sg.wgsl`): same inputs, outputs,
 //! rounding points and order as the sliced pair. [`forward16_form`] and [`backward16_form`] say
-//! which kernels run.
+//! which kernels run. Where S is a multiple of 64 and the head dim 64 they are recorded with
+//! `FL_EXACT` and read their rows without bounds tests (the same bits, faster on the NVIDIA
+//! driver; `KERNELS_FLASH_EXACT=0` turns it off).
 //!
 //! **Workgroup memory.** The kernels stage 64-row blocks: the f32 form and the f16 form's
 //! portable variant need up to 29 KiB (lavapipe offers 32 KiB), the tensor-core variant 37 KiB
@@ -221,6 +223,18 @@ fn compiled_dh(gpu: &Gpu, kernel: &KernelDef, p: &Params) -> Option<u32> {
     on_tensor_cores(gpu, kernel).then_some(p.head_dim)
 }
 
+/// Whether the tensor-core kernels read their rows without bounds tests (`FL_EXACT`): every row
+/// they read exists where S is a multiple of 64 and the head dim 64 (the trainer's shapes), and
+/// the NVIDIA driver runs their loops faster without the tests (BENCHMARKS.md §4). Two
+/// pipelines at most per kernel; the same results bit for bit. `KERNELS_FLASH_EXACT=0` turns it
+/// off.
+fn exact_rows(p: &Params) -> bool {
+    // Read once: every recording of the tensor-core kernels asks.
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("KERNELS_FLASH_EXACT").map_or(true, |v| v != "0"));
+    on && p.head_dim == 64 && p.seq.is_multiple_of(64)
+}
+
 /// The causal GQA forward, f32: O `[B, S, H, Dh]` and lse `[B, H, S]` (both overwritten, the
 /// first B·S·H·Dh and B·H·S elements) from `q` `[B, S, H, Dh]`, `k`, `v` `[B, S, Hkv, Dh]`. No
 /// workspace. Records one dispatch; every size and the adapter's workgroup memory are checked
@@ -328,7 +342,7 @@ pub fn forward16(
     }
     if forward16_form(rec.gpu(), &p) == Flash16Form::TensorCores {
         let fp = flash_forward16_tc::Params::new(p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.scale);
-        let ov = flash_forward16_tc::Overrides { FL_DH: Some(p.head_dim) };
+        let ov = flash_forward16_tc::Overrides { FL_DH: Some(p.head_dim), FL_EXACT: Some(exact_rows(&p)) };
         return flash_forward16_tc(rec, q, k, v, o, lse, o16, fp, ov);
     }
     let fp = flash_forward16::Params::new(p.batch, p.seq, p.heads, p.kv_heads, p.head_dim, p.scale);
@@ -386,10 +400,10 @@ pub fn backward16(
     let d_o16 = &*d_o16;
     if backward16_form(rec.gpu(), &p) == Flash16Form::TensorCores {
         let kp = flash_backward_dkdv16_tc::Params::new(b, s, h, hkv, dh, p.scale);
-        let ko = flash_backward_dkdv16_tc::Overrides { FL_DH: Some(dh) };
+        let ko = flash_backward_dkdv16_tc::Overrides { FL_DH: Some(dh), FL_EXACT: Some(exact_rows(&p)) };
         flash_backward_dkdv16_tc(rec, q, k, v, d_o16, lse, delta, dk, dv, flag, kp, ko)?;
         let qp = flash_backward_dq16_tc::Params::new(b, s, h, hkv, dh, p.scale);
-        let qo = flash_backward_dq16_tc::Overrides { FL_DH: Some(dh) };
+        let qo = flash_backward_dq16_tc::Overrides { FL_DH: Some(dh), FL_EXACT: Some(exact_rows(&p)) };
         return flash_backward_dq16_tc(rec, q, k, v, d_o16, lse, delta, dq, qp, qo);
     }
     backward16_sliced(rec, q, k, v, d_o16, lse, delta, flag, dq, dk, dv, p)

@@ -477,10 +477,11 @@ fn f16_matches_float64_model() {
     let mut rng = rng("flash attention f16");
     // Head dims 16, 32, 48, 64 (the tensor-core kernels' range where they run), 80, 128 (the
     // sliced tensor-core path's) and 256 (the portable products inside the tensor-core
-    // variant); S = 1, 7, 65, 130, 161, 200 (steps of 32 across 64-key blocks); GQA 12/4,
-    // 12/1, 4/2.
+    // variant); S = 1, 7, 65, 130, 161, 200 (steps of 32 across 64-key blocks) and 256 (rows
+    // read without bounds tests where the tensor-core kernels run); GQA 12/4, 12/1, 4/2.
     let cases = [
         shape(1, 1, 12, 4, 64),
+        shape(2, 256, 4, 2, 64),
         shape(2, 161, 4, 2, 48),
         shape(2, 7, 12, 1, 32),
         shape(1, 65, 4, 2, 80),
@@ -588,6 +589,85 @@ fn f16_do_overflow_raises_the_flag() {
     let at = rng.random_range(0..x.d_o.len());
     x.d_o[at] = if at % 2 == 0 { 70000.0 } else { -1.0e6 };
     assert_eq!(run16(&gpu, &x, sh, 0.25).flag, 1, "dO[{at}] = {} did not raise the overflow flag", x.d_o[at]);
+}
+
+/// The tensor-core kernels called directly with `FL_EXACT` = `exact`: (O, lse, dQ, dK, dV), each
+/// with its NaN tail.
+fn run16_tc(gpu: &Gpu, x: &Inputs, sh: Shape, exact: bool) -> [Vec<f32>; 5] {
+    use kernels::attention::flash_forward16_tc as fwd;
+    use kernels::backward_attention::{
+        attention_delta_cast16 as delta16, flash_backward_dkdv16_tc as dkdv, flash_backward_dq16_tc as dq,
+    };
+    let (b, s, h, hkv, dh) = (sh.batch as u32, sh.seq as u32, sh.heads as u32, sh.kv_heads as u32, sh.head_dim as u32);
+    let scale = scale_of(sh);
+    let (q, k, v) =
+        (upload16(gpu, &x.q, sh.head_dim), upload16(gpu, &x.k, sh.head_dim), upload16(gpu, &x.v, sh.head_dim));
+    let d_o = gpu.upload(&x.d_o).unwrap();
+    let mut y = Outputs::poisoned(gpu, sh);
+    let len16 = kernels::ops::f16x4_len(sh.batch * sh.seq, sh.heads * sh.head_dim);
+    let mut o16 = gpu.zeros::<F16x4>(len16).unwrap();
+    let mut d_o16 = gpu.zeros::<F16x4>(len16).unwrap();
+    let mut flag = gpu.zeros::<u32>(1).unwrap();
+    let batch = gpu.batch();
+    let ov = fwd::Overrides { FL_DH: Some(dh), FL_EXACT: Some(exact) };
+    fwd(&batch, &q, &k, &v, &mut y.o, &mut y.lse, &mut o16, fwd::Params::new(b, s, h, hkv, dh, scale), ov).unwrap();
+    let dp = delta16::Params::new(b, s, h, dh);
+    delta16(&batch, &y.o, &d_o, &mut d_o16, &mut y.delta, &mut flag, dp).unwrap();
+    let ko = dkdv::Overrides { FL_DH: Some(dh), FL_EXACT: Some(exact) };
+    let kp = dkdv::Params::new(b, s, h, hkv, dh, scale);
+    dkdv(&batch, &q, &k, &v, &d_o16, &y.lse, &y.delta, &mut y.dk, &mut y.dv, &mut flag, kp, ko).unwrap();
+    let qo = dq::Overrides { FL_DH: Some(dh), FL_EXACT: Some(exact) };
+    dq(&batch, &q, &k, &v, &d_o16, &y.lse, &y.delta, &mut y.dq, dq::Params::new(b, s, h, hkv, dh, scale), qo).unwrap();
+    batch.submit().unwrap();
+    let r = |v: &Buffer<f32>| v.read(gpu).unwrap();
+    [r(&y.o), r(&y.lse), r(&y.dq), r(&y.dk), r(&y.dv)]
+}
+
+#[test]
+fn exact_rows_give_the_bounds_tested_bits() {
+    // Where S is a multiple of 64 and the head dim 64, the tensor-core kernels read their rows
+    // without bounds tests (`FL_EXACT`, what `flash_attention` records there): the same values
+    // reach the same sums, so every output has the bits of the bounds-tested reads. S = 128 and
+    // 192 (GQA 4/2, three 64-row blocks). A call with `FL_EXACT` at another S gets NaN rather
+    // than reads past the rows.
+    let Some(gpu) = gpu() else { return };
+    if !common::has_f16(&gpu, "exact_rows_give_the_bounds_tested_bits") {
+        return;
+    }
+    let tc = |sh: Shape| {
+        let p = params(sh, scale_of(sh));
+        flash_attention::forward16_form(&gpu, &p) == flash_attention::Flash16Form::TensorCores
+            && flash_attention::backward16_form(&gpu, &p) == flash_attention::Flash16Form::TensorCores
+    };
+    if !tc(shape(1, 128, 2, 1, 64)) {
+        eprintln!(
+            "exact_rows_give_the_bounds_tested_bits: the tensor-core kernels do not run on `{}` (their portable form is tested by the other tests)",
+            gpu.report().name
+        );
+        return;
+    }
+    let mut rng = rng("flash attention exact rows");
+    let names = ["O", "lse", "dQ", "dK", "dV"];
+    for sh in [shape(1, 128, 2, 1, 64), shape(2, 192, 4, 2, 64)] {
+        let x = inputs(&mut rng, sh);
+        let lens = [sh.q_len(), sh.rows(), sh.q_len(), sh.kv_len(), sh.kv_len()];
+        let tested = run16_tc(&gpu, &x, sh, false);
+        let exact = run16_tc(&gpu, &x, sh, true);
+        for ((name, len), (t, e)) in names.iter().zip(lens).zip(tested.iter().zip(&exact)) {
+            assert!(t[..len].iter().all(|v| v.is_finite()), "{sh:?}: {name} of the bounds-tested reads is not finite");
+            assert!(same_bits(t, e), "{sh:?}: {name} read without bounds tests differs");
+        }
+        eprintln!("flash f16 exact rows {sh:?}: the bounds-tested reads' bits");
+    }
+    let sh = shape(1, 130, 2, 1, 64);
+    let wrong = run16_tc(&gpu, &inputs(&mut rng, sh), sh, true);
+    for (i, len) in [(0, sh.q_len()), (2, sh.q_len()), (3, sh.kv_len()), (4, sh.kv_len())] {
+        assert!(
+            wrong[i][..len].iter().all(|v| v.is_nan()),
+            "{sh:?}: {} with FL_EXACT at S = 130 is not all NaN",
+            names[i]
+        );
+    }
 }
 
 #[test]

@@ -33,12 +33,17 @@
 // m_ref instead of the running maximum and steps of 32 keys instead of blocks of 64 (the tests'
 // float64 model takes the form that runs).
 //
+// With the kernel's FL_EXACT (S a multiple of 64, head dim 64: every walked row exists) K's and
+// V's rows are read without the bounds test, which on the NVIDIA driver runs the loop about 10%
+// faster (BENCHMARKS.md §4); the values read are the same.
+//
 // Workgroup memory: the two step buffers 18 KiB (Q's 64 rows pass through the first before the
 // walk), `fw_r` 9 KiB, `fw_p` 5 KiB, the flags 32 bytes: 32,800 bytes
 // (`flash_attention::WORKGROUP_BYTES_FWD_TC`).
 //
 // Needs `lib/flash.wgsl` (the head, `fl_write4`), `lib/flash_f16.wgsl` (`fl_load`),
-// `lib/flash_fwd.wgsl` (`fl_p4`, `fl_max4`, `fl_sum4`) and the kernel's `fl_store` and `lse`.
+// `lib/flash_fwd.wgsl` (`fl_p4`, `fl_max4`, `fl_sum4`) and the kernel's `fl_store`, `lse`, `k`, `v`
+// and `override FL_EXACT: bool`.
 
 //#if coop
 // vec4<f16>s per staged row: 64 halves and 8 of padding.
@@ -73,6 +78,16 @@ fn fw_load_step(tid: u32, k0: u32) -> array<vec4<f16>, 4> {
     var out: array<vec4<f16>, 4>;
     let f0 = tid;
     let f1 = tid + WG;
+    if (FL_EXACT) {
+        // Rows of the sequence, 16 vec4s a head.
+        let i0 = ((fl_b * p.seq + k0 + f0 / 16u) * p.kv_heads + fl_kvh) * 16u + f0 % 16u;
+        let i1 = ((fl_b * p.seq + k0 + f1 / 16u) * p.kv_heads + fl_kvh) * 16u + f1 % 16u;
+        out[0] = k[i0];
+        out[1] = k[i1];
+        out[2] = v[i0];
+        out[3] = v[i1];
+        return out;
+    }
     // e = 0, 1: K (rows f / 16); e = 2, 3: V.
     out[0] = fl_load(FL_K, k0 + f0 / 16u, f0 % 16u);
     out[1] = fl_load(FL_K, k0 + f1 / 16u, f1 % 16u);

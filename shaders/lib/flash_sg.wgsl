@@ -17,7 +17,10 @@
 //   query-major (`fs_dq`): Q's and dO's 16 rows in registers; per step of 32 keys S, P, dP and
 //       dS as above, then dQ += dS·K.
 // Sums run in fixed orders: the bits repeat run to run; the rounding points and order are the
-// sliced pair's. A lane owns row r = lane / 2 of its subgroup's 16 and the 16 columns
+// sliced pair's. Each step stages the next step's rows and fetches the one after without a
+// guard (past the walk's end the last step's rows again, unused): the guards cost the loop
+// 6–9% on the NVIDIA driver. With the kernel's FL_EXACT (S a multiple of 64, head dim 64: every
+// row read exists) rows are read without the bounds test, another 5–8% (BENCHMARKS.md §4). A lane owns row r = lane / 2 of its subgroup's 16 and the 16 columns
 // 16·(lane % 2) … of a step's 32.
 //
 // The forward keeps `lib/flash_fwd_tc.wgsl`'s design: in this form it measured slower both with
@@ -28,8 +31,8 @@
 // `lib/flash_bwd.wgsl` (the walks' block order), `lib/f16x4.wgsl` (f16's limit and loss
 // scaling's overflow rule), `fl_vec(op, i)` and `fl_store(second, row, col, x)`
 // (`lib/flash_*16_io.wgsl`), and the constants FS_LDR (floats per row of a subgroup's f32
-// region, ≥ 32 for a step's columns) and FS_HLEN (vec4<f16>s of the f16 regions: 640 a block
-// per subgroup, 1280 two).
+// region, ≥ 32 for a step's columns), FS_HLEN (vec4<f16>s of the f16 regions: 640 a block per
+// subgroup, 1280 two) and `override FL_EXACT: bool`.
 
 // Subgroups of 32 per workgroup, 16 rows each, and the invocations they make.
 const FS_SG: u32 = 4u;
@@ -68,8 +71,11 @@ var<private> fs_p7: vec4<f16>;
 // Vec4 d4 of row `row` of operand `op` of batch b, head `head` (a query head for Q and dO, a
 // kv head for K and V); zeros past the sequence or the head dim.
 fn fs_load(op: u32, b: u32, head: u32, row: u32, d4: u32) -> vec4<f16> {
-    let dq = fl_head_dim() / 4u;
     let heads = select(p.heads, p.kv_heads, op == FL_K || op == FL_V);
+    if (FL_EXACT) {
+        return fl_vec(op, ((b * p.seq + row) * heads + head) * 16u + d4);
+    }
+    let dq = fl_head_dim() / 4u;
     let ok = row < p.seq && d4 < dq;
     return select(vec4<f16>(), fl_vec(op, select(0u, ((b * p.seq + row) * heads + head) * dq + d4, ok)), ok);
 }
@@ -252,12 +258,8 @@ fn fs_dq(w: u32, tid: u32, sg: u32, lane: u32) {
         let buf = t % 2u;
         // Step t's rows are visible; every subgroup is done with the other buffer.
         workgroupBarrier();
-        if (t + 1u < steps) {
-            fs_stage(tid, 1u - buf);
-        }
-        if (t + 2u < steps) {
-            fs_fetch(tid, FL_K, FL_V, fl_b, fl_kvh, (t + 2u) * FS_STEP);
-        }
+        fs_stage(tid, 1u - buf);
+        fs_fetch(tid, FL_K, FL_V, fl_b, fl_kvh, min(t + 2u, steps - 1u) * FS_STEP);
         let kb = buf * FS_BUF;
         let vb = kb + FS_HALF;
         fs_put(fs_xyt(qf, kb), rb);
@@ -369,17 +371,13 @@ fn fs_dkdv(w: u32, tid: u32, sg: u32, lane: u32) -> bool {
         let buf = t % 2u;
         // Step t's rows are visible; every subgroup is done with the other buffer.
         workgroupBarrier();
-        if (t + 1u < steps) {
-            fs_stage(tid, 1u - buf);
-            if (tid < 64u) {
-                fs_ld[64u * (1u - buf) + tid] = fs_pl;
-            }
+        fs_stage(tid, 1u - buf);
+        if (tid < 64u) {
+            fs_ld[64u * (1u - buf) + tid] = fs_pl;
         }
-        if (t + 2u < steps) {
-            let next = fs_qstep(t + 2u, k0, nsteps);
-            fs_fetch(tid, FL_Q, FL_DO, b, kvh * group + next.x, next.y);
-            fs_fetch_rows(tid, b, kvh * group + next.x, next.y);
-        }
+        let next = fs_qstep(min(t + 2u, steps - 1u), k0, nsteps);
+        fs_fetch(tid, FL_Q, FL_DO, b, kvh * group + next.x, next.y);
+        fs_fetch_rows(tid, b, kvh * group + next.x, next.y);
         let q0 = fs_qstep(t, k0, nsteps).y;
         let qb = buf * FS_BUF;
         let ob = qb + FS_HALF;
