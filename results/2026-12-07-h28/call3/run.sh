@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared, not run (the session's device time ran out): the tensor-core flash kernels with rows
+# Call 3: the tensor-core flash kernels with rows
 # read without bounds tests (FL_EXACT, S a multiple of 64, head dim 64) and the backward's
 # prefetch without guards (`../lab/exact-rows.diff`), to land if their tests pass: the flash
 # tests on tensor cores; time_kernel at the trainer's shape (B 8, S 1024, H 12, Dh 64) of the
@@ -14,7 +14,7 @@
 #   for each lab kernel K of FILE: python3 results/2026-12-07-h27/lab/flatten.py FILE K > K.E.wgsl (beside FILE)
 #   COOP_CEILING_SRC=/nonexistent PACK_BENCHES="attention" PACK_TESTS="flash_attention flash mixed" scripts/device/pack.sh
 #   cargo build --release --example time_kernel -p kernels; strip and xz it into .dev/h28/bin2/time_kernel.xz
-#   cp results/2026-12-07-h28/next/run.sh .dev/h28/run.sh
+#   cp results/2026-12-07-h28/call3/run.sh .dev/h28/run.sh
 # Call: run(command="bash .dev/h28/run.sh", carry=[".gl", ".dev/bins.tar.xz", ".dev/corpus.txt",
 # ".dev/commit", ".dev/h28"]) (about 6 minutes).
 set -uo pipefail
@@ -88,9 +88,6 @@ stamp sdpa; (cd "$root" && PYTHONUNBUFFERED=1 timeout -k 10 60 python3 scripts/d
 stamp bench-old; KERNELS_FLASH_EXACT=0 KERNELS_BENCH_JSON="$W/attention-old.jsonl" timeout -k 10 60 ./attention > "$W/attention-old.log" 2>&1
 }
 save
-left 70 && { stamp train; timeout -k 10 55 ./train --preset gpt2-small --precision mixed --steps 300 --log-every 50 --eval-every 100000 --sample-bytes 0 --data /tmp/corpus.txt --checkpoint /tmp/ck/n.safetensors > "$W/train-new.log" 2>&1; }
-save
-left 130 && { stamp torch; (cd "$root" && PYTHONUNBUFFERED=1 timeout -k 10 150 python3 scripts/device/torch_baselines.py --out "$W/torch.jsonl" --only train --models gpt2-small > "$W/torch.log" 2>&1); }
 stamp end
 save
 cat "$W/gpu.txt" "$W/stats.log"; cut -c1-130 "$W/summary.log"; cat "$W/tests.log"
