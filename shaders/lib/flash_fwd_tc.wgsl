@@ -34,8 +34,8 @@
 // float64 model takes the form that runs).
 //
 // With the kernel's FL_EXACT (S a multiple of 64, head dim 64: every walked row exists) K's and
-// V's rows are read without the bounds test, which on the NVIDIA driver runs the loop about 10%
-// faster (BENCHMARKS.md §4); the values read are the same.
+// V's rows are read without the bounds test, which on the NVIDIA driver runs the loop faster
+// (BENCHMARKS.md §4); the values read are the same.
 //
 // Workgroup memory: the two step buffers 18 KiB (Q's 64 rows pass through the first before the
 // walk), `fw_r` 9 KiB, `fw_p` 5 KiB, the flags 32 bytes: 32,800 bytes

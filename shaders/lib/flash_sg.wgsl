@@ -18,10 +18,11 @@
 //       dS as above, then dQ += dS·K.
 // Sums run in fixed orders: the bits repeat run to run; the rounding points and order are the
 // sliced pair's. Each step stages the next step's rows and fetches the one after without a
-// guard (past the walk's end the last step's rows again, unused): the guards cost the loop
-// 6–9% on the NVIDIA driver. With the kernel's FL_EXACT (S a multiple of 64, head dim 64: every
-// row read exists) rows are read without the bounds test, another 5–8% (BENCHMARKS.md §4). A lane owns row r = lane / 2 of its subgroup's 16 and the 16 columns
-// 16·(lane % 2) … of a step's 32.
+// guard (past the walk's end the last step's rows again, unused): on the NVIDIA driver the
+// guards slow the loop. With the kernel's FL_EXACT (S a multiple of 64, head dim 64: every row
+// read exists) rows are read without the bounds test, which speeds it again (BENCHMARKS.md §4).
+// A lane owns row r = lane / 2 of its subgroup's 16 and the 16 columns 16·(lane % 2) … of a
+// step's 32.
 //
 // The forward keeps `lib/flash_fwd_tc.wgsl`'s design: in this form it measured slower both with
 // O in accumulators, rescaled through the subgroup's region on a decision per subgroup
