@@ -224,3 +224,96 @@ fn cast_grad_f16x4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
     }
     dst[i] = vec4<f16>(clamp16(v));
 }
+
+// --- KERNEL: transpose_f16x4 ---
+// Many f16 matrices transposed in one dispatch, in the f16x4 row layout: for each of the
+// `p.count` entries of `table` (8 words each: src, dst, rows, cols, first, across, 0, 0), the
+// matrix of `src` [rows, ⌈cols/4⌉ vec4s] starting at vec4 `src` is written to `dst` as its
+// transpose [cols, ⌈rows/4⌉ vec4s] starting at vec4 `dst`, every row padded with zeros. The
+// mixed-precision trainer keeps its weights' transposed copies this way, so that its input
+// gradients dY·W run as X·Wᵀ products (`ops::Transposes`, which builds the table and checks it).
+// Each workgroup moves one 64 × 64 tile through workgroup memory, reading and writing whole
+// vec4s; the entry's tiles are workgroups `first .. first + ⌈rows/64⌉·across` with
+// across = ⌈cols/64⌉, row-major over the tiles of the source, and the entries' ranges follow one
+// another from 0 in table order. Copies bits: NaN and ±Inf come through as they are.
+// Overwrites each entry's destination rows (padding included) and nothing else.
+// Grid: p.tiles workgroups (the entries' tiles in all), 1-D, 2-D past the device's limit.
+// @grid workgroups(p.tiles)
+// @requires len(table) >= 8 * p.count
+struct TransposeParams {
+    count: u32,
+    tiles: u32,
+}
+@group(0) @binding(0) var<storage, read> src: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> table: array<u32>;
+@group(0) @binding(3) var<uniform> p: TransposeParams;
+
+const TP_TILE: u32 = 64u;
+// The tile transposed as it is stored: tp_t[c·65 + r] holds source element (r, c) of the tile.
+// The odd row length spreads each phase's accesses over the banks.
+const TP_ROW: u32 = 65u;
+var<workgroup> tp_t: array<f16, 4160>;
+
+@compute @workgroup_size(WG)
+fn transpose_f16x4(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let w = flat_wg(wid, nwg);
+    // The 2-D fallback's surplus workgroups load nothing and store nothing, but take part in the
+    // barrier.
+    let live = w < p.tiles;
+    // The last entry whose tiles start at or before w (the entries' first tiles ascend).
+    var e = 0u;
+    for (var i = 1u; i < p.count; i++) {
+        if (table[8u * i + 4u] <= w) {
+            e = i;
+        }
+    }
+    let base = 8u * e;
+    let s0 = table[base];
+    let d0 = table[base + 1u];
+    let rows = table[base + 2u];
+    let cols = table[base + 3u];
+    let t = w - min(w, table[base + 4u]);
+    let across = max(table[base + 5u], 1u);
+    let r0 = (t / across) * TP_TILE;
+    let c0 = (t % across) * TP_TILE;
+    let sq = (cols + 3u) / 4u;
+    let dq = (rows + 3u) / 4u;
+    // 64 rows × 16 vec4s of the source, 4 per invocation, all loads issued before the stores.
+    var v: array<vec4<f16>, 4>;
+    for (var j = 0u; j < 4u; j++) {
+        let i = tid + WG * j;
+        let r = r0 + i / 16u;
+        let c4 = c0 / 4u + i % 16u;
+        v[j] = vec4<f16>(0.0h);
+        if (live && r < rows && c4 < sq) {
+            v[j] = src[s0 + r * sq + c4];
+        }
+    }
+    for (var j = 0u; j < 4u; j++) {
+        let i = tid + WG * j;
+        let r = i / 16u;
+        let c = 4u * (i % 16u);
+        tp_t[c * TP_ROW + r] = v[j].x;
+        tp_t[(c + 1u) * TP_ROW + r] = v[j].y;
+        tp_t[(c + 2u) * TP_ROW + r] = v[j].z;
+        tp_t[(c + 3u) * TP_ROW + r] = v[j].w;
+    }
+    workgroupBarrier();
+    // 64 destination rows × 16 vec4s; rows past the source's come from the zeros loaded above.
+    for (var j = 0u; j < 4u; j++) {
+        let i = tid + WG * j;
+        let c = i / 16u;
+        let r = 4u * (i % 16u);
+        let at = c * TP_ROW + r;
+        let col = c0 + c;
+        let r4 = r0 / 4u + i % 16u;
+        if (live && col < cols && r4 < dq) {
+            dst[d0 + col * dq + r4] = vec4<f16>(tp_t[at], tp_t[at + 1u], tp_t[at + 2u], tp_t[at + 3u]);
+        }
+    }
+}

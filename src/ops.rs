@@ -195,3 +195,88 @@ pub fn cast_f16x4(
 pub fn on_tensor_cores(gpu: &Gpu, kernel: &KernelDef) -> bool {
     gpu.variant_for(kernel).is_ok_and(|v| !v.coop.is_empty())
 }
+
+/// One matrix of a [`Transposes`] set: `rows × cols` in the f16x4 row layout at element `src`
+/// of the source buffer, its transpose (`cols × rows`, the same layout) at element `dst` of the
+/// destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transpose {
+    pub src: usize,
+    pub dst: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl Transpose {
+    /// The [`F16x4`] elements of the source matrix and of its transpose.
+    fn lens(&self) -> (usize, usize) {
+        (f16x4_len(self.rows, self.cols), f16x4_len(self.cols, self.rows))
+    }
+}
+
+/// A set of f16 matrices that one dispatch of `cast::transpose_f16x4` transposes, each from its
+/// place in one buffer to its place in another (the trainer's weights, from their f16 copies to
+/// the transposed copies its input gradients read). Made once: the table of the set lives on
+/// the GPU.
+#[derive(Debug)]
+pub struct Transposes {
+    table: Buffer<u32>,
+    count: u32,
+    tiles: u32,
+    /// The elements the source and destination buffers must hold.
+    src_len: usize,
+    dst_len: usize,
+}
+
+impl Transposes {
+    /// The set of `items`, whose destinations must not overlap one another.
+    pub fn new(gpu: &Gpu, items: &[Transpose]) -> Result<Transposes> {
+        const TILE: usize = 64;
+        let mut table = Vec::with_capacity(8 * items.len().max(1));
+        let (mut tiles, mut src_len, mut dst_len) = (0usize, 0usize, 0usize);
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(items.len());
+        for t in items {
+            let (sl, dl) = t.lens();
+            let across = t.cols.div_ceil(TILE);
+            let words = [t.src, t.dst, t.rows, t.cols, tiles, across];
+            for (v, what) in words.iter().zip(["src", "dst", "rows", "cols", "first tile", "tiles across"]) {
+                table.push(to_u32(*v, what)?);
+            }
+            table.extend([0, 0]);
+            tiles += t.rows.div_ceil(TILE) * across;
+            src_len = src_len.max(t.src + sl);
+            dst_len = dst_len.max(t.dst + dl);
+            spans.push((t.dst, t.dst + dl));
+        }
+        spans.retain(|s| s.0 < s.1);
+        spans.sort_unstable();
+        if let Some(w) = spans.windows(2).find(|w| w[1].0 < w[0].1) {
+            return Err(Error::BadArguments {
+                kernel: "transpose_f16x4".into(),
+                detail: format!("destinations {:?} and {:?} overlap", w[0], w[1]),
+            });
+        }
+        if table.is_empty() {
+            table.resize(8, 0);
+        }
+        let tiles = to_u32(tiles, "tiles")?;
+        Ok(Transposes { table: gpu.upload(&table)?, count: items.len() as u32, tiles, src_len, dst_len })
+    }
+
+    /// Records the transposes from `src` into `dst` (one dispatch; none for an empty set).
+    /// Needs SHADER_F16.
+    pub fn record(&self, rec: impl Record, src: &Buffer<F16x4>, dst: &mut Buffer<F16x4>) -> Result<()> {
+        for (have, need, what) in [(src.len(), self.src_len, "source"), (dst.len(), self.dst_len, "destination")] {
+            if have < need {
+                return Err(Error::LengthMismatch {
+                    detail: format!("transpose_f16x4: the {what} holds {have} elements; the set reaches {need}"),
+                });
+            }
+        }
+        if self.tiles == 0 {
+            return Ok(());
+        }
+        let p = crate::cast::transpose_f16x4::TransposeParams::new(self.count, self.tiles);
+        crate::cast::transpose_f16x4(rec, src, dst, &self.table, p)
+    }
+}

@@ -1,5 +1,6 @@
 //! The cast kernels (`shaders/08_cast.wgsl`): f32 → f16 against float64 (2e-3) and against the
-//! nearest f16, clamping at ±65504 (values beyond, ±Inf), NaN kept; f16 → f32 exactly.
+//! nearest f16, clamping at ±65504 (values beyond, ±Inf), NaN kept; f16 → f32 exactly; the
+//! f16x4 matrices' transposes (`ops::Transposes`) bit for bit.
 
 mod common;
 #[path = "reference/elementwise.rs"]
@@ -172,4 +173,67 @@ fn short_buffer_is_an_error() {
     let e = cast_f32_to_f16(&gpu, &src, &mut dst, cast_f32_to_f16::Params::new(10)).unwrap_err();
     assert!(matches!(e, kernels::Error::Shape { .. }), "{e:?}");
     assert!(e.to_string().contains("len(dst) >= p.n"), "{e}");
+}
+
+/// `[rows, cols]` in the f16x4 row layout from row-major values (padding zero).
+fn rows16(values: &[f16], rows: usize, cols: usize) -> Vec<[f16; 4]> {
+    let cq = cols.div_ceil(4);
+    let mut out = vec![[f16::ZERO; 4]; rows * cq];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[r * cq + c / 4][c % 4] = values[r * cols + c];
+        }
+    }
+    out
+}
+
+#[test]
+fn transposes_move_every_matrix_bit_for_bit() {
+    use kernels::ops::{Transpose, Transposes, f16x4_len};
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu, "the transposes") {
+        return;
+    }
+    let mut rng = rng("transpose_f16x4");
+    // Edge shapes: one row or column, widths not a multiple of 4, tiles cut at 64 both ways,
+    // and a trainer-like weight.
+    let shapes = [(1, 1), (3, 5), (64, 64), (65, 63), (130, 7), (1, 200), (200, 1), (96, 768), (77, 129)];
+    let (mut src, mut items, mut want) = (Vec::new(), Vec::new(), Vec::new());
+    let mut dst_at = 3; // destinations with gaps between them, the first not at 0
+    for &(rows, cols) in &shapes {
+        // Random bit patterns, NaN and ±Inf included: the transposes copy bits.
+        let values: Vec<f16> = (0..rows * cols).map(|_| f16::from_bits(rng.random())).collect();
+        // A few elements of junk before each source matrix.
+        src.extend((0..rng.random_range(0..5)).map(|_| [f16::from_f32(7.0); 4]));
+        items.push(Transpose { src: src.len(), dst: dst_at, rows, cols });
+        src.extend(rows16(&values, rows, cols));
+        let t: Vec<f16> = (0..cols * rows).map(|i| values[(i % rows) * cols + i / rows]).collect();
+        want.push(rows16(&t, cols, rows));
+        dst_at += f16x4_len(cols, rows) + 2;
+    }
+    let set = Transposes::new(&gpu, &items).unwrap();
+    let poison = [f16::from_bits(0x7e01); 4];
+    let src_buf = gpu.upload(&src).unwrap();
+    let mut dst = gpu.filled(dst_at, poison).unwrap();
+    let b = gpu.batch();
+    set.record(&b, &src_buf, &mut dst).unwrap();
+    b.submit().unwrap();
+    let got = dst.read(&gpu).unwrap();
+    let bits = |v: &[[f16; 4]]| v.iter().flatten().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    let mut covered = vec![false; dst_at];
+    for ((item, want), shape) in items.iter().zip(&want).zip(&shapes) {
+        let span = item.dst..item.dst + want.len();
+        assert_eq!(bits(&got[span.clone()]), bits(want), "transpose of {shape:?}");
+        covered[span].fill(true);
+    }
+    for (i, v) in got.iter().enumerate().filter(|(i, _)| !covered[*i]) {
+        assert_eq!(bits(&[*v]), bits(&[poison]), "element {i} between the destinations was written");
+    }
+
+    // Overlapping destinations and short buffers are errors, not corrupted weights.
+    let overlap = [Transpose { src: 0, dst: 0, rows: 8, cols: 8 }, Transpose { src: 0, dst: 15, rows: 8, cols: 8 }];
+    assert!(Transposes::new(&gpu, &overlap).is_err());
+    let b = gpu.batch();
+    assert!(set.record(&b, &src_buf, &mut gpu.filled(dst_at - 3, poison).unwrap()).is_err());
+    assert!(set.record(&b, &gpu.filled(src.len() - 1, poison).unwrap(), &mut dst).is_err());
 }

@@ -27,6 +27,7 @@ pub fn model_options(train: &TrainConfig, scaler: Option<ScalerState>) -> ModelO
         growth_interval: train.loss_scale_interval,
         optimizer: train.optimizer,
         split_products: false,
+        transposed_weights: None,
     }
 }
 

@@ -178,27 +178,77 @@ fn mixed_gradients_match_float64_at_widths_not_a_multiple_of_4() {
         num / r.iter().map(|b| b * b).sum::<f64>().sqrt()
     };
 
-    let options = ModelOptions { precision: Precision::Mixed, ..ModelOptions::default() };
-    let mut model = Model::with_options(&gpu, &cfg, capacity, &weights, None, options).unwrap();
-    assert_eq!(model.precision, Precision::Mixed);
-    let other = model.eval_loss(&other_tokens, &other_targets, capacity).unwrap();
-    let loss = model.forward_backward(&tokens, &targets, batch).unwrap() as f64;
-    let scale = model.scaler_state().unwrap().expect("a mixed model has a loss scaler").scale as f64;
-    let grads = model.gradients().unwrap();
-    let loss_err = (loss - loss_ref).abs() / loss_ref.abs();
-    eprintln!("loss {loss} vs float64 {loss_ref} (relative {loss_err:.2e}); the other batch's {other}");
-    assert!(loss_err <= LOSS_TOLERANCE, "loss {loss} vs {loss_ref}: relative error {loss_err:e}");
-    for (((name, _), (g, r)), e) in params::shapes(&cfg).iter().zip(grads.iter().zip(&grads_ref)).zip(&grads_exact) {
-        let den: f64 = r.iter().map(|b| b * b).sum::<f64>().sqrt();
-        assert!(den > 0.0, "{name}: the reference gradient is zero");
-        let rel = rel_to(&mut g.iter().map(|&a| a as f64 / scale), r);
-        // The step rounds more than the weights (its kept activations, dY's copies): it may
-        // move the gradients several times as far as the weights' rounding alone does.
-        let conditioning = rel_to(&mut e.iter().copied(), r);
-        let tolerance = GRAD_TOLERANCE.max(CONDITIONING_FACTOR * conditioning);
-        eprintln!("{name:40} |g| {den:.3e} rel {rel:.2e} (the weights' rounding alone {conditioning:.2e})");
-        assert!(rel <= tolerance, "{name}: relative error {rel:e} (tolerance {tolerance:e})");
+    // The input gradients on the weights' f16 copies and on their transposed copies (rows
+    // padded: these widths are not multiples of 4).
+    for transposed_weights in [Some(false), Some(true)] {
+        let options = ModelOptions { precision: Precision::Mixed, transposed_weights, ..ModelOptions::default() };
+        let mut model = Model::with_options(&gpu, &cfg, capacity, &weights, None, options).unwrap();
+        assert_eq!(model.precision, Precision::Mixed);
+        let other = model.eval_loss(&other_tokens, &other_targets, capacity).unwrap();
+        let loss = model.forward_backward(&tokens, &targets, batch).unwrap() as f64;
+        let scale = model.scaler_state().unwrap().expect("a mixed model has a loss scaler").scale as f64;
+        let grads = model.gradients().unwrap();
+        let loss_err = (loss - loss_ref).abs() / loss_ref.abs();
+        eprintln!(
+            "transposed weights {transposed_weights:?}: loss {loss} vs float64 {loss_ref} (relative {loss_err:.2e}); \
+             the other batch's {other}"
+        );
+        assert!(loss_err <= LOSS_TOLERANCE, "loss {loss} vs {loss_ref}: relative error {loss_err:e}");
+        let all = params::shapes(&cfg).into_iter().zip(grads.iter().zip(&grads_ref)).zip(&grads_exact);
+        for (((name, _), (g, r)), e) in all {
+            let den: f64 = r.iter().map(|b| b * b).sum::<f64>().sqrt();
+            assert!(den > 0.0, "{name}: the reference gradient is zero");
+            let rel = rel_to(&mut g.iter().map(|&a| a as f64 / scale), r);
+            // The step rounds more than the weights (its kept activations, dY's copies): it may
+            // move the gradients several times as far as the weights' rounding alone does.
+            let conditioning = rel_to(&mut e.iter().copied(), r);
+            let tolerance = GRAD_TOLERANCE.max(CONDITIONING_FACTOR * conditioning);
+            eprintln!("{name:40} |g| {den:.3e} rel {rel:.2e} (the weights' rounding alone {conditioning:.2e})");
+            assert!(rel <= tolerance, "{name}: relative error {rel:e} (tolerance {tolerance:e})");
+        }
     }
+}
+
+/// The input gradients on the weights' transposed f16 copies (`ModelOptions::transposed_weights`)
+/// train as those on the f16 copies: the update rewrites the copies every step, so after several
+/// steps the weights agree to within the products' rounding (the two forms sum the same terms;
+/// on some cores in another order). Widths not multiples of 4 pad the copies' rows.
+#[test]
+fn transposed_weight_copies_follow_the_updates() {
+    const STEPS: u64 = 6;
+    // Relative distance of the weights after STEPS steps. Stale copies (the first step's weights
+    // read by every later step's input gradients) move them by about the learning rate.
+    const TOLERANCE: f64 = 1e-4;
+    let Some(gpu) = common::gpu() else { return };
+    let mut cfg = ModelConfig::new(18, 2, 3, 1, 8);
+    cfg.ffn_hidden = 22;
+    let batch = 2;
+    let t =
+        TrainConfig { batch, lr: 1e-2, min_lr: 1e-3, warmup: 2, precision: Precision::Mixed, ..TrainConfig::default() };
+    let mut rng = Rng::new(common::seed("transposed weight copies"));
+    let weights = params::init(&cfg, rng.next_u64()).unwrap();
+    let data: Vec<(Vec<u32>, Vec<u32>)> = (0..STEPS)
+        .map(|_| {
+            let mut bytes = |n: usize| (0..n).map(|_| rng.below(256) as u32).collect::<Vec<u32>>();
+            (bytes(batch * cfg.seq_len), bytes(batch * cfg.seq_len))
+        })
+        .collect();
+    let run = |transposed_weights| {
+        let options = ModelOptions { precision: Precision::Mixed, transposed_weights, ..ModelOptions::default() };
+        let mut model = Model::with_options(&gpu, &cfg, batch, &weights, None, options).unwrap();
+        for (step, (tokens, targets)) in data.iter().enumerate() {
+            model.train_step(tokens, targets, batch, &t, step as u64).unwrap();
+        }
+        model.weights().unwrap()
+    };
+    let (plain, transposed) = (run(Some(false)), run(Some(true)));
+    assert_ne!(bits(&weights), bits(&plain), "the steps did not change the weights");
+    let flat = |w: &kernels_train::model::Tensors| w.iter().flatten().map(|&x| x as f64).collect::<Vec<f64>>();
+    let (a, b) = (flat(&plain), flat(&transposed));
+    let dist = a.iter().zip(&b).map(|(x, y)| (x - y).powi(2)).sum::<f64>().sqrt();
+    let rel = dist / a.iter().map(|x| x * x).sum::<f64>().sqrt();
+    eprintln!("weights after {STEPS} steps: relative distance {rel:.2e} (bit for bit: {})", dist == 0.0);
+    assert!(rel <= TOLERANCE, "the transposed copies' run is {rel:e} from the f16 copies' (tolerance {TOLERANCE:e})");
 }
 
 /// With a growth interval of 1 the scale doubles every clean step until the scaled gradients

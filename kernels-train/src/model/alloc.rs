@@ -2,7 +2,7 @@
 
 use super::arena::{Pages, Placement};
 use super::attention16::Attention16;
-use super::products::{Deferral, Half, Kept, Plans, Prepared, Products, rows_cols, scratch_bound};
+use super::products::{Deferral, Half, Kept, Plans, Prepared, Products, Transposed, rows_cols, scratch_bound};
 use super::{Attention, B, Model, ModelOptions, Precision, StateRef, Tensors, fast_params};
 use crate::Error;
 use crate::config::ModelConfig;
@@ -359,7 +359,15 @@ impl Model {
         state: Option<StateRef<'_>>,
         options: ModelOptions,
     ) -> Result<Model, Error> {
-        let ModelOptions { attention, precision, scaler, growth_interval, optimizer, split_products } = options;
+        let ModelOptions {
+            attention,
+            precision,
+            scaler,
+            growth_interval,
+            optimizer,
+            split_products,
+            transposed_weights,
+        } = options;
         Model::check_fits(gpu, cfg, batch, attention)?;
         let eight = optimizer == OptimizerKind::AdamW8bit;
         // The mixed path's update is fused with the f16 copies' refresh and keeps f32 moments.
@@ -568,14 +576,32 @@ impl Model {
         let opt =
             Optimizer { state, norm_partials: z(total.max(1))?, norm_bad: gpu.zeros(total.max(1))?, stats: z(4)? };
         let runs = placement.runs().unwrap_or(&[]);
-        let (w16, w16_runs, half) = if half {
+        let (w16, w16_runs, half, wt16) = if half {
             let w16 = placement.allocate_f16(gpu, &layout)?;
             let half =
                 Half { flag: gpu.zeros(1)?, state: gpu.upload(&scaler.unwrap_or_default().to_gpu())?, growth_interval };
             let w16_runs = w16.runs(runs, 4)?;
-            (Some(w16.parts), w16_runs, Some(half))
+            // The matrices whose input gradients read a transposed copy
+            // (`KERNELS_TRANSPOSED_WEIGHTS=0`: none unless asked, for same-binary baselines).
+            let transposed_weights = transposed_weights.or(transposed_off().then_some(false));
+            let which = layout
+                .iter()
+                .map(|p| match (&p.shape[..], transposed_weights) {
+                    (&[_, _], Some(on)) => Ok(on),
+                    (&[out, inp], None) => plans.transposed_pays(gpu, rows, out, inp),
+                    _ => Ok(false),
+                })
+                .collect::<Result<Vec<bool>, Error>>()?;
+            let wt16 = if which.contains(&true) {
+                let (dst, parts, items) = placement.allocate_transposed(gpu, &layout, &which)?;
+                let src = w16.whole.iter().map(|p| p.part(0..p.len())).collect::<Result<Vec<_>, _>>()?;
+                Some(Transposed::new(gpu, (src, dst), parts, &items)?)
+            } else {
+                None
+            };
+            (Some(w16.parts), w16_runs, Some(half), wt16)
         } else {
-            (None, Vec::new(), None)
+            (None, Vec::new(), None, None)
         };
         let (m, v) = moments.unwrap_or_default();
         let pages = Pages {
@@ -594,6 +620,7 @@ impl Model {
             attention,
             precision,
             w16,
+            wt16,
             half,
             plans,
             halves,
@@ -634,7 +661,19 @@ impl Model {
             let (r, c) = rows_cols(&p.shape);
             kernels::ops::cast_f16x4(&b, w, w16, r, c)?;
         }
+        if let Some(t) = &mut self.wt16 {
+            t.record(&b)?;
+        }
         b.submit()?;
         Ok(())
     }
+}
+
+/// Whether `KERNELS_TRANSPOSED_WEIGHTS=0` turns the transposed weight copies' default off
+/// ([`ModelOptions::transposed_weights`]).
+fn transposed_off() -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    return std::env::var("KERNELS_TRANSPOSED_WEIGHTS").is_ok_and(|v| v.trim() == "0");
+    #[cfg(target_arch = "wasm32")]
+    false
 }

@@ -15,7 +15,7 @@ use super::B;
 use crate::Error;
 use crate::params::Param;
 use crate::params::fused::Fused;
-use kernels::ops::{F16x4, f16x4_len};
+use kernels::ops::{F16x4, Transpose, f16x4_len};
 use kernels::{Buffer, Element, Gpu};
 use std::ops::Range;
 
@@ -57,7 +57,10 @@ impl Placement {
             .iter()
             .map(|p| {
                 let (r, c) = super::products::rows_cols(&p.shape);
-                if half { p.elements().max(4 * f16x4_len(r, c)) } else { p.elements() }
+                // The f16 copy's padded rows, and a matrix's transposed copy's
+                // ([`Placement::allocate_transposed`]).
+                let t = if p.shape.len() == 2 { f16x4_len(c, r) } else { 0 };
+                if half { p.elements().max(4 * f16x4_len(r, c)).max(4 * t) } else { p.elements() }
             })
             .collect();
         let flat = !half || params.iter().all(|p| super::products::rows_cols(&p.shape).1.is_multiple_of(4));
@@ -150,6 +153,47 @@ impl Placement {
             let (r, c) = super::products::rows_cols(&p.shape);
             f16x4_len(r, c)
         })
+    }
+
+    /// The transposed f16 copies of the weight matrices `which` marks (fused order): pages as
+    /// the f16 copies' (f16x4 units; a page with none of them gets a placeholder), each marked
+    /// matrix `[rows, cols]`'s copy `[cols, rows]` starting at the element its f16 copy starts
+    /// at, and per page the transposes that make the copies from the f16 copies' page.
+    #[allow(clippy::type_complexity)]
+    pub fn allocate_transposed(
+        &self,
+        gpu: &Gpu,
+        layout: &Fused<Param>,
+        which: &[bool],
+    ) -> Result<(Vec<Buffer<F16x4>>, Fused<Option<Buffer<F16x4>>>, Vec<Vec<Transpose>>), Error> {
+        let mut items: Vec<Vec<Transpose>> = vec![Vec::new(); self.pages.len()];
+        let mut spans: Vec<Option<(usize, std::ops::Range<usize>)>> = Vec::new();
+        for (i, p) in layout.iter().enumerate() {
+            let span = match (&p.shape[..], which.get(i)) {
+                (&[rows, cols], Some(true)) => {
+                    let (page, start) = self.at[i];
+                    debug_assert!(4 * f16x4_len(cols, rows) <= self.lens[i]);
+                    items[page].push(Transpose { src: start / 4, dst: start / 4, rows, cols });
+                    Some((page, start / 4..start / 4 + f16x4_len(cols, rows)))
+                }
+                _ => None,
+            };
+            spans.push(span);
+        }
+        let whole: Vec<Buffer<F16x4>> = self
+            .pages
+            .iter()
+            .zip(&items)
+            .map(|(&n, items)| gpu.zeros::<F16x4>(if items.is_empty() { 1 } else { n / 4 }))
+            .collect::<Result<_, _>>()?;
+        let mut spans = spans.into_iter();
+        let parts = layout.as_ref().try_map(|_| -> Result<Option<Buffer<F16x4>>, Error> {
+            match spans.next().flatten() {
+                Some((page, range)) => Ok(Some(whole[page].part(range)?)),
+                None => Ok(None),
+            }
+        })?;
+        Ok((whole, parts, items))
     }
 
     /// Zeroed pages of `T`, each tensor's part at its start divided by `per` (the f32 elements

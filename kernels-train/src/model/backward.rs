@@ -160,9 +160,23 @@ impl Model {
     /// accumulating every parameter's gradient (+=).
     pub(super) fn record_backward(&mut self, b: &Batch<'_>, batch: usize) -> Result<(), Error> {
         let Model {
-            cfg: c, layout, params: p, grads: g, pages, acts, s, ids, half, w16, halves, plans, attention, ..
+            cfg: c,
+            layout,
+            params: p,
+            grads: g,
+            pages,
+            acts,
+            s,
+            ids,
+            half,
+            w16,
+            wt16,
+            halves,
+            plans,
+            attention,
+            ..
         } = self;
-        let pv = preps(p, w16.as_ref(), halves.as_ref());
+        let pv = preps(p, (w16.as_ref(), wt16.as_ref()), halves.as_ref());
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
         let (h, hkv, dh) = (c.heads as u32, c.kv_heads as u32, c.head_dim() as u32);
         let rows = (batch * c.seq_len) as u32;

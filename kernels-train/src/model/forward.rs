@@ -53,7 +53,7 @@ impl Model {
         }
         let Model { cfg: c, params: p, acts, ids, w16, halves, s, plans, attention, .. } = self;
         let split = &*plans;
-        let pv = preps(p, w16.as_ref(), halves.as_ref());
+        let pv = preps(p, (w16.as_ref(), None), halves.as_ref());
         let (d, f, v) = (c.dim as u32, c.ffn_hidden as u32, c.vocab as u32);
         let (h, hkv, dh) = (c.heads as u32, c.kv_heads as u32, c.head_dim() as u32);
         let (hq, kv) = (h * dh, hkv * dh);

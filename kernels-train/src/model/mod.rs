@@ -58,6 +58,13 @@ pub struct ModelOptions {
     /// halves). Where tensor cores run, f32 takes the split anyway; elsewhere this is for tests
     /// of the split step (against float64 and the SGEMM's products), not for speed.
     pub split_products: bool,
+    /// Mixed precision: keep each weight matrix's transposed f16 copy beside its f16 copy,
+    /// rewritten by the update, so that the input gradients `dY·W` run as `X·Wᵀ` products.
+    /// `None` (the default) keeps them for the matrices whose input gradient that puts on the
+    /// exact tensor-core kernels, which run `X·Wᵀ` faster than the full core runs `dY·W`
+    /// (BENCHMARKS.md §1); `Some(true)` for every matrix (tests of the path on any adapter);
+    /// `Some(false)` for none.
+    pub transposed_weights: Option<bool>,
 }
 
 /// Optimizer state to start a model from ([`Model::with_state`]).
@@ -78,6 +85,7 @@ impl Default for ModelOptions {
             growth_interval: crate::scaler::DEFAULT_GROWTH_INTERVAL,
             optimizer: OptimizerKind::AdamW,
             split_products: false,
+            transposed_weights: None,
         }
     }
 }
@@ -188,6 +196,9 @@ pub struct Model {
     gpu: Gpu,
     /// Mixed precision: the weights' f16 copies (f16x4 row layout; vectors as one row).
     w16: Option<Fused<Buffer<kernels::ops::F16x4>>>,
+    /// Mixed precision: the weight matrices' transposed f16 copies, where the model keeps them
+    /// ([`ModelOptions::transposed_weights`]).
+    wt16: Option<products::Transposed>,
     /// Mixed precision: the loss scaler's buffers.
     half: Option<Half>,
     /// The products' plans and their shared workspace.

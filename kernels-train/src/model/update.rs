@@ -13,7 +13,7 @@ use kernels::optimizer::{adamw_8bit_update, adamw_update, adamw_update_absmax, f
 impl Model {
     /// Records global-norm clipping and AdamW for step `step` (0-based); zeroes the gradients.
     pub(super) fn record_update(&mut self, b: &Batch<'_>, t: &TrainConfig, step: u64) -> Result<(), Error> {
-        let Model { cfg, layout, params, grads, pages, opt, half, w16, halves, .. } = self;
+        let Model { cfg, layout, params, grads, pages, opt, half, w16, wt16, halves, .. } = self;
         // The gradients' partial sums of squares, one dispatch per page (the gaps between
         // tensors hold zeros).
         let mut offset = 0u32;
@@ -85,12 +85,16 @@ impl Model {
                     let a = adam(1, run.range.len(), run.decays);
                     kernels::optimizer::adamw_mixed(b, w, g, m, v, w16, &h.state, a)?;
                 }
-                return Ok(());
+            } else {
+                let tensors = params.iter_mut().zip(grads.iter_mut()).zip(m.iter_mut()).zip(v.iter_mut());
+                for (((((w, g), m), v), w16), p) in tensors.zip(w16.iter_mut()).zip(layout.iter()) {
+                    let (rows, cols) = rows_cols(&p.shape);
+                    kernels::optimizer::adamw_mixed(b, w, g, m, v, w16, &h.state, adam(rows, cols, p.decays()))?;
+                }
             }
-            let tensors = params.iter_mut().zip(grads.iter_mut()).zip(m.iter_mut()).zip(v.iter_mut());
-            for (((((w, g), m), v), w16), p) in tensors.zip(w16.iter_mut()).zip(layout.iter()) {
-                let (rows, cols) = rows_cols(&p.shape);
-                kernels::optimizer::adamw_mixed(b, w, g, m, v, w16, &h.state, adam(rows, cols, p.decays()))?;
+            // The transposed copies from the new f16 copies (a skipped step rewrites the same).
+            if let Some(t) = wt16 {
+                t.record(b)?;
             }
             return Ok(());
         }
