@@ -265,11 +265,17 @@ fn transpose_f16x4(
     // The 2-D fallback's surplus workgroups load nothing and store nothing, but take part in the
     // barrier.
     let live = w < p.tiles;
-    // The last entry whose tiles start at or before w (the entries' first tiles ascend).
+    // The last entry whose tiles start at or before w (entries without tiles share the next
+    // one's first tile and lose to it), by bisection over the ascending first tiles: a scan
+    // would put one load per entry before the tile's own loads.
     var e = 0u;
-    for (var i = 1u; i < p.count; i++) {
-        if (table[8u * i + 4u] <= w) {
-            e = i;
+    var hi = max(p.count, 1u);
+    while (hi - e > 1u) {
+        let mid = (e + hi) / 2u;
+        if (table[8u * mid + 4u] <= w) {
+            e = mid;
+        } else {
+            hi = mid;
         }
     }
     let base = 8u * e;

@@ -196,8 +196,9 @@ fn transposes_move_every_matrix_bit_for_bit() {
     }
     let mut rng = rng("transpose_f16x4");
     // Edge shapes: one row or column, widths not a multiple of 4, tiles cut at 64 both ways,
-    // and a trainer-like weight.
-    let shapes = [(1, 1), (3, 5), (64, 64), (65, 63), (130, 7), (1, 200), (200, 1), (96, 768), (77, 129)];
+    // empty matrices (no tiles) between others, and a trainer-like weight.
+    let shapes =
+        [(1, 1), (3, 5), (64, 64), (0, 5), (65, 63), (4, 0), (130, 7), (1, 200), (200, 1), (96, 768), (77, 129)];
     let (mut src, mut items, mut want) = (Vec::new(), Vec::new(), Vec::new());
     let mut dst_at = 3; // destinations with gaps between them, the first not at 0
     for &(rows, cols) in &shapes {

@@ -32,7 +32,9 @@ const MAX_MIXED: usize = 284;
 
 /// The same bounds where tensor cores run the products (an H100 or H200 takes the H200's
 /// table). Mixed precision: the weight gradients the table splits into parts leave them for one
-/// sum a layer (`gemm::add_parts`): 23 a layer and 17 a step. f32 goes through the scaled
+/// sum a layer (`gemm::add_parts`): 23 a layer and 18 a step, the weights' transposed f16
+/// copies after the update one of them (one dispatch a page, `model::products::Transposed`,
+/// where the input gradients run on the exact kernels). f32 goes through the scaled
 /// split, each operand split once a step: the weights after the update (one clear of the scale
 /// words, each matrix's AdamW folding its maximum in, one split per matrix), the layer inputs
 /// that only products read when the forward makes them (their word's clear, max and split), the
@@ -41,7 +43,7 @@ const MAX_MIXED: usize = 284;
 /// the attention backward) its max and split too; a residual its copy, a weight gradient its
 /// parts' sum. Its AdamW runs per tensor.
 const MAX_F32_TENSOR_CORES: usize = 999;
-const MAX_MIXED_TENSOR_CORES: usize = 293;
+const MAX_MIXED_TENSOR_CORES: usize = 294;
 
 /// The f32 step on the split core in its portable form (`ModelOptions::split_products`), counted
 /// on any adapter: the same products, plans and halves as the tensor-core f32 step, so the
