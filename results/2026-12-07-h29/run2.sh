@@ -5,7 +5,7 @@
 # call; the transposes' test and gpt2-small's profiled step with the bisecting
 # `cast::transpose_f16x4`.
 # Prepare (rust machine, checkout root):
-#   COOP_CEILING_SRC=/nonexistent PACK_BENCHES="gemm" PACK_TESTS="cast" scripts/device/pack.sh
+#   COOP_CEILING_SRC=/nonexistent PACK_BENCHES="gemm" PACK_TESTS="cast dispatches" scripts/device/pack.sh
 #   mkdir -p .dev/h29 && cp results/2026-12-07-h29/run2.sh .dev/h29/run2.sh
 # Call: run(command="bash .dev/h29/run2.sh", carry=[".gl", ".dev/bins.tar.xz", ".dev/corpus.txt",
 # ".dev/commit", ".dev/h29"]) (about 5 minutes with the start).
@@ -27,8 +27,10 @@ DEADLINE=${DEADLINE:-570}
 left() { [ $((DEADLINE - SECONDS)) -gt "$1" ]; }
 cd "$bins"
 stamp tests
-timeout -k 10 60 tests/cast > "$W/test-cast.log" 2>&1; echo "cast: exit $?" >> "$W/tests.log"
-grep -E "test result|FAILED|panicked" "$W/test-cast.log" | sort | uniq -c >> "$W/tests.log"
+for t in cast kernels-train.dispatches; do
+  timeout -k 10 60 tests/$t --nocapture > "$W/test-$t.log" 2>&1; echo "$t: exit $?" >> "$W/tests.log"
+  grep -E "test result|FAILED|panicked|dispatches" "$W/test-$t.log" | sort | uniq -c >> "$W/tests.log"
+done
 stamp profile-small
 timeout -k 10 30 ./train --preset gpt2-small --precision mixed --profile --checkpoint /tmp/ck/ps.safetensors > "$W/profile-small.log" 2>&1
 save
