@@ -236,6 +236,8 @@ fn transposed_weight_copies_follow_the_updates() {
     let run = |transposed_weights| {
         let options = ModelOptions { precision: Precision::Mixed, transposed_weights, ..ModelOptions::default() };
         let mut model = Model::with_options(&gpu, &cfg, batch, &weights, None, options).unwrap();
+        let (copies, transposed) = model.weight_copies_bytes().expect("a mixed model keeps f16 copies");
+        assert!(copies > 0 && (transposed > 0) == (transposed_weights == Some(true)), "{copies} {transposed}");
         for (step, (tokens, targets)) in data.iter().enumerate() {
             model.train_step(tokens, targets, batch, &t, step as u64).unwrap();
         }

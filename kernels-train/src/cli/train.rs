@@ -115,6 +115,18 @@ pub(super) fn describe(trainer: &Trainer, say: &Say) {
         p => p,
     };
     say.line(precision.describe(trainer.model.gpu()));
+    if let Some((copies, transposed)) = trainer.model.weight_copies_bytes() {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        say.line(if transposed > 0 {
+            format!(
+                "weights' f16 copies: {:.1} MiB, and {:.1} MiB of transposed copies for the input gradients",
+                mib(copies),
+                mib(transposed)
+            )
+        } else {
+            format!("weights' f16 copies: {:.1} MiB", mib(copies))
+        });
+    }
     let bytes = trainer.model.optimizer_state_bytes();
     say.line(format!(
         "optimizer: {}, {:.1} MiB of state ({:.2} bytes a parameter){}",

@@ -578,6 +578,16 @@ impl Model {
         }
     }
 
+    /// Mixed precision: the bytes of the weights' f16 copies and of the matrices' transposed f16
+    /// copies (0 where the model keeps none: [`ModelOptions::transposed_weights`]); `None` in
+    /// f32.
+    pub fn weight_copies_bytes(&self) -> Option<(u64, u64)> {
+        let w16 = self.w16.as_ref()?;
+        let copies = w16.iter().map(|b| 8 * b.len() as u64).sum();
+        let transposed = self.wt16.as_ref().map_or(0, |t| t.parts.iter().flatten().map(|b| 8 * b.len() as u64).sum());
+        Some((copies, transposed))
+    }
+
     fn not_adamw(&self) -> Error {
         Error::Config(format!("this model's optimizer is {}, which keeps no f32 moments", self.optimizer().name()))
     }
