@@ -201,9 +201,13 @@ pub fn on_tensor_cores(gpu: &Gpu, kernel: &KernelDef) -> bool {
 /// destination.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transpose {
+    /// The source matrix's first element ([`F16x4`] units).
     pub src: usize,
+    /// The transpose's first element ([`F16x4`] units).
     pub dst: usize,
+    /// The source matrix's rows (the transpose's columns).
     pub rows: usize,
+    /// The source matrix's columns (the transpose's rows).
     pub cols: usize,
 }
 
