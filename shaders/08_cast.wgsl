@@ -9,6 +9,9 @@
 // The largest finite f16.
 const F16_MAX: f32 = 65504.0;
 
+// `transpose_f16x4`'s square tiles (rows and columns); `ops::Transposes` counts its grid in them.
+const TP_TILE: u32 = 64u;
+
 // --- KERNEL: cast_f32_to_f16 ---
 // `dst[i] = f16(clamp(src[i], −65504, 65504))` for i < p.n: values beyond the f16 range,
 // ±Inf included, become ±65504 (never Inf); NaN stays NaN; in-range values
@@ -249,7 +252,6 @@ struct TransposeParams {
 @group(0) @binding(2) var<storage, read> table: array<u32>;
 @group(0) @binding(3) var<uniform> p: TransposeParams;
 
-const TP_TILE: u32 = 64u;
 // The tile transposed as it is stored: tp_t[c·65 + r] holds source element (r, c) of the tile.
 // The odd row length spreads each phase's accesses over the banks.
 const TP_ROW: u32 = 65u;

@@ -235,7 +235,7 @@ pub struct Transposes {
 impl Transposes {
     /// The set of `items`, whose destinations must not overlap one another.
     pub fn new(gpu: &Gpu, items: &[Transpose]) -> Result<Transposes> {
-        const TILE: usize = 64;
+        const TILE: usize = crate::cast::TP_TILE as usize;
         let mut table = Vec::with_capacity(8 * items.len().max(1));
         let (mut tiles, mut src_len, mut dst_len) = (0usize, 0usize, 0usize);
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(items.len());

@@ -261,13 +261,14 @@ fn step_products(mode: Products, rows: usize, out: usize, inp: usize) -> Vec<Gem
     let mut v = vec![
         g(rows, out, inp).b_t(true),
         g(rows, inp, out),
-        // The input gradient on the weight's transposed copy (mixed precision, [`Transposed`]).
-        g(rows, inp, out).b_t(true),
         g(rows, inp, out).epilogue(Epilogue::Residual),
         g(out, inp, rows).a_t(true).epilogue(Epilogue::Accumulate),
     ];
-    // f32 residual branches (mixed precision adds the residual in the next norm instead).
-    if mode != Products::Half {
+    if mode == Products::Half {
+        // The input gradient on the weight's transposed copy ([`Transposed`]).
+        v.push(g(rows, inp, out).b_t(true));
+    } else {
+        // f32 residual branches (mixed precision adds the residual in the next norm instead).
         v.push(g(rows, out, inp).b_t(true).epilogue(Epilogue::Residual));
     }
     v.dedup();
