@@ -346,8 +346,8 @@ impl F16Config {
         }
         for (rows, what) in [(c.bm, "A"), (c.bn, "B")] {
             let vec4s = rows * c.bk / 4;
-            if !vec4s.is_multiple_of(c.wg) || vec4s / c.wg > 8 {
-                return bad(format!("{what}'s {rows}×{} slice: 1 to 8 whole vec4 loads per invocation", c.bk));
+            if !vec4s.is_multiple_of(c.wg) || !matches!(vec4s / c.wg, 1 | 2 | 4 | 6 | 8) {
+                return bad(format!("{what}'s {rows}×{} slice: 1, 2, 4, 6 or 8 whole vec4 loads per invocation", c.bk));
             }
         }
         let stage = if tensor_cores { STAGE_COOP } else { STAGE_PORTABLE };
@@ -372,7 +372,7 @@ impl F16Config {
     /// and the tests': 32-deep slices, 4×4 tiles a subgroup, 128 or 256 invocations); others stay
     /// on the full core until they have.
     fn tested_exact_tc(&self) -> bool {
-        self.bk == 32 && self.tm == 4 && self.tn == 4 && matches!(self.wg, 128 | 256)
+        self.bk == 32 && self.tm == 4 && matches!(self.tn, 3 | 4) && matches!(self.wg, 128 | 256)
     }
 
     /// Tensor-core tile groups of a block (each one subgroup's share).
@@ -789,13 +789,25 @@ pub fn table_line(gemm: &Gemm, config: &F16Config, parts: usize) -> String {
 /// The entry of the adapter's table for this product: same orientation, the nearest shape
 /// (by the log-distance of m, n, k), its split rescaled to this shape's block count. None
 /// without a table; the committed tables apply on tensor cores only (they are measured there),
-/// a table named by [`TABLE_ENV`] on any adapter.
+/// a table named by [`TABLE_ENV`] on any adapter (an empty value is no table; one that cannot be
+/// read or has no table lines is reported once on stderr, and the committed tables apply).
 fn tuned(gpu: &Gpu, gemm: &Gemm) -> Option<(F16Config, usize)> {
     // A table of one's own (a tuning run's output) in place of the committed ones, on any
     // adapter (its block shapes must suit the variant that runs there).
     #[cfg(not(target_arch = "wasm32"))]
-    if let Some(path) = std::env::var_os(TABLE_ENV) {
-        return std::fs::read_to_string(path).ok().and_then(|text| nearest(&parse_table(&text), gemm));
+    if let Some(path) = std::env::var_os(TABLE_ENV).filter(|p| !p.is_empty()) {
+        match std::fs::read_to_string(&path).map(|text| parse_table(&text)) {
+            Ok(entries) if !entries.is_empty() => return nearest(&entries, gemm),
+            // A table that cannot be used is said once, and the committed tables apply: a
+            // mistyped path should not quietly give every product the untuned default shape.
+            read => {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    let why = read.err().map_or_else(|| "no table lines in it".to_string(), |e| e.to_string());
+                    eprintln!("kernels: {TABLE_ENV}={}: {why}; using the committed tables", path.to_string_lossy());
+                });
+            }
+        }
     }
     if !crate::ops::on_tensor_cores(gpu, &crate::linear::gemm16::KERNEL) {
         return None;

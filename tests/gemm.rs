@@ -182,6 +182,9 @@ fn configs(tc: bool) -> Vec<F16Config> {
         // 512 invocations: 16 subgroups of 32 on tensor cores (blocks not wholly inside the
         // output on the portable path), the first 256 computing on the portable path.
         F16Config { bm: 128, bn: 128, bk: 16, tm: 2, tn: 2, wg: 512, ..base },
+        // Six vec4 loads per invocation of B's slice (unpadded rows: the portable variant's
+        // slices hold it too), 4×3 tiles a subgroup.
+        F16Config { bm: 128, bn: 192, bk: 16, tm: 4, tn: 3, pad: 0, wg: 128, ..base },
     ];
     if tc {
         v.extend([
@@ -193,6 +196,7 @@ fn configs(tc: bool) -> Vec<F16Config> {
             F16Config { bm: 256, bn: 128, bk: 16, tm: 4, tn: 4, wg: 128, ..base },
             F16Config { bm: 128, bn: 256, bk: 32, tm: 4, tn: 2, prefetch: true, group: 4, wg: 512, ..base },
             F16Config { bm: 256, bn: 128, bk: 32, tm: 2, tn: 4, prefetch: false, wg: 512, ..base },
+            F16Config { bm: 128, bn: 192, bk: 32, tm: 4, tn: 3, prefetch: true, ..base },
         ]);
     }
     v
@@ -269,6 +273,8 @@ fn exact_products_take_the_exact_tensor_core_kernels() {
         (base, true),
         (F16Config { bm: 256, bn: 128, bk: 32, tm: 4, tn: 4, prefetch: true, ..base }, true),
         (F16Config { bm: 128, bn: 128, bk: 32, tm: 4, tn: 4, wg: 128, group: 2, ..base }, true),
+        // Six vec4 loads per invocation of B's slice, 4×3 tiles a subgroup.
+        (F16Config { bm: 128, bn: 192, bk: 32, tm: 4, tn: 3, prefetch: true, ..base }, true),
         (F16Config { bm: 128, bn: 128, bk: 16, tm: 2, tn: 2, wg: 128, ..base }, false),
     ];
     let mut ran = 0;

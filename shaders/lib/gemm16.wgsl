@@ -52,10 +52,9 @@
 // path; the plan gives them only to products whose blocks all fit.
 //
 // Limits the plan keeps: G_WG 128, 256 or 512; G_BM a multiple of 128, G_BN of 64 (the portable
-// sub-block), both
-// multiples of 16·G_TM and 16·G_TN; G_BK 16, 32 or 64; G_BM·G_BK and G_BN·G_BK multiples of 1024
-// and at most 2048·G_WG/256 (whole vec4 loads per invocation, at most 8); each staged slice at most
-// G16_STAGE vec4s; G_PAD a multiple of 8.
+// sub-block), both multiples of 16·G_TM and 16·G_TN; G_BK 16, 32 or 64; G_BM·G_BK/4 and
+// G_BN·G_BK/4 each G_WG times 1, 2, 4, 6 or 8 (whole vec4 loads per invocation, in the named
+// registers below); each staged slice at most G16_STAGE vec4s; G_PAD a multiple of 8.
 
 struct GemmParams {
     m: u32,
@@ -244,6 +243,8 @@ fn g_fetch(tid: u32, m0: u32, n0: u32, kc: u32, ke: u32) {
     if (na > 4u) {
         g_pa4 = g_ga(tid + 4u * G_WG, m0, kc, ke);
         g_pa5 = g_ga(tid + 5u * G_WG, m0, kc, ke);
+    }
+    if (na > 6u) {
         g_pa6 = g_ga(tid + 6u * G_WG, m0, kc, ke);
         g_pa7 = g_ga(tid + 7u * G_WG, m0, kc, ke);
     }
@@ -259,6 +260,8 @@ fn g_fetch(tid: u32, m0: u32, n0: u32, kc: u32, ke: u32) {
     if (nb > 4u) {
         g_pb4 = g_gb(tid + 4u * G_WG, n0, kc, ke);
         g_pb5 = g_gb(tid + 5u * G_WG, n0, kc, ke);
+    }
+    if (nb > 6u) {
         g_pb6 = g_gb(tid + 6u * G_WG, n0, kc, ke);
         g_pb7 = g_gb(tid + 7u * G_WG, n0, kc, ke);
     }
@@ -277,6 +280,8 @@ fn g_stage(tid: u32) {
     if (na > 4u) {
         g_sa[g_slot_a(tid + 4u * G_WG)] = g_pa4;
         g_sa[g_slot_a(tid + 5u * G_WG)] = g_pa5;
+    }
+    if (na > 6u) {
         g_sa[g_slot_a(tid + 6u * G_WG)] = g_pa6;
         g_sa[g_slot_a(tid + 7u * G_WG)] = g_pa7;
     }
@@ -292,6 +297,8 @@ fn g_stage(tid: u32) {
     if (nb > 4u) {
         g_sb[g_slot_b(tid + 4u * G_WG)] = g_pb4;
         g_sb[g_slot_b(tid + 5u * G_WG)] = g_pb5;
+    }
+    if (nb > 6u) {
         g_sb[g_slot_b(tid + 6u * G_WG)] = g_pb6;
         g_sb[g_slot_b(tid + 7u * G_WG)] = g_pb7;
     }

@@ -79,6 +79,8 @@ fn gx_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
     if (na > 4u) {
         g_pa4 = gx_ga(tid + 4u * G_WG, m0, kc);
         g_pa5 = gx_ga(tid + 5u * G_WG, m0, kc);
+    }
+    if (na > 6u) {
         g_pa6 = gx_ga(tid + 6u * G_WG, m0, kc);
         g_pa7 = gx_ga(tid + 7u * G_WG, m0, kc);
     }
@@ -94,6 +96,8 @@ fn gx_fetch(tid: u32, m0: u32, n0: u32, kc: u32) {
     if (nb > 4u) {
         g_pb4 = gx_gb(tid + 4u * G_WG, n0, kc);
         g_pb5 = gx_gb(tid + 5u * G_WG, n0, kc);
+    }
+    if (nb > 6u) {
         g_pb6 = gx_gb(tid + 6u * G_WG, n0, kc);
         g_pb7 = gx_gb(tid + 7u * G_WG, n0, kc);
     }
@@ -112,6 +116,8 @@ fn gx_stage(tid: u32) {
     if (na > 4u) {
         g_sa[gx_slot_a(tid + 4u * G_WG)] = g_pa4;
         g_sa[gx_slot_a(tid + 5u * G_WG)] = g_pa5;
+    }
+    if (na > 6u) {
         g_sa[gx_slot_a(tid + 6u * G_WG)] = g_pa6;
         g_sa[gx_slot_a(tid + 7u * G_WG)] = g_pa7;
     }
@@ -127,6 +133,8 @@ fn gx_stage(tid: u32) {
     if (nb > 4u) {
         g_sb[gx_slot_b(tid + 4u * G_WG)] = g_pb4;
         g_sb[gx_slot_b(tid + 5u * G_WG)] = g_pb5;
+    }
+    if (nb > 6u) {
         g_sb[gx_slot_b(tid + 6u * G_WG)] = g_pb6;
         g_sb[gx_slot_b(tid + 7u * G_WG)] = g_pb7;
     }
