@@ -312,6 +312,76 @@ fn exact_products_take_the_exact_tensor_core_kernels() {
 }
 
 #[test]
+fn the_exact_kernel_called_directly_runs_on_every_adapter() {
+    // `linear::gemm16_tc` with the overrides the plan gives it (the shape compiled in), called
+    // directly: its tensor-core variant uses them all, its portable variant (the one that runs
+    // without tensor cores) declares fewer, and the runtime passes each variant the ones it
+    // declares. Against float64 either way.
+    let Some(gpu) = gpu() else { return };
+    if !has_f16(&gpu) {
+        return;
+    }
+    let r = gpu.report();
+    if tensor_cores(&gpu) && !(r.subgroup_min_size == 32 && r.subgroup_max_size == 32) {
+        eprintln!("SKIPPED: tensor cores with subgroups other than 32 (one subgroup of 32 per tile group)");
+        return;
+    }
+    let mut rng = rng("gemm16_tc_direct");
+    let (m, n, k) = (256usize, 512usize, 96usize);
+    let a: Vec<f32> = round16(&uniform(&mut rng, m * k, -1.0, 1.0));
+    let b: Vec<f32> = round16(&uniform(&mut rng, n * k, -1.0, 1.0));
+    let ab = gpu.upload(&ops::to_f16x4(&a, m, k)).unwrap();
+    let bb = gpu.upload(&ops::to_f16x4(&b, n, k)).unwrap();
+    let mut y = gpu.filled(m * n + 5, f32::NAN).unwrap();
+    use kernels::linear::gemm16_tc;
+    let u = |v: usize| v as u32;
+    // The plan's shape on tensor cores; without them one the portable variant's smaller slices
+    // hold (128×128 blocks 16 deep), with the tensor-core tiling's overrides set all the same.
+    let tc = tensor_cores(&gpu);
+    let c = if tc {
+        F16Config::default_for(true)
+    } else {
+        F16Config { bm: 128, bn: 128, bk: 16, tm: 4, tn: 4, wg: 128, ..F16Config::default_for(true) }
+    };
+    assert!(c.validate(false, true, tc).is_ok(), "{c:?}");
+    let tiles = u((m / c.bm as usize) * (n / c.bn as usize));
+    let p = gemm16_tc::GemmParams::new(u(m), u(n), u(k), 1, u(k), tiles);
+    let o = gemm16_tc::Overrides {
+        A_T: Some(false),
+        B_T: Some(true),
+        G_BM: Some(c.bm),
+        G_BN: Some(c.bn),
+        G_BK: Some(c.bk),
+        G_TM: Some(c.tm),
+        G_TN: Some(c.tn),
+        G_WG: Some(c.wg),
+        G_PF: Some(true),
+        M_C: Some(u(m)),
+        N_C: Some(u(n)),
+        K_C: Some(u(k)),
+        G_PARTS: Some(1),
+        G_CHUNK: Some(u(k)),
+        ..Default::default()
+    };
+    gemm16_tc(&gpu, &ab, &bb, &mut y, p, o).unwrap();
+    let got = y.read(&gpu).unwrap();
+    let gamma = (k + 3) as f64 * 2f64.powi(-24);
+    for i in 0..m {
+        for j in 0..n {
+            let (mut want, mut abs) = (0.0f64, 0.0f64);
+            for l in 0..k {
+                let t = a[i * k + l] as f64 * b[j * k + l] as f64;
+                want += t;
+                abs += t.abs();
+            }
+            let g = got[i * n + j] as f64;
+            assert!((g - want).abs() <= gamma * abs + 1e-30, "y[{i}, {j}] = {g} against {want}");
+        }
+    }
+    assert!(got[m * n..].iter().all(|v| v.is_nan()), "y's tail was written");
+}
+
+#[test]
 fn deferred_parts_add_to_the_bits_of_the_whole_product() {
     // Three split weight-gradient products (dW += Aᵀ·B) leave their parts in one buffer
     // (`gemm_parts`) and one dispatch adds them into one output holding the three results apart

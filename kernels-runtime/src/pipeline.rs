@@ -383,7 +383,7 @@ impl Gpu {
             module: &module,
             entry_point: Some(kernel.name),
             compilation_options: wgpu::PipelineCompilationOptions {
-                constants: overrides,
+                constants: &declared_overrides(wgsl, overrides),
                 zero_initialize_workgroup_memory: true,
             },
             cache: self.inner.disk.as_ref().map(|d| &d.cache),
@@ -520,6 +520,27 @@ impl Gpu {
 }
 
 /// The cache key of `kernel` with `overrides`.
+/// The values of `overrides` that `wgsl` declares. A kernel's generated `Overrides` are its
+/// preferred variant's, and another variant may not use them all (a shape compiled in for a
+/// tensor-core loop that the portable loop reads from a uniform): its source, compacted to what
+/// it uses, then lacks their declarations, and wgpu refuses a value for an override the module
+/// does not have. So each variant gets the values it declares and the rest keep no meaning there.
+fn declared_overrides(wgsl: &str, overrides: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
+    if overrides.is_empty() {
+        return Vec::new();
+    }
+    let declared: std::collections::HashSet<&str> = wgsl
+        .lines()
+        .filter_map(|line| {
+            // `override NAME: T = …;`, perhaps after attributes such as `@id(n)`.
+            let rest = &line[line.find("override ")? + "override ".len()..];
+            let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            (end > 0).then(|| &rest[..end])
+        })
+        .collect();
+    overrides.iter().filter(|(name, _)| declared.contains(name)).copied().collect()
+}
+
 pub(crate) fn key(kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Key {
     (kernel as *const KernelDef as usize, overrides.iter().map(|(k, v)| (*k, v.to_bits())).collect())
 }
@@ -585,5 +606,20 @@ impl Stopwatch {
         {
             (crate::web::now_ms() - self.start_ms) / 1000.0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::declared_overrides;
+
+    #[test]
+    fn a_variant_gets_the_override_values_it_declares() {
+        let wgsl = "override A_T: bool = false;\n@id(3) override G_BM: u32 = 128u;\nvar<private> g_override_n: u32;\n\
+                    fn f() -> u32 { return G_BM; }\n";
+        let given = [("A_T", 1.0), ("K_C", 4096.0), ("G_BM", 256.0), ("G_B", 1.0)];
+        assert_eq!(declared_overrides(wgsl, &given), vec![("A_T", 1.0), ("G_BM", 256.0)]);
+        assert!(declared_overrides(wgsl, &[]).is_empty());
+        assert!(declared_overrides("fn f() {}", &given).is_empty());
     }
 }
