@@ -125,9 +125,25 @@ fn check_plan(gpu: &Gpu, rng: &mut StdRng, plan: &GemmPlan, what: &str) {
         c.read(gpu).unwrap()
     };
     let what = format!("{what} {} ({m}×{n}×{k}, a_t {} b_t {}, {:?})", plan.describe(), g.a_t, g.b_t, g.epilogue);
-    check_tail(&what, &got, m * n);
-    let gamma = (k + plan.parts() + 3) as f64 * 2f64.powi(-24);
     let split = if plan.core() == Core::Split { 2e-6 } else { 0.0 };
+    check_float64(&what, &got, (&a, &b), &g, (&c0, &r), plan.parts(), split);
+}
+
+/// C (`got`, its tail past m·n poisoned) against float64 of op(a)·op(b) plus what `g`'s epilogue
+/// adds (`c0` accumulated into, `r` the residual): within (K + parts + 3)·2⁻²⁴ (+ `split`) of
+/// Σ|a||b| (+ the added value).
+fn check_float64(
+    what: &str,
+    got: &[f32],
+    (a, b): (&Operand, &Operand),
+    g: &Gemm,
+    (c0, r): (&[f32], &[f32]),
+    parts: usize,
+    split: f64,
+) {
+    let (m, n, k) = (g.m, g.n, g.k);
+    check_tail(what, got, m * n);
+    let gamma = (k + parts + 3) as f64 * 2f64.powi(-24);
     let mut worst = 0.0f64;
     for i in 0..m {
         for j in 0..n {
@@ -328,11 +344,9 @@ fn the_exact_kernel_called_directly_runs_on_every_adapter() {
     }
     let mut rng = rng("gemm16_tc_direct");
     let (m, n, k) = (256usize, 512usize, 96usize);
-    let a: Vec<f32> = round16(&uniform(&mut rng, m * k, -1.0, 1.0));
-    let b: Vec<f32> = round16(&uniform(&mut rng, n * k, -1.0, 1.0));
-    let ab = gpu.upload(&ops::to_f16x4(&a, m, k)).unwrap();
-    let bb = gpu.upload(&ops::to_f16x4(&b, n, k)).unwrap();
-    let mut y = gpu.filled(m * n + 5, f32::NAN).unwrap();
+    let a = Operand::new(&gpu, &mut rng, m, k, Elem::F16);
+    let b = Operand::new(&gpu, &mut rng, n, k, Elem::F16);
+    let mut y = gpu.filled(m * n + TAIL, f32::NAN).unwrap();
     use kernels::linear::gemm16_tc;
     let u = |v: usize| v as u32;
     // The plan's shape on tensor cores; without them one the portable variant's smaller slices
@@ -363,22 +377,9 @@ fn the_exact_kernel_called_directly_runs_on_every_adapter() {
         G_CHUNK: Some(u(k)),
         ..Default::default()
     };
-    gemm16_tc(&gpu, &ab, &bb, &mut y, p, o).unwrap();
-    let got = y.read(&gpu).unwrap();
-    let gamma = (k + 3) as f64 * 2f64.powi(-24);
-    for i in 0..m {
-        for j in 0..n {
-            let (mut want, mut abs) = (0.0f64, 0.0f64);
-            for l in 0..k {
-                let t = a[i * k + l] as f64 * b[j * k + l] as f64;
-                want += t;
-                abs += t.abs();
-            }
-            let g = got[i * n + j] as f64;
-            assert!((g - want).abs() <= gamma * abs + 1e-30, "y[{i}, {j}] = {g} against {want}");
-        }
-    }
-    assert!(got[m * n..].iter().all(|v| v.is_nan()), "y's tail was written");
+    gemm16_tc(&gpu, a.f16.as_ref().unwrap(), b.f16.as_ref().unwrap(), &mut y, p, o).unwrap();
+    let g = Gemm::new(m, n, k).elems(Elem::F16, Elem::F16).b_t(true);
+    check_float64("gemm16_tc called directly", &y.read(&gpu).unwrap(), (&a, &b), &g, (&[], &[]), 1, 0.0);
 }
 
 #[test]

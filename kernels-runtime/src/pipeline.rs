@@ -519,7 +519,6 @@ impl Gpu {
     }
 }
 
-/// The cache key of `kernel` with `overrides`.
 /// The values of `overrides` that `wgsl` declares. A kernel's generated `Overrides` are its
 /// preferred variant's, and another variant may not use them all (a shape compiled in for a
 /// tensor-core loop that the portable loop reads from a uniform): its source, compacted to what
@@ -541,6 +540,7 @@ fn declared_overrides(wgsl: &str, overrides: &[(&'static str, f64)]) -> Vec<(&'s
     overrides.iter().filter(|(name, _)| declared.contains(name)).copied().collect()
 }
 
+/// The cache key of `kernel` with `overrides`.
 pub(crate) fn key(kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Key {
     (kernel as *const KernelDef as usize, overrides.iter().map(|(k, v)| (*k, v.to_bits())).collect())
 }
