@@ -1,6 +1,6 @@
 //! WGSL features of real-world compute shaders, run on the GPU against CPU references: structs
 //! ending in runtime-sized arrays (boids), textures, storage textures and samplers (a blur, an
-//! 8-bit storage write, a read-write storage texture), workgroup sizes from overrides,
+//! 8-bit storage write, a read-write storage texture), workgroup sizes from overrides, an override with a pipeline id,
 //! immediates, 64-bit types, and a file that also holds a render pipeline's shaders (game of
 //! life). Where the adapter lacks a feature a kernel needs, the call must fail with
 //! `Error::MissingFeature` naming it.
@@ -287,6 +287,18 @@ fn a_workgroup_size_from_an_override_is_the_one_dispatched() {
     tuned::iota_required(&gpu, &mut x, tuned::iota_required::Overrides { SIZE: Some(32) }).unwrap();
     assert_eq!(x.read(&gpu).unwrap(), (0..n).map(|i| i as f32).collect::<Vec<_>>());
     assert_eq!(tuned::iota::KERNEL.workgroup_size_overrides, [Some("BLOCK"), None, None]);
+}
+
+#[test]
+fn an_override_with_a_pipeline_id_takes_the_value_of_the_call() {
+    let Some(gpu) = gpu() else { return };
+    let n = 300;
+    let step = 2.5f32;
+    let mut x = gpu.filled(n, f32::NAN).unwrap();
+    tuned::scaled_iota(&gpu, &mut x, tuned::scaled_iota::Overrides { STEP: Some(step) }).unwrap();
+    assert_eq!(x.read(&gpu).unwrap(), (0..n).map(|i| step * i as f32).collect::<Vec<_>>());
+    tuned::scaled_iota(&gpu, &mut x, tuned::scaled_iota::Overrides { STEP: None }).unwrap();
+    assert_eq!(x.read(&gpu).unwrap(), (0..n).map(|i| i as f32).collect::<Vec<_>>());
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use crate::context::Gpu;
 use crate::disk::PipelineCacheFile;
 use crate::error::{Error, Result};
-use crate::kernel::{BindingKind, KernelDef, ResourceKind, SampleKind, TextureAccess, VariantDef};
+use crate::kernel::{BindingKind, KernelDef, OverrideDef, ResourceKind, SampleKind, TextureAccess, VariantDef};
 use crate::options::RuntimeChecks;
 use crate::variant::{Unmet, select};
 use std::borrow::Cow;
@@ -383,7 +383,7 @@ impl Gpu {
             module: &module,
             entry_point: Some(kernel.name),
             compilation_options: wgpu::PipelineCompilationOptions {
-                constants: &declared_overrides(wgsl, overrides),
+                constants: &declared_overrides(wgsl, kernel.overrides, overrides),
                 zero_initialize_workgroup_memory: true,
             },
             cache: self.inner.disk.as_ref().map(|d| &d.cache),
@@ -519,25 +519,33 @@ impl Gpu {
     }
 }
 
-/// The values of `overrides` that `wgsl` declares. A kernel's generated `Overrides` are its
+/// The values of `overrides` (by wgpu's key: an `@id` or the name) whose overrides `wgsl`
+/// declares (by name; `defs` maps one to the other). A kernel's generated `Overrides` are its
 /// preferred variant's, and another variant may not use them all (a shape compiled in for a
 /// tensor-core loop that the portable loop reads from a uniform): its source, compacted to what
 /// it uses, then lacks their declarations, and wgpu refuses a value for an override the module
 /// does not have. So each variant gets the values it declares and the rest keep no meaning there.
-fn declared_overrides(wgsl: &str, overrides: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
+fn declared_overrides(wgsl: &str, defs: &[OverrideDef], overrides: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
     if overrides.is_empty() {
         return Vec::new();
     }
     let declared: std::collections::HashSet<&str> = wgsl
         .lines()
         .filter_map(|line| {
-            // `override NAME: T = …;`, perhaps after attributes such as `@id(n)`.
-            let rest = &line[line.find("override ")? + "override ".len()..];
+            // `override NAME: T = …;` at the start of a line, perhaps after attributes such as
+            // `@id(n)` (not the word in a comment).
+            let at = line.find("override ")?;
+            let before = line[..at].trim();
+            if !(before.is_empty() || before.starts_with('@')) {
+                return None;
+            }
+            let rest = &line[at + "override ".len()..];
             let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
             (end > 0).then(|| &rest[..end])
         })
         .collect();
-    overrides.iter().filter(|(name, _)| declared.contains(name)).copied().collect()
+    let name = |key: &'static str| defs.iter().find(|d| d.key == key).map_or(key, |d| d.name);
+    overrides.iter().filter(|(key, _)| declared.contains(name(key))).copied().collect()
 }
 
 /// The cache key of `kernel` with `overrides`.
@@ -612,14 +620,18 @@ impl Stopwatch {
 #[cfg(test)]
 mod tests {
     use super::declared_overrides;
+    use crate::kernel::OverrideDef;
 
     #[test]
     fn a_variant_gets_the_override_values_it_declares() {
+        let def = |name, key| OverrideDef { name, key, ty: "u32", has_default: true };
+        let defs = [def("A_T", "A_T"), def("G_BM", "3"), def("K_C", "K_C"), def("G_B", "G_B")];
         let wgsl = "override A_T: bool = false;\n@id(3) override G_BM: u32 = 128u;\nvar<private> g_override_n: u32;\n\
-                    fn f() -> u32 { return G_BM; }\n";
-        let given = [("A_T", 1.0), ("K_C", 4096.0), ("G_BM", 256.0), ("G_B", 1.0)];
-        assert_eq!(declared_overrides(wgsl, &given), vec![("A_T", 1.0), ("G_BM", 256.0)]);
-        assert!(declared_overrides(wgsl, &[]).is_empty());
-        assert!(declared_overrides("fn f() {}", &given).is_empty());
+                    // the override K_C is not declared here\nfn f() -> u32 { return G_BM; }\n";
+        // G_BM by its `@id`, as the generated code passes it.
+        let given = [("A_T", 1.0), ("K_C", 4096.0), ("3", 256.0), ("G_B", 1.0)];
+        assert_eq!(declared_overrides(wgsl, &defs, &given), vec![("A_T", 1.0), ("3", 256.0)]);
+        assert!(declared_overrides(wgsl, &defs, &[]).is_empty());
+        assert!(declared_overrides("fn f() {}", &defs, &given).is_empty());
     }
 }
