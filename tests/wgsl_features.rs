@@ -1,9 +1,9 @@
 //! WGSL features of real-world compute shaders, run on the GPU against CPU references: structs
 //! ending in runtime-sized arrays (boids), textures, storage textures and samplers (a blur, an
-//! 8-bit storage write, a read-write storage texture), workgroup sizes from overrides, an override with a pipeline id,
-//! immediates, 64-bit types, and a file that also holds a render pipeline's shaders (game of
-//! life). Where the adapter lacks a feature a kernel needs, the call must fail with
-//! `Error::MissingFeature` naming it.
+//! 8-bit storage write, a read-write storage texture), workgroup sizes from overrides, an
+//! override with a pipeline id, immediates, 64-bit types, and a file that also holds a render
+//! pipeline's shaders (game of life). Where the adapter lacks a feature a kernel needs, the call
+//! must fail with `Error::MissingFeature` naming it.
 
 mod common;
 

@@ -25,18 +25,6 @@ fn iota_required(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// --- KERNEL: scaled_iota ---
-// x[i] = STEP · i, STEP an override with a pipeline id (wgpu's key is the id, not the name).
-// @grid threads(len(x))
-@id(7) override STEP: f32 = 1.0;
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@compute @workgroup_size(64)
-fn scaled_iota(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x < arrayLength(&x)) {
-        x[gid.x] = STEP * f32(gid.x);
-    }
-}
-
 // --- KERNEL: affine ---
 // y[i] = push.scale · i + push.offset, the two numbers passed as immediates.
 // @grid threads(len(y))
@@ -116,4 +104,16 @@ fn many_immediates() {
         s += dot(m[0] + m[1] + m[2] + m[3], vec4<f32>(1.0));
     }
     out[0] = s;
+}
+
+// --- KERNEL: scaled_iota ---
+// x[i] = STEP · i, STEP an override with a pipeline id (wgpu's key is the id, not the name).
+// @grid threads(len(x))
+@id(7) override STEP: f32 = 1.0;
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@compute @workgroup_size(64)
+fn scaled_iota(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < arrayLength(&x)) {
+        x[gid.x] = STEP * f32(gid.x);
+    }
 }
