@@ -13,8 +13,8 @@
 // one workgroup reduction of a vec2.
 //
 // The backward runs one workgroup of 256 per block of NORM_BLOCK = 8 consecutive rows
-// (`lib/norm_backward.wgsl`: a pass of per-row dot products, 32 invocations per row, then a pass
-// in which each invocation owns vec4 columns of all the block's rows): it overwrites (or adds
+// (`lib/norm_backward.wgsl`: a pass of per-row dot products, 32 invocations per row, whose x and
+// dy stay in registers for dx where d ≤ 1024, then dγ's partial by columns): it overwrites (or adds
 // into) dx and writes that block's partial dγ (a fixed-order sum over its rows) into a
 // `[blocks, d]` partials buffer, blocks = ⌈rows / NORM_BLOCK⌉; then `rmsnorm_dgamma_reduce` adds
 // the partials up over the blocks in a fixed order and accumulates the result into dγ

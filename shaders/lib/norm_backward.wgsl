@@ -12,12 +12,22 @@
 // chain in increasing column order; the 32 lane sums of a row meet in workgroup memory and one
 // invocation per row adds them in lane order. A fixed order, independent of the subgroup size.
 //
-// Pass 2, dx and the partial dγ: invocation t owns the vec4 columns t + 256·k for every row of
-// the block. It loads the block's 8 rows of x and dy at those columns (and dx for the
-// accumulating kernels) before storing anything, then stores dx and, for the f16 kernels, dx's
-// f16 copy straight from registers: the f16 copy is made from the very values stored into dx,
-// so it is what `cast::cast_grad_f16x4` makes of that dx. The column's partial dγ is one fma
-// chain over the block's rows in row order.
+// Rows of up to NB_HOLD · 32 vec4 columns (d ≤ 1024, the usual widths) are read once: pass 1's
+// invocation keeps its row's x and dy in registers (NB_HOLD vec4s of each) and pass 2 works on
+// the same columns of the same row, storing dx and, for the f16 kernels, dx's f16 copy straight
+// from registers, and dy·x for the partial dγ into workgroup memory; pass 3 makes each column's
+// partial dγ, one fma chain over the block's rows in row order. Reading x and dy a second time
+// would cost a second trip to memory at the trainer's shapes: a wave of workgroups reads about
+// as much as the GPU's L2 holds before any of them comes back for its rows.
+//
+// Wider rows take pass 2 by columns: invocation t owns the vec4 columns t + 256·k for every row
+// of the block. It loads the block's 8 rows of x and dy at those columns (and dx for the
+// accumulating kernels) before storing anything, then stores dx and its f16 copy and makes the
+// column's partial dγ chain. Both forms compute every value with the same operations in the
+// same order: the results are the same bits.
+//
+// The f16 copy is made from the very values stored into dx, so it is what
+// `cast::cast_grad_f16x4` makes of that dx.
 //
 // Where d % 4 == 0 a row's vec4 columns are 16-byte aligned and loaded and stored as one vec4;
 // otherwise element by element, with the columns past d (the last vec4 of a row) as zeros in
@@ -37,8 +47,16 @@ const_assert NB_LANES * NORM_BLOCK == WG;
 const NB_UNROLL: u32 = 4u;
 const NB_COLS4: vec4<u32> = vec4<u32>(0u, 1u, 2u, 3u);
 
+// Vec4 columns per invocation held in registers between the passes; rows of up to
+// NB_HOLD · NB_LANES vec4 columns take the held form.
+const NB_HOLD: u32 = 8u;
+const NB_HELD_COLS4: u32 = NB_HOLD * NB_LANES;
+
 // Per row and lane: the lane's part of Σ dy·γ·x (1 KiB).
 var<workgroup> sh_part: array<f32, WG>;
+// The held form's dy·x of the block's rows, NB_HELD_COLS4 vec4 columns a row (32 KiB).
+var<workgroup> sh_prod: array<vec4<f32>, 2048>;
+const_assert NORM_BLOCK * NB_HELD_COLS4 == 2048u;
 // Per row of the block: rrms, and rrms³ · (Σ dy·γ·x) / d.
 var<workgroup> sh_r: array<f32, NORM_BLOCK>;
 var<workgroup> sh_coef: array<f32, NORM_BLOCK>;
@@ -149,18 +167,21 @@ fn nb_dot4(acc: f32, dyv: vec4<f32>, g: vec4<f32>, xv: vec4<f32>) -> f32 {
 }
 
 // Row i of the block at the invocation's vec4 column q (columns c = 4q..4q+3), x and dy (and
-// for the accumulating kernels the old dx) already loaded: stores dx and its f16 copy, returns
-// the partial dγ chain continued with this row's dy·x·rrms.
-fn nb_row_out(row: u32, i: u32, q: u32, c: u32, g: vec4<f32>, xv: vec4<f32>, dyv: vec4<f32>, old: vec4<f32>, dg: vec4<f32>) -> vec4<f32> {
-    let r = sh_r[i];
-    let grad = r * g * dyv - xv * sh_coef[i];
+// for the accumulating kernels the old dx) already loaded: stores dx and its f16 copy.
+fn nb_put(row: u32, i: u32, q: u32, c: u32, g: vec4<f32>, xv: vec4<f32>, dyv: vec4<f32>, old: vec4<f32>) {
+    let grad = sh_r[i] * g * dyv - xv * sh_coef[i];
     var v = grad;
     if (NB_ACC) {
         v = old + grad;
     }
     nb_store_dx4(row * p.d, c, v);
     put_dx16(row * ((p.d + 3u) / 4u) + q, select(vec4<f32>(0.0), v, nb_in(c)));
-    return fma(dyv * xv, vec4<f32>(r), dg);
+}
+
+// `nb_put`, then the partial dγ chain continued with this row's dy·x·rrms.
+fn nb_row_out(row: u32, i: u32, q: u32, c: u32, g: vec4<f32>, xv: vec4<f32>, dyv: vec4<f32>, old: vec4<f32>, dg: vec4<f32>) -> vec4<f32> {
+    nb_put(row, i, q, c, g, xv, dyv, old);
+    return fma(dyv * xv, vec4<f32>(sh_r[i]), dg);
 }
 
 // The old dx of the accumulating kernels at row `base`, column c; zeros for the others (never
@@ -183,7 +204,123 @@ fn rmsnorm_backward_block(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) {
     let r0 = blk * NORM_BLOCK;
     let nr = min(NORM_BLOCK, p.rows - r0);
     let cq = (p.d + 3u) / 4u;
+    // Uniform: d is the same for the whole dispatch.
+    if (cq <= NB_HELD_COLS4) {
+        nb_held(blk, r0, nr, cq, tid);
+    } else {
+        nb_streamed(blk, r0, nr, cq, tid);
+    }
+}
 
+// Between pass 1 and pass 2: each row's lane sums added in lane order, and the row's rrms and
+// coefficient published in workgroup memory.
+fn nb_row_coefs(tid: u32, acc: f32, r0: u32, nr: u32) {
+    sh_part[tid] = acc;
+    workgroupBarrier();
+    if (tid < nr) {
+        var dot = 0.0;
+        for (var l = 0u; l < NB_LANES; l++) {
+            dot += sh_part[tid * NB_LANES + l];
+        }
+        let r = rrms[r0 + tid];
+        sh_r[tid] = r;
+        sh_coef[tid] = r * r * r * dot / f32(p.d);
+    }
+    workgroupBarrier();
+}
+
+// `op` at vec4 column q of the row starting at element `base` where q < lim, else zeros.
+fn nb_hload(op: u32, base: u32, q: u32, lim: u32) -> vec4<f32> {
+    if (q < lim) {
+        return nb_load4(op, base, 4u * q);
+    }
+    return vec4<f32>(0.0);
+}
+
+// The old dx of the accumulating kernels at vec4 column q where q < lim; zeros otherwise and
+// for the others (not loaded).
+fn nb_hold_old(base: u32, q: u32, lim: u32) -> vec4<f32> {
+    if (NB_ACC) {
+        return nb_hload(NB_DX, base, q, lim);
+    }
+    return vec4<f32>(0.0);
+}
+
+// Pass 2 of the held form at row i of the block, vec4 column q: dx and its f16 copy, and dy·x
+// for pass 3.
+fn nb_held_out(r0: u32, i: u32, q: u32, lim: u32, xv: vec4<f32>, dyv: vec4<f32>, old: vec4<f32>) {
+    if (q < lim) {
+        let c = 4u * q;
+        nb_put(r0 + i, i, q, c, nb_load4(NB_GAMMA, 0u, c), xv, dyv, old);
+        sh_prod[i * NB_HELD_COLS4 + q] = dyv * xv;
+    }
+}
+
+// Rows of at most NB_HELD_COLS4 vec4 columns: x and dy read once.
+fn nb_held(blk: u32, r0: u32, nr: u32, cq: u32, tid: u32) {
+    // Pass 1. Row g of the block, lane l, vec4 columns l + 32·k; a row past the end (the last
+    // block's) has no columns.
+    let g = tid / NB_LANES;
+    let lane = tid % NB_LANES;
+    let lim = select(0u, cq, g < nr);
+    let base = (r0 + g) * p.d;
+    let x0 = nb_hload(NB_X, base, lane, lim);
+    let x1 = nb_hload(NB_X, base, lane + NB_LANES, lim);
+    let x2 = nb_hload(NB_X, base, lane + 2u * NB_LANES, lim);
+    let x3 = nb_hload(NB_X, base, lane + 3u * NB_LANES, lim);
+    let x4 = nb_hload(NB_X, base, lane + 4u * NB_LANES, lim);
+    let x5 = nb_hload(NB_X, base, lane + 5u * NB_LANES, lim);
+    let x6 = nb_hload(NB_X, base, lane + 6u * NB_LANES, lim);
+    let x7 = nb_hload(NB_X, base, lane + 7u * NB_LANES, lim);
+    let y0 = nb_hload(NB_DY, base, lane, lim);
+    let y1 = nb_hload(NB_DY, base, lane + NB_LANES, lim);
+    let y2 = nb_hload(NB_DY, base, lane + 2u * NB_LANES, lim);
+    let y3 = nb_hload(NB_DY, base, lane + 3u * NB_LANES, lim);
+    let y4 = nb_hload(NB_DY, base, lane + 4u * NB_LANES, lim);
+    let y5 = nb_hload(NB_DY, base, lane + 5u * NB_LANES, lim);
+    let y6 = nb_hload(NB_DY, base, lane + 6u * NB_LANES, lim);
+    let y7 = nb_hload(NB_DY, base, lane + 7u * NB_LANES, lim);
+    var acc = nb_dot4(0.0, y0, nb_hload(NB_GAMMA, 0u, lane, lim), x0);
+    acc = nb_dot4(acc, y1, nb_hload(NB_GAMMA, 0u, lane + NB_LANES, lim), x1);
+    acc = nb_dot4(acc, y2, nb_hload(NB_GAMMA, 0u, lane + 2u * NB_LANES, lim), x2);
+    acc = nb_dot4(acc, y3, nb_hload(NB_GAMMA, 0u, lane + 3u * NB_LANES, lim), x3);
+    acc = nb_dot4(acc, y4, nb_hload(NB_GAMMA, 0u, lane + 4u * NB_LANES, lim), x4);
+    acc = nb_dot4(acc, y5, nb_hload(NB_GAMMA, 0u, lane + 5u * NB_LANES, lim), x5);
+    acc = nb_dot4(acc, y6, nb_hload(NB_GAMMA, 0u, lane + 6u * NB_LANES, lim), x6);
+    acc = nb_dot4(acc, y7, nb_hload(NB_GAMMA, 0u, lane + 7u * NB_LANES, lim), x7);
+    nb_row_coefs(tid, acc, r0, nr);
+
+    // Pass 2, the same row and columns; the old dx loaded before anything is stored.
+    let o0 = nb_hold_old(base, lane, lim);
+    let o1 = nb_hold_old(base, lane + NB_LANES, lim);
+    let o2 = nb_hold_old(base, lane + 2u * NB_LANES, lim);
+    let o3 = nb_hold_old(base, lane + 3u * NB_LANES, lim);
+    let o4 = nb_hold_old(base, lane + 4u * NB_LANES, lim);
+    let o5 = nb_hold_old(base, lane + 5u * NB_LANES, lim);
+    let o6 = nb_hold_old(base, lane + 6u * NB_LANES, lim);
+    let o7 = nb_hold_old(base, lane + 7u * NB_LANES, lim);
+    nb_held_out(r0, g, lane, lim, x0, y0, o0);
+    nb_held_out(r0, g, lane + NB_LANES, lim, x1, y1, o1);
+    nb_held_out(r0, g, lane + 2u * NB_LANES, lim, x2, y2, o2);
+    nb_held_out(r0, g, lane + 3u * NB_LANES, lim, x3, y3, o3);
+    nb_held_out(r0, g, lane + 4u * NB_LANES, lim, x4, y4, o4);
+    nb_held_out(r0, g, lane + 5u * NB_LANES, lim, x5, y5, o5);
+    nb_held_out(r0, g, lane + 6u * NB_LANES, lim, x6, y6, o6);
+    nb_held_out(r0, g, lane + 7u * NB_LANES, lim, x7, y7, o7);
+    workgroupBarrier();
+
+    // Pass 3: invocation t's vec4 column over the block's rows in row order.
+    if (tid < cq) {
+        var dg = vec4<f32>(0.0);
+        for (var i = 0u; i < nr; i++) {
+            dg = fma(sh_prod[i * NB_HELD_COLS4 + tid], vec4<f32>(sh_r[i]), dg);
+        }
+        nb_store_part4(blk * p.d + 4u * tid, 4u * tid, dg);
+    }
+}
+
+// Rows wider than NB_HELD_COLS4 vec4 columns: pass 2 by columns, x and dy read again.
+fn nb_streamed(blk: u32, r0: u32, nr: u32, cq: u32, tid: u32) {
     // Pass 1. Row g of the block, lane l; a row past the end (the last block's) has no columns.
     let g = tid / NB_LANES;
     let lane = tid % NB_LANES;
@@ -224,18 +361,7 @@ fn rmsnorm_backward_block(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) {
         }
         acc = nb_dot4(nb_dot4(nb_dot4(nb_dot4(acc, y0, g0, x0), y1, g1, x1), y2, g2, x2), y3, g3, x3);
     }
-    sh_part[tid] = acc;
-    workgroupBarrier();
-    if (tid < nr) {
-        var dot = 0.0;
-        for (var l = 0u; l < NB_LANES; l++) {
-            dot += sh_part[tid * NB_LANES + l];
-        }
-        let r = rrms[r0 + tid];
-        sh_r[tid] = r;
-        sh_coef[tid] = r * r * r * dot / f32(p.d);
-    }
-    workgroupBarrier();
+    nb_row_coefs(tid, acc, r0, nr);
 
     // Pass 2.
     for (var q = tid; q < cq; q += WG) {
