@@ -373,6 +373,7 @@ fn leak_def(file: &cg::compile::File, k: &cg::compile::Kernel) -> Result<&'stati
             wgsl: leak_str(&v.wgsl),
             browser_wgsl: leak_str(&v.browser_wgsl),
             features: leak(v.features.clone().into_boxed_slice()),
+            overrides: leak(v.overrides.iter().map(|o| leak_str(o)).collect::<Vec<_>>().into_boxed_slice()),
         })
         .collect();
     let (grid, grid_expr) = match &k.shape.grid {

@@ -239,8 +239,15 @@ fn read_ranges() {
 fn coop_kernels() -> (&'static kernels::KernelDef, &'static kernels::KernelDef) {
     use kernels::{CoopConfig, CoopScalar, KernelDef, VariantDef};
     const C16: CoopConfig = CoopConfig { m: 16, n: 16, k: 16, ab: CoopScalar::F16, cr: CoopScalar::F32 };
-    let coop =
-        VariantDef { subgroups: false, f16: true, coop: &[C16], wgsl: "not WGSL", browser_wgsl: "", features: &[] };
+    let coop = VariantDef {
+        subgroups: false,
+        f16: true,
+        coop: &[C16],
+        wgsl: "not WGSL",
+        browser_wgsl: "",
+        features: &[],
+        overrides: &[],
+    };
     let k = &scale::KERNEL;
     let def = |variants: Vec<VariantDef>| -> &'static KernelDef {
         Box::leak(Box::new(KernelDef {

@@ -290,14 +290,16 @@ fn a_workgroup_size_from_an_override_is_the_one_dispatched() {
 }
 
 #[test]
-fn an_override_with_a_pipeline_id_takes_the_value_of_the_call() {
+fn overrides_take_the_values_of_the_call_by_id_and_over_lines() {
     let Some(gpu) = gpu() else { return };
     let n = 300;
-    let step = 2.5f32;
+    let (step, offset) = (2.5f32, -7.0f32);
     let mut x = gpu.filled(n, f32::NAN).unwrap();
-    tuned::scaled_iota(&gpu, &mut x, tuned::scaled_iota::Overrides { STEP: Some(step) }).unwrap();
-    assert_eq!(x.read(&gpu).unwrap(), (0..n).map(|i| step * i as f32).collect::<Vec<_>>());
-    tuned::scaled_iota(&gpu, &mut x, tuned::scaled_iota::Overrides { STEP: None }).unwrap();
+    let both = tuned::scaled_iota::Overrides { STEP: Some(step), OFFSET: Some(offset) };
+    tuned::scaled_iota(&gpu, &mut x, both).unwrap();
+    // One multiplication and one addition of small integers and halves: exact in f32.
+    assert_eq!(x.read(&gpu).unwrap(), (0..n).map(|i| step * i as f32 + offset).collect::<Vec<_>>());
+    tuned::scaled_iota(&gpu, &mut x, tuned::scaled_iota::Overrides::default()).unwrap();
     assert_eq!(x.read(&gpu).unwrap(), (0..n).map(|i| i as f32).collect::<Vec<_>>());
 }
 

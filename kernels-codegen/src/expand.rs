@@ -748,9 +748,10 @@ impl<'a> Emitter<'a> {
                 let (ab, cr) = (scalar(c.ab), scalar(c.cr));
                 quote!(#rt::CoopConfig { m: #m, n: #n, k: #kk, ab: #ab, cr: #cr })
             });
-            let features = &v.features;
+            let (features, declared) = (&v.features, &v.overrides);
             quote!(#rt::VariantDef {
                 subgroups: #s, f16: #f, coop: &[#(#coop),*], wgsl: #w, browser_wgsl: #b, features: &[#(#features),*],
+                overrides: &[#(#declared),*],
             })
         });
         let bindings = iface.bindings.iter().map(|b| {

@@ -107,7 +107,9 @@ fn the_feature_test_files_compile() {
     assert_eq!(files[3].kernels[0].variants[0].features, ["SHADER_INT64", "SHADER_F64"]);
     assert_eq!(files[3].kernels[1].variants[0].features, ["SHADER_INT64", "SHADER_INT64_ATOMIC_MIN_MAX"]);
     let scaled = files[2].kernels[5].interface.as_ref().unwrap();
-    assert_eq!(scaled.overrides.iter().map(|o| (o.name.as_str(), o.id)).collect::<Vec<_>>(), [("STEP", Some(7))]);
+    let ids = scaled.overrides.iter().map(|o| (o.name.as_str(), o.id)).collect::<Vec<_>>();
+    assert_eq!(ids, [("STEP", Some(7)), ("OFFSET", None)]);
+    assert_eq!(files[2].kernels[5].variants[0].overrides, ["STEP", "OFFSET"]);
     let life = &files[2].kernels[3].variants[0].wgsl;
     assert!(!life.contains("vert_main") && !life.contains("struct Out"), "{life}");
 }

@@ -226,18 +226,18 @@ impl Gpu {
         self.inner.pipelines.slot(kernel, key(kernel, overrides))
     }
 
-    /// The source of the variant to build (hot reload's where it replaced the compiled one)
-    /// and whether it is marked `@unchecked`, once the overrides are known to be complete.
-    pub(crate) fn buildable(
-        &self,
-        kernel: &'static KernelDef,
-        overrides: &[(&'static str, f64)],
-    ) -> Result<(Cow<'static, str>, bool)> {
+    /// What to build `kernel` from (hot reload's source where it replaced the compiled one),
+    /// once the overrides are known to be complete.
+    pub(crate) fn buildable(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Buildable> {
         let source = match self.swapped_source(kernel) {
             Some(source) => source?,
             None => {
                 let v = self.variant_for(kernel)?;
-                (Cow::Borrowed(if self.inner.browser { v.browser_wgsl } else { v.wgsl }), kernel.unchecked)
+                Buildable {
+                    wgsl: Cow::Borrowed(if self.inner.browser { v.browser_wgsl } else { v.wgsl }),
+                    unchecked: kernel.unchecked,
+                    declared: v.overrides.iter().map(|o| o.to_string()).collect(),
+                }
             }
         };
         let limit = self.inner.limits.max_immediate_size;
@@ -267,23 +267,26 @@ impl Gpu {
     /// The source hot reload put in place of `kernel`'s, of the variant this device runs, and
     /// whether it is marked `@unchecked`.
     #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
-    fn swapped_source(&self, kernel: &'static KernelDef) -> Option<Result<(Cow<'static, str>, bool)>> {
+    fn swapped_source(&self, kernel: &'static KernelDef) -> Option<Result<Buildable>> {
         let s = self.inner.pipelines.swapped(kernel)?;
         Some(
             crate::variant::select_in(&s.variants, &self.inner.caps)
-                .map(|v| (Cow::Owned(v.wgsl.clone()), s.unchecked))
+                .map(|v| Buildable {
+                    wgsl: Cow::Owned(v.wgsl.clone()),
+                    unchecked: s.unchecked,
+                    declared: v.overrides.clone(),
+                })
                 .map_err(|unmet| self.missing(kernel, unmet)),
         )
     }
 
     #[cfg(not(all(feature = "hot-reload", not(target_arch = "wasm32"))))]
-    fn swapped_source(&self, _kernel: &'static KernelDef) -> Option<Result<(Cow<'static, str>, bool)>> {
+    fn swapped_source(&self, _kernel: &'static KernelDef) -> Option<Result<Buildable>> {
         None
     }
 
     fn build(&self, kernel: &'static KernelDef, overrides: &[(&'static str, f64)]) -> Result<Arc<Compiled>> {
-        let (source, unchecked) = self.buildable(kernel, overrides)?;
-        let built = self.build_from(kernel, overrides, &source, unchecked);
+        let built = self.build_from(kernel, overrides, &self.buildable(kernel, overrides)?);
         #[cfg(all(feature = "hot-reload", not(target_arch = "wasm32")))]
         if let (Some(hot), Some(src)) = (&self.inner.hot, kernel.source) {
             hot.watch(self, src.file);
@@ -291,21 +294,19 @@ impl Gpu {
         built
     }
 
-    /// Builds a pipeline of `kernel` from `wgsl` (marked `@unchecked` or not), inside error
-    /// scopes (natively).
+    /// Builds a pipeline of `kernel` from `source`, inside error scopes (natively).
     pub(crate) fn build_from(
         &self,
         kernel: &'static KernelDef,
         overrides: &[(&'static str, f64)],
-        wgsl: &str,
-        unchecked: bool,
+        source: &Buildable,
     ) -> Result<Arc<Compiled>> {
         #[cfg(not(target_arch = "wasm32"))]
         let scopes = (
             self.inner.device.push_error_scope(wgpu::ErrorFilter::Validation),
             self.inner.device.push_error_scope(wgpu::ErrorFilter::Internal),
         );
-        let (compiled, _module) = self.create(kernel, overrides, wgsl, unchecked);
+        let (compiled, _module) = self.create(kernel, overrides, source);
         #[cfg(not(target_arch = "wasm32"))]
         {
             let (validation, internal) = scopes;
@@ -319,13 +320,12 @@ impl Gpu {
     }
 
     /// Creates the layout, shader module and pipeline of one variant; the module without
-    /// wgpu's runtime checks where `unchecked` and the options allow it.
+    /// wgpu's runtime checks where the source is `@unchecked` and the options allow it.
     fn create(
         &self,
         kernel: &'static KernelDef,
         overrides: &[(&'static str, f64)],
-        wgsl: &str,
-        unchecked: bool,
+        source: &Buildable,
     ) -> (Compiled, wgpu::ShaderModule) {
         let device = &self.inner.device;
         let mut entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
@@ -363,9 +363,9 @@ impl Gpu {
             label: Some(kernel.name),
             // A browser compiles the WGSL itself and needs `enable subgroups;`, which naga
             // rejects: `wgsl` is the browser form there.
-            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+            source: wgpu::ShaderSource::Wgsl(source.wgsl.clone()),
         };
-        let module = if self.checks(unchecked) {
+        let module = if self.checks(source.unchecked) {
             device.create_shader_module(descriptor)
         } else {
             // SAFETY: `create_shader_module_trusted` asks that the shader never index out of
@@ -383,7 +383,7 @@ impl Gpu {
             module: &module,
             entry_point: Some(kernel.name),
             compilation_options: wgpu::PipelineCompilationOptions {
-                constants: &declared_overrides(wgsl, kernel.overrides, overrides),
+                constants: &declared_overrides(&source.declared, kernel.overrides, overrides),
                 zero_initialize_workgroup_memory: true,
             },
             cache: self.inner.disk.as_ref().map(|d| &d.cache),
@@ -421,11 +421,11 @@ impl Gpu {
     /// `build` with the error scopes awaited instead of blocked on.
     #[cfg(target_arch = "wasm32")]
     async fn build_checked(&self, kernel: &'static KernelDef) -> Result<Arc<Compiled>> {
-        let (source, unchecked) = self.buildable(kernel, &[])?;
+        let source = self.buildable(kernel, &[])?;
         let device = &self.inner.device;
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
-        let (compiled, module) = self.create(kernel, &[], &source, unchecked);
+        let (compiled, module) = self.create(kernel, &[], &source);
         // Popped in reverse order, at once; the futures resolve when the browser has decided.
         let internal = internal.pop();
         let validation = validation.pop();
@@ -519,33 +519,30 @@ impl Gpu {
     }
 }
 
-/// The values of `overrides` (by wgpu's key: an `@id` or the name) whose overrides `wgsl`
-/// declares (by name; `defs` maps one to the other). A kernel's generated `Overrides` are its
-/// preferred variant's, and another variant may not use them all (a shape compiled in for a
-/// tensor-core loop that the portable loop reads from a uniform): its source, compacted to what
-/// it uses, then lacks their declarations, and wgpu refuses a value for an override the module
-/// does not have. So each variant gets the values it declares and the rest keep no meaning there.
-fn declared_overrides(wgsl: &str, defs: &[OverrideDef], overrides: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
-    if overrides.is_empty() {
-        return Vec::new();
-    }
-    let declared: std::collections::HashSet<&str> = wgsl
-        .lines()
-        .filter_map(|line| {
-            // `override NAME: T = …;` at the start of a line, perhaps after attributes such as
-            // `@id(n)` (not the word in a comment).
-            let at = line.find("override ")?;
-            let before = line[..at].trim();
-            if !(before.is_empty() || before.starts_with('@')) {
-                return None;
-            }
-            let rest = &line[at + "override ".len()..];
-            let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
-            (end > 0).then(|| &rest[..end])
-        })
-        .collect();
+/// What a pipeline of a kernel is built from.
+pub(crate) struct Buildable {
+    /// The source of the variant the device runs.
+    pub(crate) wgsl: Cow<'static, str>,
+    /// Whether it is marked `// @unchecked`.
+    pub(crate) unchecked: bool,
+    /// The names of the `override` declarations it has.
+    pub(crate) declared: Vec<String>,
+}
+
+/// The values of `overrides` (by wgpu's key: an `@id` or the name) whose overrides the variant
+/// declares (`declared`, by name; `defs` maps one to the other). A kernel's generated
+/// `Overrides` are its preferred variant's, and another variant may not use them all (a shape
+/// compiled in for a tensor-core loop that the portable loop reads from a uniform): its source,
+/// compacted to what it uses, then lacks their declarations, and wgpu refuses a value for an
+/// override the module does not have. So each variant gets the values it declares and the rest
+/// keep no meaning there.
+fn declared_overrides(
+    declared: &[String],
+    defs: &[OverrideDef],
+    overrides: &[(&'static str, f64)],
+) -> Vec<(&'static str, f64)> {
     let name = |key: &'static str| defs.iter().find(|d| d.key == key).map_or(key, |d| d.name);
-    overrides.iter().filter(|(key, _)| declared.contains(name(key))).copied().collect()
+    overrides.iter().filter(|(key, _)| declared.iter().any(|d| d == name(key))).copied().collect()
 }
 
 /// The cache key of `kernel` with `overrides`.
@@ -626,12 +623,11 @@ mod tests {
     fn a_variant_gets_the_override_values_it_declares() {
         let def = |name, key| OverrideDef { name, key, ty: "u32", has_default: true };
         let defs = [def("A_T", "A_T"), def("G_BM", "3"), def("K_C", "K_C"), def("G_B", "G_B")];
-        let wgsl = "override A_T: bool = false;\n@id(3) override G_BM: u32 = 128u;\nvar<private> g_override_n: u32;\n\
-                    // the override K_C is not declared here\nfn f() -> u32 { return G_BM; }\n";
+        let declared = ["A_T".to_string(), "G_BM".to_string()];
         // G_BM by its `@id`, as the generated code passes it.
         let given = [("A_T", 1.0), ("K_C", 4096.0), ("3", 256.0), ("G_B", 1.0)];
-        assert_eq!(declared_overrides(wgsl, &defs, &given), vec![("A_T", 1.0), ("3", 256.0)]);
-        assert!(declared_overrides(wgsl, &defs, &[]).is_empty());
-        assert!(declared_overrides("fn f() {}", &defs, &given).is_empty());
+        assert_eq!(declared_overrides(&declared, &defs, &given), vec![("A_T", 1.0), ("3", 256.0)]);
+        assert!(declared_overrides(&declared, &defs, &[]).is_empty());
+        assert!(declared_overrides(&[], &defs, &given).is_empty());
     }
 }

@@ -46,6 +46,8 @@ pub(crate) struct Form {
     coop: Vec<CoopConfig>,
     features: Vec<&'static str>,
     pub(crate) wgsl: String,
+    /// The names of the `override` declarations `wgsl` has.
+    pub(crate) overrides: Vec<String>,
 }
 
 impl Needs for Form {
@@ -71,6 +73,7 @@ impl Form {
             coop: v.coop.to_vec(),
             features: v.features.to_vec(),
             wgsl: v.wgsl.to_string(),
+            overrides: v.overrides.iter().map(|o| o.to_string()).collect(),
         }
     }
 
@@ -89,6 +92,7 @@ impl Form {
                 .collect(),
             features: v.features.clone(),
             wgsl: v.wgsl.clone(),
+            overrides: v.overrides.clone(),
         }
     }
 }
@@ -384,7 +388,12 @@ impl HotReload {
         for key in gpu.inner.pipelines.keys_of(def) {
             let overrides: Vec<(&'static str, f64)> =
                 key.1.iter().map(|&(k, bits)| (k, f64::from_bits(bits))).collect();
-            built.push((key, gpu.build_from(def, &overrides, &form.wgsl, swapped.unchecked)?));
+            let source = crate::pipeline::Buildable {
+                wgsl: form.wgsl.clone().into(),
+                unchecked: swapped.unchecked,
+                declared: form.overrides.clone(),
+            };
+            built.push((key, gpu.build_from(def, &overrides, &source)?));
         }
         gpu.inner.pipelines.swap(def, Arc::new(swapped), built);
         Ok(())

@@ -103,7 +103,7 @@ mod tests {
     const C8: CoopConfig = CoopConfig { m: 8, n: 8, k: 8, ab: CoopScalar::F16, cr: CoopScalar::F16 };
 
     const fn variant(subgroups: bool, f16: bool, coop: &'static [CoopConfig], wgsl: &'static str) -> VariantDef {
-        VariantDef { subgroups, f16, coop, wgsl, browser_wgsl: wgsl, features: &[] }
+        VariantDef { subgroups, f16, coop, wgsl, browser_wgsl: wgsl, features: &[], overrides: &[] }
     }
 
     const fn kernel(variants: &'static [VariantDef]) -> KernelDef {
@@ -193,6 +193,7 @@ mod tests {
             wgsl: "i64",
             browser_wgsl: "",
             features: &["SHADER_INT64", "SHADER_INT64_ATOMIC_MIN_MAX"],
+            overrides: &[],
         }]);
         let mut c = caps(true, true, &[]);
         assert_eq!(select(&INT64, &c).unwrap_err().feature, "SHADER_INT64");

@@ -107,13 +107,16 @@ fn many_immediates() {
 }
 
 // --- KERNEL: scaled_iota ---
-// x[i] = STEP · i, STEP an override with a pipeline id (wgpu's key is the id, not the name).
+// x[i] = STEP · i + OFFSET, STEP an override with a pipeline id (wgpu's key is the id, not the
+// name), OFFSET one declared over two lines, as WGSL's free layout allows.
 // @grid threads(len(x))
 @id(7) override STEP: f32 = 1.0;
+override
+    OFFSET : f32 = 0.0;
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @compute @workgroup_size(64)
 fn scaled_iota(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (gid.x < arrayLength(&x)) {
-        x[gid.x] = STEP * f32(gid.x);
+        x[gid.x] = STEP * f32(gid.x) + OFFSET;
     }
 }
