@@ -13,13 +13,13 @@
 // one workgroup reduction of a vec2.
 //
 // The backward runs one workgroup of 256 per block of NORM_BLOCK = 8 consecutive rows
-// (`lib/norm_backward.wgsl`: each invocation owns vec4 columns of all the block's rows, a pass of
-// per-row dot products, then dx and the partial dγ from the same registers where d ≤ 1024): it
-// overwrites (or adds into) dx and writes that block's partial dγ (a fixed-order sum over its
-// rows) into a `[blocks, d]` partials buffer, blocks = ⌈rows / NORM_BLOCK⌉; then
-// `rmsnorm_dgamma_reduce` adds the partials up over the blocks in a fixed order and accumulates
-// the result into dγ (`rmsnorm_dgamma_reduce4`: four norms' in one dispatch, the same order). No
-// float atomics: dγ is the same bits on every run. For mixed precision, `rmsnorm_backward_f16` and
+// (`lib/norm_backward.wgsl`: a pass of per-row dot products, 32 invocations per row, then a pass
+// in which each invocation owns vec4 columns of all the block's rows): it overwrites (or adds
+// into) dx and writes that block's partial dγ (a fixed-order sum over its rows) into a
+// `[blocks, d]` partials buffer, blocks = ⌈rows / NORM_BLOCK⌉; then `rmsnorm_dgamma_reduce` adds
+// the partials up over the blocks in a fixed order and accumulates the result into dγ
+// (`rmsnorm_dgamma_reduce4`: four norms' in one dispatch, the same order). No float
+// atomics: dγ is the same bits on every run. For mixed precision, `rmsnorm_backward_f16` and
 // `rmsnorm_backward_acc_f16` also write dx's f16 copy for the next linear layer's products,
 // with the loss scaler's overflow check (`lib/grad16.wgsl`), from the registers dx is stored
 // from. Every 1-D grid here takes the runtime's 2-D fallback past 65535 workgroups (`flat_wg`).
@@ -393,9 +393,8 @@ fn residual_rmsnorm_f16(
 //   partials[b, j] = Σ_{r in block b, in row order} dy[r, j]·x[r, j]·rrms[r]
 // Block b is rows [b·NORM_BLOCK, min(rows, (b+1)·NORM_BLOCK)), NORM_BLOCK = 8; one workgroup
 // of 256 per block (grid `workgroups(⌈rows/8⌉)`, 2-D past 65535 blocks). Each row's Σ_k is a
-// fixed-order sum: 256 invocation sums (invocation t: the fma chain over its vec4 columns
-// t + 256·i in increasing column order) added in 8 segments of 32 in order, then the segments in
-// order (`lib/norm_backward.wgsl`).
+// fixed-order sum: 32 lane sums (lane l: the fma chain over its vec4 columns l + 32·i in
+// increasing column order) added in lane order (`lib/norm_backward.wgsl`).
 // Overwrites `dx[0 .. rows·d]` and `partials[0 .. ⌈rows/8⌉·d]`; dγ itself is accumulated by
 // `rmsnorm_dgamma_reduce` (same rows and d) from these partials. The caller allocates
 // `partials` with at least ⌈rows/NORM_BLOCK⌉·d elements.

@@ -31,11 +31,9 @@ const SHAPES: [(usize, usize); 5] = [(3, 1), (33, 64), (70, 300), (5, 1000), (65
 /// (rows, d) of the backward: [`SHAPES`] and the edges of its walk. One row (a block of one);
 /// whole blocks of 8 rows (the straight-line path) and a short last block (the row-by-row
 /// path); d = 1, 3, 5, 767 (no vec4 path: element loads, a partial last vec4 of each row) and
-/// 768 (the vec4 path, the trainer's width), 1024 (the widest row held in registers between the
-/// passes), 1028 (the narrowest one read twice, pass 2 by columns) and 2050 (more than one step
-/// of pass 1 per lane and more than one vec4 column per invocation in pass 2, with a partial
-/// last vec4).
-const BACKWARD_SHAPES: [(usize, usize); 14] = [
+/// 768 (the vec4 path, the trainer's width), 2050 (more than one step of pass 1 per lane and
+/// more than one vec4 column per invocation in pass 2, with a partial last vec4).
+const BACKWARD_SHAPES: [(usize, usize); 12] = [
     (3, 1),
     (33, 64),
     (70, 300),
@@ -47,8 +45,6 @@ const BACKWARD_SHAPES: [(usize, usize); 14] = [
     (19, 767),
     (24, 768),
     (16, 3),
-    (9, 1024),
-    (8, 1028),
     (11, 2050),
 ];
 

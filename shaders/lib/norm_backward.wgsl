@@ -1,31 +1,27 @@
 // The block walk of RMSNorm's backward, shared by `rmsnorm_backward`, `rmsnorm_backward_acc`,
-// `rmsnorm_backward_f16` and `rmsnorm_backward_acc_f16` in `02_norm.wgsl`; the math is in
-// `rmsnorm_backward`'s header there.
+// `rmsnorm_backward_f16` and `rmsnorm_backward_acc_f16` in `02_norm.wgsl`; the math and the
+// order of every sum are in `rmsnorm_backward`'s header there.
 //
 // A workgroup of WG = 256 invocations takes a block of NORM_BLOCK = 8 consecutive rows: small
-// blocks give a large GPU many workgroups to keep in flight at the usual few thousand rows.
-// Invocation t owns the vec4 columns t + 256·k of every row of the block, in both passes.
+// blocks give a large GPU many workgroups to keep in flight at the usual few thousand rows, and
+// every invocation issues many independent loads before it uses any, since the walk is bound by
+// memory latency, not by bandwidth.
 //
-// Pass 1, the per-row dot products Σ dy·γ·x: for each of its columns the invocation loads the
-// block's 8 rows of x and dy (16 loads in flight) and continues one fma chain per row, in
-// increasing column order. The 256 × 8 chains meet in workgroup memory (8 KiB); 64 invocations
-// add a row's 32 consecutive invocations' sums each, in order, and one invocation per row adds
-// its 8 segment sums in order: a fixed order, independent of the subgroup size.
+// Pass 1, the per-row dot products Σ dy·γ·x: 32 invocations per row, each on the row's vec4
+// columns lane + 32·k, NB_UNROLL of them loaded per step; each invocation's sum is one fma
+// chain in increasing column order; the 32 lane sums of a row meet in workgroup memory and one
+// invocation per row adds them in lane order. A fixed order, independent of the subgroup size.
 //
-// Pass 2, dx and the partial dγ, column by column: dx (its old value loaded first for the
-// accumulating kernels) and, for the f16 kernels, dx's f16 copy stored straight from
-// registers, and the column's partial dγ as one fma chain over the block's rows in row order.
-// Rows of up to 256 vec4 columns (d ≤ 1024, the usual widths) keep pass 1's x and dy in
-// registers for it, so they are read once, not a second time in the hope that the L2 still
-// holds them (the trainer's 1024 blocks of x and dy are 50 MB, an H100's whole L2). Wider rows
-// read their later columns again.
-//
-// The f16 copy is made from the very values stored into dx, so it is what
-// `cast::cast_grad_f16x4` makes of that dx.
+// Pass 2, dx and the partial dγ: invocation t owns the vec4 columns t + 256·k for every row of
+// the block. It loads the block's 8 rows of x and dy at those columns (and dx for the
+// accumulating kernels) before storing anything, then stores dx and, for the f16 kernels, dx's
+// f16 copy straight from registers: the f16 copy is made from the very values stored into dx,
+// so it is what `cast::cast_grad_f16x4` makes of that dx. The column's partial dγ is one fma
+// chain over the block's rows in row order.
 //
 // Where d % 4 == 0 a row's vec4 columns are 16-byte aligned and loaded and stored as one vec4;
 // otherwise element by element, with the columns past d (the last vec4 of a row) as zeros in
-// and nothing out. Rows past the last (the last block's) are zeros in and nothing out.
+// and nothing out.
 //
 // Provides `rmsnorm_backward_block(wid, nwg, tid)`. Expects the bindings `x`, `gamma`, `rrms`,
 // `dy`, `dx`, `partials` (all f32) and `p` (rows, d) of those kernels, NORM_BLOCK, and the
@@ -34,19 +30,15 @@
 //   fn put_dx16(i: u32, v: vec4<f32>)   vec4 i of dx's f16x4 copy is v (columns past d are 0);
 //                                       empty for the f32 kernels
 
-const_assert NORM_BLOCK == 8u;
-// Invocations whose sums one segment adds, and the segments of a row.
-const NB_SEG: u32 = 32u;
-const NB_SEGS: u32 = WG / NB_SEG;
-const_assert NB_SEGS * NORM_BLOCK <= WG;
+// Invocations per row in pass 1.
+const NB_LANES: u32 = 32u;
+const_assert NB_LANES * NORM_BLOCK == WG;
+// Vec4 columns an invocation loads per step of pass 1.
+const NB_UNROLL: u32 = 4u;
 const NB_COLS4: vec4<u32> = vec4<u32>(0u, 1u, 2u, 3u);
 
-// Per row and invocation: the invocation's part of Σ dy·γ·x (8 KiB).
-var<workgroup> sh_dot: array<f32, 2048>;
-const_assert NORM_BLOCK * WG == 2048u;
-// Per row and segment: the segment's sum.
-var<workgroup> sh_seg: array<f32, 64>;
-const_assert NORM_BLOCK * NB_SEGS == 64u;
+// Per row and lane: the lane's part of Σ dy·γ·x (1 KiB).
+var<workgroup> sh_part: array<f32, WG>;
 // Per row of the block: rrms, and rrms³ · (Σ dy·γ·x) / d.
 var<workgroup> sh_r: array<f32, NORM_BLOCK>;
 var<workgroup> sh_coef: array<f32, NORM_BLOCK>;
@@ -103,29 +95,6 @@ fn nb_load4(op: u32, base: u32, c: u32) -> vec4<f32> {
     return v;
 }
 
-// `op` at columns c..c+3 of row i of the block starting at row r0, zeros for a row past the
-// last (i ≥ nr).
-fn nb_row4(op: u32, r0: u32, i: u32, nr: u32, c: u32) -> vec4<f32> {
-    if (i < nr) {
-        return nb_load4(op, (r0 + i) * p.d, c);
-    }
-    return vec4<f32>(0.0);
-}
-
-// `op` at columns c..c+3 of the block's 8 rows, all loads issued together.
-fn nb_rows(op: u32, r0: u32, nr: u32, c: u32) -> array<vec4<f32>, 8> {
-    return array<vec4<f32>, 8>(
-        nb_row4(op, r0, 0u, nr, c),
-        nb_row4(op, r0, 1u, nr, c),
-        nb_row4(op, r0, 2u, nr, c),
-        nb_row4(op, r0, 3u, nr, c),
-        nb_row4(op, r0, 4u, nr, c),
-        nb_row4(op, r0, 5u, nr, c),
-        nb_row4(op, r0, 6u, nr, c),
-        nb_row4(op, r0, 7u, nr, c),
-    );
-}
-
 // Stores v into dx at columns c..c+3 of the row starting at `base` (c < d), columns below d.
 fn nb_store_dx4(base: u32, c: u32, v: vec4<f32>) {
     let i = base + c;
@@ -179,23 +148,9 @@ fn nb_dot4(acc: f32, dyv: vec4<f32>, g: vec4<f32>, xv: vec4<f32>) -> f32 {
     return fma(dyv.w * g.w, xv.w, s);
 }
 
-// Each row's chain continued with one vec4 column of x, dy and γ.
-fn nb_dots(acc: array<f32, 8>, xs: array<vec4<f32>, 8>, ys: array<vec4<f32>, 8>, g: vec4<f32>) -> array<f32, 8> {
-    return array<f32, 8>(
-        nb_dot4(acc[0], ys[0], g, xs[0]),
-        nb_dot4(acc[1], ys[1], g, xs[1]),
-        nb_dot4(acc[2], ys[2], g, xs[2]),
-        nb_dot4(acc[3], ys[3], g, xs[3]),
-        nb_dot4(acc[4], ys[4], g, xs[4]),
-        nb_dot4(acc[5], ys[5], g, xs[5]),
-        nb_dot4(acc[6], ys[6], g, xs[6]),
-        nb_dot4(acc[7], ys[7], g, xs[7]),
-    );
-}
-
-// Row i of the block at the invocation's vec4 column q (columns c = 4q..4q+3), a row that
-// exists (i < nr): stores dx and its f16 copy, returns the partial dγ chain continued with this
-// row's dy·x·rrms.
+// Row i of the block at the invocation's vec4 column q (columns c = 4q..4q+3), x and dy (and
+// for the accumulating kernels the old dx) already loaded: stores dx and its f16 copy, returns
+// the partial dγ chain continued with this row's dy·x·rrms.
 fn nb_row_out(row: u32, i: u32, q: u32, c: u32, g: vec4<f32>, xv: vec4<f32>, dyv: vec4<f32>, old: vec4<f32>, dg: vec4<f32>) -> vec4<f32> {
     let r = sh_r[i];
     let grad = r * g * dyv - xv * sh_coef[i];
@@ -208,40 +163,13 @@ fn nb_row_out(row: u32, i: u32, q: u32, c: u32, g: vec4<f32>, xv: vec4<f32>, dyv
     return fma(dyv * xv, vec4<f32>(r), dg);
 }
 
-// Pass 2 at vec4 column q of block `blk` (rows r0 … r0 + nr − 1), x and dy of its rows given.
-fn nb_column_out(blk: u32, r0: u32, nr: u32, q: u32, xs: array<vec4<f32>, 8>, ys: array<vec4<f32>, 8>) {
-    let c = 4u * q;
-    let g = nb_load4(NB_GAMMA, 0u, c);
-    // The old dx of every row before anything is stored; never loaded for the others.
-    var old = array<vec4<f32>, 8>();
+// The old dx of the accumulating kernels at row `base`, column c; zeros for the others (never
+// used there, and not loaded).
+fn nb_old4(base: u32, c: u32) -> vec4<f32> {
     if (NB_ACC) {
-        old = nb_rows(NB_DX, r0, nr, c);
+        return nb_load4(NB_DX, base, c);
     }
-    // Rows past the last (the last block of a row count that is not a multiple of NORM_BLOCK)
-    // are skipped; every index is a constant, so the arrays stay in registers.
-    var dg = nb_row_out(r0, 0u, q, c, g, xs[0], ys[0], old[0], vec4<f32>(0.0));
-    if (1u < nr) {
-        dg = nb_row_out(r0 + 1u, 1u, q, c, g, xs[1], ys[1], old[1], dg);
-    }
-    if (2u < nr) {
-        dg = nb_row_out(r0 + 2u, 2u, q, c, g, xs[2], ys[2], old[2], dg);
-    }
-    if (3u < nr) {
-        dg = nb_row_out(r0 + 3u, 3u, q, c, g, xs[3], ys[3], old[3], dg);
-    }
-    if (4u < nr) {
-        dg = nb_row_out(r0 + 4u, 4u, q, c, g, xs[4], ys[4], old[4], dg);
-    }
-    if (5u < nr) {
-        dg = nb_row_out(r0 + 5u, 5u, q, c, g, xs[5], ys[5], old[5], dg);
-    }
-    if (6u < nr) {
-        dg = nb_row_out(r0 + 6u, 6u, q, c, g, xs[6], ys[6], old[6], dg);
-    }
-    if (7u < nr) {
-        dg = nb_row_out(r0 + 7u, 7u, q, c, g, xs[7], ys[7], old[7], dg);
-    }
-    nb_store_part4(blk * p.d + c, c, dg);
+    return vec4<f32>(0.0);
 }
 
 // The block of workgroup `flat_wg(wid, nwg)`.
@@ -256,44 +184,52 @@ fn rmsnorm_backward_block(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) {
     let nr = min(NORM_BLOCK, p.rows - r0);
     let cq = (p.d + 3u) / 4u;
 
-    // Pass 1. The first column stays in registers for pass 2; later ones (d > 1024) are read
-    // again there.
-    var xs = array<vec4<f32>, 8>();
-    var ys = array<vec4<f32>, 8>();
-    var acc = array<f32, 8>();
-    if (tid < cq) {
-        let c = 4u * tid;
-        xs = nb_rows(NB_X, r0, nr, c);
-        ys = nb_rows(NB_DY, r0, nr, c);
-        acc = nb_dots(acc, xs, ys, nb_load4(NB_GAMMA, 0u, c));
-    }
-    for (var q = tid + WG; q < cq; q += WG) {
-        let c = 4u * q;
-        acc = nb_dots(acc, nb_rows(NB_X, r0, nr, c), nb_rows(NB_DY, r0, nr, c), nb_load4(NB_GAMMA, 0u, c));
-    }
-    sh_dot[tid] = acc[0];
-    sh_dot[WG + tid] = acc[1];
-    sh_dot[2u * WG + tid] = acc[2];
-    sh_dot[3u * WG + tid] = acc[3];
-    sh_dot[4u * WG + tid] = acc[4];
-    sh_dot[5u * WG + tid] = acc[5];
-    sh_dot[6u * WG + tid] = acc[6];
-    sh_dot[7u * WG + tid] = acc[7];
-    workgroupBarrier();
-    // Segment s of row i: invocations 32s … 32s + 31, in order.
-    if (tid < NORM_BLOCK * NB_SEGS) {
-        let at = (tid / NB_SEGS) * WG + (tid % NB_SEGS) * NB_SEG;
-        var s = 0.0;
-        for (var j = 0u; j < NB_SEG; j++) {
-            s += sh_dot[at + j];
+    // Pass 1. Row g of the block, lane l; a row past the end (the last block's) has no columns.
+    let g = tid / NB_LANES;
+    let lane = tid % NB_LANES;
+    let lim = select(0u, cq, g < nr);
+    let base = (r0 + g) * p.d;
+    var acc = 0.0;
+    for (var q0 = lane; q0 < lim; q0 += NB_UNROLL * NB_LANES) {
+        // All loads of the step first (zeros for columns past the row), then the chain.
+        let q1 = q0 + NB_LANES;
+        let q2 = q0 + 2u * NB_LANES;
+        let q3 = q0 + 3u * NB_LANES;
+        let x0 = nb_load4(NB_X, base, 4u * q0);
+        let y0 = nb_load4(NB_DY, base, 4u * q0);
+        let g0 = nb_load4(NB_GAMMA, 0u, 4u * q0);
+        var x1 = vec4<f32>(0.0);
+        var y1 = vec4<f32>(0.0);
+        var g1 = vec4<f32>(0.0);
+        if (q1 < lim) {
+            x1 = nb_load4(NB_X, base, 4u * q1);
+            y1 = nb_load4(NB_DY, base, 4u * q1);
+            g1 = nb_load4(NB_GAMMA, 0u, 4u * q1);
         }
-        sh_seg[tid] = s;
+        var x2 = vec4<f32>(0.0);
+        var y2 = vec4<f32>(0.0);
+        var g2 = vec4<f32>(0.0);
+        if (q2 < lim) {
+            x2 = nb_load4(NB_X, base, 4u * q2);
+            y2 = nb_load4(NB_DY, base, 4u * q2);
+            g2 = nb_load4(NB_GAMMA, 0u, 4u * q2);
+        }
+        var x3 = vec4<f32>(0.0);
+        var y3 = vec4<f32>(0.0);
+        var g3 = vec4<f32>(0.0);
+        if (q3 < lim) {
+            x3 = nb_load4(NB_X, base, 4u * q3);
+            y3 = nb_load4(NB_DY, base, 4u * q3);
+            g3 = nb_load4(NB_GAMMA, 0u, 4u * q3);
+        }
+        acc = nb_dot4(nb_dot4(nb_dot4(nb_dot4(acc, y0, g0, x0), y1, g1, x1), y2, g2, x2), y3, g3, x3);
     }
+    sh_part[tid] = acc;
     workgroupBarrier();
     if (tid < nr) {
         var dot = 0.0;
-        for (var s = 0u; s < NB_SEGS; s++) {
-            dot += sh_seg[tid * NB_SEGS + s];
+        for (var l = 0u; l < NB_LANES; l++) {
+            dot += sh_part[tid * NB_LANES + l];
         }
         let r = rrms[r0 + tid];
         sh_r[tid] = r;
@@ -302,11 +238,59 @@ fn rmsnorm_backward_block(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) {
     workgroupBarrier();
 
     // Pass 2.
-    if (tid < cq) {
-        nb_column_out(blk, r0, nr, tid, xs, ys);
-    }
-    for (var q = tid + WG; q < cq; q += WG) {
+    for (var q = tid; q < cq; q += WG) {
         let c = 4u * q;
-        nb_column_out(blk, r0, nr, q, nb_rows(NB_X, r0, nr, c), nb_rows(NB_DY, r0, nr, c));
+        let gv = nb_load4(NB_GAMMA, 0u, c);
+        var dg = vec4<f32>(0.0);
+        if (nr == NORM_BLOCK) {
+            let b0 = r0 * p.d;
+            let b1 = b0 + p.d;
+            let b2 = b1 + p.d;
+            let b3 = b2 + p.d;
+            let b4 = b3 + p.d;
+            let b5 = b4 + p.d;
+            let b6 = b5 + p.d;
+            let b7 = b6 + p.d;
+            let x0 = nb_load4(NB_X, b0, c);
+            let x1 = nb_load4(NB_X, b1, c);
+            let x2 = nb_load4(NB_X, b2, c);
+            let x3 = nb_load4(NB_X, b3, c);
+            let x4 = nb_load4(NB_X, b4, c);
+            let x5 = nb_load4(NB_X, b5, c);
+            let x6 = nb_load4(NB_X, b6, c);
+            let x7 = nb_load4(NB_X, b7, c);
+            let y0 = nb_load4(NB_DY, b0, c);
+            let y1 = nb_load4(NB_DY, b1, c);
+            let y2 = nb_load4(NB_DY, b2, c);
+            let y3 = nb_load4(NB_DY, b3, c);
+            let y4 = nb_load4(NB_DY, b4, c);
+            let y5 = nb_load4(NB_DY, b5, c);
+            let y6 = nb_load4(NB_DY, b6, c);
+            let y7 = nb_load4(NB_DY, b7, c);
+            let o0 = nb_old4(b0, c);
+            let o1 = nb_old4(b1, c);
+            let o2 = nb_old4(b2, c);
+            let o3 = nb_old4(b3, c);
+            let o4 = nb_old4(b4, c);
+            let o5 = nb_old4(b5, c);
+            let o6 = nb_old4(b6, c);
+            let o7 = nb_old4(b7, c);
+            dg = nb_row_out(r0, 0u, q, c, gv, x0, y0, o0, dg);
+            dg = nb_row_out(r0 + 1u, 1u, q, c, gv, x1, y1, o1, dg);
+            dg = nb_row_out(r0 + 2u, 2u, q, c, gv, x2, y2, o2, dg);
+            dg = nb_row_out(r0 + 3u, 3u, q, c, gv, x3, y3, o3, dg);
+            dg = nb_row_out(r0 + 4u, 4u, q, c, gv, x4, y4, o4, dg);
+            dg = nb_row_out(r0 + 5u, 5u, q, c, gv, x5, y5, o5, dg);
+            dg = nb_row_out(r0 + 6u, 6u, q, c, gv, x6, y6, o6, dg);
+            dg = nb_row_out(r0 + 7u, 7u, q, c, gv, x7, y7, o7, dg);
+        } else {
+            // The last block of a row count that is not a multiple of NORM_BLOCK: row by row,
+            // the same per-row step and the same row order.
+            for (var i = 0u; i < nr; i++) {
+                let b = (r0 + i) * p.d;
+                dg = nb_row_out(r0 + i, i, q, c, gv, nb_load4(NB_X, b, c), nb_load4(NB_DY, b, c), nb_old4(b, c), dg);
+            }
+        }
+        nb_store_part4(blk * p.d + c, c, dg);
     }
 }
