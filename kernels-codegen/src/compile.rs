@@ -42,9 +42,9 @@ pub struct Variant {
     /// empty for a variant that uses cooperative matrices or needs one of `features`, which
     /// WebGPU does not have.
     pub browser_wgsl: String,
-    /// The names of the `override` declarations its source has, as naga parsed them: the
-    /// values a pipeline of this form may be given (wgpu refuses one for an override the
-    /// module does not declare).
+    /// The keys (the `@id` if given, else the name) of the `override` declarations its source
+    /// has, as naga parsed them: the values a pipeline of this form may be given (wgpu refuses
+    /// one for an override the module does not declare).
     pub overrides: Vec<String>,
 }
 
@@ -611,7 +611,12 @@ impl Ctx<'_> {
             } else {
                 format!("{enable_f16}{enable_sg}{body}")
             },
-            overrides: c.module.overrides.iter().filter_map(|(_, o)| o.name.clone()).collect(),
+            overrides: c
+                .module
+                .overrides
+                .iter()
+                .filter_map(|(_, o)| Some(crate::reflect::override_key(o.name.as_deref()?, o.id)))
+                .collect(),
         }
     }
 

@@ -801,20 +801,14 @@ impl<'a> Emitter<'a> {
         });
         let keys = iface.workgroup_size_overrides.iter().map(|o| match o {
             Some(name) => {
-                let key = iface
-                    .overrides
-                    .iter()
-                    .find(|d| &d.name == name)
-                    .and_then(|d| d.id.map(|i| i.to_string()))
-                    .unwrap_or_else(|| name.clone());
+                let key = iface.overrides.iter().find(|d| &d.name == name).map_or_else(|| name.clone(), |d| d.key());
                 quote!(::core::option::Option::Some(#key))
             }
             None => quote!(::core::option::Option::None),
         });
         let immediate_size = iface.immediate.as_ref().map_or(0, |i| i.size);
         let overrides = iface.overrides.iter().map(|o| {
-            let key = o.id.map(|i| i.to_string()).unwrap_or_else(|| o.name.clone());
-            let (name, ty, has_default) = (&o.name, o.ty, o.has_default);
+            let (key, name, ty, has_default) = (o.key(), &o.name, o.ty, o.has_default);
             quote!(#rt::OverrideDef { name: #name, key: #key, ty: #ty, has_default: #has_default })
         });
         let (grid_kind, grid_text) = match &k.shape.grid {

@@ -313,6 +313,18 @@ pub struct OverrideDef {
     pub has_default: bool,
 }
 
+impl OverrideDef {
+    /// The key wgpu takes for it: the `@id` if given, else the name.
+    pub fn key(&self) -> String {
+        override_key(&self.name, self.id)
+    }
+}
+
+/// The key wgpu takes for the override `name` with `@id` `id`: the id if given, else the name.
+pub fn override_key(name: &str, id: Option<u16>) -> String {
+    id.map_or_else(|| name.to_string(), |i| i.to_string())
+}
+
 /// Everything the host needs to call a kernel.
 #[derive(Clone, Debug, Default)]
 pub struct Interface {

@@ -265,10 +265,11 @@ pub struct VariantDef {
     /// (`SHADER_INT64`, `SHADER_F64`, `SHADER_INT64_ATOMIC_MIN_MAX`,
     /// `SHADER_INT64_ATOMIC_ALL_OPS`, `IMMEDIATES`).
     pub features: &'static [&'static str],
-    /// The names of the `override` declarations its sources have. A kernel's
-    /// [`KernelDef::overrides`] are its preferred variant's; another variant may lack some (a
-    /// shape compiled into a tensor-core loop that the portable loop reads from a uniform), and
-    /// a pipeline of it gets only the values of these.
+    /// The keys ([`OverrideDef::key`]: the `@id` if given, else the name) of the `override`
+    /// declarations its sources have. A kernel's [`KernelDef::overrides`] are its preferred
+    /// variant's; another variant may lack some (a shape compiled into a tensor-core loop that
+    /// the portable loop reads from a uniform), and a pipeline of it gets only the values of
+    /// these.
     pub overrides: &'static [&'static str],
 }
 

@@ -4,7 +4,7 @@
 use crate::context::Gpu;
 use crate::disk::PipelineCacheFile;
 use crate::error::{Error, Result};
-use crate::kernel::{BindingKind, KernelDef, OverrideDef, ResourceKind, SampleKind, TextureAccess, VariantDef};
+use crate::kernel::{BindingKind, KernelDef, ResourceKind, SampleKind, TextureAccess, VariantDef};
 use crate::options::RuntimeChecks;
 use crate::variant::{Unmet, select};
 use std::borrow::Cow;
@@ -383,7 +383,7 @@ impl Gpu {
             module: &module,
             entry_point: Some(kernel.name),
             compilation_options: wgpu::PipelineCompilationOptions {
-                constants: &declared_overrides(&source.declared, kernel.overrides, overrides),
+                constants: &declared_overrides(&source.declared, overrides),
                 zero_initialize_workgroup_memory: true,
             },
             cache: self.inner.disk.as_ref().map(|d| &d.cache),
@@ -525,24 +525,18 @@ pub(crate) struct Buildable {
     pub(crate) wgsl: Cow<'static, str>,
     /// Whether it is marked `// @unchecked`.
     pub(crate) unchecked: bool,
-    /// The names of the `override` declarations it has.
+    /// The keys of the `override` declarations it has (`VariantDef::overrides`).
     pub(crate) declared: Vec<String>,
 }
 
 /// The values of `overrides` (by wgpu's key: an `@id` or the name) whose overrides the variant
-/// declares (`declared`, by name; `defs` maps one to the other). A kernel's generated
-/// `Overrides` are its preferred variant's, and another variant may not use them all (a shape
-/// compiled in for a tensor-core loop that the portable loop reads from a uniform): its source,
-/// compacted to what it uses, then lacks their declarations, and wgpu refuses a value for an
-/// override the module does not have. So each variant gets the values it declares and the rest
-/// keep no meaning there.
-fn declared_overrides(
-    declared: &[String],
-    defs: &[OverrideDef],
-    overrides: &[(&'static str, f64)],
-) -> Vec<(&'static str, f64)> {
-    let name = |key: &'static str| defs.iter().find(|d| d.key == key).map_or(key, |d| d.name);
-    overrides.iter().filter(|(key, _)| declared.iter().any(|d| d == name(key))).copied().collect()
+/// declares (`declared`, by the same keys). A kernel's generated `Overrides` are its preferred
+/// variant's, and another variant may not use them all (a shape compiled in for a tensor-core
+/// loop that the portable loop reads from a uniform): its source, compacted to what it uses,
+/// then lacks their declarations, and wgpu refuses a value for an override the module does not
+/// have. So each variant gets the values it declares and the rest keep no meaning there.
+fn declared_overrides(declared: &[String], overrides: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
+    overrides.iter().filter(|(key, _)| declared.iter().any(|d| d == key)).copied().collect()
 }
 
 /// The cache key of `kernel` with `overrides`.
@@ -617,17 +611,14 @@ impl Stopwatch {
 #[cfg(test)]
 mod tests {
     use super::declared_overrides;
-    use crate::kernel::OverrideDef;
 
     #[test]
     fn a_variant_gets_the_override_values_it_declares() {
-        let def = |name, key| OverrideDef { name, key, ty: "u32", has_default: true };
-        let defs = [def("A_T", "A_T"), def("G_BM", "3"), def("K_C", "K_C"), def("G_B", "G_B")];
-        let declared = ["A_T".to_string(), "G_BM".to_string()];
-        // G_BM by its `@id`, as the generated code passes it.
+        // G_BM has `@id(3)`: both lists name it by that key, as the generated code does.
+        let declared = ["A_T".to_string(), "3".to_string()];
         let given = [("A_T", 1.0), ("K_C", 4096.0), ("3", 256.0), ("G_B", 1.0)];
-        assert_eq!(declared_overrides(&declared, &defs, &given), vec![("A_T", 1.0), ("3", 256.0)]);
-        assert!(declared_overrides(&declared, &defs, &[]).is_empty());
-        assert!(declared_overrides(&[], &defs, &given).is_empty());
+        assert_eq!(declared_overrides(&declared, &given), vec![("A_T", 1.0), ("3", 256.0)]);
+        assert!(declared_overrides(&declared, &[]).is_empty());
+        assert!(declared_overrides(&[], &given).is_empty());
     }
 }

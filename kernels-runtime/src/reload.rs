@@ -46,7 +46,7 @@ pub(crate) struct Form {
     coop: Vec<CoopConfig>,
     features: Vec<&'static str>,
     pub(crate) wgsl: String,
-    /// The names of the `override` declarations `wgsl` has.
+    /// The keys of the `override` declarations `wgsl` has (`VariantDef::overrides`).
     pub(crate) overrides: Vec<String>,
 }
 
